@@ -1,0 +1,226 @@
+//! The CNI error object a plugin prints on stdout when it fails.
+//!
+//! The wire shape follows the spec ("Error" section) and libcni's
+//! `types.Error`: `{"cniVersion", "code", "msg", "details"}`, where
+//! `cniVersion` is added by [`Error::to_json`] and `details` is omitted when
+//! empty.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Well-known CNI error codes (spec 1.1 "Well-known Error Codes").
+///
+/// Codes 1–99 are reserved by the spec; plugins may use 100 and above for
+/// their own errors. [`Error::code`] is a plain `u32` so such codes fit;
+/// this enum names the reserved ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+pub enum ErrorCode {
+    /// 1: incompatible CNI version.
+    IncompatibleVersion = 1,
+    /// 2: unsupported field in the network configuration.
+    UnsupportedField = 2,
+    /// 3: container unknown or does not exist.
+    UnknownContainer = 3,
+    /// 4: invalid necessary environment variables (`CNI_*`).
+    InvalidEnv = 4,
+    /// 5: I/O failure (for example reading stdin).
+    Io = 5,
+    /// 6: failed to decode content (bad JSON, wrong shape).
+    Decode = 6,
+    /// 7: invalid network configuration.
+    InvalidConfig = 7,
+    /// 8: invalid network namespace (libcni `ErrInvalidNetNS`, not in the spec text).
+    InvalidNetns = 8,
+    /// 11: try again later (transient condition).
+    TryAgainLater = 11,
+    /// 50: the plugin is not ready to serve ADD requests (STATUS).
+    NotReady = 50,
+    /// 51: the plugin has limited connectivity for existing containers (STATUS).
+    LimitedConnectivity = 51,
+    /// 999: internal error (libcni wraps plain plugin errors in this code).
+    Internal = 999,
+}
+
+impl ErrorCode {
+    /// The numeric code.
+    pub const fn as_u32(self) -> u32 {
+        self as u32
+    }
+
+    /// The well-known code for `code`, if it is one.
+    pub const fn from_u32(code: u32) -> Option<ErrorCode> {
+        Some(match code {
+            1 => ErrorCode::IncompatibleVersion,
+            2 => ErrorCode::UnsupportedField,
+            3 => ErrorCode::UnknownContainer,
+            4 => ErrorCode::InvalidEnv,
+            5 => ErrorCode::Io,
+            6 => ErrorCode::Decode,
+            7 => ErrorCode::InvalidConfig,
+            8 => ErrorCode::InvalidNetns,
+            11 => ErrorCode::TryAgainLater,
+            50 => ErrorCode::NotReady,
+            51 => ErrorCode::LimitedConnectivity,
+            999 => ErrorCode::Internal,
+            _ => return None,
+        })
+    }
+}
+
+impl From<ErrorCode> for u32 {
+    fn from(code: ErrorCode) -> u32 {
+        code.as_u32()
+    }
+}
+
+/// A CNI error: what a plugin reports on stdout (with a non-zero exit) when
+/// an operation fails.
+///
+/// Serializes as libcni's `types.Error` (`{"code", "msg", "details"?}`);
+/// deserializing ignores a `cniVersion` key, so the output of
+/// [`Error::to_json`] reads back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Error {
+    /// Error code: one of [`ErrorCode`] or a plugin-specific code ≥ 100.
+    pub code: u32,
+    /// Short human-readable message.
+    pub msg: String,
+    /// Longer description; omitted from JSON when empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub details: String,
+}
+
+/// Field order of the printed error: cniVersion first, as the spec shows.
+#[derive(Serialize)]
+struct ErrorOut<'a> {
+    #[serde(rename = "cniVersion", skip_serializing_if = "str::is_empty")]
+    cni_version: &'a str,
+    code: u32,
+    msg: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    details: &'a str,
+}
+
+impl Error {
+    /// An error with `code` and `msg` and no details.
+    pub fn new(code: impl Into<u32>, msg: impl Into<String>) -> Error {
+        Error {
+            code: code.into(),
+            msg: msg.into(),
+            details: String::new(),
+        }
+    }
+
+    /// The same error with `details` set.
+    #[must_use]
+    pub fn with_details(mut self, details: impl Into<String>) -> Error {
+        self.details = details.into();
+        self
+    }
+
+    /// The well-known code of this error, if it has one.
+    pub fn well_known(&self) -> Option<ErrorCode> {
+        ErrorCode::from_u32(self.code)
+    }
+
+    /// Code 1: incompatible CNI version.
+    pub fn incompatible_version(msg: impl Into<String>) -> Error {
+        Error::new(ErrorCode::IncompatibleVersion, msg)
+    }
+
+    /// Code 2: unsupported field in the network configuration.
+    pub fn unsupported_field(msg: impl Into<String>) -> Error {
+        Error::new(ErrorCode::UnsupportedField, msg)
+    }
+
+    /// Code 3: container unknown or does not exist.
+    pub fn unknown_container(msg: impl Into<String>) -> Error {
+        Error::new(ErrorCode::UnknownContainer, msg)
+    }
+
+    /// Code 4: invalid or missing `CNI_*` environment variables.
+    pub fn invalid_env(msg: impl Into<String>) -> Error {
+        Error::new(ErrorCode::InvalidEnv, msg)
+    }
+
+    /// Code 5: I/O failure.
+    pub fn io(msg: impl Into<String>) -> Error {
+        Error::new(ErrorCode::Io, msg)
+    }
+
+    /// Code 6: failed to decode content.
+    pub fn decode(msg: impl Into<String>) -> Error {
+        Error::new(ErrorCode::Decode, msg)
+    }
+
+    /// Code 7: invalid network configuration.
+    pub fn invalid_config(msg: impl Into<String>) -> Error {
+        Error::new(ErrorCode::InvalidConfig, msg)
+    }
+
+    /// Code 8: invalid network namespace.
+    pub fn invalid_netns(msg: impl Into<String>) -> Error {
+        Error::new(ErrorCode::InvalidNetns, msg)
+    }
+
+    /// Code 11: try again later.
+    pub fn try_again_later(msg: impl Into<String>) -> Error {
+        Error::new(ErrorCode::TryAgainLater, msg)
+    }
+
+    /// Code 50: not ready to serve ADD (STATUS).
+    pub fn not_ready(msg: impl Into<String>) -> Error {
+        Error::new(ErrorCode::NotReady, msg)
+    }
+
+    /// Code 51: limited connectivity for existing containers (STATUS).
+    pub fn limited_connectivity(msg: impl Into<String>) -> Error {
+        Error::new(ErrorCode::LimitedConnectivity, msg)
+    }
+
+    /// Code 999: internal error.
+    pub fn internal(msg: impl Into<String>) -> Error {
+        Error::new(ErrorCode::Internal, msg)
+    }
+
+    /// The error JSON as a plugin prints it on stdout: indented with four
+    /// spaces like libcni's `Error.Print`, `cniVersion` first (left out when
+    /// `cni_version` is empty), `details` only when non-empty.
+    ///
+    /// ```
+    /// use guest_sdk::cni::Error;
+    /// let json = Error::invalid_config("missing network name").to_json("1.0.0");
+    /// assert_eq!(
+    ///     json,
+    ///     "{\n    \"cniVersion\": \"1.0.0\",\n    \"code\": 7,\n    \"msg\": \"missing network name\"\n}"
+    /// );
+    /// ```
+    pub fn to_json(&self, cni_version: &str) -> String {
+        let out = ErrorOut {
+            cni_version,
+            code: self.code,
+            msg: &self.msg,
+            details: &self.details,
+        };
+        super::json::to_pretty_string(&out).unwrap_or_else(|_| {
+            // Unreachable in practice (only strings and an integer); keep a
+            // valid object rather than printing nothing.
+            format!("{{\"code\": {}, \"msg\": \"internal error\"}}", self.code)
+        })
+    }
+}
+
+impl fmt::Display for Error {
+    /// `msg`, then `; details` when there are details (libcni's format).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.details.is_empty() {
+            write!(f, "{}", self.msg)
+        } else {
+            write!(f, "{}; {}", self.msg, self.details)
+        }
+    }
+}
+
+impl std::error::Error for Error {}

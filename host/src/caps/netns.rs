@@ -1,0 +1,65 @@
+//! `wasmcni:plugin/netns`: the two namespace handles.
+
+use wasmtime::component::Resource;
+
+use super::bindings::wasmcni::plugin::netns::{Host, HostNetns, NetnsKind};
+use super::bindings::wasmcni::plugin::types::ErrorCode;
+use super::{CapError, StoreData};
+use crate::netns::{Kind, NetNs};
+
+/// The host side of a `netns` resource: which namespace it stands for. The
+/// namespace itself lives in the invocation context, opened once.
+#[derive(Debug, Clone, Copy)]
+pub struct NsHandle {
+    kind: Kind,
+}
+
+impl StoreData {
+    /// Resolves a borrowed handle to the namespace kind it stands for.
+    pub(super) fn ns_kind(&self, ns: &Resource<NsHandle>) -> Result<Kind, CapError> {
+        self.table
+            .get(ns)
+            .map(|h| h.kind)
+            .map_err(|e| CapError::Trap(e.into()))
+    }
+}
+
+impl Host for StoreData {
+    fn container(&mut self) -> Result<Resource<NsHandle>, CapError> {
+        if self.caps.container.is_none() {
+            return Err(ErrorCode::NotFound.into());
+        }
+        self.table
+            .push(NsHandle {
+                kind: Kind::Container,
+            })
+            .map_err(|e| CapError::Trap(e.into()))
+    }
+
+    fn host(&mut self) -> Result<Resource<NsHandle>, CapError> {
+        if self.caps.grant.host.is_none() {
+            return Err(ErrorCode::AccessDenied.into());
+        }
+        if self.caps.host.is_none() {
+            let ns = NetNs::open_host().map_err(|_| CapError::Code(ErrorCode::Other))?;
+            self.caps.host = Some(ns);
+        }
+        self.table
+            .push(NsHandle { kind: Kind::Host })
+            .map_err(|e| CapError::Trap(e.into()))
+    }
+}
+
+impl HostNetns for StoreData {
+    fn kind(&mut self, ns: Resource<NsHandle>) -> wasmtime::Result<NetnsKind> {
+        Ok(match self.table.get(&ns)?.kind {
+            Kind::Container => NetnsKind::Container,
+            Kind::Host => NetnsKind::Host,
+        })
+    }
+
+    fn drop(&mut self, ns: Resource<NsHandle>) -> wasmtime::Result<()> {
+        self.table.delete(ns)?;
+        Ok(())
+    }
+}

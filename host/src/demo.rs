@@ -1,0 +1,158 @@
+//! `wasmcni demo`: the embedded example, run in a throwaway sandbox.
+//!
+//! The demo process first moves itself into new network and mount
+//! namespaces, so nothing it does can touch the machine's network. Inside,
+//! it makes a "container" namespace and runs the loopback plugin through
+//! the same path a runtime uses: it executes itself as `loopback` (multi-call)
+//! with the CNI_* environment and the config on stdin.
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use nix::sched::{unshare, CloneFlags};
+
+use crate::netlink::{address_of, Netlink};
+use crate::netns::NetNs;
+
+const CONFIG: &str = r#"{
+  "cniVersion": "1.0.0",
+  "name": "demo-net",
+  "type": "loopback"
+}"#;
+
+/// Runs the demo.
+pub fn run() -> anyhow::Result<()> {
+    unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWNS).context(
+        "entering a sandbox (new network and mount namespaces) needs root or CAP_SYS_ADMIN",
+    )?;
+    mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
+        .context("making mounts private in the sandbox")?;
+    let base = std::env::temp_dir().join(format!("wasmcni-demo.{}", std::process::id()));
+    fs::create_dir_all(&base)?;
+    let result = mount(Some("tmpfs"), &base, Some("tmpfs"), MsFlags::empty(), Some("size=64m"))
+        .context("mounting a tmpfs for the sandbox")
+        .and_then(|_| steps(&base));
+    let _ = umount2(&base, MntFlags::MNT_DETACH);
+    let _ = fs::remove_dir(&base);
+    result
+}
+
+/// Creates a network namespace pinned at `path` (a bind mount, as
+/// `ip netns add` does).
+fn make_netns(path: &Path) -> anyhow::Result<()> {
+    fs::File::create(path)?;
+    let p = path.to_owned();
+    std::thread::spawn(move || -> anyhow::Result<()> {
+        unshare(CloneFlags::CLONE_NEWNET)?;
+        mount(Some("/proc/thread-self/ns/net"), &p, None::<&str>, MsFlags::MS_BIND, None::<&str>)?;
+        Ok(())
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("netns thread panicked"))??;
+    Ok(())
+}
+
+fn lo_state(ns: &Path) -> anyhow::Result<String> {
+    let ns = NetNs::open_container(ns)?;
+    let mut nl = Netlink::open(&ns)?;
+    let lo = nl.link_by_name("lo")?;
+    let up = lo
+        .header
+        .flags
+        .contains(netlink_packet_route::link::LinkFlags::Up);
+    let addrs: Vec<String> = nl
+        .addresses(None)?
+        .iter()
+        .filter(|a| a.header.index == lo.header.index)
+        .filter_map(|a| address_of(a).map(|ip| format!("{ip}/{}", a.header.prefix_len)))
+        .collect();
+    Ok(format!(
+        "lo is {}{}",
+        if up { "UP" } else { "DOWN" },
+        if addrs.is_empty() {
+            String::new()
+        } else {
+            format!(", addresses {}", addrs.join(" "))
+        }
+    ))
+}
+
+fn steps(base: &Path) -> anyhow::Result<()> {
+    let netns = base.join("container-netns");
+    make_netns(&netns)?;
+    let cache = base.join("cache");
+    let exe = std::env::current_exe()?;
+    let bin = base.join("bin");
+    fs::create_dir(&bin)?;
+    let out = |s: String| {
+        let mut o = std::io::stdout().lock();
+        let _ = writeln!(o, "{s}");
+    };
+
+    out("wasmcni demo: a throwaway sandbox (own network + mount namespaces); the machine's network is not touched.".into());
+    out(format!("container netns: {}  ({})", netns.display(), lo_state(&netns)?));
+    out(format!("network config:\n{CONFIG}\n"));
+
+    let run = |command: &str| -> anyhow::Result<(i32, String, f64)> {
+        let start = Instant::now();
+        let mut child = Command::new(&exe)
+            .arg0(bin.join("loopback"))
+            .env_clear()
+            .env("CNI_COMMAND", command)
+            .env("CNI_CONTAINERID", "demo-container-1")
+            .env("CNI_NETNS", &netns)
+            .env("CNI_IFNAME", "lo")
+            .env("CNI_PATH", &bin)
+            .env("WASMCNI_CACHE_DIR", &cache)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        child
+            .stdin
+            .take()
+            .context("child stdin")?
+            .write_all(CONFIG.as_bytes())?;
+        let output = child.wait_with_output()?;
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        Ok((output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stdout).into_owned(), ms))
+    };
+
+    for (i, command) in ["ADD", "CHECK", "DEL", "DEL", "VERSION"].iter().enumerate() {
+        let (code, stdout, ms) = run(command)?;
+        let note = if i == 0 {
+            " (first run: compiles the plugin and stores its artifact)"
+        } else {
+            " (precompiled artifact)"
+        };
+        out(format!("$ CNI_COMMAND={command} loopback < config   -> exit {code}, {ms:.1} ms{note}"));
+        let shown = serde_json::from_str::<serde_json::Value>(&stdout)
+            .ok()
+            .and_then(|v| serde_json::to_string_pretty(&v).ok())
+            .unwrap_or_else(|| stdout.trim().to_owned());
+        if !shown.is_empty() {
+            out(indent(&shown));
+        }
+        if *command != "VERSION" {
+            out(format!("  kernel: {}", lo_state(&netns)?));
+        }
+        if code != 0 {
+            bail!("{command} failed with exit code {code}");
+        }
+        out(String::new());
+    }
+    out(format!(
+        "done: ADD, CHECK, DEL, DEL and VERSION succeeded; artifacts were kept in {} inside the sandbox and are gone with it.",
+        PathBuf::from(&cache).display()
+    ));
+    Ok(())
+}
+
+fn indent(s: &str) -> String {
+    s.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
+}

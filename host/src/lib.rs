@@ -1,0 +1,17 @@
+//! wasmcni: runs CNI plugins compiled to WASI Preview 2 components, as a
+//! drop-in plugin binary, performing every privileged operation on their
+//! behalf through a narrow, policy-checked capability interface.
+#![deny(missing_docs)]
+
+pub mod caps;
+pub mod cli;
+pub mod cni_error;
+pub mod demo;
+pub mod engine;
+pub mod install;
+pub mod limits;
+pub mod netlink;
+pub mod netns;
+pub mod plugins;
+pub mod policy;
+pub mod runner;

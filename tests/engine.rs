@@ -1,0 +1,184 @@
+//! The sandbox around a plugin: deadline, memory cap, traps, output
+//! contract, refused imports, no ambient authority; precompiled artifacts
+//! (stale/corrupt ones rebuilt, never loaded); `wasmcni install`.
+
+mod support;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use support::{fixture, loopback_conf, Invoke, Netns};
+
+fn hostile(mode: &str) -> Invoke<'static> {
+    Invoke::wasmcni_run(fixture("hostile").to_str().unwrap(), b"{}")
+        .env("CNI_COMMAND", "ADD")
+        .env("CNI_ARGS", format!("MODE={mode}"))
+}
+
+#[test]
+fn an_infinite_loop_ends_at_the_deadline() {
+    let start = Instant::now();
+    let r = hostile("loop").env("WASMCNI_DEADLINE_MS", "500").run();
+    let took = start.elapsed();
+    r.assert_cni_error(101, "deadline of 500 ms");
+    assert!(took < Duration::from_millis(1500), "took {took:?}");
+}
+
+#[test]
+fn a_memory_bomb_ends_at_the_cap() {
+    let r = hostile("memory").env("WASMCNI_MEMORY_MB", "16").run();
+    r.assert_cni_error(102, "memory cap of 16 MiB");
+}
+
+#[test]
+fn a_trap_is_a_cni_error_not_a_crash() {
+    let r = hostile("trap").run();
+    r.assert_cni_error(100, "trapped");
+    assert!(!r.stderr.contains("RUST_BACKTRACE"), "{r:?}");
+}
+
+#[test]
+fn the_plugins_stdout_and_exit_code_are_wasmcnis() {
+    let r = hostile("exit").run();
+    assert_eq!(r.code, 42, "{r:?}");
+    assert_eq!(r.json()["msg"], "hostile says no");
+}
+
+#[test]
+fn stdout_is_bounded() {
+    let r = hostile("flood").run();
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stdout.len() < 64 << 10, "flood reached stdout: {} bytes", r.stdout.len());
+}
+
+#[test]
+fn the_plugin_sees_only_the_cni_environment() {
+    let r = hostile("env").env("SECRET_TOKEN", "hunter2").env("CNI_IFNAME", "eth0").run();
+    assert_eq!(r.code, 0, "{r:?}");
+    let mut keys: Vec<&str> = r.stdout.lines().filter_map(|l| l.split('=').next()).collect();
+    keys.sort();
+    assert_eq!(keys, ["CNI_ARGS", "CNI_COMMAND", "CNI_IFNAME"], "{r:?}");
+}
+
+#[test]
+fn the_plugin_has_no_files() {
+    let r = hostile("files").run();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.stdout.trim(), "passwd=false root=false cwd=false");
+}
+
+#[test]
+fn a_component_importing_sockets_is_refused_before_it_runs() {
+    let r = Invoke::wasmcni_run(fixture("sockets").to_str().unwrap(), b"{}").env("CNI_COMMAND", "ADD").run();
+    r.assert_cni_error(103, "wasi:sockets");
+    assert!(!r.stdout.contains("connect"), "it ran: {r:?}");
+}
+
+#[test]
+fn a_bad_limit_setting_is_an_env_error() {
+    let r = hostile("exit").env("WASMCNI_DEADLINE_MS", "soon").run();
+    r.assert_cni_error(4, "WASMCNI_DEADLINE_MS");
+}
+
+fn artifacts(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut v: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "cwasm"))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn corrupt_or_foreign_artifacts_are_rebuilt_not_loaded() {
+    let ns = Netns::new("art");
+    let cache = tempfile::tempdir().unwrap();
+    let conf = loopback_conf("1.0.0");
+    let run = || {
+        Invoke::wasmcni_as("loopback", &conf)
+            .env("WASMCNI_CACHE_DIR", cache.path().display().to_string())
+            .cni("CHECK", &ns.path, "lo")
+            .run()
+    };
+    // lo is down, so CHECK fails with the plugin's own error: that proves it ran.
+    let first = run();
+    assert_eq!(first.json()["msg"], "loopback interface is down", "{first:?}");
+    let arts = artifacts(cache.path());
+    assert_eq!(arts.len(), 1, "one artifact written: {arts:?}");
+    let good = std::fs::read(&arts[0]).unwrap();
+
+    let mut flipped = good.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0x40;
+    let corruptions: Vec<(&str, Vec<u8>)> = vec![
+        ("truncated", good[..good.len() / 3].to_vec()),
+        ("bit flip", flipped),
+        ("garbage", vec![0x7f; 4096]),
+        ("empty", vec![]),
+    ];
+    for (what, bytes) in corruptions {
+        std::fs::write(&arts[0], &bytes).unwrap();
+        let r = run();
+        assert_eq!(r.json()["msg"], "loopback interface is down", "{what}: {r:?}");
+        assert_eq!(std::fs::read(&arts[0]).unwrap(), good, "{what}: artifact not rebuilt");
+    }
+}
+
+#[test]
+fn an_untrusted_cache_directory_is_not_used() {
+    use std::os::unix::fs::PermissionsExt;
+    let cache = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let r = hostile("exit").env("WASMCNI_CACHE_DIR", cache.path().display().to_string()).run();
+    assert_eq!(r.code, 42, "{r:?}");
+    assert!(artifacts(cache.path()).is_empty(), "wrote into a world-writable dir");
+    assert!(r.stderr.contains("not owned by us or is group/world-writable"), "{r:?}");
+}
+
+#[test]
+fn install_makes_a_bin_dir_is_idempotent_and_refuses_foreign_files() {
+    support::require_root();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("bin");
+    let install = |force: bool| {
+        let mut c = std::process::Command::new(support::wasmcni());
+        c.arg("install").arg(&bin);
+        if force {
+            c.arg("--force");
+        }
+        c.output().unwrap()
+    };
+    let out = install(false);
+    assert!(out.status.success(), "{out:?}");
+    let lo = bin.join("loopback");
+    assert_eq!(std::fs::read_link(&lo).unwrap(), Path::new("wasmcni"));
+    assert!(bin.join("wasmcni").is_file());
+    let arts = artifacts(&bin.join(".wasmcni-cache"));
+    assert_eq!(arts.len(), 1, "{arts:?}");
+    let stamp = std::fs::metadata(&arts[0]).unwrap().modified().unwrap();
+
+    // Idempotent: again, nothing rebuilt.
+    let out = install(false);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(artifacts(&bin.join(".wasmcni-cache")), arts);
+    assert_eq!(std::fs::metadata(&arts[0]).unwrap().modified().unwrap(), stamp);
+
+    // The installed link is a working plugin, loading the precompiled artifact.
+    let ns = Netns::new("inst");
+    let conf = loopback_conf("1.0.0");
+    let r = Invoke::exe(&lo, &conf).cni("ADD", &ns.path, "lo").run();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(ns.lo_up());
+
+    // A foreign file is not replaced without --force, and nothing changes.
+    std::fs::remove_file(&lo).unwrap();
+    std::fs::write(&lo, b"#!/bin/sh\necho native\n").unwrap();
+    let out = install(false);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("refusing"), "{out:?}");
+    assert_eq!(std::fs::read(&lo).unwrap(), b"#!/bin/sh\necho native\n");
+    let out = install(true);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(std::fs::read_link(&lo).unwrap(), Path::new("wasmcni"));
+}

@@ -1,0 +1,132 @@
+//! wasmcni as a drop-in plugin directory for the real libcni (Debian's
+//! golang-github-appc-cni-dev), driven by tests/libcni/main.go: conflists in
+//! 0.3.1, 0.4.0 and 1.0.0 through AddNetworkList / CheckNetworkList /
+//! DelNetworkList / GetVersionInfo against an installed wasmcni bin dir.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use support::Netns;
+
+/// Builds the Go driver once per test run, offline, from Debian's packages.
+fn driver() -> &'static Path {
+    static DRIVER: OnceLock<PathBuf> = OnceLock::new();
+    DRIVER.get_or_init(|| {
+        let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        let out = tmp.join("cnidriver");
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/libcni");
+        let st = Command::new("go")
+            .args(["build", "-o"])
+            .arg(&out)
+            .arg(".")
+            .current_dir(&src)
+            .env("GO111MODULE", "off")
+            .env("GOPATH", "/usr/share/gocode")
+            .env("GOCACHE", tmp.join("gocache"))
+            .status()
+            .expect("running `go` (apt-get install golang-go golang-github-appc-cni-dev)");
+        assert!(st.success(), "building the libcni driver failed");
+        out
+    })
+}
+
+/// An installed wasmcni bin dir, shared by the tests of this file.
+fn bin_dir() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        support::require_root();
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("libcni-bin-{}", std::process::id()));
+        let out = Command::new(support::wasmcni()).arg("install").arg(&dir).output().unwrap();
+        assert!(out.status.success(), "wasmcni install: {out:?}");
+        dir
+    })
+}
+
+struct Drive {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn drive(args: &[&str], conflist: Option<&Path>, netns: Option<&Path>, cache: &Path) -> Drive {
+    let mut c = Command::new(driver());
+    c.args(args).arg("-bindir").arg(bin_dir()).arg("-cachedir").arg(cache).arg("-ifname").arg("lo");
+    if let Some(f) = conflist {
+        c.arg("-conflist").arg(f);
+    }
+    if let Some(n) = netns {
+        c.arg("-netns").arg(n);
+    }
+    let out = c.env_clear().env("PATH", "/usr/bin:/bin").output().unwrap();
+    Drive {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn libcni_accepts_every_result_and_runs_add_check_del() {
+    for version in ["0.3.1", "0.4.0", "1.0.0"] {
+        let ns = Netns::new("libcni");
+        let work = tempfile::tempdir().unwrap();
+        let conflist = work.path().join("net.conflist");
+        std::fs::write(
+            &conflist,
+            format!(r#"{{"cniVersion":"{version}","name":"lo-net","plugins":[{{"type":"loopback"}}]}}"#),
+        )
+        .unwrap();
+        let cache = work.path().join("cache");
+
+        let add = drive(&["-cmd", "add"], Some(&conflist), Some(&ns.path), &cache);
+        assert_eq!(add.code, 0, "{version} add: {}{}", add.stdout, add.stderr);
+        let result: serde_json::Value = serde_json::from_str(&add.stdout).unwrap();
+        assert_eq!(result["cniVersion"], version, "{version}: {result}");
+        assert_eq!(result["interfaces"][0]["name"], "lo");
+        let ips: Vec<&str> = result["ips"].as_array().unwrap().iter().map(|i| i["address"].as_str().unwrap()).collect();
+        assert_eq!(ips, ["127.0.0.1/8", "::1/128"], "{version}");
+        assert!(ns.lo_up(), "{version}: lo not up after add");
+        assert!(cache.join("results/lo-net-cnidriver-test-lo").is_file(), "libcni cached the result");
+
+        let check = drive(&["-cmd", "check"], Some(&conflist), Some(&ns.path), &cache);
+        if version == "0.3.1" {
+            // libcni itself refuses CHECK below 0.4.0.
+            assert_ne!(check.code, 0);
+            assert!(check.stderr.contains("does not support the CHECK command"), "{}", check.stderr);
+        } else {
+            assert_eq!(check.code, 0, "{version} check: {}", check.stderr);
+        }
+
+        for round in 1..=2 {
+            let del = drive(&["-cmd", "del"], Some(&conflist), Some(&ns.path), &cache);
+            assert_eq!(del.code, 0, "{version} del #{round}: {}", del.stderr);
+            assert!(!ns.lo_up(), "{version}: lo up after del");
+        }
+    }
+}
+
+#[test]
+fn libcni_reads_the_supported_versions() {
+    let work = tempfile::tempdir().unwrap();
+    let v = drive(&["-cmd", "version", "-plugin", "loopback"], None, None, work.path());
+    assert_eq!(v.code, 0, "{}", v.stderr);
+    let info: serde_json::Value = serde_json::from_str(&v.stdout).unwrap();
+    let versions: Vec<&str> = info["supportedVersions"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
+    assert_eq!(versions, ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"]);
+}
+
+#[test]
+fn libcni_reports_a_plugin_error_with_its_code() {
+    let ns = Netns::new("libcni-err");
+    let work = tempfile::tempdir().unwrap();
+    let conflist = work.path().join("net.conflist");
+    std::fs::write(&conflist, r#"{"cniVersion":"1.0.0","name":"lo-net","plugins":[{"type":"loopback"}]}"#).unwrap();
+    // CHECK with no cached result and lo down: the plugin's own error, code 999.
+    let check = drive(&["-cmd", "check"], Some(&conflist), Some(&ns.path), &work.path().join("c"));
+    assert_ne!(check.code, 0);
+    assert!(check.stderr.contains(r#""code":999"#), "{}", check.stderr);
+    assert!(check.stderr.contains("loopback interface is down"), "{}", check.stderr);
+}

@@ -1,0 +1,247 @@
+//! Shared test support: real network namespaces, running wasmcni and the
+//! reference plugins the way a runtime does, and kernel-state snapshots.
+//!
+//! Tests that need root fail (never skip) without it: a test that cannot
+//! run must not pass.
+
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use serde_json::Value;
+
+/// The wasmcni executable under test.
+pub fn wasmcni() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_wasmcni"))
+}
+
+/// Where the test-fixture plugins (hostile guests) were built.
+pub fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("WASMCNI_FIXTURES")).join(format!("{name}.wasm"))
+}
+
+/// The reference plugins (Debian's containernetworking-plugins).
+pub const REFERENCE_DIR: &str = "/usr/lib/cni";
+
+/// Fails the test unless we are root with `ip` available.
+pub fn require_root() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "this test needs root (network namespaces); run the suite as root, as CI does"
+    );
+    assert!(
+        Command::new("ip").arg("-V").output().is_ok_and(|o| o.status.success()),
+        "this test needs iproute2's `ip` (apt-get install iproute2)"
+    );
+}
+
+/// A shared artifact cache for the whole test run, so each plugin is
+/// compiled once (in target/, never in the repo's sources).
+pub fn cache_dir() -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wasmcni-cache");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// A named network namespace (`ip netns add`), deleted on drop.
+pub struct Netns {
+    /// Its name.
+    pub name: String,
+    /// Its path (/run/netns/NAME).
+    pub path: PathBuf,
+}
+
+impl Netns {
+    /// Creates a fresh namespace with a unique name.
+    pub fn new(tag: &str) -> Netns {
+        require_root();
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let name = format!("wcni-{tag}-{}-{n}", std::process::id());
+        let st = Command::new("ip").args(["netns", "add", &name]).status().unwrap();
+        assert!(st.success(), "ip netns add {name} failed");
+        Netns {
+            path: PathBuf::from("/run/netns").join(&name),
+            name,
+        }
+    }
+
+    /// Runs `ip -n NAME ARGS...` and returns stdout; panics on failure.
+    pub fn ip(&self, args: &[&str]) -> String {
+        let out = Command::new("ip").arg("-n").arg(&self.name).args(args).output().unwrap();
+        assert!(out.status.success(), "ip -n {} {:?}: {}", self.name, args, String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Links, addresses and routes (all tables), as `ip -j` reports them,
+    /// with counters and other volatile fields removed.
+    pub fn snapshot(&self) -> Value {
+        let j = |args: &[&str]| -> Value {
+            let s = self.ip(args);
+            if s.trim().is_empty() {
+                Value::Array(vec![])
+            } else {
+                serde_json::from_str(&s).unwrap()
+            }
+        };
+        let mut v = serde_json::json!({
+            "links": j(&["-j", "-d", "link", "show"]),
+            "addrs": j(&["-j", "addr", "show"]),
+            "routes4": j(&["-j", "-4", "route", "show", "table", "all"]),
+            "routes6": j(&["-j", "-6", "route", "show", "table", "all"]),
+        });
+        scrub(&mut v);
+        v
+    }
+
+    /// Whether `lo` is administratively up.
+    pub fn lo_up(&self) -> bool {
+        let v: Value = serde_json::from_str(&self.ip(&["-j", "link", "show", "lo"])).unwrap();
+        v[0]["flags"].as_array().unwrap().iter().any(|f| f == "UP")
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+    }
+}
+
+/// Removes fields that differ between two otherwise identical namespaces
+/// or between two moments (lifetimes, counters, namespace ids).
+fn scrub(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            for k in ["valid_life_time", "preferred_life_time", "stats", "stats64", "link_netnsid", "netns_immutable"] {
+                m.remove(k);
+            }
+            for (_, x) in m.iter_mut() {
+                scrub(x);
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(scrub),
+        _ => {}
+    }
+}
+
+/// What a plugin run produced.
+#[derive(Debug)]
+pub struct Run {
+    /// Exit status code.
+    pub code: i32,
+    /// Stdout.
+    pub stdout: String,
+    /// Stderr.
+    pub stderr: String,
+}
+
+impl Run {
+    /// Stdout as JSON; panics with the output if it is not JSON.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {self:?}"))
+    }
+
+    /// Asserts a CNI error with `code`, a non-zero exit, and a message
+    /// containing `needle`.
+    pub fn assert_cni_error(&self, code: u64, needle: &str) {
+        assert_ne!(self.code, 0, "expected failure: {self:?}");
+        let v = self.json();
+        assert_eq!(v["code"].as_u64(), Some(code), "wrong code: {self:?}");
+        let msg = format!("{} {}", v["msg"].as_str().unwrap_or(""), v["details"].as_str().unwrap_or(""));
+        assert!(msg.contains(needle), "message {msg:?} does not mention {needle:?}");
+        assert!(!self.stdout.contains("panicked") && !self.stderr.contains("panicked"), "panic: {self:?}");
+    }
+}
+
+/// One plugin invocation: `exe` run with argv[0] = `argv0`, exactly the
+/// given environment (plus the test cache), and `stdin`.
+pub struct Invoke<'a> {
+    exe: PathBuf,
+    argv0: Option<String>,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+    stdin: &'a [u8],
+}
+
+impl<'a> Invoke<'a> {
+    /// wasmcni acting as plugin `name` (multi-call, argv[0] = name).
+    pub fn wasmcni_as(name: &str, stdin: &'a [u8]) -> Invoke<'a> {
+        Invoke {
+            exe: wasmcni(),
+            argv0: Some(name.to_owned()),
+            args: vec![],
+            env: vec![("WASMCNI_CACHE_DIR".into(), cache_dir().display().to_string())],
+            stdin,
+        }
+    }
+
+    /// `wasmcni run TARGET`.
+    pub fn wasmcni_run(target: &str, stdin: &'a [u8]) -> Invoke<'a> {
+        Invoke {
+            exe: wasmcni(),
+            argv0: None,
+            args: vec!["run".into(), target.into()],
+            env: vec![("WASMCNI_CACHE_DIR".into(), cache_dir().display().to_string())],
+            stdin,
+        }
+    }
+
+    /// An executable file (a reference plugin, or an installed link).
+    pub fn exe(path: impl AsRef<Path>, stdin: &'a [u8]) -> Invoke<'a> {
+        Invoke {
+            exe: path.as_ref().to_owned(),
+            argv0: None,
+            args: vec![],
+            env: vec![],
+            stdin,
+        }
+    }
+
+    /// Adds an environment variable.
+    pub fn env(mut self, k: &str, v: impl AsRef<str>) -> Self {
+        self.env.push((k.into(), v.as_ref().into()));
+        self
+    }
+
+    /// The usual CNI environment for `command` in `netns`.
+    pub fn cni(self, command: &str, netns: &Path, ifname: &str) -> Self {
+        self.env("CNI_COMMAND", command)
+            .env("CNI_CONTAINERID", "ctr-test-1")
+            .env("CNI_NETNS", netns.display().to_string())
+            .env("CNI_IFNAME", ifname)
+            .env("CNI_PATH", REFERENCE_DIR)
+    }
+
+    /// Runs it.
+    pub fn run(self) -> Run {
+        let mut cmd = Command::new(&self.exe);
+        if let Some(a0) = &self.argv0 {
+            cmd.arg0(a0);
+        }
+        cmd.args(&self.args)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawning {:?}: {e}", self.exe));
+        child.stdin.take().unwrap().write_all(self.stdin).unwrap();
+        let out = child.wait_with_output().unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+/// A loopback network config in `version`.
+pub fn loopback_conf(version: &str) -> Vec<u8> {
+    format!(r#"{{"cniVersion":"{version}","name":"lo-net","type":"loopback"}}"#).into_bytes()
+}
