@@ -50,7 +50,10 @@ fn full_environment_parses_for_every_command() {
     assert_eq!(env.netns, "/var/run/netns/cni-1234");
     assert_eq!(env.ifname, "eth0");
     assert_eq!(env.path, "/opt/cni/bin:/usr/lib/cni");
-    assert_eq!(env.path_dirs().collect::<Vec<_>>(), ["/opt/cni/bin", "/usr/lib/cni"]);
+    assert_eq!(
+        env.path_dirs().collect::<Vec<_>>(),
+        ["/opt/cni/bin", "/usr/lib/cni"]
+    );
     assert_eq!(
         env.args.pairs(),
         [
@@ -66,14 +69,26 @@ fn full_environment_parses_for_every_command() {
 #[test]
 fn required_variables_per_command() {
     let table: [(&str, &[&str]); 6] = [
-        ("ADD", &["CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_PATH"]),
-        ("CHECK", &["CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_PATH"]),
+        (
+            "ADD",
+            &["CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_PATH"],
+        ),
+        (
+            "CHECK",
+            &["CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_PATH"],
+        ),
         ("DEL", &["CNI_CONTAINERID", "CNI_IFNAME", "CNI_PATH"]),
         ("STATUS", &["CNI_PATH"]),
         ("GC", &["CNI_PATH"]),
         ("VERSION", &[]),
     ];
-    let all = ["CNI_CONTAINERID", "CNI_NETNS", "CNI_IFNAME", "CNI_ARGS", "CNI_PATH"];
+    let all = [
+        "CNI_CONTAINERID",
+        "CNI_NETNS",
+        "CNI_IFNAME",
+        "CNI_ARGS",
+        "CNI_PATH",
+    ];
     for (cmd, required) in table {
         for var in all {
             for how in [None, Some("")] {
@@ -90,11 +105,22 @@ fn required_variables_per_command() {
                     assert!(result.is_ok(), "{cmd} must not need {var}: {result:?}");
                 }
             }
-            assert_eq!(Command::parse(cmd).map(|c| c.requires(var)).ok(), Some(required.contains(&var)));
+            assert_eq!(
+                Command::parse(cmd).map(|c| c.requires(var)).ok(),
+                Some(required.contains(&var))
+            );
         }
     }
     // Several missing at once are reported together, in skel order.
-    let e = env_with("ADD", &[("CNI_PATH", None), ("CNI_NETNS", None), ("CNI_CONTAINERID", Some(""))]).err();
+    let e = env_with(
+        "ADD",
+        &[
+            ("CNI_PATH", None),
+            ("CNI_NETNS", None),
+            ("CNI_CONTAINERID", Some("")),
+        ],
+    )
+    .err();
     assert_eq!(
         e.map(|e| e.msg).as_deref(),
         Some("required env variables [CNI_CONTAINERID,CNI_NETNS,CNI_PATH] missing")
@@ -108,13 +134,22 @@ fn required_variables_per_command() {
 fn command_parsing() {
     let e = env_with("", &[]).err();
     assert_eq!(e.as_ref().map(|e| e.code), Some(4));
-    assert_eq!(e.map(|e| e.msg).as_deref(), Some("required env variables [CNI_COMMAND] missing"));
+    assert_eq!(
+        e.map(|e| e.msg).as_deref(),
+        Some("required env variables [CNI_COMMAND] missing")
+    );
     let e = Env::from_lookup(|_| None).err();
-    assert_eq!(e.map(|e| e.msg).as_deref(), Some("required env variables [CNI_COMMAND] missing"));
+    assert_eq!(
+        e.map(|e| e.msg).as_deref(),
+        Some("required env variables [CNI_COMMAND] missing")
+    );
     for bad in ["add", "FOO", "ADD ", "DELETE"] {
         let e = env_with(bad, &[]).err();
         assert_eq!(e.as_ref().map(|e| e.code), Some(4), "{bad:?}");
-        assert_eq!(e.map(|e| e.msg), Some(format!("unknown CNI_COMMAND: {bad:?}")));
+        assert_eq!(
+            e.map(|e| e.msg),
+            Some(format!("unknown CNI_COMMAND: {bad:?}"))
+        );
     }
     for c in Command::ALL {
         assert_eq!(c.as_str().parse::<Command>().ok(), Some(c));
@@ -124,10 +159,30 @@ fn command_parsing() {
 
 #[test]
 fn container_id_rules() {
-    for ok in ["a", "0", "abc-DEF_1.2", "f81d4fae7dec11d0a76500a0c91e6bf6", "x."] {
-        assert!(env_with("ADD", &[("CNI_CONTAINERID", Some(ok))]).is_ok(), "{ok:?}");
+    for ok in [
+        "a",
+        "0",
+        "abc-DEF_1.2",
+        "f81d4fae7dec11d0a76500a0c91e6bf6",
+        "x.",
+    ] {
+        assert!(
+            env_with("ADD", &[("CNI_CONTAINERID", Some(ok))]).is_ok(),
+            "{ok:?}"
+        );
     }
-    for bad in ["-abc", "_abc", ".abc", "a b", "a/b", "a:b", "ab\n", "ctr\u{e9}", "a\tb", "a\u{0}b"] {
+    for bad in [
+        "-abc",
+        "_abc",
+        ".abc",
+        "a b",
+        "a/b",
+        "a:b",
+        "ab\n",
+        "ctr\u{e9}",
+        "a\tb",
+        "a\u{0}b",
+    ] {
         let e = env_with("DEL", &[("CNI_CONTAINERID", Some(bad))]).err();
         assert_eq!(e.as_ref().map(|e| e.code), Some(4), "{bad:?}");
         let msg = e.map(|e| e.msg).unwrap_or_default();
@@ -136,7 +191,10 @@ fn container_id_rules() {
     }
     // Not validated where the command does not use it (GC, STATUS, VERSION).
     for cmd in ["GC", "STATUS", "VERSION"] {
-        assert!(env_with(cmd, &[("CNI_CONTAINERID", Some("-bad id"))]).is_ok(), "{cmd}");
+        assert!(
+            env_with(cmd, &[("CNI_CONTAINERID", Some("-bad id"))]).is_ok(),
+            "{cmd}"
+        );
     }
 }
 
@@ -147,17 +205,29 @@ fn interface_name_rules() {
         "a",
         "123456789012345", // 15 bytes
         "net-1_x.y",
-        "\u{e9}th0",        // 5 bytes
+        "\u{e9}th0",                                // 5 bytes
         "\u{4e2d}\u{6587}\u{7f51}\u{5361}\u{4e00}", // 5 CJK chars = 15 bytes
         "...",
     ];
     for name in ok {
-        assert!(env_with("ADD", &[("CNI_IFNAME", Some(name))]).is_ok(), "{name:?} should be valid");
+        assert!(
+            env_with("ADD", &[("CNI_IFNAME", Some(name))]).is_ok(),
+            "{name:?} should be valid"
+        );
     }
     let bad = [
-        ("1234567890123456", "CNI_IFNAME \"1234567890123456\" is longer than 15 bytes"),
-        ("toolongname12345", "CNI_IFNAME \"toolongname12345\" is longer than 15 bytes"),
-        ("\u{4e2d}\u{6587}\u{7f51}\u{5361}\u{4e00}a", "is longer than 15 bytes"), // 16 bytes, 6 chars
+        (
+            "1234567890123456",
+            "CNI_IFNAME \"1234567890123456\" is longer than 15 bytes",
+        ),
+        (
+            "toolongname12345",
+            "CNI_IFNAME \"toolongname12345\" is longer than 15 bytes",
+        ),
+        (
+            "\u{4e2d}\u{6587}\u{7f51}\u{5361}\u{4e00}a",
+            "is longer than 15 bytes",
+        ), // 16 bytes, 6 chars
         (".", "CNI_IFNAME \".\" is not a valid interface name"),
         ("..", "CNI_IFNAME \"..\" is not a valid interface name"),
         ("a/b", "CNI_IFNAME \"a/b\" contains '/'"),
@@ -175,7 +245,10 @@ fn interface_name_rules() {
             let e = env_with(cmd, &[("CNI_IFNAME", Some(name))]).err();
             assert_eq!(e.as_ref().map(|e| e.code), Some(4), "{cmd} {name:?}");
             let msg = e.map(|e| e.msg).unwrap_or_default();
-            assert!(msg.contains(want), "{name:?}: {msg:?} should contain {want:?}");
+            assert!(
+                msg.contains(want),
+                "{name:?}: {msg:?} should contain {want:?}"
+            );
         }
     }
     // Not checked for commands that do not take an interface.
@@ -185,19 +258,29 @@ fn interface_name_rules() {
 #[test]
 fn validation_errors_come_in_skel_order() {
     // An invalid container ID is reported before a missing later variable.
-    let e = env_with("ADD", &[("CNI_CONTAINERID", Some("a b")), ("CNI_PATH", None)]).err();
+    let e = env_with(
+        "ADD",
+        &[("CNI_CONTAINERID", Some("a b")), ("CNI_PATH", None)],
+    )
+    .err();
     assert!(e.is_some_and(|e| e.msg.starts_with("CNI_CONTAINERID")));
     // A missing earlier variable does not hide an invalid ifname.
     let e = env_with("ADD", &[("CNI_NETNS", None), ("CNI_IFNAME", Some("."))]).err();
     assert!(e.is_some_and(|e| e.msg.starts_with("CNI_IFNAME")));
 }
 
+/// Expected pairs, or `None` for a parse error.
+type ArgsCase<'a> = (&'a str, Option<&'a [(&'a str, &'a str)]>);
+
 #[test]
 fn cni_args_parsing() {
-    let cases: [(&str, Option<&[(&str, &str)]>); 10] = [
+    let cases: [ArgsCase; 10] = [
         ("", Some(&[])),
         ("A=1", Some(&[("A", "1")])),
-        ("A=1;B=two;A=3", Some(&[("A", "1"), ("B", "two"), ("A", "3")])),
+        (
+            "A=1;B=two;A=3",
+            Some(&[("A", "1"), ("B", "two"), ("A", "3")]),
+        ),
         ("K8S_POD_IP=", Some(&[("K8S_POD_IP", "")])),
         ("A", None),
         ("A=1;", None),
@@ -211,26 +294,41 @@ fn cni_args_parsing() {
         match want {
             Some(pairs) => {
                 let got: Option<Vec<(String, String)>> = got.ok().map(|a| a.pairs().to_vec());
-                let want: Vec<(String, String)> =
-                    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+                let want: Vec<(String, String)> = pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect();
                 assert_eq!(got, Some(want), "{input:?}");
             }
             None => {
                 let e = got.err();
                 assert_eq!(e.as_ref().map(|e| e.code), Some(4), "{input:?}");
-                assert!(e.is_some_and(|e| e.msg.starts_with("CNI_ARGS")), "{input:?}");
+                assert!(
+                    e.is_some_and(|e| e.msg.starts_with("CNI_ARGS")),
+                    "{input:?}"
+                );
             }
         }
     }
     let e = env_with("ADD", &[("CNI_ARGS", Some("garbage"))]).err();
-    assert_eq!(e.map(|e| e.msg).as_deref(), Some("CNI_ARGS: invalid pair \"garbage\" (want KEY=VALUE pairs separated by ';')"));
+    assert_eq!(
+        e.map(|e| e.msg).as_deref(),
+        Some("CNI_ARGS: invalid pair \"garbage\" (want KEY=VALUE pairs separated by ';')")
+    );
     // VERSION ignores CNI_ARGS altogether.
     assert!(env_with("VERSION", &[("CNI_ARGS", Some("garbage"))]).is_ok());
 
-    let args = CniArgs::parse("IP=10.1.2.3;FOO=bar").ok().unwrap_or_default();
+    let args = CniArgs::parse("IP=10.1.2.3;FOO=bar")
+        .ok()
+        .unwrap_or_default();
     assert_eq!(args.check_known(&["IP", "FOO"]).map_err(|e| e.code), Ok(()));
     let e = args.check_known(&["IP"]).err();
-    assert_eq!(e.map(|e| e.msg).as_deref(), Some("CNI_ARGS: unknown args [\"FOO=bar\"]"));
-    let args = CniArgs::parse("IgnoreUnknown=true;FOO=bar").ok().unwrap_or_default();
+    assert_eq!(
+        e.map(|e| e.msg).as_deref(),
+        Some("CNI_ARGS: unknown args [\"FOO=bar\"]")
+    );
+    let args = CniArgs::parse("IgnoreUnknown=true;FOO=bar")
+        .ok()
+        .unwrap_or_default();
     assert!(args.check_known(&[]).is_ok());
 }

@@ -12,7 +12,9 @@ use std::path::PathBuf;
 use guest_sdk::cni::{Cidr, CniResult, Interface, IpConfig, Route};
 use serde_json::{json, Value};
 
-const VERSIONS: [&str; 7] = ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
+const VERSIONS: [&str; 7] = [
+    "0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0",
+];
 const NAMES: [&str; 2] = ["", "-bridge"];
 
 fn family(v: &str) -> u8 {
@@ -83,7 +85,11 @@ fn every_fixture_converts_to_every_version_exactly() {
                 let got = print(&result, dst);
                 assert_eq!(got, want, "result{name}: {src} -> {dst} (text)");
                 let value = result.to_json(dst).ok();
-                assert_eq!(value, Some(parse(&want)), "result{name}: {src} -> {dst} (value)");
+                assert_eq!(
+                    value,
+                    Some(parse(&want)),
+                    "result{name}: {src} -> {dst} (value)"
+                );
                 checked += 1;
             }
         }
@@ -137,7 +143,10 @@ fn bridge_model_has_expected_values() {
     assert_eq!(r.interfaces[2].sandbox, "/var/run/netns/cni-5f6c2a1e");
     assert_eq!(r.ips.len(), 3);
     assert_eq!(r.ips[0].address, cidr("10.22.0.5/16"));
-    assert_eq!(r.ips[0].gateway.map(|g| g.to_string()).as_deref(), Some("10.22.0.1"));
+    assert_eq!(
+        r.ips[0].gateway.map(|g| g.to_string()).as_deref(),
+        Some("10.22.0.1")
+    );
     assert_eq!(r.ips[0].interface, Some(2));
     assert_eq!(r.routes[1].mtu, Some(1400));
     assert_eq!(r.routes[1].advmss, Some(1360));
@@ -158,7 +167,10 @@ fn v02_keeps_only_the_first_address_of_each_family() {
         Some(&json!("10.22.0.5/16"))
     );
     // 10.23.0.5/24 (the second IPv4 address) is gone, as in libcni.
-    assert!(!v.map(|v| v.to_string()).unwrap_or_default().contains("10.23.0.5"));
+    assert!(!v
+        .map(|v| v.to_string())
+        .unwrap_or_default()
+        .contains("10.23.0.5"));
 }
 
 #[test]
@@ -185,7 +197,9 @@ fn v02_without_addresses_is_an_error_but_later_versions_are_fine() {
     r.routes.push(Route::new(cidr("::/0")));
     assert_eq!(
         r.to_json("0.2.0").ok(),
-        Some(json!({"cniVersion": "0.2.0", "ip6": {"ip": "fd00::5/64", "routes": [{"dst": "::/0"}]}, "dns": {}}))
+        Some(
+            json!({"cniVersion": "0.2.0", "ip6": {"ip": "fd00::5/64", "routes": [{"dst": "::/0"}]}, "dns": {}})
+        )
     );
 }
 
@@ -223,9 +237,13 @@ fn v11_fields_round_trip_and_are_dropped_before_1_0() {
         }))
     );
     // 0.4.0 input with 1.1-only interface fields: ignored, as Go does.
-    let v04 = json!({"cniVersion": "0.4.0", "interfaces": [{"name": "a", "mtu": 1500, "pciID": "x"}]});
+    let v04 =
+        json!({"cniVersion": "0.4.0", "interfaces": [{"name": "a", "mtu": 1500, "pciID": "x"}]});
     let parsed = CniResult::from_json(&v04, "0.4.0").ok();
-    assert_eq!(parsed.map(|p| p.interfaces), Some(vec![Interface::new("a")]));
+    assert_eq!(
+        parsed.map(|p| p.interfaces),
+        Some(vec![Interface::new("a")])
+    );
 }
 
 #[test]
@@ -272,8 +290,14 @@ fn result_cni_version_handling() {
         Some("result type supports [1.0.0 1.1.0] but unmarshalled CNIVersion is \"0.3.1\"")
     );
     // Unknown requested version: code 1; empty means 0.1.0.
-    assert_eq!(CniResult::from_json(&body, "0.5.0").err().map(|e| e.code), Some(1));
-    assert_eq!(CniResult::from_json(&body, "1.0").err().map(|e| e.code), Some(1));
+    assert_eq!(
+        CniResult::from_json(&body, "0.5.0").err().map(|e| e.code),
+        Some(1)
+    );
+    assert_eq!(
+        CniResult::from_json(&body, "1.0").err().map(|e| e.code),
+        Some(1)
+    );
     let v02 = json!({"ip4": {"ip": "10.1.2.3/24"}});
     let r = CniResult::from_json(&v02, "").ok();
     assert_eq!(r.as_ref().map(|r| r.ips.len()), Some(1));
@@ -281,14 +305,21 @@ fn result_cni_version_handling() {
         r.and_then(|r| r.to_json("").ok()),
         Some(json!({"cniVersion": "0.1.0", "ip4": {"ip": "10.1.2.3/24"}, "dns": {}}))
     );
-    assert_eq!(CniResult::default().to_json("2.0.0").err().map(|e| e.code), Some(1));
+    assert_eq!(
+        CniResult::default().to_json("2.0.0").err().map(|e| e.code),
+        Some(1)
+    );
 }
 
 #[test]
 fn malformed_results_are_decode_errors_naming_the_field() {
     let cases: [(Value, &str, &str); 8] = [
         (json!([]), "1.0.0", "expected a JSON object, got array"),
-        (json!({"cniVersion": 1}), "1.0.0", "field \"cniVersion\" must be a string"),
+        (
+            json!({"cniVersion": 1}),
+            "1.0.0",
+            "field \"cniVersion\" must be a string",
+        ),
         (
             json!({"ips": [{"address": "10.0.0.1/8"}, {"address": "10.0.0.1"}]}),
             "1.0.0",
@@ -304,17 +335,35 @@ fn malformed_results_are_decode_errors_naming_the_field() {
             "1.1.0",
             "field \"routes[0].mtu\"",
         ),
-        (json!({"interfaces": [null]}), "1.0.0", "field \"interfaces[0]\""),
-        (json!({"ip4": {"gateway": "10.0.0.1"}}), "0.2.0", "field \"ip4\": missing field `ip`"),
-        (json!({"dns": {"nameservers": "8.8.8.8"}}), "0.3.0", "field \"dns.nameservers\""),
+        (
+            json!({"interfaces": [null]}),
+            "1.0.0",
+            "field \"interfaces[0]\"",
+        ),
+        (
+            json!({"ip4": {"gateway": "10.0.0.1"}}),
+            "0.2.0",
+            "field \"ip4\": missing field `ip`",
+        ),
+        (
+            json!({"dns": {"nameservers": "8.8.8.8"}}),
+            "0.3.0",
+            "field \"dns.nameservers\"",
+        ),
     ];
     for (value, version, want) in cases {
         let e = CniResult::from_json(&value, version).err();
         assert_eq!(e.as_ref().map(|e| e.code), Some(6), "{value}");
         let msg = e.map(|e| e.msg).unwrap_or_default();
-        assert!(msg.contains(want), "{value}: {msg:?} should contain {want:?}");
+        assert!(
+            msg.contains(want),
+            "{value}: {msg:?} should contain {want:?}"
+        );
     }
-    assert_eq!(CniResult::from_slice(b"{", "1.0.0").err().map(|e| e.code), Some(6));
+    assert_eq!(
+        CniResult::from_slice(b"{", "1.0.0").err().map(|e| e.code),
+        Some(6)
+    );
 }
 
 #[test]

@@ -320,6 +320,12 @@ fn run_component(
         .and_then(|cmd| cmd.wasi_cli_run().call_run(&mut store));
     let hit_memory_cap = store.data().limiter.cap_hit();
     let stdout = stdout.contents().to_vec();
+    if stdout.len() >= MAX_STDOUT {
+        return Err(CniError::new(
+            Code::PluginTrapped,
+            format!("plugin {:?} wrote more than 1 MiB to stdout", plugin.name()),
+        ));
+    }
     match result {
         Ok(Ok(())) => Ok(Output { stdout, code: 0 }),
         Ok(Err(())) => Ok(Output { stdout, code: 1 }),

@@ -150,9 +150,8 @@ impl NetConf {
     /// Parse and validate a network configuration from stdin bytes. See the
     /// [type docs](NetConf#errors-from-netconfparse) for the error codes.
     pub fn parse(bytes: &[u8]) -> Result<NetConf, Error> {
-        let value: Value = serde_json::from_slice(bytes).map_err(|e| {
-            Error::decode(format!("failed to decode network config: {e}"))
-        })?;
+        let value: Value = serde_json::from_slice(bytes)
+            .map_err(|e| Error::decode(format!("failed to decode network config: {e}")))?;
         NetConf::from_value(value)
     }
 
@@ -286,6 +285,6 @@ impl<'de> Deserialize<'de> for NetConf {
     /// Via [`NetConf::from_value`], with the same validation.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<NetConf, D::Error> {
         let value = Value::deserialize(d)?;
-        NetConf::from_value(value).map_err(|e| serde::de::Error::custom(e))
+        NetConf::from_value(value).map_err(serde::de::Error::custom)
     }
 }

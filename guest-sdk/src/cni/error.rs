@@ -104,13 +104,19 @@ struct ErrorOut<'a> {
 }
 
 impl Error {
-    /// An error with `code` and `msg` and no details.
-    pub fn new(code: impl Into<u32>, msg: impl Into<String>) -> Error {
+    /// An error with `code` and `msg` and no details (use a plugin-specific
+    /// code ≥ 100, or [`ErrorCode::as_u32`]).
+    pub fn new(code: u32, msg: impl Into<String>) -> Error {
         Error {
-            code: code.into(),
+            code,
             msg: msg.into(),
             details: String::new(),
         }
+    }
+
+    /// An error with a well-known `code`.
+    pub fn with_code(code: ErrorCode, msg: impl Into<String>) -> Error {
+        Error::new(code.as_u32(), msg)
     }
 
     /// The same error with `details` set.
@@ -127,62 +133,62 @@ impl Error {
 
     /// Code 1: incompatible CNI version.
     pub fn incompatible_version(msg: impl Into<String>) -> Error {
-        Error::new(ErrorCode::IncompatibleVersion, msg)
+        Error::with_code(ErrorCode::IncompatibleVersion, msg)
     }
 
     /// Code 2: unsupported field in the network configuration.
     pub fn unsupported_field(msg: impl Into<String>) -> Error {
-        Error::new(ErrorCode::UnsupportedField, msg)
+        Error::with_code(ErrorCode::UnsupportedField, msg)
     }
 
     /// Code 3: container unknown or does not exist.
     pub fn unknown_container(msg: impl Into<String>) -> Error {
-        Error::new(ErrorCode::UnknownContainer, msg)
+        Error::with_code(ErrorCode::UnknownContainer, msg)
     }
 
     /// Code 4: invalid or missing `CNI_*` environment variables.
     pub fn invalid_env(msg: impl Into<String>) -> Error {
-        Error::new(ErrorCode::InvalidEnv, msg)
+        Error::with_code(ErrorCode::InvalidEnv, msg)
     }
 
     /// Code 5: I/O failure.
     pub fn io(msg: impl Into<String>) -> Error {
-        Error::new(ErrorCode::Io, msg)
+        Error::with_code(ErrorCode::Io, msg)
     }
 
     /// Code 6: failed to decode content.
     pub fn decode(msg: impl Into<String>) -> Error {
-        Error::new(ErrorCode::Decode, msg)
+        Error::with_code(ErrorCode::Decode, msg)
     }
 
     /// Code 7: invalid network configuration.
     pub fn invalid_config(msg: impl Into<String>) -> Error {
-        Error::new(ErrorCode::InvalidConfig, msg)
+        Error::with_code(ErrorCode::InvalidConfig, msg)
     }
 
     /// Code 8: invalid network namespace.
     pub fn invalid_netns(msg: impl Into<String>) -> Error {
-        Error::new(ErrorCode::InvalidNetns, msg)
+        Error::with_code(ErrorCode::InvalidNetns, msg)
     }
 
     /// Code 11: try again later.
     pub fn try_again_later(msg: impl Into<String>) -> Error {
-        Error::new(ErrorCode::TryAgainLater, msg)
+        Error::with_code(ErrorCode::TryAgainLater, msg)
     }
 
     /// Code 50: not ready to serve ADD (STATUS).
     pub fn not_ready(msg: impl Into<String>) -> Error {
-        Error::new(ErrorCode::NotReady, msg)
+        Error::with_code(ErrorCode::NotReady, msg)
     }
 
     /// Code 51: limited connectivity for existing containers (STATUS).
     pub fn limited_connectivity(msg: impl Into<String>) -> Error {
-        Error::new(ErrorCode::LimitedConnectivity, msg)
+        Error::with_code(ErrorCode::LimitedConnectivity, msg)
     }
 
     /// Code 999: internal error.
     pub fn internal(msg: impl Into<String>) -> Error {
-        Error::new(ErrorCode::Internal, msg)
+        Error::with_code(ErrorCode::Internal, msg)
     }
 
     /// The error JSON as a plugin prints it on stdout: indented with four

@@ -10,7 +10,7 @@
 //! |-------------|-------------------------------------------------------------|
 //! | [`error`]   | [`Error`] (code, msg, details) and [`ErrorCode`]             |
 //! | [`version`] | supported versions, [`Version`], [`VersionInfo`], checks    |
-//! | [`env`]     | [`Command`] and the validated [`Env`]                        |
+//! | [`env`](mod@env) | [`Command`] and the validated [`Env`]                        |
 //! | [`args`]    | `CNI_ARGS` pairs ([`CniArgs`])                               |
 //! | [`config`]  | [`NetConf`], the plugin's network configuration             |
 //! | [`result`]  | [`CniResult`] and its conversion to/from every version      |

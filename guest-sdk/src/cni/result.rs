@@ -158,24 +158,65 @@ impl Serialize for Cidr {
     }
 }
 
+// Parse errors are raised inside the visitors (not after deserializing a
+// String) so serde_json attaches the position of the value itself, which is
+// what lets error messages name the field.
+
+struct CidrVisitor;
+
+impl serde::de::Visitor<'_> for CidrVisitor {
+    type Value = Cidr;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a CIDR address string")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Cidr, E> {
+        Cidr::parse(s).map_err(|e| E::custom(e.msg))
+    }
+}
+
 impl<'de> Deserialize<'de> for Cidr {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Cidr, D::Error> {
-        let s = String::deserialize(d)?;
-        Cidr::parse(&s).map_err(|e| serde::de::Error::custom(e.msg))
+        d.deserialize_str(CidrVisitor)
+    }
+}
+
+struct GatewayVisitor;
+
+impl<'de> serde::de::Visitor<'de> for GatewayVisitor {
+    type Value = Option<IpAddr>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an IP address string")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Option<IpAddr>, E> {
+        if s.is_empty() {
+            return Ok(None);
+        }
+        s.parse::<IpAddr>()
+            .map(|ip| Some(unmap(ip)))
+            .map_err(|_| E::custom(format!("invalid IP address {s:?}")))
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<Option<IpAddr>, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Option<IpAddr>, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Option<IpAddr>, D::Error> {
+        d.deserialize_str(GatewayVisitor)
     }
 }
 
 /// Parse a gateway: `null`/`""` → none (Go's `net.IP` does the same),
 /// else an IP address (IPv4-mapped IPv6 becomes IPv4).
 fn de_gateway<'de, D: Deserializer<'de>>(d: D) -> Result<Option<IpAddr>, D::Error> {
-    match Option::<String>::deserialize(d)? {
-        None => Ok(None),
-        Some(s) if s.is_empty() => Ok(None),
-        Some(s) => s
-            .parse::<IpAddr>()
-            .map(|ip| Some(unmap(ip)))
-            .map_err(|_| serde::de::Error::custom(format!("invalid IP address {s:?}"))),
-    }
+    d.deserialize_option(GatewayVisitor)
 }
 
 /// `null` or missing → the type's default (Go leaves the zero value).
@@ -494,7 +535,10 @@ struct In1Iface {
 }
 
 #[derive(Deserialize)]
-#[serde(expecting = "a result object", bound(deserialize = "I: Deserialize<'de>"))]
+#[serde(
+    expecting = "a result object",
+    bound(deserialize = "I: Deserialize<'de>")
+)]
 struct In04<I> {
     #[serde(default, deserialize_with = "nullable")]
     interfaces: Vec<I>,
@@ -718,8 +762,9 @@ impl CniResult {
                 family.versions()
             )));
         }
-        let decode_err =
-            |e: json::DecodeError| Error::decode(format!("failed to decode CNI result: {}", e.describe("")));
+        let decode_err = |e: json::DecodeError| {
+            Error::decode(format!("failed to decode CNI result: {}", e.describe("")))
+        };
         Ok(match family {
             Family::V02 => {
                 let r: In02 = json::decode(value).map_err(decode_err)?;
@@ -794,7 +839,11 @@ impl CniResult {
                 let mut ip4: Option<Out02Ip> = None;
                 let mut ip6: Option<Out02Ip> = None;
                 for ip in &self.ips {
-                    let slot = if ip.address.is_ipv4() { &mut ip4 } else { &mut ip6 };
+                    let slot = if ip.address.is_ipv4() {
+                        &mut ip4
+                    } else {
+                        &mut ip6
+                    };
                     if slot.is_none() {
                         *slot = Some(Out02Ip {
                             ip: ip.address,

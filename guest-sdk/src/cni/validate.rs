@@ -92,7 +92,9 @@ mod tests {
         for ok in ["a", "0", "abc-DEF_1.2", "Z.", "9-"] {
             assert!(is_valid_name(ok), "{ok:?} should be valid");
         }
-        for bad in ["", "-a", "_a", ".a", "a b", "a/b", "a:b", "é", "aé", "a\n", "a\0"] {
+        for bad in [
+            "", "-a", "_a", ".a", "a b", "a/b", "a:b", "é", "aé", "a\n", "a\0",
+        ] {
             assert!(!is_valid_name(bad), "{bad:?} should be invalid");
         }
     }

@@ -11,8 +11,9 @@ use super::env::Command;
 use super::error::Error;
 
 /// Every spec version this SDK reads and writes, oldest first.
-pub const SUPPORTED_VERSIONS: [&str; 7] =
-    ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
+pub const SUPPORTED_VERSIONS: [&str; 7] = [
+    "0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0",
+];
 
 /// The newest supported spec version.
 pub const LATEST: &str = "1.1.0";
@@ -249,7 +250,10 @@ impl VersionInfo {
     /// Compact JSON, `cniVersion` first.
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).unwrap_or_else(|_| {
-            format!("{{\"cniVersion\":{:?},\"supportedVersions\":[]}}", self.cni_version)
+            format!(
+                "{{\"cniVersion\":{:?},\"supportedVersions\":[]}}",
+                self.cni_version
+            )
         })
     }
 }
