@@ -45,22 +45,99 @@ fn env_and_config_errors_match_the_reference() {
     let with = |k: &'static str, v: &str| -> Vec<(&'static str, String)> {
         good("ADD")
             .into_iter()
-            .map(|(key, val)| if key == k { (key, v.to_owned()) } else { (key, val) })
+            .map(|(key, val)| {
+                if key == k {
+                    (key, v.to_owned())
+                } else {
+                    (key, val)
+                }
+            })
             .collect()
     };
-    let without = |k: &str| -> Vec<(&'static str, String)> { good("ADD").into_iter().filter(|(key, _)| *key != k).collect() };
+    let without = |k: &str| -> Vec<(&'static str, String)> {
+        good("ADD")
+            .into_iter()
+            .filter(|(key, _)| *key != k)
+            .collect()
+    };
     let cases = vec![
-        Case { what: "missing CNI_COMMAND", env: without("CNI_COMMAND"), stdin: loopback_conf("1.0.0"), code: 4, needle: "CNI_COMMAND" },
-        Case { what: "unknown command", env: with("CNI_COMMAND", "FROB"), stdin: loopback_conf("1.0.0"), code: 4, needle: "FROB" },
-        Case { what: "missing CNI_CONTAINERID", env: without("CNI_CONTAINERID"), stdin: loopback_conf("1.0.0"), code: 4, needle: "CNI_CONTAINERID" },
-        Case { what: "bad container ID", env: with("CNI_CONTAINERID", "../etc"), stdin: loopback_conf("1.0.0"), code: 4, needle: "" },
-        Case { what: "16-byte ifname", env: with("CNI_IFNAME", "abcdefghijklmnop"), stdin: loopback_conf("1.0.0"), code: 4, needle: "" },
-        Case { what: "ifname with /", env: with("CNI_IFNAME", "a/b"), stdin: loopback_conf("1.0.0"), code: 4, needle: "" },
-        Case { what: "ifname ..", env: with("CNI_IFNAME", ".."), stdin: loopback_conf("1.0.0"), code: 4, needle: "" },
-        Case { what: "ifname with space", env: with("CNI_IFNAME", "a b"), stdin: loopback_conf("1.0.0"), code: 4, needle: "" },
-        Case { what: "missing CNI_PATH", env: without("CNI_PATH"), stdin: loopback_conf("1.0.0"), code: 4, needle: "CNI_PATH" },
-        Case { what: "invalid JSON", env: good("ADD"), stdin: b"{not json".to_vec(), code: 6, needle: "" },
-        Case { what: "unsupported cniVersion", env: good("ADD"), stdin: loopback_conf("9.9.9"), code: 1, needle: "9.9.9" },
+        Case {
+            what: "missing CNI_COMMAND",
+            env: without("CNI_COMMAND"),
+            stdin: loopback_conf("1.0.0"),
+            code: 4,
+            needle: "CNI_COMMAND",
+        },
+        Case {
+            what: "unknown command",
+            env: with("CNI_COMMAND", "FROB"),
+            stdin: loopback_conf("1.0.0"),
+            code: 4,
+            needle: "FROB",
+        },
+        Case {
+            what: "missing CNI_CONTAINERID",
+            env: without("CNI_CONTAINERID"),
+            stdin: loopback_conf("1.0.0"),
+            code: 4,
+            needle: "CNI_CONTAINERID",
+        },
+        Case {
+            what: "bad container ID",
+            env: with("CNI_CONTAINERID", "../etc"),
+            stdin: loopback_conf("1.0.0"),
+            code: 4,
+            needle: "",
+        },
+        Case {
+            what: "16-byte ifname",
+            env: with("CNI_IFNAME", "abcdefghijklmnop"),
+            stdin: loopback_conf("1.0.0"),
+            code: 4,
+            needle: "",
+        },
+        Case {
+            what: "ifname with /",
+            env: with("CNI_IFNAME", "a/b"),
+            stdin: loopback_conf("1.0.0"),
+            code: 4,
+            needle: "",
+        },
+        Case {
+            what: "ifname ..",
+            env: with("CNI_IFNAME", ".."),
+            stdin: loopback_conf("1.0.0"),
+            code: 4,
+            needle: "",
+        },
+        Case {
+            what: "ifname with space",
+            env: with("CNI_IFNAME", "a b"),
+            stdin: loopback_conf("1.0.0"),
+            code: 4,
+            needle: "",
+        },
+        Case {
+            what: "missing CNI_PATH",
+            env: without("CNI_PATH"),
+            stdin: loopback_conf("1.0.0"),
+            code: 4,
+            needle: "CNI_PATH",
+        },
+        Case {
+            what: "invalid JSON",
+            env: good("ADD"),
+            stdin: b"{not json".to_vec(),
+            code: 6,
+            needle: "",
+        },
+        Case {
+            what: "unsupported cniVersion",
+            env: good("ADD"),
+            stdin: loopback_conf("9.9.9"),
+            code: 1,
+            needle: "9.9.9",
+        },
     ];
     let before = ns.snapshot();
     for c in &cases {
@@ -78,7 +155,12 @@ fn env_and_config_errors_match_the_reference() {
             assert!(!a.stderr.is_empty(), "{}: no about text on stderr", c.what);
         } else {
             assert_ne!(b.code, 0, "{}: the reference accepted it: {b:?}", c.what);
-            assert_eq!(a.json()["code"], b.json()["code"], "{}: ours {a:?} reference {b:?}", c.what);
+            assert_eq!(
+                a.json()["code"],
+                b.json()["code"],
+                "{}: ours {a:?} reference {b:?}",
+                c.what
+            );
         }
         assert_eq!(ns.snapshot(), before, "{}: the namespace changed", c.what);
     }
@@ -88,10 +170,14 @@ fn env_and_config_errors_match_the_reference() {
 fn unknown_plugins_and_path_names_are_refused() {
     let conf = loopback_conf("1.0.0");
     let ns = Netns::new("bad-name");
-    let r = Invoke::wasmcni_as("nosuchplugin", &conf).cni("ADD", &ns.path, "eth0").run();
+    let r = Invoke::wasmcni_as("nosuchplugin", &conf)
+        .cni("ADD", &ns.path, "eth0")
+        .run();
     r.assert_cni_error(7, "nosuchplugin");
     for name in ["../loopback", "..", "a/b", "../../sbin/reboot"] {
-        let r = Invoke::wasmcni_run(name, &conf).cni("ADD", &ns.path, "eth0").run();
+        let r = Invoke::wasmcni_run(name, &conf)
+            .cni("ADD", &ns.path, "eth0")
+            .run();
         r.assert_cni_error(7, "invalid plugin name");
     }
     assert!(!ns.lo_up());
@@ -104,14 +190,20 @@ fn netns_that_is_a_regular_file_or_another_namespace_type_is_refused() {
     std::fs::write(&file, b"").unwrap();
     let conf = loopback_conf("1.0.0");
     for cmd in ["ADD", "CHECK", "DEL"] {
-        let r = Invoke::wasmcni_as("loopback", &conf).cni(cmd, &file, "lo").run();
+        let r = Invoke::wasmcni_as("loopback", &conf)
+            .cni(cmd, &file, "lo")
+            .run();
         r.assert_cni_error(4, "not a network namespace");
-        let r = Invoke::wasmcni_as("loopback", &conf).cni(cmd, Path::new("/proc/self/ns/mnt"), "lo").run();
+        let r = Invoke::wasmcni_as("loopback", &conf)
+            .cni(cmd, Path::new("/proc/self/ns/mnt"), "lo")
+            .run();
         r.assert_cni_error(4, "not a network namespace");
     }
     let missing = Path::new("/run/netns/wcni-definitely-missing");
     for cmd in ["ADD", "CHECK"] {
-        let r = Invoke::wasmcni_as("loopback", &conf).cni(cmd, missing, "lo").run();
+        let r = Invoke::wasmcni_as("loopback", &conf)
+            .cni(cmd, missing, "lo")
+            .run();
         r.assert_cni_error(4, "does not exist");
     }
 }
@@ -136,15 +228,22 @@ fn the_hosts_own_netns_is_refused_even_through_a_symlink() {
                 support::cache_dir().display(),
                 support::wasmcni().display(),
             );
-            let out = Command::new("unshare").args(["-n", "sh", "-c", &script]).output().unwrap();
+            let out = Command::new("unshare")
+                .args(["-n", "sh", "-c", &script])
+                .output()
+                .unwrap();
             let text = String::from_utf8_lossy(&out.stdout);
             let mut lines = text.lines();
-            let json: serde_json::Value = serde_json::from_str(lines.next().unwrap_or("")).unwrap_or_else(|e| panic!("{cmd} {netns:?}: {e}: {text}"));
+            let json: serde_json::Value = serde_json::from_str(lines.next().unwrap_or(""))
+                .unwrap_or_else(|e| panic!("{cmd} {netns:?}: {e}: {text}"));
             assert_eq!(json["code"], 4, "{cmd} {netns:?}: {text}");
             assert!(json["msg"].as_str().unwrap().contains("own"), "{text}");
             assert_eq!(lines.next(), Some("exit=1"), "{text}");
             let lo: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
-            assert!(!lo[0]["flags"].as_array().unwrap().iter().any(|f| f == "UP"), "{cmd}: sandbox lo was touched: {text}");
+            assert!(
+                !lo[0]["flags"].as_array().unwrap().iter().any(|f| f == "UP"),
+                "{cmd}: sandbox lo was touched: {text}"
+            );
         }
     }
 }

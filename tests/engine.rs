@@ -50,14 +50,25 @@ fn the_plugins_stdout_and_exit_code_are_wasmcnis() {
 fn stdout_is_bounded() {
     let r = hostile("flood").run();
     r.assert_cni_error(100, "more than 1 MiB");
-    assert!(r.stdout.len() < 64 << 10, "flood reached stdout: {} bytes", r.stdout.len());
+    assert!(
+        r.stdout.len() < 64 << 10,
+        "flood reached stdout: {} bytes",
+        r.stdout.len()
+    );
 }
 
 #[test]
 fn the_plugin_sees_only_the_cni_environment() {
-    let r = hostile("env").env("SECRET_TOKEN", "hunter2").env("CNI_IFNAME", "eth0").run();
+    let r = hostile("env")
+        .env("SECRET_TOKEN", "hunter2")
+        .env("CNI_IFNAME", "eth0")
+        .run();
     assert_eq!(r.code, 0, "{r:?}");
-    let mut keys: Vec<&str> = r.stdout.lines().filter_map(|l| l.split('=').next()).collect();
+    let mut keys: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter_map(|l| l.split('=').next())
+        .collect();
     keys.sort();
     assert_eq!(keys, ["CNI_ARGS", "CNI_COMMAND", "CNI_IFNAME"], "{r:?}");
 }
@@ -71,7 +82,9 @@ fn the_plugin_has_no_files() {
 
 #[test]
 fn a_component_importing_sockets_is_refused_before_it_runs() {
-    let r = Invoke::wasmcni_run(fixture("sockets").to_str().unwrap(), b"{}").env("CNI_COMMAND", "ADD").run();
+    let r = Invoke::wasmcni_run(fixture("sockets").to_str().unwrap(), b"{}")
+        .env("CNI_COMMAND", "ADD")
+        .run();
     r.assert_cni_error(103, "wasi:sockets");
     assert!(!r.stdout.contains("connect"), "it ran: {r:?}");
 }
@@ -105,10 +118,24 @@ fn corrupt_or_foreign_artifacts_are_rebuilt_not_loaded() {
     };
     // lo is down, so CHECK fails with the plugin's own error: that proves it ran.
     let first = run();
-    assert_eq!(first.json()["msg"], "loopback interface is down", "{first:?}");
+    assert_eq!(
+        first.json()["msg"],
+        "loopback interface is down",
+        "{first:?}"
+    );
     let arts = artifacts(cache.path());
     assert_eq!(arts.len(), 1, "one artifact written: {arts:?}");
     let good = std::fs::read(&arts[0]).unwrap();
+    // A second run verifies the artifact in full and stamps it; from then
+    // on only a change of the file's identity triggers a full check.
+    let second = run();
+    assert_eq!(
+        second.json()["msg"],
+        "loopback interface is down",
+        "{second:?}"
+    );
+    let stamp = arts[0].with_extension("cwasm.ok");
+    assert!(stamp.is_file(), "no verification stamp");
 
     let mut flipped = good.clone();
     let mid = flipped.len() / 2;
@@ -122,8 +149,16 @@ fn corrupt_or_foreign_artifacts_are_rebuilt_not_loaded() {
     for (what, bytes) in corruptions {
         std::fs::write(&arts[0], &bytes).unwrap();
         let r = run();
-        assert_eq!(r.json()["msg"], "loopback interface is down", "{what}: {r:?}");
-        assert_eq!(std::fs::read(&arts[0]).unwrap(), good, "{what}: artifact not rebuilt");
+        assert_eq!(
+            r.json()["msg"],
+            "loopback interface is down",
+            "{what}: {r:?}"
+        );
+        assert_eq!(
+            std::fs::read(&arts[0]).unwrap(),
+            good,
+            "{what}: artifact not rebuilt"
+        );
     }
 }
 
@@ -132,10 +167,19 @@ fn an_untrusted_cache_directory_is_not_used() {
     use std::os::unix::fs::PermissionsExt;
     let cache = tempfile::tempdir().unwrap();
     std::fs::set_permissions(cache.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
-    let r = hostile("exit").env("WASMCNI_CACHE_DIR", cache.path().display().to_string()).run();
+    let r = hostile("exit")
+        .env("WASMCNI_CACHE_DIR", cache.path().display().to_string())
+        .run();
     assert_eq!(r.json()["msg"], "hostile says no", "{r:?}");
-    assert!(artifacts(cache.path()).is_empty(), "wrote into a world-writable dir");
-    assert!(r.stderr.contains("not owned by us or is group/world-writable"), "{r:?}");
+    assert!(
+        artifacts(cache.path()).is_empty(),
+        "wrote into a world-writable dir"
+    );
+    assert!(
+        r.stderr
+            .contains("not owned by us or is group/world-writable"),
+        "{r:?}"
+    );
 }
 
 #[test]
@@ -164,7 +208,10 @@ fn install_makes_a_bin_dir_is_idempotent_and_refuses_foreign_files() {
     let out = install(false);
     assert!(out.status.success(), "{out:?}");
     assert_eq!(artifacts(&bin.join(".wasmcni-cache")), arts);
-    assert_eq!(std::fs::metadata(&arts[0]).unwrap().modified().unwrap(), stamp);
+    assert_eq!(
+        std::fs::metadata(&arts[0]).unwrap().modified().unwrap(),
+        stamp
+    );
 
     // The installed link is a working plugin, loading the precompiled artifact.
     let ns = Netns::new("inst");
@@ -178,7 +225,10 @@ fn install_makes_a_bin_dir_is_idempotent_and_refuses_foreign_files() {
     std::fs::write(&lo, b"#!/bin/sh\necho native\n").unwrap();
     let out = install(false);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("refusing"), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("refusing"),
+        "{out:?}"
+    );
     assert_eq!(std::fs::read(&lo).unwrap(), b"#!/bin/sh\necho native\n");
     let out = install(true);
     assert!(out.status.success(), "{out:?}");

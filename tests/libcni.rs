@@ -38,8 +38,13 @@ fn bin_dir() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         support::require_root();
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("libcni-bin-{}", std::process::id()));
-        let out = Command::new(support::wasmcni()).arg("install").arg(&dir).output().unwrap();
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("libcni-bin-{}", std::process::id()));
+        let out = Command::new(support::wasmcni())
+            .arg("install")
+            .arg(&dir)
+            .output()
+            .unwrap();
         assert!(out.status.success(), "wasmcni install: {out:?}");
         dir
     })
@@ -53,7 +58,13 @@ struct Drive {
 
 fn drive(args: &[&str], conflist: Option<&Path>, netns: Option<&Path>, cache: &Path) -> Drive {
     let mut c = Command::new(driver());
-    c.args(args).arg("-bindir").arg(bin_dir()).arg("-cachedir").arg(cache).arg("-ifname").arg("lo");
+    c.args(args)
+        .arg("-bindir")
+        .arg(bin_dir())
+        .arg("-cachedir")
+        .arg(cache)
+        .arg("-ifname")
+        .arg("lo");
     if let Some(f) = conflist {
         c.arg("-conflist").arg(f);
     }
@@ -76,7 +87,9 @@ fn libcni_accepts_every_result_and_runs_add_check_del() {
         let conflist = work.path().join("net.conflist");
         std::fs::write(
             &conflist,
-            format!(r#"{{"cniVersion":"{version}","name":"lo-net","plugins":[{{"type":"loopback"}}]}}"#),
+            format!(
+                r#"{{"cniVersion":"{version}","name":"lo-net","plugins":[{{"type":"loopback"}}]}}"#
+            ),
         )
         .unwrap();
         let cache = work.path().join("cache");
@@ -86,16 +99,28 @@ fn libcni_accepts_every_result_and_runs_add_check_del() {
         let result: serde_json::Value = serde_json::from_str(&add.stdout).unwrap();
         assert_eq!(result["cniVersion"], version, "{version}: {result}");
         assert_eq!(result["interfaces"][0]["name"], "lo");
-        let ips: Vec<&str> = result["ips"].as_array().unwrap().iter().map(|i| i["address"].as_str().unwrap()).collect();
+        let ips: Vec<&str> = result["ips"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["address"].as_str().unwrap())
+            .collect();
         assert_eq!(ips, ["127.0.0.1/8", "::1/128"], "{version}");
         assert!(ns.lo_up(), "{version}: lo not up after add");
-        assert!(cache.join("results/lo-net-cnidriver-test-lo").is_file(), "libcni cached the result");
+        assert!(
+            cache.join("results/lo-net-cnidriver-test-lo").is_file(),
+            "libcni cached the result"
+        );
 
         let check = drive(&["-cmd", "check"], Some(&conflist), Some(&ns.path), &cache);
         if version == "0.3.1" {
             // libcni itself refuses CHECK below 0.4.0.
             assert_ne!(check.code, 0);
-            assert!(check.stderr.contains("does not support the CHECK command"), "{}", check.stderr);
+            assert!(
+                check.stderr.contains("does not support the CHECK command"),
+                "{}",
+                check.stderr
+            );
         } else {
             assert_eq!(check.code, 0, "{version} check: {}", check.stderr);
         }
@@ -111,11 +136,24 @@ fn libcni_accepts_every_result_and_runs_add_check_del() {
 #[test]
 fn libcni_reads_the_supported_versions() {
     let work = tempfile::tempdir().unwrap();
-    let v = drive(&["-cmd", "version", "-plugin", "loopback"], None, None, work.path());
+    let v = drive(
+        &["-cmd", "version", "-plugin", "loopback"],
+        None,
+        None,
+        work.path(),
+    );
     assert_eq!(v.code, 0, "{}", v.stderr);
     let info: serde_json::Value = serde_json::from_str(&v.stdout).unwrap();
-    let versions: Vec<&str> = info["supportedVersions"].as_array().unwrap().iter().map(|s| s.as_str().unwrap()).collect();
-    assert_eq!(versions, ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"]);
+    let versions: Vec<&str> = info["supportedVersions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        versions,
+        ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"]
+    );
 }
 
 #[test]
@@ -123,10 +161,23 @@ fn libcni_reports_a_plugin_error_with_its_code() {
     let ns = Netns::new("libcni-err");
     let work = tempfile::tempdir().unwrap();
     let conflist = work.path().join("net.conflist");
-    std::fs::write(&conflist, r#"{"cniVersion":"1.0.0","name":"lo-net","plugins":[{"type":"loopback"}]}"#).unwrap();
+    std::fs::write(
+        &conflist,
+        r#"{"cniVersion":"1.0.0","name":"lo-net","plugins":[{"type":"loopback"}]}"#,
+    )
+    .unwrap();
     // CHECK with no cached result and lo down: the plugin's own error, code 999.
-    let check = drive(&["-cmd", "check"], Some(&conflist), Some(&ns.path), &work.path().join("c"));
+    let check = drive(
+        &["-cmd", "check"],
+        Some(&conflist),
+        Some(&ns.path),
+        &work.path().join("c"),
+    );
     assert_ne!(check.code, 0);
     assert!(check.stderr.contains(r#""code":999"#), "{}", check.stderr);
-    assert!(check.stderr.contains("loopback interface is down"), "{}", check.stderr);
+    assert!(
+        check.stderr.contains("loopback interface is down"),
+        "{}",
+        check.stderr
+    );
 }

@@ -23,7 +23,9 @@ fn normalized(v: &Value, netns: &Netns) -> Value {
     let path = serde_json::to_string(&netns.path.display().to_string()).unwrap();
     let mut v: Value = serde_json::from_str(&s.replace(&path, "\"<netns>\"")).unwrap();
     let m = v.as_object_mut().unwrap();
-    if m.get("dns").is_some_and(|d| d.as_object().is_some_and(|o| o.is_empty())) {
+    if m.get("dns")
+        .is_some_and(|d| d.as_object().is_some_and(|o| o.is_empty()))
+    {
         m.remove("dns");
     }
     if let Some(ips) = m.get_mut("ips").and_then(|i| i.as_array_mut()) {
@@ -42,7 +44,12 @@ fn normalized(v: &Value, netns: &Netns) -> Value {
 /// converters do: the first IPv4 and IPv6 address become `ip4` and `ip6`.
 fn as_spec_020(reference: &Value, version: &str) -> Value {
     let first = |v4: bool| {
-        reference["ips"].as_array().unwrap().iter().map(|i| i["address"].as_str().unwrap()).find(|a| a.contains('.') == v4)
+        reference["ips"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["address"].as_str().unwrap())
+            .find(|a| a.contains('.') == v4)
     };
     let mut expected = serde_json::json!({"cniVersion": version});
     if let Some(a) = first(true) {
@@ -59,38 +66,77 @@ fn add_check_del_del_match_the_reference_in_every_version() {
     for version in REFERENCE_VERSIONS {
         let ours = Netns::new("lo-ours");
         let theirs = Netns::new("lo-ref");
-        assert_eq!(ours.snapshot(), theirs.snapshot(), "fresh namespaces differ");
+        assert_eq!(
+            ours.snapshot(),
+            theirs.snapshot(),
+            "fresh namespaces differ"
+        );
         assert!(!ours.lo_up());
         let conf = loopback_conf(version);
 
-        let a = Invoke::wasmcni_as("loopback", &conf).cni("ADD", &ours.path, "lo").run();
-        let b = Invoke::exe(reference(), &conf).cni("ADD", &theirs.path, "lo").run();
+        let a = Invoke::wasmcni_as("loopback", &conf)
+            .cni("ADD", &ours.path, "lo")
+            .run();
+        let b = Invoke::exe(reference(), &conf)
+            .cni("ADD", &theirs.path, "lo")
+            .run();
         assert_eq!(a.code, 0, "{version} ADD: {a:?}");
         assert_eq!(b.code, 0, "{version} reference ADD: {b:?}");
         if version.starts_with("0.1") || version.starts_with("0.2") {
-            assert_eq!(normalized(&a.json(), &ours), as_spec_020(&b.json(), version), "{version}: ADD result");
+            assert_eq!(
+                normalized(&a.json(), &ours),
+                as_spec_020(&b.json(), version),
+                "{version}: ADD result"
+            );
         } else {
-            assert_eq!(normalized(&a.json(), &ours), normalized(&b.json(), &theirs), "{version}: ADD results differ");
+            assert_eq!(
+                normalized(&a.json(), &ours),
+                normalized(&b.json(), &theirs),
+                "{version}: ADD results differ"
+            );
         }
         assert!(ours.lo_up(), "{version}: lo not up after ADD");
-        assert_eq!(ours.snapshot(), theirs.snapshot(), "{version}: kernel state differs after ADD");
+        assert_eq!(
+            ours.snapshot(),
+            theirs.snapshot(),
+            "{version}: kernel state differs after ADD"
+        );
 
-        let a = Invoke::wasmcni_as("loopback", &conf).cni("CHECK", &ours.path, "lo").run();
-        let b = Invoke::exe(reference(), &conf).cni("CHECK", &theirs.path, "lo").run();
-        assert_eq!(a.code, b.code, "{version} CHECK exit codes differ: ours {a:?} reference {b:?}");
+        let a = Invoke::wasmcni_as("loopback", &conf)
+            .cni("CHECK", &ours.path, "lo")
+            .run();
+        let b = Invoke::exe(reference(), &conf)
+            .cni("CHECK", &theirs.path, "lo")
+            .run();
+        assert_eq!(
+            a.code, b.code,
+            "{version} CHECK exit codes differ: ours {a:?} reference {b:?}"
+        );
         if b.code != 0 {
             // Before 0.4.0 CHECK is refused; the code must match.
-            assert_eq!(a.json()["code"], b.json()["code"], "{version} CHECK error codes differ");
+            assert_eq!(
+                a.json()["code"],
+                b.json()["code"],
+                "{version} CHECK error codes differ"
+            );
         }
 
         for round in 1..=2 {
-            let a = Invoke::wasmcni_as("loopback", &conf).cni("DEL", &ours.path, "lo").run();
-            let b = Invoke::exe(reference(), &conf).cni("DEL", &theirs.path, "lo").run();
+            let a = Invoke::wasmcni_as("loopback", &conf)
+                .cni("DEL", &ours.path, "lo")
+                .run();
+            let b = Invoke::exe(reference(), &conf)
+                .cni("DEL", &theirs.path, "lo")
+                .run();
             assert_eq!(a.code, 0, "{version} DEL #{round}: {a:?}");
             assert_eq!(b.code, 0, "{version} reference DEL #{round}: {b:?}");
             assert_eq!(a.stdout.trim(), b.stdout.trim());
             assert!(!ours.lo_up(), "{version}: lo still up after DEL #{round}");
-            assert_eq!(ours.snapshot(), theirs.snapshot(), "{version}: kernel state differs after DEL #{round}");
+            assert_eq!(
+                ours.snapshot(),
+                theirs.snapshot(),
+                "{version}: kernel state differs after DEL #{round}"
+            );
         }
     }
 }
@@ -100,8 +146,12 @@ fn check_fails_when_lo_is_down_like_the_reference() {
     let ours = Netns::new("lo-chk");
     let theirs = Netns::new("lo-chk-ref");
     let conf = loopback_conf("1.0.0");
-    let a = Invoke::wasmcni_as("loopback", &conf).cni("CHECK", &ours.path, "lo").run();
-    let b = Invoke::exe(reference(), &conf).cni("CHECK", &theirs.path, "lo").run();
+    let a = Invoke::wasmcni_as("loopback", &conf)
+        .cni("CHECK", &ours.path, "lo")
+        .run();
+    let b = Invoke::exe(reference(), &conf)
+        .cni("CHECK", &theirs.path, "lo")
+        .run();
     assert_ne!(a.code, 0);
     assert_eq!(a.json()["code"], b.json()["code"]);
     assert_eq!(a.json()["msg"], b.json()["msg"]);
@@ -120,8 +170,12 @@ fn chained_add_passes_prev_result_through() {
         let conf = format!(
             r#"{{"cniVersion":"{version}","name":"n","type":"loopback","prevResult":{{"cniVersion":"{version}","interfaces":[{{"name":"eth0","mac":"0a:58:0a:01:02:03","sandbox":"/x"}}],"ips":{ips},"routes":[{{"dst":"0.0.0.0/0"}}],"dns":{{"nameservers":["10.1.2.1"]}}}}}}"#
         );
-        let a = Invoke::wasmcni_as("loopback", conf.as_bytes()).cni("ADD", &ours.path, "lo").run();
-        let b = Invoke::exe(reference(), conf.as_bytes()).cni("ADD", &theirs.path, "lo").run();
+        let a = Invoke::wasmcni_as("loopback", conf.as_bytes())
+            .cni("ADD", &ours.path, "lo")
+            .run();
+        let b = Invoke::exe(reference(), conf.as_bytes())
+            .cni("ADD", &theirs.path, "lo")
+            .run();
         assert_eq!((a.code, b.code), (0, 0), "{version}: {a:?} {b:?}");
         assert_eq!(a.json(), b.json(), "{version}: chained results differ");
     }
@@ -131,22 +185,38 @@ fn chained_add_passes_prev_result_through() {
 fn del_succeeds_when_the_netns_is_gone_or_not_given() {
     let conf = loopback_conf("1.0.0");
     let gone = std::path::Path::new("/run/netns/wcni-never-existed");
-    let a = Invoke::wasmcni_as("loopback", &conf).cni("DEL", gone, "lo").run();
+    let a = Invoke::wasmcni_as("loopback", &conf)
+        .cni("DEL", gone, "lo")
+        .run();
     let b = Invoke::exe(reference(), &conf).cni("DEL", gone, "lo").run();
     assert_eq!((a.code, b.code), (0, 0), "{a:?} {b:?}");
-    let a = Invoke::wasmcni_as("loopback", &conf).cni("DEL", std::path::Path::new(""), "lo").run();
+    let a = Invoke::wasmcni_as("loopback", &conf)
+        .cni("DEL", std::path::Path::new(""), "lo")
+        .run();
     assert_eq!(a.code, 0, "{a:?}");
 }
 
 #[test]
 fn version_lists_every_version_the_reference_does_and_1_1_0() {
-    let ours = Invoke::wasmcni_as("loopback", b"{}").env("CNI_COMMAND", "VERSION").run();
-    let theirs = Invoke::exe(reference(), b"{}").env("CNI_COMMAND", "VERSION").run();
+    let ours = Invoke::wasmcni_as("loopback", b"{}")
+        .env("CNI_COMMAND", "VERSION")
+        .run();
+    let theirs = Invoke::exe(reference(), b"{}")
+        .env("CNI_COMMAND", "VERSION")
+        .run();
     assert_eq!(ours.code, 0, "{ours:?}");
-    let supported: Vec<String> = serde_json::from_value(ours.json()["supportedVersions"].clone()).unwrap();
-    assert_eq!(supported, ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"]);
-    let reference: Vec<String> = serde_json::from_value(theirs.json()["supportedVersions"].clone()).unwrap();
+    let supported: Vec<String> =
+        serde_json::from_value(ours.json()["supportedVersions"].clone()).unwrap();
+    assert_eq!(
+        supported,
+        ["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"]
+    );
+    let reference: Vec<String> =
+        serde_json::from_value(theirs.json()["supportedVersions"].clone()).unwrap();
     for v in reference {
-        assert!(supported.contains(&v), "reference supports {v}, wasmcni does not");
+        assert!(
+            supported.contains(&v),
+            "reference supports {v}, wasmcni does not"
+        );
     }
 }

@@ -55,7 +55,13 @@ fn describe(code: ErrorCode) -> &'static str {
 
 impl fmt::Display for HostError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} {}: {}", self.operation, self.object, describe(self.code))
+        write!(
+            f,
+            "{} {}: {}",
+            self.operation,
+            self.object,
+            describe(self.code)
+        )
     }
 }
 
@@ -127,7 +133,11 @@ impl Netns {
         self.kind
     }
 
-    fn err(&self, operation: &'static str, what: impl fmt::Display) -> impl FnOnce(ErrorCode) -> HostError {
+    fn err(
+        &self,
+        operation: &'static str,
+        what: impl fmt::Display,
+    ) -> impl FnOnce(ErrorCode) -> HostError {
         let object = format!("{what} in {}", kind_name(self.kind));
         move |code| HostError {
             operation,
@@ -138,12 +148,14 @@ impl Netns {
 
     /// Looks a link up by name.
     pub fn link(&self, name: &str) -> Result<LinkInfo, HostError> {
-        link::get_by_name(&self.inner, name).map_err(self.err("link.get-by-name", format_args!("link {name:?}")))
+        link::get_by_name(&self.inner, name)
+            .map_err(self.err("link.get-by-name", format_args!("link {name:?}")))
     }
 
     /// Looks a link up by index.
     pub fn link_by_index(&self, index: u32) -> Result<LinkInfo, HostError> {
-        link::get_by_index(&self.inner, index).map_err(self.err("link.get-by-index", format_args!("link #{index}")))
+        link::get_by_index(&self.inner, index)
+            .map_err(self.err("link.get-by-index", format_args!("link #{index}")))
     }
 
     /// Every link.
@@ -153,17 +165,23 @@ impl Netns {
 
     /// Sets a link administratively up or down.
     pub fn set_link_up(&self, link: &LinkInfo, up: bool) -> Result<(), HostError> {
-        link::set_up(&self.inner, link.index, up).map_err(self.err("link.set-up", format_args!("link {:?}", link.name)))
+        link::set_up(&self.inner, link.index, up)
+            .map_err(self.err("link.set-up", format_args!("link {:?}", link.name)))
     }
 
     /// The addresses of one link (or all links), of one family (or both),
     /// in the kernel's order.
-    pub fn addresses(&self, link: Option<&LinkInfo>, family: Option<IpFamily>) -> Result<Vec<AddressInfo>, HostError> {
+    pub fn addresses(
+        &self,
+        link: Option<&LinkInfo>,
+        family: Option<IpFamily>,
+    ) -> Result<Vec<AddressInfo>, HostError> {
         let what = match link {
             Some(l) => format!("addresses of {:?}", l.name),
             None => "addresses".to_owned(),
         };
-        address::list(&self.inner, link.map(|l| l.index), family).map_err(self.err("address.list", what))
+        address::list(&self.inner, link.map(|l| l.index), family)
+            .map_err(self.err("address.list", what))
     }
 }
 
@@ -171,7 +189,9 @@ impl Netns {
 pub fn to_ip(a: &IpAddress) -> IpAddr {
     match *a {
         IpAddress::Ipv4((a, b, c, d)) => IpAddr::V4(Ipv4Addr::new(a, b, c, d)),
-        IpAddress::Ipv6((a, b, c, d, e, f, g, h)) => IpAddr::V6(Ipv6Addr::new(a, b, c, d, e, f, g, h)),
+        IpAddress::Ipv6((a, b, c, d, e, f, g, h)) => {
+            IpAddr::V6(Ipv6Addr::new(a, b, c, d, e, f, g, h))
+        }
     }
 }
 
@@ -182,5 +202,8 @@ pub fn cidr(p: &IpPrefix) -> String {
 
 /// A MAC address as `aa:bb:cc:dd:ee:ff` text.
 pub fn mac_string(mac: &[u8]) -> String {
-    mac.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")
+    mac.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
 }

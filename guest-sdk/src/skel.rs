@@ -79,14 +79,22 @@ fn fail(e: &Error, version: &str) -> Outcome {
 fn version_hint(stdin: &[u8]) -> String {
     serde_json::from_slice::<serde_json::Value>(stdin)
         .ok()
-        .and_then(|v| v.get("cniVersion").and_then(|s| s.as_str()).map(str::to_owned))
+        .and_then(|v| {
+            v.get("cniVersion")
+                .and_then(|s| s.as_str())
+                .map(str::to_owned)
+        })
         .filter(|v| crate::cni::version::is_supported(v))
         .unwrap_or_else(|| LATEST.to_owned())
 }
 
 /// Runs one invocation against `plugin`, with the environment seen through
 /// `lookup` and the config `stdin`.
-pub fn dispatch<P: Plugin>(plugin: &P, lookup: impl Fn(&str) -> Option<String>, stdin: &[u8]) -> Outcome {
+pub fn dispatch<P: Plugin>(
+    plugin: &P,
+    lookup: impl Fn(&str) -> Option<String>,
+    stdin: &[u8],
+) -> Outcome {
     let env = match Env::from_lookup(lookup) {
         Ok(env) => env,
         Err(e) => return fail(&e, &version_hint(stdin)),
@@ -119,7 +127,10 @@ pub fn dispatch<P: Plugin>(plugin: &P, lookup: impl Fn(&str) -> Option<String>, 
     };
     match inv.env.command {
         Command::Add => match plugin.add(&inv).and_then(|r| r.to_json_string(&version)) {
-            Ok(json) => Outcome { stdout: json, code: 0 },
+            Ok(json) => Outcome {
+                stdout: json,
+                code: 0,
+            },
             Err(e) => fail(&e, &version),
         },
         Command::Del => done(plugin.del(&inv)),
@@ -136,11 +147,19 @@ pub fn dispatch<P: Plugin>(plugin: &P, lookup: impl Fn(&str) -> Option<String>, 
 /// would, by hand), like the Go skel.
 pub fn run<P: Plugin>(plugin: P, about: &str) -> ! {
     let mut stdin = Vec::new();
-    let read = std::io::stdin().lock().take(MAX_STDIN + 1).read_to_end(&mut stdin);
+    let read = std::io::stdin()
+        .lock()
+        .take(MAX_STDIN + 1)
+        .read_to_end(&mut stdin);
     let outcome = match read {
-        Err(e) => fail(&Error::io(format!("reading the network config from stdin: {e}")), LATEST),
+        Err(e) => fail(
+            &Error::io(format!("reading the network config from stdin: {e}")),
+            LATEST,
+        ),
         Ok(n) if n as u64 > MAX_STDIN => fail(
-            &Error::invalid_config(format!("the network config on stdin is larger than {MAX_STDIN} bytes")),
+            &Error::invalid_config(format!(
+                "the network config on stdin is larger than {MAX_STDIN} bytes"
+            )),
             LATEST,
         ),
         Ok(_) => {

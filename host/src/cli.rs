@@ -85,7 +85,9 @@ pub fn main() -> i32 {
             return runner::main(target);
         }
         Command::Install { dir, force } => crate::install::install(&dir, force),
-        Command::Precompile { plugins, cache_dir } => crate::install::precompile(&plugins, cache_dir),
+        Command::Precompile { plugins, cache_dir } => {
+            crate::install::precompile(&plugins, cache_dir)
+        }
         Command::List => {
             for p in crate::plugins::bundled() {
                 println!("{}\t{}\t{} bytes", p.name(), p.sha256(), p.wasm().len());

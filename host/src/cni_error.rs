@@ -82,9 +82,8 @@ impl CniError {
             details: &self.details,
         };
         // Serializing a struct of strings and an integer cannot fail.
-        serde_json::to_string(&wire).unwrap_or_else(|_| {
-            format!(r#"{{"code":{},"msg":"wasmcni error"}}"#, self.code as u32)
-        })
+        serde_json::to_string(&wire)
+            .unwrap_or_else(|_| format!(r#"{{"code":{},"msg":"wasmcni error"}}"#, self.code as u32))
     }
 }
 
@@ -99,7 +98,12 @@ pub fn version_for_errors(stdin: &[u8]) -> String {
     match serde_json::from_slice::<V>(stdin) {
         Ok(V {
             cni_version: Some(v),
-        }) if !v.is_empty() && v.len() <= 16 && v.bytes().all(|b| b.is_ascii_digit() || b == b'.') => v,
+        }) if !v.is_empty()
+            && v.len() <= 16
+            && v.bytes().all(|b| b.is_ascii_digit() || b == b'.') =>
+        {
+            v
+        }
         _ => LATEST_VERSION.to_string(),
     }
 }
@@ -113,7 +117,10 @@ mod tests {
 
     #[test]
     fn error_json_has_version_code_and_message() {
-        let e = CniError::new(Code::InvalidEnv, "CNI_NETNS \"/x\" is not a network namespace");
+        let e = CniError::new(
+            Code::InvalidEnv,
+            "CNI_NETNS \"/x\" is not a network namespace",
+        );
         let v: serde_json::Value = serde_json::from_str(&e.to_json("1.0.0")).unwrap();
         assert_eq!(v["cniVersion"], "1.0.0");
         assert_eq!(v["code"], 4);
@@ -125,7 +132,10 @@ mod tests {
     fn error_version_falls_back_to_latest() {
         assert_eq!(version_for_errors(br#"{"cniVersion":"0.4.0"}"#), "0.4.0");
         assert_eq!(version_for_errors(b"not json"), LATEST_VERSION);
-        assert_eq!(version_for_errors(br#"{"cniVersion":"<script>"}"#), LATEST_VERSION);
+        assert_eq!(
+            version_for_errors(br#"{"cniVersion":"<script>"}"#),
+            LATEST_VERSION
+        );
         assert_eq!(version_for_errors(br#"{"cniVersion":""}"#), LATEST_VERSION);
     }
 }

@@ -31,13 +31,25 @@ pub fn run() -> anyhow::Result<()> {
     unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWNS).context(
         "entering a sandbox (new network and mount namespaces) needs root or CAP_SYS_ADMIN",
     )?;
-    mount(None::<&str>, "/", None::<&str>, MsFlags::MS_REC | MsFlags::MS_PRIVATE, None::<&str>)
-        .context("making mounts private in the sandbox")?;
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .context("making mounts private in the sandbox")?;
     let base = std::env::temp_dir().join(format!("wasmcni-demo.{}", std::process::id()));
     fs::create_dir_all(&base)?;
-    let result = mount(Some("tmpfs"), &base, Some("tmpfs"), MsFlags::empty(), Some("size=64m"))
-        .context("mounting a tmpfs for the sandbox")
-        .and_then(|_| steps(&base));
+    let result = mount(
+        Some("tmpfs"),
+        &base,
+        Some("tmpfs"),
+        MsFlags::empty(),
+        Some("size=64m"),
+    )
+    .context("mounting a tmpfs for the sandbox")
+    .and_then(|_| steps(&base));
     let _ = umount2(&base, MntFlags::MNT_DETACH);
     let _ = fs::remove_dir(&base);
     result
@@ -50,7 +62,13 @@ fn make_netns(path: &Path) -> anyhow::Result<()> {
     let p = path.to_owned();
     std::thread::spawn(move || -> anyhow::Result<()> {
         unshare(CloneFlags::CLONE_NEWNET)?;
-        mount(Some("/proc/thread-self/ns/net"), &p, None::<&str>, MsFlags::MS_BIND, None::<&str>)?;
+        mount(
+            Some("/proc/thread-self/ns/net"),
+            &p,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )?;
         Ok(())
     })
     .join()
@@ -96,7 +114,11 @@ fn steps(base: &Path) -> anyhow::Result<()> {
     };
 
     out("wasmcni demo: a throwaway sandbox (own network + mount namespaces); the machine's network is not touched.".into());
-    out(format!("container netns: {}  ({})", netns.display(), lo_state(&netns)?));
+    out(format!(
+        "container netns: {}  ({})",
+        netns.display(),
+        lo_state(&netns)?
+    ));
     out(format!("network config:\n{CONFIG}\n"));
 
     let run = |command: &str| -> anyhow::Result<(i32, String, f64)> {
@@ -120,7 +142,11 @@ fn steps(base: &Path) -> anyhow::Result<()> {
             .write_all(CONFIG.as_bytes())?;
         let output = child.wait_with_output()?;
         let ms = start.elapsed().as_secs_f64() * 1e3;
-        Ok((output.status.code().unwrap_or(-1), String::from_utf8_lossy(&output.stdout).into_owned(), ms))
+        Ok((
+            output.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&output.stdout).into_owned(),
+            ms,
+        ))
     };
 
     for (i, command) in ["ADD", "CHECK", "DEL", "DEL", "VERSION"].iter().enumerate() {
@@ -130,7 +156,9 @@ fn steps(base: &Path) -> anyhow::Result<()> {
         } else {
             " (precompiled artifact)"
         };
-        out(format!("$ CNI_COMMAND={command} loopback < config   -> exit {code}, {ms:.1} ms{note}"));
+        out(format!(
+            "$ CNI_COMMAND={command} loopback < config   -> exit {code}, {ms:.1} ms{note}"
+        ));
         let shown = serde_json::from_str::<serde_json::Value>(&stdout)
             .ok()
             .and_then(|v| serde_json::to_string_pretty(&v).ok())
@@ -154,5 +182,8 @@ fn steps(base: &Path) -> anyhow::Result<()> {
 }
 
 fn indent(s: &str) -> String {
-    s.lines().map(|l| format!("  {l}")).collect::<Vec<_>>().join("\n")
+    s.lines()
+        .map(|l| format!("  {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

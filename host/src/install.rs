@@ -45,7 +45,9 @@ fn existing(path: &Path, link_target: Option<&str>) -> anyhow::Result<Existing> 
 
 fn contains_marker(path: &Path) -> anyhow::Result<bool> {
     let mut bytes = Vec::new();
-    fs::File::open(path)?.take(512 << 20).read_to_end(&mut bytes)?;
+    fs::File::open(path)?
+        .take(512 << 20)
+        .read_to_end(&mut bytes)?;
     Ok(bytes.windows(MARKER.len()).any(|w| w == MARKER))
 }
 
@@ -72,7 +74,11 @@ pub fn install(dir: &Path, force: bool) -> anyhow::Result<()> {
     if !foreign.is_empty() && !force {
         bail!(
             "refusing to replace files that are not wasmcni's own (use --force): {}",
-            foreign.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+            foreign
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
 
@@ -98,19 +104,29 @@ pub fn install(dir: &Path, force: bool) -> anyhow::Result<()> {
     let engine = engine::engine()?;
     for p in &bundled {
         let artifact = engine::precompile(&engine, p, &cache)?;
-        println!("{} -> wasmcni ({})", dir.join(p.name()).display(), artifact.display());
+        println!(
+            "{} -> wasmcni ({})",
+            dir.join(p.name()).display(),
+            artifact.display()
+        );
     }
     remove_stale(&cache, &engine, &bundled)?;
     Ok(())
 }
 
 /// Removes artifacts in `cache` for other plugin builds or engines.
-fn remove_stale(cache: &ArtifactCache, engine: &wasmtime::Engine, keep: &[Plugin]) -> anyhow::Result<()> {
+fn remove_stale(
+    cache: &ArtifactCache,
+    engine: &wasmtime::Engine,
+    keep: &[Plugin],
+) -> anyhow::Result<()> {
     let fp = engine::fingerprint(engine);
-    let wanted: Vec<PathBuf> = keep.iter().map(|p| cache.path_for(p, &fp)).collect();
+    let mut wanted: Vec<PathBuf> = keep.iter().map(|p| cache.path_for(p, &fp)).collect();
+    wanted.extend(wanted.clone().iter().map(|p| engine::stamp_path(p)));
     for entry in fs::read_dir(cache.dir())? {
         let path = entry?.path();
-        if path.extension().is_some_and(|e| e == "cwasm") && !wanted.contains(&path) {
+        let ours = path.extension().is_some_and(|e| e == "cwasm" || e == "ok");
+        if ours && !wanted.contains(&path) {
             fs::remove_file(&path).with_context(|| format!("removing stale artifact {path:?}"))?;
         }
     }
@@ -129,7 +145,11 @@ pub fn precompile(extra: &[PathBuf], cache_dir: Option<PathBuf>) -> anyhow::Resu
         all.push(Plugin::from_path(path)?);
     }
     for p in &all {
-        println!("{}: {}", p.name(), engine::precompile(&engine, p, &cache)?.display());
+        println!(
+            "{}: {}",
+            p.name(),
+            engine::precompile(&engine, p, &cache)?.display()
+        );
     }
     Ok(())
 }

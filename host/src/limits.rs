@@ -15,7 +15,11 @@ impl Limiter {
     /// the component together count one by one against it).
     pub fn new(cap: usize) -> Limiter {
         Limiter {
-            inner: StoreLimitsBuilder::new().instances(64).tables(64).memories(8).build(),
+            inner: StoreLimitsBuilder::new()
+                .instances(64)
+                .tables(64)
+                .memories(8)
+                .build(),
             cap,
             hit: false,
         }
@@ -28,7 +32,12 @@ impl Limiter {
 }
 
 impl ResourceLimiter for Limiter {
-    fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         if desired > self.cap {
             self.hit = true;
             // An error (not `Ok(false)`) traps the guest at once, so a
@@ -38,7 +47,12 @@ impl ResourceLimiter for Limiter {
         self.inner.memory_growing(current, desired, maximum)
     }
 
-    fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         self.inner.table_growing(current, desired, maximum)
     }
 

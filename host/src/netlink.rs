@@ -70,7 +70,11 @@ impl Netlink {
 
     /// Sends one request and collects every answer until the kernel says it
     /// is done (a dump) or acknowledges it.
-    fn request(&mut self, msg: RouteNetlinkMessage, flags: u16) -> Result<Vec<RouteNetlinkMessage>, NlError> {
+    fn request(
+        &mut self,
+        msg: RouteNetlinkMessage,
+        flags: u16,
+    ) -> Result<Vec<RouteNetlinkMessage>, NlError> {
         self.seq = self.seq.wrapping_add(1);
         let mut header = NetlinkHeader::default();
         header.flags = NLM_F_REQUEST | flags;
@@ -120,7 +124,10 @@ impl Netlink {
 
     /// Every link in the namespace.
     pub fn links(&mut self) -> Result<Vec<LinkMessage>, NlError> {
-        let answers = self.request(RouteNetlinkMessage::GetLink(LinkMessage::default()), NLM_F_DUMP)?;
+        let answers = self.request(
+            RouteNetlinkMessage::GetLink(LinkMessage::default()),
+            NLM_F_DUMP,
+        )?;
         Ok(answers
             .into_iter()
             .filter_map(|m| match m {
@@ -168,7 +175,10 @@ impl Netlink {
     }
 
     /// Every address in the namespace, of one family or both.
-    pub fn addresses(&mut self, family: Option<AddressFamily>) -> Result<Vec<AddressMessage>, NlError> {
+    pub fn addresses(
+        &mut self,
+        family: Option<AddressFamily>,
+    ) -> Result<Vec<AddressMessage>, NlError> {
         let mut msg = AddressMessage::default();
         if let Some(f) = family {
             msg.header.family = f;

@@ -132,7 +132,8 @@ impl NetNs {
         let fd = self.file.as_fd();
         std::thread::scope(|s| {
             s.spawn(move || {
-                nix::sched::setns(fd, nix::sched::CloneFlags::CLONE_NEWNET).map_err(io::Error::from)?;
+                nix::sched::setns(fd, nix::sched::CloneFlags::CLONE_NEWNET)
+                    .map_err(io::Error::from)?;
                 f()
             })
             .join()

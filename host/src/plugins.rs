@@ -168,9 +168,14 @@ mod tests {
 
     #[test]
     fn names_with_paths_are_refused() {
-        for bad in ["", ".", "..", "../x", "a/b", "/abs", ".hidden", "a b", "a\0b", "ä"] {
+        for bad in [
+            "", ".", "..", "../x", "a/b", "/abs", ".hidden", "a b", "a\0b", "ä",
+        ] {
             assert!(!valid_name(bad), "{bad:?}");
-            assert!(matches!(find(bad), Err(LookupError::InvalidName(_))), "{bad:?}");
+            assert!(
+                matches!(find(bad), Err(LookupError::InvalidName(_))),
+                "{bad:?}"
+            );
         }
         assert!(valid_name("loopback"));
         assert!(valid_name("my-plugin_2.v1"));

@@ -23,9 +23,9 @@ use wasmtime_wasi::random::WasiRandom;
 use wasmtime_wasi::{I32Exit, WasiCtxBuilder};
 
 use crate::caps::{self, StoreData};
-use crate::limits::Limiter;
-use crate::cni_error::{version_for_errors, Code, CniError};
+use crate::cni_error::{version_for_errors, CniError, Code};
 use crate::engine::{self, ArtifactCache};
+use crate::limits::Limiter;
 use crate::netns::{NetNs, NetnsError};
 use crate::plugins::{self, LookupError, Plugin};
 use crate::policy;
@@ -38,34 +38,6 @@ pub const MAX_STDOUT: usize = 1 << 20;
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(10);
 /// Default cap on a plugin's linear memory.
 pub const DEFAULT_MEMORY_CAP: usize = 64 << 20;
-
-/// Interfaces a plugin may import (by prefix of the import name). Anything
-/// else, `wasi:sockets` and `wasi:http` in particular, is refused before
-/// instantiation. `wasi:filesystem` is allowed because Rust's std always
-/// imports it; the plugin gets no preopened directory, so it names nothing.
-const ALLOWED_IMPORTS: &[&str] = &[
-    "wasmcni:plugin/",
-    "wasi:cli/environment@0.2.",
-    "wasi:cli/exit@0.2.",
-    "wasi:cli/stdin@0.2.",
-    "wasi:cli/stdout@0.2.",
-    "wasi:cli/stderr@0.2.",
-    "wasi:cli/terminal-input@0.2.",
-    "wasi:cli/terminal-output@0.2.",
-    "wasi:cli/terminal-stdin@0.2.",
-    "wasi:cli/terminal-stdout@0.2.",
-    "wasi:cli/terminal-stderr@0.2.",
-    "wasi:io/error@0.2.",
-    "wasi:io/poll@0.2.",
-    "wasi:io/streams@0.2.",
-    "wasi:clocks/wall-clock@0.2.",
-    "wasi:clocks/monotonic-clock@0.2.",
-    "wasi:random/random@0.2.",
-    "wasi:random/insecure@0.2.",
-    "wasi:random/insecure-seed@0.2.",
-    "wasi:filesystem/types@0.2.",
-    "wasi:filesystem/preopens@0.2.",
-];
 
 /// Limits for one run.
 #[derive(Debug, Clone)]
@@ -82,9 +54,17 @@ impl Limits {
         let num = |var: &str| -> Result<Option<u64>, CniError> {
             match std::env::var(var) {
                 Err(_) => Ok(None),
-                Ok(v) => v.parse::<u64>().ok().filter(|n| *n > 0).map(Some).ok_or_else(|| {
-                    CniError::new(Code::InvalidEnv, format!("{var} must be a positive integer, got {v:?}"))
-                }),
+                Ok(v) => v
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .map(Some)
+                    .ok_or_else(|| {
+                        CniError::new(
+                            Code::InvalidEnv,
+                            format!("{var} must be a positive integer, got {v:?}"),
+                        )
+                    }),
             }
         };
         Ok(Limits {
@@ -116,7 +96,10 @@ pub fn main(target: Target<'_>) -> i32 {
         .take(MAX_STDIN as u64 + 1)
         .read_to_end(&mut stdin);
     let outcome = match read {
-        Err(e) => Err(CniError::new(Code::Io, format!("reading the network config from stdin: {e}"))),
+        Err(e) => Err(CniError::new(
+            Code::Io,
+            format!("reading the network config from stdin: {e}"),
+        )),
         Ok(_) if stdin.len() > MAX_STDIN => Err(CniError::new(
             Code::InvalidConfig,
             format!("the network config on stdin is larger than {MAX_STDIN} bytes"),
@@ -148,18 +131,23 @@ pub struct Output {
 }
 
 /// The CNI environment: exactly the `CNI_*` variables, as UTF-8.
-fn cni_env(vars: impl Iterator<Item = (OsString, OsString)>) -> Result<Vec<(String, String)>, CniError> {
+fn cni_env(
+    vars: impl Iterator<Item = (OsString, OsString)>,
+) -> Result<Vec<(String, String)>, CniError> {
     let mut env = Vec::new();
     for (k, v) in vars {
         if !k.as_bytes().starts_with(b"CNI_") {
             continue;
         }
         let key = k.to_str().ok_or_else(|| {
-            CniError::new(Code::InvalidEnv, format!("environment variable {k:?} is not valid UTF-8"))
+            CniError::new(
+                Code::InvalidEnv,
+                format!("environment variable {k:?} is not valid UTF-8"),
+            )
         })?;
-        let value = v
-            .into_string()
-            .map_err(|v| CniError::new(Code::InvalidEnv, format!("{key}={v:?} is not valid UTF-8")))?;
+        let value = v.into_string().map_err(|v| {
+            CniError::new(Code::InvalidEnv, format!("{key}={v:?} is not valid UTF-8"))
+        })?;
         env.push((key.to_owned(), value));
     }
     Ok(env)
@@ -202,23 +190,55 @@ pub fn invoke(
         LookupError::Io { .. } => CniError::new(Code::Io, e.to_string()),
         _ => CniError::new(Code::InvalidConfig, e.to_string()),
     })?;
+    let t0 = std::time::Instant::now();
     let container = container_netns(&env)?;
-
+    let t1 = std::time::Instant::now();
     let engine = engine::engine().map_err(internal)?;
+    let t2 = std::time::Instant::now();
     let cache = ArtifactCache::default_location();
-    let (component, _source) = engine::load(&engine, &plugin, cache.as_ref())
-        .map_err(|e| CniError::new(Code::PluginRefused, format!("plugin {:?} is not a valid component", plugin.name())).with_details(format!("{e:#}")))?;
-    check_imports(&engine, &component, plugin.name())?;
-    run_component(&engine, &component, &plugin, env, stdin, container, &limits)
+    let (component, _source) = engine::load(&engine, &plugin, cache.as_ref()).map_err(|e| {
+        CniError::new(
+            Code::PluginRefused,
+            format!("plugin {:?} is not a valid component", plugin.name()),
+        )
+        .with_details(format!("{e:#}"))
+    })?;
+    let t3 = std::time::Instant::now();
+    let imports = imports(&engine, &component);
+    check_imports(&imports, plugin.name())?;
+    log::debug!(
+        "timing: netns {:?}, engine {:?}, load {:?}, imports {:?}",
+        t1 - t0,
+        t2 - t1,
+        t3 - t2,
+        t3.elapsed()
+    );
+    let out = run_component(
+        &engine, &component, &imports, &plugin, env, stdin, container, &limits,
+    );
+    // The process exits right after this; unmapping the code and the
+    // engine's type registry would only add to every call's latency.
+    std::mem::forget(component);
+    std::mem::forget(engine);
+    out
 }
 
 fn internal(e: impl std::fmt::Display) -> CniError {
     CniError::new(Code::Internal, format!("wasmcni: {e}"))
 }
 
+/// Every import of `component`, by name.
+pub fn imports(engine: &Engine, component: &Component) -> Vec<String> {
+    component
+        .component_type()
+        .imports(engine)
+        .map(|(name, _)| name.to_owned())
+        .collect()
+}
+
 /// Refuses a component that imports anything outside the plugin world.
-pub fn check_imports(engine: &Engine, component: &Component, name: &str) -> Result<(), CniError> {
-    let refused = refused_imports(engine, component);
+pub fn check_imports(imports: &[String], name: &str) -> Result<(), CniError> {
+    let refused = refused_imports(imports);
     if refused.is_empty() {
         return Ok(());
     }
@@ -231,14 +251,12 @@ pub fn check_imports(engine: &Engine, component: &Component, name: &str) -> Resu
     ))
 }
 
-/// The imports of `component` that wasmcni refuses.
-pub fn refused_imports(engine: &Engine, component: &Component) -> Vec<String> {
-    component
-        .component_type()
-        .imports(engine)
-        .map(|(name, _)| name)
-        .filter(|name| !ALLOWED_IMPORTS.iter().any(|p| name.starts_with(p)))
-        .map(str::to_owned)
+/// The imports that wasmcni refuses: those it does not provide.
+pub fn refused_imports(imports: &[String]) -> Vec<String> {
+    imports
+        .iter()
+        .filter(|name| !PROVIDED.iter().any(|(p, _)| name.starts_with(p)))
+        .cloned()
         .collect()
 }
 
@@ -247,38 +265,150 @@ impl HasData for HasIo {
     type Data<'a> = &'a mut ResourceTable;
 }
 
-/// The linker: the WASI command interfaces a plugin may use (no sockets, no
-/// preopens) and wasmcni's capabilities.
-fn linker(engine: &Engine) -> wasmtime::Result<Linker<StoreData>> {
+/// The engine whose epoch the deadline timer advances.
+static DEADLINE_ENGINE: std::sync::OnceLock<Engine> = std::sync::OnceLock::new();
+
+extern "C" fn on_deadline(_: libc::c_int) {
+    // Signal-safe: an atomic load, then an atomic increment (wasmtime
+    // documents `increment_epoch` as signal-safe).
+    if let Some(engine) = DEADLINE_ENGINE.get() {
+        engine.increment_epoch();
+    }
+}
+
+/// Makes the plugin trap once `deadline` has passed: a one-shot SIGALRM
+/// timer advances the engine's epoch. (A timer thread would do the same,
+/// but creating a thread costs every call ~0.1 ms; the handler restarts
+/// interrupted system calls, so host calls are not disturbed.) Falls back
+/// to a thread if the process already armed the timer for another engine.
+fn arm_deadline(engine: &Engine, deadline: Duration) {
+    let ours = DEADLINE_ENGINE.get_or_init(|| engine.clone());
+    let armed = Engine::same(ours, engine) && {
+        // SAFETY: installs a handler that only touches atomics, and arms a
+        // one-shot timer; both calls take pointers to initialised locals.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_deadline as *const () as libc::sighandler_t;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            let timer = libc::itimerval {
+                it_interval: libc::timeval {
+                    tv_sec: 0,
+                    tv_usec: 0,
+                },
+                it_value: libc::timeval {
+                    tv_sec: deadline.as_secs() as libc::time_t,
+                    tv_usec: deadline.subsec_micros() as libc::suseconds_t,
+                },
+            };
+            libc::sigaction(libc::SIGALRM, &sa, std::ptr::null_mut()) == 0
+                && libc::setitimer(libc::ITIMER_REAL, &timer, std::ptr::null_mut()) == 0
+        }
+    };
+    if !armed {
+        let ticker = engine.weak();
+        std::thread::spawn(move || {
+            std::thread::sleep(deadline);
+            if let Some(e) = ticker.upgrade() {
+                e.increment_epoch();
+            }
+        });
+    }
+}
+
+type AddFn = fn(&mut Linker<StoreData>) -> wasmtime::Result<()>;
+
+/// Every interface a plugin may import (by prefix of the import name), and
+/// how the host provides it. Anything else, `wasi:sockets` and `wasi:http`
+/// in particular, is refused before instantiation. `wasi:filesystem` is
+/// provided because Rust's std always imports it; the plugin gets no
+/// preopened directory, so it can name no file.
+const PROVIDED: &[(&str, AddFn)] = {
     type T = StoreData;
-    let mut l = Linker::<T>::new(engine);
-    wasmtime_wasi_io::bindings::wasi::io::error::add_to_linker::<T, HasIo>(&mut l, |t| &mut t.table)?;
-    sync::io::poll::add_to_linker::<T, HasIo>(&mut l, |t| &mut t.table)?;
-    sync::io::streams::add_to_linker::<T, HasIo>(&mut l, |t| &mut t.table)?;
-    clocks::wall_clock::add_to_linker::<T, WasiClocks>(&mut l, T::clocks)?;
-    clocks::monotonic_clock::add_to_linker::<T, WasiClocks>(&mut l, T::clocks)?;
-    filesystem::preopens::add_to_linker::<T, WasiFilesystem>(&mut l, T::filesystem)?;
-    sync::filesystem::types::add_to_linker::<T, WasiFilesystem>(&mut l, T::filesystem)?;
-    random::random::add_to_linker::<T, WasiRandom>(&mut l, |t| t.wasi.random())?;
-    random::insecure::add_to_linker::<T, WasiRandom>(&mut l, |t| t.wasi.random())?;
-    random::insecure_seed::add_to_linker::<T, WasiRandom>(&mut l, |t| t.wasi.random())?;
-    cli::exit::add_to_linker::<T, WasiCli>(&mut l, T::cli)?;
-    cli::environment::add_to_linker::<T, WasiCli>(&mut l, T::cli)?;
-    cli::stdin::add_to_linker::<T, WasiCli>(&mut l, T::cli)?;
-    cli::stdout::add_to_linker::<T, WasiCli>(&mut l, T::cli)?;
-    cli::stderr::add_to_linker::<T, WasiCli>(&mut l, T::cli)?;
-    cli::terminal_input::add_to_linker::<T, WasiCli>(&mut l, T::cli)?;
-    cli::terminal_output::add_to_linker::<T, WasiCli>(&mut l, T::cli)?;
-    cli::terminal_stdin::add_to_linker::<T, WasiCli>(&mut l, T::cli)?;
-    cli::terminal_stdout::add_to_linker::<T, WasiCli>(&mut l, T::cli)?;
-    cli::terminal_stderr::add_to_linker::<T, WasiCli>(&mut l, T::cli)?;
-    caps::add_to_linker(&mut l)?;
+    &[
+        ("wasmcni:plugin/", caps::add_to_linker),
+        ("wasi:io/error@0.2.", |l| {
+            wasmtime_wasi_io::bindings::wasi::io::error::add_to_linker::<T, HasIo>(l, |t| {
+                &mut t.table
+            })
+        }),
+        ("wasi:io/poll@0.2.", |l| {
+            sync::io::poll::add_to_linker::<T, HasIo>(l, |t| &mut t.table)
+        }),
+        ("wasi:io/streams@0.2.", |l| {
+            sync::io::streams::add_to_linker::<T, HasIo>(l, |t| &mut t.table)
+        }),
+        ("wasi:clocks/wall-clock@0.2.", |l| {
+            clocks::wall_clock::add_to_linker::<T, WasiClocks>(l, T::clocks)
+        }),
+        ("wasi:clocks/monotonic-clock@0.2.", |l| {
+            clocks::monotonic_clock::add_to_linker::<T, WasiClocks>(l, T::clocks)
+        }),
+        ("wasi:filesystem/preopens@0.2.", |l| {
+            filesystem::preopens::add_to_linker::<T, WasiFilesystem>(l, T::filesystem)
+        }),
+        ("wasi:filesystem/types@0.2.", |l| {
+            sync::filesystem::types::add_to_linker::<T, WasiFilesystem>(l, T::filesystem)
+        }),
+        ("wasi:random/random@0.2.", |l| {
+            random::random::add_to_linker::<T, WasiRandom>(l, |t| t.wasi.random())
+        }),
+        ("wasi:random/insecure@0.2.", |l| {
+            random::insecure::add_to_linker::<T, WasiRandom>(l, |t| t.wasi.random())
+        }),
+        ("wasi:random/insecure-seed@0.2.", |l| {
+            random::insecure_seed::add_to_linker::<T, WasiRandom>(l, |t| t.wasi.random())
+        }),
+        ("wasi:cli/exit@0.2.", |l| {
+            cli::exit::add_to_linker::<T, WasiCli>(l, T::cli)
+        }),
+        ("wasi:cli/environment@0.2.", |l| {
+            cli::environment::add_to_linker::<T, WasiCli>(l, T::cli)
+        }),
+        ("wasi:cli/stdin@0.2.", |l| {
+            cli::stdin::add_to_linker::<T, WasiCli>(l, T::cli)
+        }),
+        ("wasi:cli/stdout@0.2.", |l| {
+            cli::stdout::add_to_linker::<T, WasiCli>(l, T::cli)
+        }),
+        ("wasi:cli/stderr@0.2.", |l| {
+            cli::stderr::add_to_linker::<T, WasiCli>(l, T::cli)
+        }),
+        ("wasi:cli/terminal-input@0.2.", |l| {
+            cli::terminal_input::add_to_linker::<T, WasiCli>(l, T::cli)
+        }),
+        ("wasi:cli/terminal-output@0.2.", |l| {
+            cli::terminal_output::add_to_linker::<T, WasiCli>(l, T::cli)
+        }),
+        ("wasi:cli/terminal-stdin@0.2.", |l| {
+            cli::terminal_stdin::add_to_linker::<T, WasiCli>(l, T::cli)
+        }),
+        ("wasi:cli/terminal-stdout@0.2.", |l| {
+            cli::terminal_stdout::add_to_linker::<T, WasiCli>(l, T::cli)
+        }),
+        ("wasi:cli/terminal-stderr@0.2.", |l| {
+            cli::terminal_stderr::add_to_linker::<T, WasiCli>(l, T::cli)
+        }),
+    ]
+};
+
+/// A linker with exactly the provided interfaces that `imports` names
+/// (building the whole WASI surface for every call costs start-up time).
+fn linker(engine: &Engine, imports: &[String]) -> wasmtime::Result<Linker<StoreData>> {
+    let mut l = Linker::<StoreData>::new(engine);
+    for (prefix, add) in PROVIDED {
+        if imports.iter().any(|i| i.starts_with(prefix)) {
+            add(&mut l)?;
+        }
+    }
     Ok(l)
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_component(
     engine: &Engine,
     component: &Component,
+    imports: &[String],
     plugin: &Plugin,
     env: Vec<(String, String)>,
     stdin: &[u8],
@@ -307,19 +437,31 @@ fn run_component(
     store.limiter(|s| &mut s.limiter);
     store.set_epoch_deadline(1);
     store.epoch_deadline_trap();
-    let linker = linker(engine).map_err(internal)?;
+    let t0 = std::time::Instant::now();
+    let linker = linker(engine, imports).map_err(internal)?;
+    log::debug!("timing: linker {:?}", t0.elapsed());
 
     let deadline = limits.deadline;
-    let ticker = engine.clone();
-    std::thread::spawn(move || {
-        std::thread::sleep(deadline);
-        ticker.increment_epoch();
-    });
+    arm_deadline(engine, deadline);
 
+    // wasmtime-wasi's synchronous streams block on futures through the
+    // ambient Tokio runtime, and start a multi-threaded one (a thread per
+    // core, cgroup probing) if there is none. A current-thread runtime,
+    // entered here, costs no threads: start-up is every CNI call's hot path.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .map_err(internal)?;
+    let _entered = rt.enter();
     let result = sync::Command::instantiate(&mut store, component, &linker)
         .and_then(|cmd| cmd.wasi_cli_run().call_run(&mut store));
+    log::debug!("timing: instantiate + run {:?}", t0.elapsed());
     let hit_memory_cap = store.data().limiter.cap_hit();
     let stdout = stdout.contents().to_vec();
+    // As above: the store's 4 GiB reservation and tables need no teardown
+    // in a process that is about to exit.
+    std::mem::forget(store);
+    std::mem::forget(linker);
     if stdout.len() >= MAX_STDOUT {
         return Err(CniError::new(
             Code::PluginTrapped,
@@ -331,22 +473,34 @@ fn run_component(
         Ok(Err(())) => Ok(Output { stdout, code: 1 }),
         Err(e) => {
             if let Some(exit) = e.downcast_ref::<I32Exit>() {
-                return Ok(Output { stdout, code: exit.0 });
+                return Ok(Output {
+                    stdout,
+                    code: exit.0,
+                });
             }
             let name = plugin.name();
             if hit_memory_cap {
                 return Err(CniError::new(
                     Code::MemoryExceeded,
-                    format!("plugin {name:?} exceeded its memory cap of {} MiB", limits.memory_cap >> 20),
+                    format!(
+                        "plugin {name:?} exceeded its memory cap of {} MiB",
+                        limits.memory_cap >> 20
+                    ),
                 ));
             }
             if matches!(e.downcast_ref::<Trap>(), Some(Trap::Interrupt)) {
                 return Err(CniError::new(
                     Code::DeadlineExceeded,
-                    format!("plugin {name:?} exceeded its deadline of {} ms", deadline.as_millis()),
+                    format!(
+                        "plugin {name:?} exceeded its deadline of {} ms",
+                        deadline.as_millis()
+                    ),
                 ));
             }
-            Err(CniError::new(Code::PluginTrapped, format!("plugin {name:?} trapped")).with_details(format!("{e:#}")))
+            Err(
+                CniError::new(Code::PluginTrapped, format!("plugin {name:?} trapped"))
+                    .with_details(format!("{e:#}")),
+            )
         }
     }
 }

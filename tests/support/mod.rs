@@ -34,7 +34,10 @@ pub fn require_root() {
         "this test needs root (network namespaces); run the suite as root, as CI does"
     );
     assert!(
-        Command::new("ip").arg("-V").output().is_ok_and(|o| o.status.success()),
+        Command::new("ip")
+            .arg("-V")
+            .output()
+            .is_ok_and(|o| o.status.success()),
         "this test needs iproute2's `ip` (apt-get install iproute2)"
     );
 }
@@ -63,7 +66,10 @@ impl Netns {
         require_root();
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
         let name = format!("wcni-{tag}-{}-{n}", std::process::id());
-        let st = Command::new("ip").args(["netns", "add", &name]).status().unwrap();
+        let st = Command::new("ip")
+            .args(["netns", "add", &name])
+            .status()
+            .unwrap();
         assert!(st.success(), "ip netns add {name} failed");
         Netns {
             path: PathBuf::from("/run/netns").join(&name),
@@ -73,8 +79,19 @@ impl Netns {
 
     /// Runs `ip -n NAME ARGS...` and returns stdout; panics on failure.
     pub fn ip(&self, args: &[&str]) -> String {
-        let out = Command::new("ip").arg("-n").arg(&self.name).args(args).output().unwrap();
-        assert!(out.status.success(), "ip -n {} {:?}: {}", self.name, args, String::from_utf8_lossy(&out.stderr));
+        let out = Command::new("ip")
+            .arg("-n")
+            .arg(&self.name)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "ip -n {} {:?}: {}",
+            self.name,
+            args,
+            String::from_utf8_lossy(&out.stderr)
+        );
         String::from_utf8(out.stdout).unwrap()
     }
 
@@ -108,7 +125,9 @@ impl Netns {
 
 impl Drop for Netns {
     fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
     }
 }
 
@@ -117,7 +136,14 @@ impl Drop for Netns {
 fn scrub(v: &mut Value) {
     match v {
         Value::Object(m) => {
-            for k in ["valid_life_time", "preferred_life_time", "stats", "stats64", "link_netnsid", "netns_immutable"] {
+            for k in [
+                "valid_life_time",
+                "preferred_life_time",
+                "stats",
+                "stats64",
+                "link_netnsid",
+                "netns_immutable",
+            ] {
                 m.remove(k);
             }
             for (_, x) in m.iter_mut() {
@@ -153,9 +179,19 @@ impl Run {
         assert_ne!(self.code, 0, "expected failure: {self:?}");
         let v = self.json();
         assert_eq!(v["code"].as_u64(), Some(code), "wrong code: {self:?}");
-        let msg = format!("{} {}", v["msg"].as_str().unwrap_or(""), v["details"].as_str().unwrap_or(""));
-        assert!(msg.contains(needle), "message {msg:?} does not mention {needle:?}");
-        assert!(!self.stdout.contains("panicked") && !self.stderr.contains("panicked"), "panic: {self:?}");
+        let msg = format!(
+            "{} {}",
+            v["msg"].as_str().unwrap_or(""),
+            v["details"].as_str().unwrap_or("")
+        );
+        assert!(
+            msg.contains(needle),
+            "message {msg:?} does not mention {needle:?}"
+        );
+        assert!(
+            !self.stdout.contains("panicked") && !self.stderr.contains("panicked"),
+            "panic: {self:?}"
+        );
     }
 }
 
@@ -176,7 +212,10 @@ impl<'a> Invoke<'a> {
             exe: wasmcni(),
             argv0: Some(name.to_owned()),
             args: vec![],
-            env: vec![("WASMCNI_CACHE_DIR".into(), cache_dir().display().to_string())],
+            env: vec![(
+                "WASMCNI_CACHE_DIR".into(),
+                cache_dir().display().to_string(),
+            )],
             stdin,
         }
     }
@@ -187,7 +226,10 @@ impl<'a> Invoke<'a> {
             exe: wasmcni(),
             argv0: None,
             args: vec!["run".into(), target.into()],
-            env: vec![("WASMCNI_CACHE_DIR".into(), cache_dir().display().to_string())],
+            env: vec![(
+                "WASMCNI_CACHE_DIR".into(),
+                cache_dir().display().to_string(),
+            )],
             stdin,
         }
     }
@@ -230,7 +272,9 @@ impl<'a> Invoke<'a> {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
-        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("spawning {:?}: {e}", self.exe));
+        let mut child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawning {:?}: {e}", self.exe));
         child.stdin.take().unwrap().write_all(self.stdin).unwrap();
         let out = child.wait_with_output().unwrap();
         Run {

@@ -17,7 +17,11 @@ struct Loopback;
 
 /// The first address of `family` on `lo`, after checking that every one of
 /// them is a loopback address.
-fn first_loopback_address(ns: &Netns, lo: &LinkInfo, family: IpFamily) -> Result<Option<Cidr>, Error> {
+fn first_loopback_address(
+    ns: &Netns,
+    lo: &LinkInfo,
+    family: IpFamily,
+) -> Result<Option<Cidr>, Error> {
     let addrs = ns.addresses(Some(lo), Some(family))?;
     for a in &addrs {
         let ip = to_ip(&a.prefix.address);

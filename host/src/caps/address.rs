@@ -2,8 +2,8 @@
 
 use std::net::IpAddr;
 
-use netlink_packet_route::address::{AddressFlags, AddressHeaderFlags, AddressScope};
 use netlink_packet_route::address::AddressAttribute;
+use netlink_packet_route::address::{AddressFlags, AddressHeaderFlags, AddressScope};
 use netlink_packet_route::AddressFamily;
 use wasmtime::component::Resource;
 
@@ -60,7 +60,9 @@ impl Host for StoreData {
                     AddressAttribute::Flags(f) => Some(*f),
                     _ => None,
                 })
-                .unwrap_or_else(|| AddressFlags::from_bits_retain(u32::from(m.header.flags.bits())));
+                .unwrap_or_else(|| {
+                    AddressFlags::from_bits_retain(u32::from(m.header.flags.bits()))
+                });
             let _: AddressHeaderFlags = m.header.flags;
             out.push(AddressInfo {
                 link_index: m.header.index,

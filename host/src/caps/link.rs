@@ -1,6 +1,8 @@
 //! `wasmcni:plugin/link`.
 
-use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkInfo as NlInfo, LinkMessage, State};
+use netlink_packet_route::link::{
+    LinkAttribute, LinkFlags, LinkInfo as NlInfo, LinkMessage, State,
+};
 use wasmtime::component::Resource;
 
 use super::bindings::wasmcni::plugin::link::{Host, LinkInfo, OperState};
@@ -73,7 +75,9 @@ impl Host for StoreData {
             return Err(ErrorCode::InvalidArgument.into());
         }
         let nl = self.caps.netlink(kind)?;
-        nl.link_by_name(&name).map(to_info).map_err(|e| CapError::from(&e))
+        nl.link_by_name(&name)
+            .map(to_info)
+            .map_err(|e| CapError::from(&e))
     }
 
     fn get_by_index(&mut self, ns: Resource<NsHandle>, index: u32) -> Result<LinkInfo, CapError> {
@@ -85,7 +89,9 @@ impl Host for StoreData {
             return Err(ErrorCode::NotFound.into());
         }
         let nl = self.caps.netlink(kind)?;
-        nl.link_by_index(index).map(to_info).map_err(|e| CapError::from(&e))
+        nl.link_by_index(index)
+            .map(to_info)
+            .map_err(|e| CapError::from(&e))
     }
 
     fn list(&mut self, ns: Resource<NsHandle>) -> Result<Vec<LinkInfo>, CapError> {
@@ -120,7 +126,17 @@ mod tests {
         assert!(valid_ifname("eth0"));
         assert!(valid_ifname("a23456789012345"));
         assert!(!valid_ifname("a234567890123456"));
-        for bad in ["", ".", "..", "a/b", "a:b", "a b", "a\tb", "a\0b", "a\u{2003}b"] {
+        for bad in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "a:b",
+            "a b",
+            "a\tb",
+            "a\0b",
+            "a\u{2003}b",
+        ] {
             assert!(!valid_ifname(bad), "{bad:?}");
         }
     }

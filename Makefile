@@ -1,0 +1,39 @@
+# wasmcni — the two commands a new user needs:
+#   make demo   build, then run the embedded example in a throwaway sandbox
+#   make test   lint and run every test (unit, netns, reference, libcni)
+# Both install what they need first (rustup target, Debian packages).
+
+SHELL := /bin/bash
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+CARGO ?= cargo
+DEB_PACKAGES := iproute2 iputils-ping containernetworking-plugins golang-go golang-github-appc-cni-dev
+GUESTS := $(notdir $(wildcard guests/*)) $(notdir $(wildcard tests/fixtures/*))
+
+.PHONY: setup demo test lint bench install
+
+setup:
+	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
+	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+demo: setup
+	$(CARGO) run --release -p wasmcni -- demo
+
+lint: setup
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --target wasm32-wasip2 $(addprefix -p ,$(GUESTS)) -- -D warnings
+
+test: lint
+	$(CARGO) test --no-fail-fast
+
+bench: setup
+	$(CARGO) bench -p wasmcni --bench loopback
+
+# Install into a CNI bin dir: make install DIR=/opt/cni/bin
+install: setup
+	$(CARGO) build --release -p wasmcni
+	./target/release/wasmcni install $(DIR)
