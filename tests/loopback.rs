@@ -6,7 +6,7 @@
 mod support;
 
 use serde_json::Value;
-use support::{loopback_conf, Invoke, Netns, REFERENCE_DIR};
+use support::{loopback_conf, Invoke, Netns, Run, REFERENCE_DIR};
 
 const REFERENCE_VERSIONS: &[&str] = &["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0"];
 
@@ -61,6 +61,18 @@ fn as_spec_020(reference: &Value, version: &str) -> Value {
     expected
 }
 
+/// Runs `command` with `conf` through wasmcni in `ours` and through the
+/// reference in `theirs`.
+fn both(command: &str, conf: &[u8], ours: &Netns, theirs: &Netns) -> (Run, Run) {
+    let a = Invoke::wasmcni_as("loopback", conf)
+        .cni(command, &ours.path, "lo")
+        .run();
+    let b = Invoke::exe(reference(), conf)
+        .cni(command, &theirs.path, "lo")
+        .run();
+    (a, b)
+}
+
 #[test]
 fn add_check_del_del_match_the_reference_in_every_version() {
     for version in REFERENCE_VERSIONS {
@@ -74,12 +86,7 @@ fn add_check_del_del_match_the_reference_in_every_version() {
         assert!(!ours.lo_up());
         let conf = loopback_conf(version);
 
-        let a = Invoke::wasmcni_as("loopback", &conf)
-            .cni("ADD", &ours.path, "lo")
-            .run();
-        let b = Invoke::exe(reference(), &conf)
-            .cni("ADD", &theirs.path, "lo")
-            .run();
+        let (a, b) = both("ADD", &conf, &ours, &theirs);
         assert_eq!(a.code, 0, "{version} ADD: {a:?}");
         assert_eq!(b.code, 0, "{version} reference ADD: {b:?}");
         if version.starts_with("0.1") || version.starts_with("0.2") {
@@ -102,12 +109,7 @@ fn add_check_del_del_match_the_reference_in_every_version() {
             "{version}: kernel state differs after ADD"
         );
 
-        let a = Invoke::wasmcni_as("loopback", &conf)
-            .cni("CHECK", &ours.path, "lo")
-            .run();
-        let b = Invoke::exe(reference(), &conf)
-            .cni("CHECK", &theirs.path, "lo")
-            .run();
+        let (a, b) = both("CHECK", &conf, &ours, &theirs);
         assert_eq!(
             a.code, b.code,
             "{version} CHECK exit codes differ: ours {a:?} reference {b:?}"
@@ -122,12 +124,7 @@ fn add_check_del_del_match_the_reference_in_every_version() {
         }
 
         for round in 1..=2 {
-            let a = Invoke::wasmcni_as("loopback", &conf)
-                .cni("DEL", &ours.path, "lo")
-                .run();
-            let b = Invoke::exe(reference(), &conf)
-                .cni("DEL", &theirs.path, "lo")
-                .run();
+            let (a, b) = both("DEL", &conf, &ours, &theirs);
             assert_eq!(a.code, 0, "{version} DEL #{round}: {a:?}");
             assert_eq!(b.code, 0, "{version} reference DEL #{round}: {b:?}");
             assert_eq!(a.stdout.trim(), b.stdout.trim());
@@ -146,12 +143,7 @@ fn check_fails_when_lo_is_down_like_the_reference() {
     let ours = Netns::new("lo-chk");
     let theirs = Netns::new("lo-chk-ref");
     let conf = loopback_conf("1.0.0");
-    let a = Invoke::wasmcni_as("loopback", &conf)
-        .cni("CHECK", &ours.path, "lo")
-        .run();
-    let b = Invoke::exe(reference(), &conf)
-        .cni("CHECK", &theirs.path, "lo")
-        .run();
+    let (a, b) = both("CHECK", &conf, &ours, &theirs);
     assert_ne!(a.code, 0);
     assert_eq!(a.json()["code"], b.json()["code"]);
     assert_eq!(a.json()["msg"], b.json()["msg"]);
@@ -170,12 +162,7 @@ fn chained_add_passes_prev_result_through() {
         let conf = format!(
             r#"{{"cniVersion":"{version}","name":"n","type":"loopback","prevResult":{{"cniVersion":"{version}","interfaces":[{{"name":"eth0","mac":"0a:58:0a:01:02:03","sandbox":"/x"}}],"ips":{ips},"routes":[{{"dst":"0.0.0.0/0"}}],"dns":{{"nameservers":["10.1.2.1"]}}}}}}"#
         );
-        let a = Invoke::wasmcni_as("loopback", conf.as_bytes())
-            .cni("ADD", &ours.path, "lo")
-            .run();
-        let b = Invoke::exe(reference(), conf.as_bytes())
-            .cni("ADD", &theirs.path, "lo")
-            .run();
+        let (a, b) = both("ADD", conf.as_bytes(), &ours, &theirs);
         assert_eq!((a.code, b.code), (0, 0), "{version}: {a:?} {b:?}");
         assert_eq!(a.json(), b.json(), "{version}: chained results differ");
     }

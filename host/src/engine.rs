@@ -248,43 +248,29 @@ fn verify_file(path: &Path) -> Option<u64> {
     (magic == TRAILER_MAGIC && hasher.digest128().to_le_bytes() == digest).then_some(body_len)
 }
 
-/// How a component was obtained (for logs and the benchmark).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
-    /// Loaded from a verified artifact.
-    Artifact,
-    /// Compiled now, and the artifact written for next time.
-    CompiledAndStored,
-    /// Compiled now; no artifact could be written.
-    CompiledOnly,
-}
-
 /// Loads `plugin`, from its artifact if a valid one exists, else by
 /// compiling it (and storing the artifact when `cache` allows).
 pub fn load(
     engine: &Engine,
     plugin: &Plugin,
     cache: Option<&ArtifactCache>,
-) -> wasmtime::Result<(Component, Source)> {
+) -> wasmtime::Result<Component> {
     let fp = fingerprint(engine);
     if let Some(cache) = cache {
         let path = cache.path_for(plugin, &fp);
         if let Some(c) = cache.load(engine, &path) {
-            return Ok((c, Source::Artifact));
+            return Ok(c);
         }
         let artifact = engine.precompile_component(plugin.wasm())?;
-        let source = match cache.store(&path, &artifact) {
-            Ok(()) => Source::CompiledAndStored,
-            Err(e) => {
-                log::warn!("{e}");
-                Source::CompiledOnly
-            }
-        };
+        match cache.store(&path, &artifact) {
+            Ok(()) => log::debug!("compiled {} and stored {path:?}", plugin.name()),
+            Err(e) => log::warn!("{e}"),
+        }
         // SAFETY: produced just now by this engine from the plugin's bytes.
         let c = unsafe { Component::deserialize(engine, &artifact) }?;
-        return Ok((c, source));
+        return Ok(c);
     }
-    Ok((Component::new(engine, plugin.wasm())?, Source::CompiledOnly))
+    Component::new(engine, plugin.wasm())
 }
 
 /// Precompiles `plugin` into `cache`, replacing any artifact that does not

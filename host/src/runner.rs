@@ -196,7 +196,7 @@ pub fn invoke(
     let engine = engine::engine().map_err(internal)?;
     let t2 = std::time::Instant::now();
     let cache = ArtifactCache::default_location();
-    let (component, _source) = engine::load(&engine, &plugin, cache.as_ref()).map_err(|e| {
+    let component = engine::load(&engine, &plugin, cache.as_ref()).map_err(|e| {
         CniError::new(
             Code::PluginRefused,
             format!("plugin {:?} is not a valid component", plugin.name()),

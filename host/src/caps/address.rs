@@ -3,7 +3,7 @@
 use std::net::IpAddr;
 
 use netlink_packet_route::address::AddressAttribute;
-use netlink_packet_route::address::{AddressFlags, AddressHeaderFlags, AddressScope};
+use netlink_packet_route::address::{AddressFlags, AddressScope};
 use netlink_packet_route::AddressFamily;
 use wasmtime::component::Resource;
 
@@ -63,7 +63,6 @@ impl Host for StoreData {
                 .unwrap_or_else(|| {
                     AddressFlags::from_bits_retain(u32::from(m.header.flags.bits()))
                 });
-            let _: AddressHeaderFlags = m.header.flags;
             out.push(AddressInfo {
                 link_index: m.header.index,
                 prefix: IpPrefix {
