@@ -9,7 +9,7 @@ CARGO ?= cargo
 DEB_PACKAGES := iproute2 iputils-ping containernetworking-plugins golang-go golang-github-appc-cni-dev
 GUESTS := $(notdir $(wildcard guests/*)) $(notdir $(wildcard tests/fixtures/*))
 
-.PHONY: setup demo test lint bench install
+.PHONY: setup demo test lint bench install docs
 
 setup:
 	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
@@ -29,6 +29,11 @@ lint: setup
 
 test: lint
 	$(CARGO) test --no-fail-fast
+
+# Regenerate docs/capabilities.md from host/src/caps/catalog.rs (a unit test
+# fails when it is stale).
+docs: setup
+	WASMCNI_UPDATE_DOCS=1 $(CARGO) test -p wasmcni --lib caps::catalog
 
 bench: setup
 	$(CARGO) bench -p wasmcni --bench loopback

@@ -8,13 +8,18 @@
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use crate::bindings::wasmcni::plugin::{address, link, netns};
+use crate::bindings::wasmcni::plugin::{address, link, netns, route, sysctl};
 use crate::cni::Error;
 
-pub use crate::bindings::wasmcni::plugin::address::{AddressInfo, Scope};
-pub use crate::bindings::wasmcni::plugin::link::{LinkInfo, OperState};
+pub use crate::bindings::wasmcni::plugin::address::{AddressInfo, AddressOptions};
+pub use crate::bindings::wasmcni::plugin::link::{
+    BridgeOptions, IpvlanMode, LinkInfo, LinkOptions, MacvlanMode, OperState, TapOptions, VethPair,
+};
 pub use crate::bindings::wasmcni::plugin::netns::NetnsKind;
-pub use crate::bindings::wasmcni::plugin::types::{ErrorCode, IpAddress, IpFamily, IpPrefix};
+pub use crate::bindings::wasmcni::plugin::route::{Route, RouteInfo};
+pub use crate::bindings::wasmcni::plugin::types::{
+    ErrorCode, IpAddress, IpFamily, IpPrefix, Scope,
+};
 
 /// A failed host call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -167,6 +172,254 @@ impl Netns {
     pub fn set_link_up(&self, link: &LinkInfo, up: bool) -> Result<(), HostError> {
         link::set_up(&self.inner, link.index, up)
             .map_err(self.err("link.set-up", format_args!("link {:?}", link.name)))
+    }
+
+    /// Creates a veth pair: `name` here, `peer_name` born in `peer_ns`.
+    pub fn create_veth(
+        &self,
+        name: &str,
+        peer_ns: &Netns,
+        peer_name: &str,
+        options: &LinkOptions,
+        peer_mac: Option<&[u8]>,
+    ) -> Result<VethPair, HostError> {
+        link::create_veth(
+            &self.inner,
+            name,
+            &peer_ns.inner,
+            peer_name,
+            options,
+            peer_mac,
+        )
+        .map_err(self.err(
+            "link.create-veth",
+            format_args!("veth {name:?}/{peer_name:?}"),
+        ))
+    }
+
+    /// Creates a bridge; returns its index.
+    pub fn create_bridge(
+        &self,
+        name: &str,
+        options: &LinkOptions,
+        bridge: BridgeOptions,
+    ) -> Result<u32, HostError> {
+        link::create_bridge(&self.inner, name, options, bridge)
+            .map_err(self.err("link.create-bridge", format_args!("bridge {name:?}")))
+    }
+
+    /// Creates a dummy link; returns its index.
+    pub fn create_dummy(&self, name: &str, options: &LinkOptions) -> Result<u32, HostError> {
+        link::create_dummy(&self.inner, name, options)
+            .map_err(self.err("link.create-dummy", format_args!("dummy {name:?}")))
+    }
+
+    /// Creates a persistent tap; returns its index.
+    pub fn create_tap(
+        &self,
+        name: &str,
+        options: &LinkOptions,
+        tap: TapOptions,
+    ) -> Result<u32, HostError> {
+        link::create_tap(&self.inner, name, options, tap)
+            .map_err(self.err("link.create-tap", format_args!("tap {name:?}")))
+    }
+
+    /// Creates a macvlan named `name` in this namespace on link `master`
+    /// of `master_ns`; returns its index here.
+    pub fn create_macvlan(
+        &self,
+        master_ns: &Netns,
+        master: u32,
+        name: &str,
+        mode: MacvlanMode,
+        options: &LinkOptions,
+    ) -> Result<u32, HostError> {
+        link::create_macvlan(&master_ns.inner, master, &self.inner, name, mode, options).map_err(
+            self.err(
+                "link.create-macvlan",
+                format_args!("macvlan {name:?} on #{master}"),
+            ),
+        )
+    }
+
+    /// Creates an ipvlan named `name` here on `master` of `master_ns`.
+    pub fn create_ipvlan(
+        &self,
+        master_ns: &Netns,
+        master: u32,
+        name: &str,
+        mode: IpvlanMode,
+        options: &LinkOptions,
+    ) -> Result<u32, HostError> {
+        link::create_ipvlan(&master_ns.inner, master, &self.inner, name, mode, options).map_err(
+            self.err(
+                "link.create-ipvlan",
+                format_args!("ipvlan {name:?} on #{master}"),
+            ),
+        )
+    }
+
+    /// Creates vlan `vlan_id` named `name` here on `master` of `master_ns`.
+    pub fn create_vlan(
+        &self,
+        master_ns: &Netns,
+        master: u32,
+        name: &str,
+        vlan_id: u16,
+        options: &LinkOptions,
+    ) -> Result<u32, HostError> {
+        link::create_vlan(
+            &master_ns.inner,
+            master,
+            &self.inner,
+            name,
+            vlan_id,
+            options,
+        )
+        .map_err(self.err(
+            "link.create-vlan",
+            format_args!("vlan {name:?} on #{master}"),
+        ))
+    }
+
+    /// Moves link `index` from here to `target` (renamed if `new_name`);
+    /// returns its index there.
+    pub fn move_link(
+        &self,
+        index: u32,
+        target: &Netns,
+        new_name: Option<&str>,
+    ) -> Result<u32, HostError> {
+        link::move_to(&self.inner, index, &target.inner, new_name)
+            .map_err(self.err("link.move-to", format_args!("link #{index}")))
+    }
+
+    /// Sets a link's MTU.
+    pub fn set_mtu(&self, index: u32, mtu: u32) -> Result<(), HostError> {
+        link::set_mtu(&self.inner, index, mtu)
+            .map_err(self.err("link.set-mtu", format_args!("link #{index}")))
+    }
+
+    /// Sets a link's hardware address.
+    pub fn set_mac(&self, index: u32, mac: &[u8]) -> Result<(), HostError> {
+        link::set_mac(&self.inner, index, mac)
+            .map_err(self.err("link.set-mac", format_args!("link #{index}")))
+    }
+
+    /// Enslaves a link to bridge `master`, or frees it.
+    pub fn set_master(&self, index: u32, master: Option<u32>) -> Result<(), HostError> {
+        link::set_master(&self.inner, index, master)
+            .map_err(self.err("link.set-master", format_args!("link #{index}")))
+    }
+
+    /// Sets hairpin mode of a bridge port.
+    pub fn set_hairpin(&self, index: u32, on: bool) -> Result<(), HostError> {
+        link::set_hairpin(&self.inner, index, on)
+            .map_err(self.err("link.set-hairpin", format_args!("link #{index}")))
+    }
+
+    /// Sets or clears promiscuous mode.
+    pub fn set_promiscuous(&self, index: u32, on: bool) -> Result<(), HostError> {
+        link::set_promiscuous(&self.inner, index, on)
+            .map_err(self.err("link.set-promiscuous", format_args!("link #{index}")))
+    }
+
+    /// Renames a (down) link.
+    pub fn set_name(&self, index: u32, name: &str) -> Result<(), HostError> {
+        link::set_name(&self.inner, index, name)
+            .map_err(self.err("link.set-name", format_args!("link #{index}")))
+    }
+
+    /// Sets a link's alias (container namespace only).
+    pub fn set_alias(&self, index: u32, alias: &str) -> Result<(), HostError> {
+        link::set_alias(&self.inner, index, alias)
+            .map_err(self.err("link.set-alias", format_args!("link #{index}")))
+    }
+
+    /// Deletes a link.
+    pub fn delete_link(&self, index: u32) -> Result<(), HostError> {
+        link::delete(&self.inner, index)
+            .map_err(self.err("link.delete", format_args!("link #{index}")))
+    }
+
+    /// Sets a link administratively up or down, by index.
+    pub fn set_up(&self, index: u32, up: bool) -> Result<(), HostError> {
+        link::set_up(&self.inner, index, up)
+            .map_err(self.err("link.set-up", format_args!("link #{index}")))
+    }
+
+    /// Adds an address to link `index`.
+    pub fn add_address(
+        &self,
+        index: u32,
+        prefix: IpPrefix,
+        options: AddressOptions,
+    ) -> Result<(), HostError> {
+        address::add(&self.inner, index, prefix, options).map_err(self.err(
+            "address.add",
+            format_args!("{} on link #{index}", cidr(&prefix)),
+        ))
+    }
+
+    /// Deletes an address of link `index`.
+    pub fn delete_address(&self, index: u32, prefix: IpPrefix) -> Result<(), HostError> {
+        address::delete(&self.inner, index, prefix).map_err(self.err(
+            "address.delete",
+            format_args!("{} on link #{index}", cidr(&prefix)),
+        ))
+    }
+
+    /// Sends a gratuitous ARP for `ip` from link `index`.
+    pub fn announce(&self, index: u32, ip: IpAddress) -> Result<(), HostError> {
+        address::announce(&self.inner, index, ip).map_err(self.err(
+            "address.announce",
+            format_args!("{} on link #{index}", to_ip(&ip)),
+        ))
+    }
+
+    /// The routes of one family (or both) and one table (or all).
+    pub fn routes(
+        &self,
+        family: Option<IpFamily>,
+        table: Option<u32>,
+    ) -> Result<Vec<RouteInfo>, HostError> {
+        route::list(&self.inner, family, table).map_err(self.err("route.list", "routes"))
+    }
+
+    /// Adds a route.
+    pub fn add_route(&self, r: &Route) -> Result<(), HostError> {
+        route::add(&self.inner, *r).map_err(self.err(
+            "route.add",
+            format_args!("route to {}", cidr(&r.destination)),
+        ))
+    }
+
+    /// Adds or replaces a route.
+    pub fn replace_route(&self, r: &Route) -> Result<(), HostError> {
+        route::replace(&self.inner, *r).map_err(self.err(
+            "route.replace",
+            format_args!("route to {}", cidr(&r.destination)),
+        ))
+    }
+
+    /// Deletes a route.
+    pub fn delete_route(&self, r: &Route) -> Result<(), HostError> {
+        route::delete(&self.inner, *r).map_err(self.err(
+            "route.delete",
+            format_args!("route to {}", cidr(&r.destination)),
+        ))
+    }
+
+    /// Reads a `net.` sysctl.
+    pub fn sysctl(&self, key: &str) -> Result<String, HostError> {
+        sysctl::get(&self.inner, key).map_err(self.err("sysctl.get", format_args!("sysctl {key}")))
+    }
+
+    /// Writes a `net.` sysctl.
+    pub fn set_sysctl(&self, key: &str, value: &str) -> Result<(), HostError> {
+        sysctl::set(&self.inner, key, value)
+            .map_err(self.err("sysctl.set", format_args!("sysctl {key}")))
     }
 
     /// The addresses of one link (or all links), of one family (or both),

@@ -54,6 +54,19 @@ enum Command {
     },
     /// List the standard plugins carried in this binary.
     List,
+    /// Show what a plugin is and may do: its identity, every interface and
+    /// function it imports, the grants its policy gives it, and any import
+    /// wasmcni would refuse.
+    Audit {
+        /// A plugin name or a path ending in `.wasm`.
+        plugin: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the capability reference (docs/capabilities.md) generated from
+    /// the code.
+    Capabilities,
     /// Run an embedded example in a throwaway sandbox (new network and mount
     /// namespaces): ADD, CHECK, DEL of loopback, as a runtime does it.
     Demo,
@@ -95,6 +108,11 @@ pub fn main() -> i32 {
             Ok(())
         }
         Command::Demo => crate::demo::run(),
+        Command::Audit { plugin, json } => crate::inspect::print(&plugin, json),
+        Command::Capabilities => {
+            print!("{}", crate::caps::catalog::markdown());
+            Ok(())
+        }
     };
     match result {
         Ok(()) => 0,

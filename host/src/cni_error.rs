@@ -31,6 +31,10 @@ pub enum Code {
     MemoryExceeded = 102,
     /// 103: the plugin component is invalid or imports what wasmcni refuses.
     PluginRefused = 103,
+    /// 104: the plugin used up its budget of host calls.
+    LimitExceeded = 104,
+    /// 105: the policy file is invalid or untrusted.
+    PolicyInvalid = 105,
     /// 999: an internal error of wasmcni.
     Internal = 999,
 }

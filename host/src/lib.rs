@@ -3,15 +3,21 @@
 //! behalf through a narrow, policy-checked capability interface.
 #![deny(missing_docs)]
 
+pub mod announce;
+pub mod audit;
 pub mod caps;
 pub mod cli;
 pub mod cni_error;
 pub mod demo;
 pub mod engine;
+pub mod inspect;
 pub mod install;
+pub mod journal;
 pub mod limits;
 pub mod netlink;
 pub mod netns;
 pub mod plugins;
 pub mod policy;
 pub mod runner;
+pub mod sysctl;
+pub mod tuntap;

@@ -115,6 +115,11 @@ impl NetNs {
         self.kind
     }
 
+    /// The namespace file, to hand to the kernel (`IFLA_NET_NS_FD`).
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+
     /// The path it was opened from (for messages only; never reopened).
     pub fn path(&self) -> &Path {
         &self.path

@@ -1,58 +1,407 @@
 //! Policy: the only place authority is granted to a plugin.
 //!
-//! Deny by default. A plugin's [`Grant`] is looked up once, when its
-//! invocation context is created, and copied into it; capability
-//! implementations ask the grant and never decide on their own.
+//! Deny by default. An embedded default policy (`default-policy.json`)
+//! grants each standard plugin what its job needs; a policy file can replace
+//! the entry of any plugin (narrow or widen it), pin it to a sha256, and
+//! set its limits. A plugin without an entry gets nothing: it runs, and
+//! every capability call it makes is `access-denied`.
 //!
-//! This is the first cut: per-namespace read and link-state rights. The
-//! policy file, sha256 pinning and per-object patterns come with the full
-//! capability surface.
+//! A plugin's [`Grant`] is resolved once, when its invocation context is
+//! created, and copied into it; capability implementations ask the grant
+//! and never decide on their own. What no policy can waive (the ownership
+//! invariants of the host namespace) lives in `caps`, next to the calls.
+//!
+//! The policy file is `$WASMCNI_POLICY` if set, else
+//! `/etc/wasmcni/policy.json` if it exists. It must belong to root (or the
+//! user running wasmcni) and not be writable by group or others, or it is
+//! refused: a policy anyone can edit grants nothing.
 
-/// What a plugin may do in one namespace.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct NsGrant {
-    /// May list and look up links and addresses.
-    pub read: bool,
-    /// May set links administratively up or down.
-    pub link_state: bool,
+use std::collections::BTreeMap;
+use std::fmt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+/// The documented default location of the policy file.
+pub const DEFAULT_POLICY_FILE: &str = "/etc/wasmcni/policy.json";
+
+/// The embedded default policy.
+pub const EMBEDDED: &str = include_str!("default-policy.json");
+
+/// The largest policy file wasmcni reads.
+const MAX_POLICY_FILE: u64 = 1 << 20;
+
+/// A kind of link a plugin may create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LinkKind {
+    /// A veth pair (both ends need the right in their namespaces).
+    Veth,
+    /// A bridge.
+    Bridge,
+    /// A dummy link.
+    Dummy,
+    /// A persistent tap device.
+    Tap,
+    /// A macvlan on a master link.
+    Macvlan,
+    /// An ipvlan on a master link.
+    Ipvlan,
+    /// An 802.1Q vlan on a master link.
+    Vlan,
 }
 
-/// Everything a plugin may do.
+impl LinkKind {
+    /// The kind's name, as in the policy file.
+    pub fn name(self) -> &'static str {
+        match self {
+            LinkKind::Veth => "veth",
+            LinkKind::Bridge => "bridge",
+            LinkKind::Dummy => "dummy",
+            LinkKind::Tap => "tap",
+            LinkKind::Macvlan => "macvlan",
+            LinkKind::Ipvlan => "ipvlan",
+            LinkKind::Vlan => "vlan",
+        }
+    }
+}
+
+/// A name pattern: `*` matches any run of characters, everything else
+/// itself (`cni*`, `net.ipv6.conf.*.accept_ra`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Pattern(pub String);
+
+impl Pattern {
+    /// Whether `name` matches.
+    pub fn matches(&self, name: &str) -> bool {
+        glob_match(self.0.as_bytes(), name.as_bytes())
+    }
+}
+
+/// `*`-only glob matching, iterative with one backtrack point (linear in
+/// practice, never exponential).
+fn glob_match(pat: &[u8], s: &[u8]) -> bool {
+    let (mut p, mut i) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while i < s.len() {
+        if p < pat.len() && pat[p] == b'*' {
+            star = Some((p, i));
+            p += 1;
+        } else if p < pat.len() && pat[p] == s[i] {
+            p += 1;
+            i += 1;
+        } else if let Some((sp, si)) = star {
+            p = sp + 1;
+            i = si + 1;
+            star = Some((sp, si + 1));
+        } else {
+            return false;
+        }
+    }
+    pat[p..].iter().all(|&c| c == b'*')
+}
+
+/// What a plugin may do in one namespace. Every field defaults to nothing.
+///
+/// # Capabilities
+/// - `read`: list and look up links, addresses and routes.
+/// - `create`: create links of these kinds here.
+/// - `modify`: change links (up/down, mtu, mac, master, hairpin, promisc,
+///   name, alias) and delete them. In the host namespace only links
+///   wasmcni created or links matching `links`.
+/// - `move`: move links out of and into this namespace.
+/// - `links`: (host) names of links the plugin may modify although wasmcni
+///   did not create them, e.g. `cni*` bridges.
+/// - `masters`: names of links the plugin may use as the master of a
+///   macvlan / ipvlan / vlan, and never change.
+/// - `addresses`, `routes`: add and delete them (host: only on links the
+///   plugin may modify; routes only wasmcni's own).
+/// - `announce`: send gratuitous ARP for an address of a link.
+/// - `sysctls`: keys (patterns) the plugin may read and write.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct NsGrant {
+    /// May list and look up links, addresses and routes.
+    pub read: bool,
+    /// Link kinds it may create here.
+    pub create: Vec<LinkKind>,
+    /// May change and delete links (host: only its own or `links`).
+    pub modify: bool,
+    /// May move links out of and into this namespace.
+    #[serde(rename = "move")]
+    pub move_links: bool,
+    /// Links it may modify although wasmcni did not create them.
+    pub links: Vec<Pattern>,
+    /// Links it may use as a master, read-only.
+    pub masters: Vec<Pattern>,
+    /// May add and delete addresses.
+    pub addresses: bool,
+    /// May add, replace and delete routes.
+    pub routes: bool,
+    /// May send gratuitous ARP.
+    pub announce: bool,
+    /// Sysctl keys it may read and write.
+    pub sysctls: Vec<Pattern>,
+}
+
+impl NsGrant {
+    /// Whether links of `kind` may be created here.
+    pub fn may_create(&self, kind: LinkKind) -> bool {
+        self.create.contains(&kind)
+    }
+
+    /// Whether `name` matches one of the `links` patterns.
+    pub fn names_link(&self, name: &str) -> bool {
+        self.links.iter().any(|p| p.matches(name))
+    }
+
+    /// Whether `name` matches one of the `masters` patterns.
+    pub fn names_master(&self, name: &str) -> bool {
+        self.masters.iter().any(|p| p.matches(name))
+    }
+
+    /// Whether sysctl `key` matches one of the `sysctls` patterns.
+    pub fn names_sysctl(&self, key: &str) -> bool {
+        self.sysctls.iter().any(|p| p.matches(key))
+    }
+}
+
+/// One plugin's entry in a policy.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct Entry {
+    /// If set, only a plugin with this sha256 (lowercase hex) may run.
+    pub sha256: Option<String>,
+    /// Wall-clock deadline in milliseconds.
+    pub deadline_ms: Option<u64>,
+    /// Linear-memory cap in MiB.
+    pub memory_mb: Option<u64>,
+    /// Most capability calls one invocation may make.
+    pub host_calls: Option<u64>,
+    /// Rights in the container's namespace.
+    pub container: NsGrant,
+    /// Rights in the node's namespace; none means the plugin cannot even
+    /// obtain a handle to it.
+    pub host: Option<NsGrant>,
+}
+
+/// A policy document: an entry per plugin name.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    /// Entries by plugin name.
+    pub plugins: BTreeMap<String, Entry>,
+}
+
+/// Everything a plugin may do in one invocation.
 ///
 /// # Capabilities
 /// This value *is* the plugin's authority: `container` applies in the
-/// namespace from `CNI_NETNS`, `host` in the node's. `host: None` means the
-/// plugin cannot even obtain a handle to the node's namespace.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// namespace from `CNI_NETNS`, `host` in the node's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Grant {
     /// Rights in the container's namespace.
     pub container: NsGrant,
     /// Rights in the node's namespace, if any.
     pub host: Option<NsGrant>,
+    /// Most capability calls one invocation may make.
+    pub host_calls: u64,
 }
 
-/// Full rights inside the container namespace, nothing on the host: what a
-/// plugin that only configures the container's side (like `loopback`)
-/// needs, and the most a plugin without an entry gets.
-const CONTAINER_ONLY: Grant = Grant {
-    container: NsGrant {
-        read: true,
-        link_state: true,
+/// The default budget of capability calls per invocation.
+pub const DEFAULT_HOST_CALLS: u64 = 10_000;
+
+/// Why a policy could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// The file could not be read.
+    #[error("policy file {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
     },
-    host: None,
-};
+    /// The file is not ours, or others may write it.
+    #[error("policy file {path} is not trusted: {why}")]
+    Untrusted {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
+    /// The document is malformed.
+    #[error("policy {origin}: {msg}")]
+    Invalid {
+        /// Where it came from.
+        origin: String,
+        /// What is wrong (serde names the field and position).
+        msg: String,
+    },
+}
 
-/// The embedded default policy, by plugin name.
-const DEFAULTS: &[(&str, Grant)] = &[("loopback", CONTAINER_ONLY)];
+impl Policy {
+    /// Parses a policy document.
+    pub fn parse(text: &str, origin: &str) -> Result<Policy, PolicyError> {
+        let policy: Policy = serde_json::from_str(text).map_err(|e| PolicyError::Invalid {
+            origin: origin.to_owned(),
+            msg: e.to_string(),
+        })?;
+        for (name, entry) in &policy.plugins {
+            if let Some(pin) = &entry.sha256 {
+                if pin.len() != 64 || !pin.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    return Err(PolicyError::Invalid {
+                        origin: origin.to_owned(),
+                        msg: format!("plugins.{name}.sha256 must be 64 hex digits, got {pin:?}"),
+                    });
+                }
+            }
+            for (field, value) in [
+                ("deadline-ms", entry.deadline_ms),
+                ("memory-mb", entry.memory_mb),
+                ("host-calls", entry.host_calls),
+            ] {
+                if value == Some(0) {
+                    return Err(PolicyError::Invalid {
+                        origin: origin.to_owned(),
+                        msg: format!("plugins.{name}.{field} must be positive"),
+                    });
+                }
+            }
+        }
+        Ok(policy)
+    }
 
-/// The grant for plugin `name`. Plugins without an entry get
-/// container-only rights and no handle to the host namespace.
-pub fn grant_for(name: &str) -> Grant {
-    DEFAULTS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, g)| *g)
-        .unwrap_or(CONTAINER_ONLY)
+    /// The embedded default policy.
+    pub fn embedded() -> Policy {
+        // The embedded document is checked by a unit test; an error here
+        // would be a build defect, so fall back to denying everything.
+        Policy::parse(EMBEDDED, "embedded").unwrap_or_default()
+    }
+
+    /// The effective policy: the embedded one, with every entry of the
+    /// policy file (`$WASMCNI_POLICY`, else [`DEFAULT_POLICY_FILE`] if it
+    /// exists) replacing the embedded entry of the same plugin.
+    pub fn load() -> Result<Policy, PolicyError> {
+        let mut policy = Policy::embedded();
+        let (path, required) = match std::env::var_os("WASMCNI_POLICY") {
+            Some(p) => (PathBuf::from(p), true),
+            None => (PathBuf::from(DEFAULT_POLICY_FILE), false),
+        };
+        if let Some(file) = read_trusted(&path, required)? {
+            let overlay = Policy::parse(&file, &path.display().to_string())?;
+            policy.plugins.extend(overlay.plugins);
+        }
+        Ok(policy)
+    }
+
+    /// The entry for plugin `name` (deny-all if none).
+    pub fn entry(&self, name: &str) -> Entry {
+        self.plugins.get(name).cloned().unwrap_or_default()
+    }
+}
+
+impl Entry {
+    /// The grant this entry gives.
+    pub fn grant(&self) -> Grant {
+        Grant {
+            container: self.container.clone(),
+            host: self.host.clone(),
+            host_calls: self.host_calls.unwrap_or(DEFAULT_HOST_CALLS),
+        }
+    }
+
+    /// Refuses a plugin whose sha256 differs from the pin.
+    pub fn check_pin(&self, sha256: &str) -> Result<(), String> {
+        match &self.sha256 {
+            Some(pin) if !pin.eq_ignore_ascii_case(sha256) => Err(format!(
+                "its sha256 is {sha256} but the policy pins it to {pin}"
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Reads a policy file if it is trusted. A missing file is `None` unless
+/// `required`.
+fn read_trusted(path: &Path, required: bool) -> Result<Option<String>, PolicyError> {
+    let io = |source| PolicyError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return Ok(None),
+        Err(e) => return Err(io(e)),
+    };
+    let meta = file.metadata().map_err(io)?;
+    let untrusted = |why: String| PolicyError::Untrusted {
+        path: path.to_owned(),
+        why,
+    };
+    if !meta.is_file() {
+        return Err(untrusted("not a regular file".into()));
+    }
+    let euid = nix::unistd::geteuid().as_raw();
+    if meta.uid() != 0 && meta.uid() != euid {
+        return Err(untrusted(format!("owned by uid {}", meta.uid())));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(untrusted(format!(
+            "mode {:o} lets group or others write it",
+            meta.mode() & 0o777
+        )));
+    }
+    if meta.len() > MAX_POLICY_FILE {
+        return Err(untrusted(format!("larger than {MAX_POLICY_FILE} bytes")));
+    }
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::Read::take(file, MAX_POLICY_FILE), &mut text)
+        .map_err(io)?;
+    Ok(Some(text))
+}
+
+impl fmt::Display for NsGrant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts: Vec<String> = Vec::new();
+        let mut flag = |on: bool, name: &str| {
+            if on {
+                parts.push(name.to_owned());
+            }
+        };
+        flag(self.read, "read");
+        flag(self.modify, "modify");
+        flag(self.move_links, "move");
+        flag(self.addresses, "addresses");
+        flag(self.routes, "routes");
+        flag(self.announce, "announce");
+        let list = |v: &[Pattern]| {
+            v.iter()
+                .map(|p| p.0.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        if !self.create.is_empty() {
+            let kinds: Vec<&str> = self.create.iter().map(|k| k.name()).collect();
+            parts.push(format!("create [{}]", kinds.join(", ")));
+        }
+        if !self.links.is_empty() {
+            parts.push(format!("links [{}]", list(&self.links)));
+        }
+        if !self.masters.is_empty() {
+            parts.push(format!("masters [{}]", list(&self.masters)));
+        }
+        if !self.sysctls.is_empty() {
+            parts.push(format!("sysctls [{}]", list(&self.sysctls)));
+        }
+        if parts.is_empty() {
+            f.write_str("nothing")
+        } else {
+            f.write_str(&parts.join("; "))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -60,15 +409,66 @@ mod tests {
     use super::*;
 
     #[test]
-    fn loopback_gets_nothing_on_the_host() {
-        let g = grant_for("loopback");
-        assert!(g.host.is_none());
-        assert!(g.container.link_state);
+    fn embedded_policy_parses() {
+        let p = Policy::parse(EMBEDDED, "embedded").expect("embedded policy");
+        assert!(p.plugins.contains_key("loopback"));
     }
 
     #[test]
-    fn unknown_plugins_get_no_host_namespace() {
-        assert_eq!(grant_for("third-party"), CONTAINER_ONLY);
-        assert!(grant_for("third-party").host.is_none());
+    fn loopback_gets_nothing_on_the_host() {
+        let g = Policy::embedded().entry("loopback").grant();
+        assert!(g.host.is_none());
+        assert!(g.container.modify && g.container.read);
+        assert!(g.container.create.is_empty());
+    }
+
+    #[test]
+    fn unknown_plugins_get_nothing() {
+        let g = Policy::embedded().entry("third-party").grant();
+        assert_eq!(g.container, NsGrant::default());
+        assert!(g.host.is_none());
+    }
+
+    #[test]
+    fn patterns() {
+        let p = |s: &str| Pattern(s.to_owned());
+        assert!(p("cni*").matches("cni0"));
+        assert!(p("cni*").matches("cni"));
+        assert!(!p("cni*").matches("eth0"));
+        assert!(p("net.ipv6.conf.*.accept_ra").matches("net.ipv6.conf.veth1.accept_ra"));
+        assert!(!p("net.ipv6.conf.*.accept_ra").matches("net.ipv6.conf.veth1.forwarding"));
+        assert!(p("*").matches(""));
+        assert!(p("a*b*c").matches("aXXbYYc"));
+        assert!(!p("a*b*c").matches("aXXbYY"));
+        assert!(p("eth0").matches("eth0") && !p("eth0").matches("eth01"));
+        // Pathological input stays fast.
+        let long = "a".repeat(10_000);
+        assert!(!p("*a*a*a*a*a*b").matches(&long));
+    }
+
+    #[test]
+    fn malformed_policies_name_the_field() {
+        let e = Policy::parse(r#"{"plugins":{"x":{"container":{"raed":true}}}}"#, "t")
+            .expect_err("unknown field");
+        assert!(e.to_string().contains("raed"), "{e}");
+        let e = Policy::parse(r#"{"plugins":{"x":{"sha256":"abc"}}}"#, "t").expect_err("pin");
+        assert!(e.to_string().contains("plugins.x.sha256"), "{e}");
+        let e = Policy::parse(r#"{"plugins":{"x":{"host-calls":0}}}"#, "t").expect_err("zero");
+        assert!(e.to_string().contains("host-calls"), "{e}");
+        let e = Policy::parse(
+            r#"{"plugins":{"x":{"container":{"create":["vxlan"]}}}}"#,
+            "t",
+        )
+        .expect_err("kind");
+        assert!(e.to_string().contains("vxlan"), "{e}");
+    }
+
+    #[test]
+    fn pins() {
+        let mut e = Entry::default();
+        assert!(e.check_pin("ab").is_ok());
+        e.sha256 = Some("AB".repeat(32));
+        assert!(e.check_pin(&"ab".repeat(32)).is_ok());
+        assert!(e.check_pin(&"cd".repeat(32)).is_err());
     }
 }

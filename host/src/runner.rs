@@ -22,13 +22,14 @@ use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
 use wasmtime_wasi::random::WasiRandom;
 use wasmtime_wasi::{I32Exit, WasiCtxBuilder};
 
-use crate::caps::{self, StoreData};
+use crate::audit::{Audit, Identity, Sink};
+use crate::caps::{self, BudgetExceeded, StoreData};
 use crate::cni_error::{version_for_errors, CniError, Code};
 use crate::engine::{self, ArtifactCache};
 use crate::limits::Limiter;
 use crate::netns::{NetNs, NetnsError};
 use crate::plugins::{self, LookupError, Plugin};
-use crate::policy;
+use crate::policy::{self, Policy};
 
 /// The largest config wasmcni accepts on stdin.
 pub const MAX_STDIN: usize = 4 << 20;
@@ -49,8 +50,9 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// Defaults, overridden by `WASMCNI_DEADLINE_MS` and `WASMCNI_MEMORY_MB`.
-    pub fn from_env() -> Result<Limits, CniError> {
+    /// Defaults, overridden by the plugin's policy entry, overridden by
+    /// `WASMCNI_DEADLINE_MS` and `WASMCNI_MEMORY_MB`.
+    pub fn resolve(entry: &policy::Entry) -> Result<Limits, CniError> {
         let num = |var: &str| -> Result<Option<u64>, CniError> {
             match std::env::var(var) {
                 Err(_) => Ok(None),
@@ -69,9 +71,11 @@ impl Limits {
         };
         Ok(Limits {
             deadline: num("WASMCNI_DEADLINE_MS")?
+                .or(entry.deadline_ms)
                 .map(Duration::from_millis)
                 .unwrap_or(DEFAULT_DEADLINE),
             memory_cap: num("WASMCNI_MEMORY_MB")?
+                .or(entry.memory_mb)
                 .map(|m| usize::try_from(m.saturating_mul(1 << 20)).unwrap_or(usize::MAX))
                 .unwrap_or(DEFAULT_MEMORY_CAP),
         })
@@ -181,7 +185,7 @@ pub fn invoke(
     vars: impl Iterator<Item = (OsString, OsString)>,
 ) -> Result<Output, CniError> {
     let env = cni_env(vars)?;
-    let limits = Limits::from_env()?;
+    let policy = Policy::load().map_err(|e| CniError::new(Code::PolicyInvalid, e.to_string()))?;
     let plugin = match target {
         Target::Name(n) => plugins::find(n),
         Target::Path(p) => Plugin::from_path(p),
@@ -190,6 +194,14 @@ pub fn invoke(
         LookupError::Io { .. } => CniError::new(Code::Io, e.to_string()),
         _ => CniError::new(Code::InvalidConfig, e.to_string()),
     })?;
+    let entry = policy.entry(plugin.name());
+    entry.check_pin(plugin.sha256()).map_err(|why| {
+        CniError::new(
+            Code::PluginRefused,
+            format!("plugin {:?} refused: {why}", plugin.name()),
+        )
+    })?;
+    let limits = Limits::resolve(&entry)?;
     let t0 = std::time::Instant::now();
     let container = container_netns(&env)?;
     let t1 = std::time::Instant::now();
@@ -214,7 +226,17 @@ pub fn invoke(
         t3.elapsed()
     );
     let out = run_component(
-        &engine, &component, &imports, &plugin, env, stdin, container, &limits,
+        &engine,
+        &component,
+        &imports,
+        &plugin,
+        Invocation {
+            env,
+            stdin,
+            container,
+            limits: &limits,
+            grant: entry.grant(),
+        },
     );
     // The process exits right after this; unmapping the code and the
     // engine's type registry would only add to every call's latency.
@@ -404,17 +426,46 @@ fn linker(engine: &Engine, imports: &[String]) -> wasmtime::Result<Linker<StoreD
     Ok(l)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// What one run is given.
+struct Invocation<'a> {
+    env: Vec<(String, String)>,
+    stdin: &'a [u8],
+    container: Option<NetNs>,
+    limits: &'a Limits,
+    grant: policy::Grant,
+}
+
 fn run_component(
     engine: &Engine,
     component: &Component,
     imports: &[String],
     plugin: &Plugin,
-    env: Vec<(String, String)>,
-    stdin: &[u8],
-    container: Option<NetNs>,
-    limits: &Limits,
+    inv: Invocation<'_>,
 ) -> Result<Output, CniError> {
+    let Invocation {
+        env,
+        stdin,
+        container,
+        limits,
+        grant,
+    } = inv;
+    let var = |k: &str| lookup(&env, k).unwrap_or("").to_owned();
+    let command = var("CNI_COMMAND");
+    let is_add = command == "ADD";
+    let who = Identity {
+        plugin: plugin.name().to_owned(),
+        sha256: plugin.sha256().to_owned(),
+        container_id: var("CNI_CONTAINERID"),
+        ifname: var("CNI_IFNAME"),
+        command,
+    };
+    let caps = caps::Ctx::new(
+        grant,
+        container,
+        Audit::new(who.clone(), Sink::from_env()),
+        &who.container_id,
+        is_add,
+    );
     let stdout = MemoryOutputPipe::new(MAX_STDOUT);
     let wasi = WasiCtxBuilder::new()
         .envs(&env)
@@ -430,7 +481,7 @@ fn run_component(
     let data = StoreData {
         wasi,
         table: ResourceTable::new(),
-        caps: caps::Ctx::new(policy::grant_for(plugin.name()), container),
+        caps,
         limiter: Limiter::new(limits.memory_cap),
     };
     let mut store = Store::new(engine, data);
@@ -458,10 +509,50 @@ fn run_component(
     log::debug!("timing: instantiate + run {:?}", t0.elapsed());
     let hit_memory_cap = store.data().limiter.cap_hit();
     let stdout = stdout.contents().to_vec();
+    let outcome = outcome(result, stdout, plugin, limits, hit_memory_cap);
+    let caps = &mut store.data_mut().caps;
+    let failed = !matches!(outcome, Ok(Output { code: 0, .. }));
+    let outcome = if is_add && failed && caps.journal_len() > 0 {
+        // A failed ADD leaves nothing behind.
+        let undo_failures = caps.undo();
+        if undo_failures.is_empty() {
+            outcome
+        } else {
+            eprintln!(
+                "wasmcni: undoing the failed ADD left {} change(s) in place: {}",
+                undo_failures.len(),
+                undo_failures.join("; ")
+            );
+            Err(CniError::new(
+                Code::Internal,
+                format!(
+                    "plugin {:?} failed and {} of its changes could not be undone",
+                    plugin.name(),
+                    undo_failures.len()
+                ),
+            )
+            .with_details(undo_failures.join("; ")))
+        }
+    } else {
+        outcome
+    };
+    caps.audit().flush();
     // As above: the store's 4 GiB reservation and tables need no teardown
     // in a process that is about to exit.
     std::mem::forget(store);
     std::mem::forget(linker);
+    outcome
+}
+
+/// The CNI outcome of a finished run.
+fn outcome(
+    result: wasmtime::Result<Result<(), ()>>,
+    stdout: Vec<u8>,
+    plugin: &Plugin,
+    limits: &Limits,
+    hit_memory_cap: bool,
+) -> Result<Output, CniError> {
+    let deadline = limits.deadline;
     if stdout.len() >= MAX_STDOUT {
         return Err(CniError::new(
             Code::PluginTrapped,
@@ -479,6 +570,12 @@ fn run_component(
                 });
             }
             let name = plugin.name();
+            if let Some(b) = e.downcast_ref::<BudgetExceeded>() {
+                return Err(CniError::new(
+                    Code::LimitExceeded,
+                    format!("plugin {name:?} exceeded its budget of {} host calls", b.0),
+                ));
+            }
             if hit_memory_cap {
                 return Err(CniError::new(
                     Code::MemoryExceeded,

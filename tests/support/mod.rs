@@ -116,6 +116,35 @@ impl Netns {
         v
     }
 
+    /// Network sysctls of the namespace (ipv4/ipv6 conf of every link,
+    /// ip_forward), as `path=value` lines.
+    pub fn sysctls(&self) -> Vec<String> {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.name, "grep", "-rs", "."])
+            .args([
+                "/proc/sys/net/ipv4/conf",
+                "/proc/sys/net/ipv6/conf",
+                "/proc/sys/net/ipv4/ip_forward",
+                "/proc/sys/net/ipv6/conf/all/forwarding",
+            ])
+            .output()
+            .unwrap();
+        let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        lines.sort();
+        lines
+    }
+
+    /// Links, addresses, routes and sysctls: everything a plugin could
+    /// change.
+    pub fn full_snapshot(&self) -> Value {
+        let mut v = self.snapshot();
+        v["sysctls"] = serde_json::json!(self.sysctls());
+        v
+    }
+
     /// Whether `lo` is administratively up.
     pub fn lo_up(&self) -> bool {
         let v: Value = serde_json::from_str(&self.ip(&["-j", "link", "show", "lo"])).unwrap();
@@ -198,6 +227,7 @@ impl Run {
 /// One plugin invocation: `exe` run with argv[0] = `argv0`, exactly the
 /// given environment (plus the test cache), and `stdin`.
 pub struct Invoke<'a> {
+    netns: Option<String>,
     exe: PathBuf,
     argv0: Option<String>,
     args: Vec<String>,
@@ -209,13 +239,11 @@ impl<'a> Invoke<'a> {
     /// wasmcni acting as plugin `name` (multi-call, argv[0] = name).
     pub fn wasmcni_as(name: &str, stdin: &'a [u8]) -> Invoke<'a> {
         Invoke {
+            netns: None,
             exe: wasmcni(),
             argv0: Some(name.to_owned()),
             args: vec![],
-            env: vec![(
-                "WASMCNI_CACHE_DIR".into(),
-                cache_dir().display().to_string(),
-            )],
+            env: test_env(),
             stdin,
         }
     }
@@ -223,13 +251,11 @@ impl<'a> Invoke<'a> {
     /// `wasmcni run TARGET`.
     pub fn wasmcni_run(target: &str, stdin: &'a [u8]) -> Invoke<'a> {
         Invoke {
+            netns: None,
             exe: wasmcni(),
             argv0: None,
             args: vec!["run".into(), target.into()],
-            env: vec![(
-                "WASMCNI_CACHE_DIR".into(),
-                cache_dir().display().to_string(),
-            )],
+            env: test_env(),
             stdin,
         }
     }
@@ -237,6 +263,7 @@ impl<'a> Invoke<'a> {
     /// An executable file (a reference plugin, or an installed link).
     pub fn exe(path: impl AsRef<Path>, stdin: &'a [u8]) -> Invoke<'a> {
         Invoke {
+            netns: None,
             exe: path.as_ref().to_owned(),
             argv0: None,
             args: vec![],
@@ -260,9 +287,24 @@ impl<'a> Invoke<'a> {
             .env("CNI_PATH", REFERENCE_DIR)
     }
 
+    /// Runs it inside namespace `ns` (`ip netns exec`), which then is the
+    /// "host" namespace as wasmcni sees it. Not with a multi-call argv[0].
+    pub fn in_netns(mut self, ns: &Netns) -> Self {
+        self.netns = Some(ns.name.clone());
+        self
+    }
+
     /// Runs it.
     pub fn run(self) -> Run {
-        let mut cmd = Command::new(&self.exe);
+        let mut cmd = match &self.netns {
+            Some(ns) => {
+                assert!(self.argv0.is_none(), "in_netns cannot set argv[0]");
+                let mut c = Command::new(ip_exe());
+                c.args(["netns", "exec", ns]).arg(&self.exe);
+                c
+            }
+            None => Command::new(&self.exe),
+        };
         if let Some(a0) = &self.argv0 {
             cmd.arg0(a0);
         }
@@ -283,6 +325,33 @@ impl<'a> Invoke<'a> {
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }
     }
+}
+
+/// The environment every wasmcni run in the tests gets: the shared
+/// artifact cache, and the audit log in target/ (never the node's).
+fn test_env() -> Vec<(String, String)> {
+    vec![
+        (
+            "WASMCNI_CACHE_DIR".into(),
+            cache_dir().display().to_string(),
+        ),
+        (
+            "WASMCNI_AUDIT".into(),
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+                .join("audit.jsonl")
+                .display()
+                .to_string(),
+        ),
+    ]
+}
+
+/// The absolute path of `ip` (the tests clear the environment).
+pub fn ip_exe() -> PathBuf {
+    ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .expect("iproute2's ip")
 }
 
 /// A loopback network config in `version`.

@@ -1,16 +1,19 @@
 //! `wasmcni:plugin/address`.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use netlink_packet_route::address::AddressAttribute;
 use netlink_packet_route::address::{AddressFlags, AddressScope};
 use netlink_packet_route::AddressFamily;
+use serde_json::json;
 use wasmtime::component::Resource;
 
-use super::bindings::wasmcni::plugin::address::{AddressInfo, Host, Scope};
-use super::bindings::wasmcni::plugin::types::{ErrorCode, IpAddress, IpFamily, IpPrefix};
-use super::{CapError, NsHandle, StoreData};
-use crate::netlink::address_of;
+use super::bindings::wasmcni::plugin::address::{AddressInfo, AddressOptions, Host};
+use super::bindings::wasmcni::plugin::types::{ErrorCode, IpAddress, IpFamily, IpPrefix, Scope};
+use super::{ns_arg, CapError, Ctx, NsHandle, StoreData};
+use crate::journal::Undo;
+use crate::netlink::{address_of, AddrFlags, AddrSpec};
+use crate::netns::Kind;
 
 /// A kernel address as its WIT value.
 pub(crate) fn ip_to_wit(ip: IpAddr) -> IpAddress {
@@ -26,6 +29,84 @@ pub(crate) fn ip_to_wit(ip: IpAddr) -> IpAddress {
     }
 }
 
+/// A WIT address as the kernel's.
+pub(crate) fn ip_from_wit(ip: IpAddress) -> IpAddr {
+    match ip {
+        IpAddress::Ipv4((a, b, c, d)) => IpAddr::V4(Ipv4Addr::new(a, b, c, d)),
+        IpAddress::Ipv6((a, b, c, d, e, f, g, h)) => {
+            IpAddr::V6(Ipv6Addr::new(a, b, c, d, e, f, g, h))
+        }
+    }
+}
+
+/// A WIT prefix, checked: the length fits the family.
+pub(crate) fn prefix_from_wit(p: IpPrefix) -> Result<(IpAddr, u8), CapError> {
+    let ip = ip_from_wit(p.address);
+    let max = if ip.is_ipv4() { 32 } else { 128 };
+    if p.prefix_len > max {
+        return Err(ErrorCode::InvalidArgument.into());
+    }
+    Ok((ip, p.prefix_len))
+}
+
+/// `RT_SCOPE_*` value of a WIT scope.
+pub(crate) fn scope_value(s: Scope) -> u8 {
+    match s {
+        Scope::Universe => 0,
+        Scope::Site => 200,
+        Scope::Link => 253,
+        Scope::Host => 254,
+        Scope::Nowhere => 255,
+    }
+}
+
+/// WIT scope of an `RT_SCOPE_*` value.
+pub(crate) fn scope_from_value(v: u8) -> Scope {
+    match v {
+        0 => Scope::Universe,
+        200 => Scope::Site,
+        253 => Scope::Link,
+        254 => Scope::Host,
+        _ => Scope::Nowhere,
+    }
+}
+
+fn prefix_arg(ip: IpAddr, len: u8) -> String {
+    format!("{ip}/{len}")
+}
+
+impl Ctx {
+    /// Address changes: `addresses` granted, and in the host namespace only
+    /// on a link the plugin may modify.
+    fn address_target(&mut self, kind: Kind, index: u32) -> Result<(), CapError> {
+        self.require(kind, |g| g.addresses, "addresses")?;
+        let l = self.link(kind, index)?;
+        self.check_host_link(kind, &l)
+    }
+
+    fn find_address(
+        &mut self,
+        kind: Kind,
+        index: u32,
+        ip: IpAddr,
+        len: u8,
+    ) -> Result<Option<AddrSpec>, CapError> {
+        let family = if ip.is_ipv4() {
+            AddressFamily::Inet
+        } else {
+            AddressFamily::Inet6
+        };
+        let msgs = self
+            .netlink(kind)?
+            .addresses(Some(family))
+            .map_err(|e| CapError::from(&e))?;
+        Ok(msgs
+            .iter()
+            .filter_map(AddrSpec::from_message)
+            .find(|s| s.index == index && s.addr == ip && s.prefix_len == len))
+    }
+}
+
 impl Host for StoreData {
     fn list(
         &mut self,
@@ -34,52 +115,151 @@ impl Host for StoreData {
         family: Option<IpFamily>,
     ) -> Result<Vec<AddressInfo>, CapError> {
         let kind = self.ns_kind(&ns)?;
-        if !self.caps.ns_grant(kind).read {
-            return Err(ErrorCode::AccessDenied.into());
-        }
-        let nl = self.caps.netlink(kind)?;
-        if let Some(index) = link_index {
-            nl.link_by_index(index).map_err(|e| CapError::from(&e))?;
-        }
-        let family = family.map(|f| match f {
-            IpFamily::Ipv4 => AddressFamily::Inet,
-            IpFamily::Ipv6 => AddressFamily::Inet6,
-        });
-        let msgs = nl.addresses(family).map_err(|e| CapError::from(&e))?;
-        let mut out = Vec::with_capacity(msgs.len());
-        for m in msgs {
-            if link_index.is_some_and(|i| i != m.header.index) {
-                continue;
+        let args = json!({"ns": ns_arg(kind), "link-index": link_index, "family": family.map(|f| format!("{f:?}"))});
+        self.cap("address.list", args, |c| {
+            c.require(kind, |g| g.read, "read")?;
+            let nl = c.netlink(kind)?;
+            if let Some(index) = link_index {
+                nl.link_by_index(index).map_err(|e| CapError::from(&e))?;
             }
-            let Some(ip) = address_of(&m) else { continue };
-            // IFA_FLAGS (32 bits) supersedes the 8-bit header field when present.
-            let flags = m
-                .attributes
-                .iter()
-                .find_map(|a| match a {
-                    AddressAttribute::Flags(f) => Some(*f),
-                    _ => None,
-                })
-                .unwrap_or_else(|| {
-                    AddressFlags::from_bits_retain(u32::from(m.header.flags.bits()))
-                });
-            out.push(AddressInfo {
-                link_index: m.header.index,
-                prefix: IpPrefix {
-                    address: ip_to_wit(ip),
-                    prefix_len: m.header.prefix_len,
-                },
-                scope: match m.header.scope {
-                    AddressScope::Universe => Scope::Universe,
-                    AddressScope::Site => Scope::Site,
-                    AddressScope::Link => Scope::Link,
-                    AddressScope::Host => Scope::Host,
-                    _ => Scope::Nowhere,
-                },
-                permanent: flags.contains(AddressFlags::Permanent),
-                tentative: flags.contains(AddressFlags::Tentative),
+            let family = family.map(|f| match f {
+                IpFamily::Ipv4 => AddressFamily::Inet,
+                IpFamily::Ipv6 => AddressFamily::Inet6,
             });
-        }
-        Ok(out)
+            let msgs = nl.addresses(family).map_err(|e| CapError::from(&e))?;
+            let mut out = Vec::with_capacity(msgs.len());
+            for m in msgs {
+                if link_index.is_some_and(|i| i != m.header.index) {
+                    continue;
+                }
+                let Some(ip) = address_of(&m) else { continue };
+                // IFA_FLAGS (32 bits) supersedes the 8-bit header field.
+                let flags = m
+                    .attributes
+                    .iter()
+                    .find_map(|a| match a {
+                        AddressAttribute::Flags(f) => Some(*f),
+                        _ => None,
+                    })
+                    .unwrap_or_else(|| {
+                        AddressFlags::from_bits_retain(u32::from(m.header.flags.bits()))
+                    });
+                out.push(AddressInfo {
+                    link_index: m.header.index,
+                    prefix: IpPrefix {
+                        address: ip_to_wit(ip),
+                        prefix_len: m.header.prefix_len,
+                    },
+                    scope: match m.header.scope {
+                        AddressScope::Universe => Scope::Universe,
+                        AddressScope::Site => Scope::Site,
+                        AddressScope::Link => Scope::Link,
+                        AddressScope::Host => Scope::Host,
+                        _ => Scope::Nowhere,
+                    },
+                    permanent: flags.contains(AddressFlags::Permanent),
+                    tentative: flags.contains(AddressFlags::Tentative),
+                    dad_failed: flags.contains(AddressFlags::Dadfailed),
+                });
+            }
+            Ok(out)
+        })
+    }
+
+    fn add(
+        &mut self,
+        ns: Resource<NsHandle>,
+        link_index: u32,
+        prefix: IpPrefix,
+        options: AddressOptions,
+    ) -> Result<(), CapError> {
+        let kind = self.ns_kind(&ns)?;
+        let (ip, len) = (ip_from_wit(prefix.address), prefix.prefix_len);
+        let args = json!({
+            "ns": ns_arg(kind), "link-index": link_index, "prefix": prefix_arg(ip, len),
+            "no-dad": options.no_dad, "no-prefix-route": options.no_prefix_route,
+            "scope": options.scope.map(|s| format!("{s:?}")),
+        });
+        self.cap("address.add", args, |c| {
+            let (ip, len) = prefix_from_wit(prefix)?;
+            c.address_target(kind, link_index)?;
+            let spec = AddrSpec {
+                index: link_index,
+                addr: ip,
+                prefix_len: len,
+                flags: AddrFlags {
+                    no_dad: options.no_dad,
+                    no_prefix_route: options.no_prefix_route,
+                },
+                scope: options.scope.map(scope_value).unwrap_or(0),
+            };
+            c.netlink(kind)?
+                .add_address(&spec)
+                .map_err(|e| CapError::from(&e))?;
+            c.journal.record(Undo::DeleteAddress { ns: kind, spec });
+            Ok(())
+        })
+    }
+
+    fn delete(
+        &mut self,
+        ns: Resource<NsHandle>,
+        link_index: u32,
+        prefix: IpPrefix,
+    ) -> Result<(), CapError> {
+        let kind = self.ns_kind(&ns)?;
+        let (ip, len) = (ip_from_wit(prefix.address), prefix.prefix_len);
+        let args =
+            json!({"ns": ns_arg(kind), "link-index": link_index, "prefix": prefix_arg(ip, len)});
+        self.cap("address.delete", args, |c| {
+            let (ip, len) = prefix_from_wit(prefix)?;
+            c.address_target(kind, link_index)?;
+            let old = c
+                .find_address(kind, link_index, ip, len)?
+                .ok_or(CapError::Kernel(libc::EADDRNOTAVAIL))?;
+            c.netlink(kind)?
+                .delete_address(link_index, ip, len)
+                .map_err(|e| CapError::from(&e))?;
+            c.journal.record(Undo::AddAddress {
+                ns: kind,
+                spec: old,
+            });
+            Ok(())
+        })
+    }
+
+    fn announce(
+        &mut self,
+        ns: Resource<NsHandle>,
+        link_index: u32,
+        address: IpAddress,
+    ) -> Result<(), CapError> {
+        let kind = self.ns_kind(&ns)?;
+        let ip = ip_from_wit(address);
+        let args = json!({"ns": ns_arg(kind), "link-index": link_index, "address": ip.to_string()});
+        self.cap("address.announce", args, |c| {
+            c.require(kind, |g| g.announce, "announce")?;
+            let l = c.link(kind, link_index)?;
+            c.check_host_link(kind, &l)?;
+            let IpAddr::V4(v4) = ip else {
+                return Err(ErrorCode::NotSupported.into());
+            };
+            if l.mac.len() != 6 {
+                return Err(ErrorCode::NotSupported.into());
+            }
+            let msgs = c
+                .netlink(kind)?
+                .addresses(Some(AddressFamily::Inet))
+                .map_err(|e| CapError::from(&e))?;
+            let carries = msgs
+                .iter()
+                .any(|m| m.header.index == link_index && address_of(m) == Some(ip));
+            if !carries {
+                return Err(CapError::Kernel(libc::EADDRNOTAVAIL));
+            }
+            let ns = c.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
+            crate::announce::gratuitous_arp(ns, link_index, &l.mac, v4)
+                .map_err(|e| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EINVAL)))
+        })
     }
 }

@@ -4,15 +4,28 @@
 
 use super::bindings::wasmcni::plugin::types::{ErrorCode, Host};
 use super::StoreData;
+use crate::audit::Outcome;
 
 /// The error type of every capability call.
 #[derive(Debug)]
 pub enum CapError {
-    /// Returned to the guest.
+    /// wasmcni rejected an argument (`invalid-argument`, `not-found`, ...).
     Code(ErrorCode),
+    /// The policy or an invariant refused the call (`access-denied`); the
+    /// reason goes to the audit log.
+    Denied(String),
+    /// An argument is larger than wasmcni accepts (`limit-exceeded`).
+    Limit(String),
+    /// The kernel failed with this errno.
+    Kernel(i32),
     /// Ends the guest with a trap.
     Trap(wasmtime::Error),
 }
+
+/// The trap that ends a plugin which used up its budget of capability calls.
+#[derive(Debug, thiserror::Error)]
+#[error("plugin exceeded its budget of {0} host calls")]
+pub struct BudgetExceeded(pub u64);
 
 impl From<ErrorCode> for CapError {
     fn from(code: ErrorCode) -> Self {
@@ -20,12 +33,72 @@ impl From<ErrorCode> for CapError {
     }
 }
 
+impl CapError {
+    /// What the guest sees.
+    pub fn code(&self) -> Option<ErrorCode> {
+        match self {
+            CapError::Code(c) => Some(*c),
+            CapError::Denied(_) => Some(ErrorCode::AccessDenied),
+            CapError::Limit(_) => Some(ErrorCode::LimitExceeded),
+            CapError::Kernel(e) => Some(from_errno(*e)),
+            CapError::Trap(_) => None,
+        }
+    }
+
+    /// How the audit log records it.
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            CapError::Denied(reason) => Outcome::Denied {
+                reason: reason.clone(),
+            },
+            CapError::Limit(reason) => Outcome::LimitExceeded {
+                reason: reason.clone(),
+            },
+            CapError::Kernel(e) => Outcome::Error {
+                error: code_name(from_errno(*e)).to_owned(),
+                errno: Some(*e),
+            },
+            CapError::Code(c) => Outcome::Error {
+                error: code_name(*c).to_owned(),
+                errno: None,
+            },
+            CapError::Trap(t) => Outcome::Error {
+                error: format!("trap: {t}"),
+                errno: None,
+            },
+        }
+    }
+}
+
 impl Host for StoreData {
     fn convert_error_code(&mut self, err: CapError) -> wasmtime::Result<ErrorCode> {
-        match err {
-            CapError::Code(c) => Ok(c),
-            CapError::Trap(t) => Err(t),
+        match err.code() {
+            Some(c) => Ok(c),
+            None => match err {
+                CapError::Trap(t) => Err(t),
+                _ => Ok(ErrorCode::Other),
+            },
         }
+    }
+}
+
+/// The WIT name of an error code.
+pub fn code_name(c: ErrorCode) -> &'static str {
+    match c {
+        ErrorCode::AccessDenied => "access-denied",
+        ErrorCode::LimitExceeded => "limit-exceeded",
+        ErrorCode::NotFound => "not-found",
+        ErrorCode::AlreadyExists => "already-exists",
+        ErrorCode::InvalidArgument => "invalid-argument",
+        ErrorCode::Busy => "busy",
+        ErrorCode::NotPermitted => "not-permitted",
+        ErrorCode::NotSupported => "not-supported",
+        ErrorCode::OutOfResources => "out-of-resources",
+        ErrorCode::AddressNotAvailable => "address-not-available",
+        ErrorCode::Unreachable => "unreachable",
+        ErrorCode::TryAgain => "try-again",
+        ErrorCode::OutOfRange => "out-of-range",
+        ErrorCode::Other => "other",
     }
 }
 
@@ -58,5 +131,17 @@ mod tests {
         assert_eq!(from_errno(libc::EPERM), ErrorCode::NotPermitted);
         assert_eq!(from_errno(libc::EOPNOTSUPP), ErrorCode::NotSupported);
         assert_eq!(from_errno(libc::EIO), ErrorCode::Other);
+    }
+
+    #[test]
+    fn denials_reach_the_guest_as_access_denied() {
+        assert_eq!(
+            CapError::Denied("x".into()).code(),
+            Some(ErrorCode::AccessDenied)
+        );
+        assert_eq!(
+            CapError::Kernel(libc::EEXIST).code(),
+            Some(ErrorCode::AlreadyExists)
+        );
     }
 }

@@ -1,13 +1,29 @@
 //! `wasmcni:plugin/link`.
 
+use std::os::fd::{AsFd, OwnedFd};
+
 use netlink_packet_route::link::{
     LinkAttribute, LinkFlags, LinkInfo as NlInfo, LinkMessage, State,
 };
+use serde_json::json;
 use wasmtime::component::Resource;
 
-use super::bindings::wasmcni::plugin::link::{Host, LinkInfo, OperState};
+use super::bindings::wasmcni::plugin::link::{
+    BridgeOptions, Host, IpvlanMode, LinkInfo, LinkOptions, MacvlanMode, OperState, TapOptions,
+    VethPair,
+};
 use super::bindings::wasmcni::plugin::types::ErrorCode;
-use super::{CapError, NsHandle, StoreData};
+use super::{arg_str, bounded, ns_arg, CapError, Ctx, NsHandle, StoreData, MAX_ALIAS};
+use crate::journal::Undo;
+use crate::netlink::{LinkOpts, SubKind};
+use crate::netns::Kind;
+use crate::policy::LinkKind;
+
+/// The longest hardware address accepted (`MAX_ADDR_LEN`).
+const MAX_MAC: usize = 32;
+
+/// A link as the capability code sees it: the WIT record.
+pub(super) type Link = LinkInfo;
 
 /// A valid Linux interface name: 1..=15 bytes, none of `/`, `:`, whitespace
 /// or NUL, not `.` or `..`.
@@ -21,99 +37,718 @@ pub(crate) fn valid_ifname(name: &str) -> bool {
             .any(|c| c == '/' || c == ':' || c == '\0' || c.is_whitespace())
 }
 
-fn to_info(msg: LinkMessage) -> LinkInfo {
-    let mut info = LinkInfo {
-        index: msg.header.index,
-        name: String::new(),
-        kind: None,
-        mtu: 0,
-        mac: Vec::new(),
-        up: msg.header.flags.contains(LinkFlags::Up),
-        loopback: msg.header.flags.contains(LinkFlags::Loopback),
-        oper_state: OperState::Unknown,
-        master: None,
-        alias: None,
-    };
-    for attr in msg.attributes {
-        match attr {
-            LinkAttribute::IfName(n) => info.name = n,
-            LinkAttribute::Mtu(m) => info.mtu = m,
-            LinkAttribute::Address(a) => info.mac = a,
-            LinkAttribute::Controller(m) => info.master = Some(m),
-            LinkAttribute::IfAlias(a) => info.alias = Some(a),
-            LinkAttribute::OperState(s) => {
-                info.oper_state = match s {
-                    State::NotPresent => OperState::NotPresent,
-                    State::Down => OperState::Down,
-                    State::LowerLayerDown => OperState::LowerLayerDown,
-                    State::Testing => OperState::Testing,
-                    State::Dormant => OperState::Dormant,
-                    State::Up => OperState::Up,
-                    _ => OperState::Unknown,
-                }
-            }
-            LinkAttribute::LinkInfo(infos) => {
-                for i in infos {
-                    if let NlInfo::Kind(k) = i {
-                        info.kind = Some(k.to_string());
+fn check_name(name: &str) -> Result<(), CapError> {
+    if valid_ifname(name) {
+        Ok(())
+    } else {
+        Err(ErrorCode::InvalidArgument.into())
+    }
+}
+
+fn check_mac(mac: &[u8]) -> Result<(), CapError> {
+    if mac.is_empty() || mac.len() > MAX_MAC {
+        return Err(ErrorCode::InvalidArgument.into());
+    }
+    Ok(())
+}
+
+fn mac_arg(mac: &[u8]) -> String {
+    mac.iter()
+        .take(MAX_MAC)
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+impl LinkInfo {
+    /// The WIT record of a kernel link message (`owned` is set by the
+    /// caller, who knows the namespace).
+    pub(super) fn from_message(msg: LinkMessage) -> LinkInfo {
+        let mut info = LinkInfo {
+            index: msg.header.index,
+            name: String::new(),
+            kind: None,
+            mtu: 0,
+            mac: Vec::new(),
+            up: msg.header.flags.contains(LinkFlags::Up),
+            loopback: msg.header.flags.contains(LinkFlags::Loopback),
+            oper_state: OperState::Unknown,
+            master: None,
+            alias: None,
+            promiscuous: msg.header.flags.contains(LinkFlags::Promisc),
+            parent_index: None,
+            owned: false,
+        };
+        for attr in msg.attributes {
+            match attr {
+                LinkAttribute::IfName(n) => info.name = n,
+                LinkAttribute::Mtu(m) => info.mtu = m,
+                LinkAttribute::Address(a) => info.mac = a,
+                LinkAttribute::Controller(m) => info.master = Some(m),
+                LinkAttribute::IfAlias(a) => info.alias = Some(a),
+                LinkAttribute::Link(p) => info.parent_index = Some(p),
+                LinkAttribute::OperState(s) => {
+                    info.oper_state = match s {
+                        State::NotPresent => OperState::NotPresent,
+                        State::Down => OperState::Down,
+                        State::LowerLayerDown => OperState::LowerLayerDown,
+                        State::Testing => OperState::Testing,
+                        State::Dormant => OperState::Dormant,
+                        State::Up => OperState::Up,
+                        _ => OperState::Unknown,
                     }
                 }
+                LinkAttribute::LinkInfo(infos) => {
+                    for i in infos {
+                        if let NlInfo::Kind(k) = i {
+                            info.kind = Some(k.to_string());
+                        }
+                    }
+                }
+                _ => {}
             }
-            _ => {}
         }
+        info
     }
-    info
+}
+
+fn opts(o: &LinkOptions) -> Result<LinkOpts, CapError> {
+    if let Some(mac) = &o.mac {
+        check_mac(mac)?;
+    }
+    Ok(LinkOpts {
+        mtu: o.mtu,
+        mac: o.mac.clone(),
+    })
+}
+
+fn opts_arg(o: &LinkOptions) -> serde_json::Value {
+    json!({"mtu": o.mtu, "mac": o.mac.as_deref().map(mac_arg)})
+}
+
+impl Ctx {
+    fn with_owned(&self, kind: Kind, mut l: Link) -> Link {
+        l.owned = kind == Kind::Host && self.owned(&l);
+        l
+    }
+
+    /// A duplicate of a namespace's fd, to hand to the kernel while the
+    /// socket of another namespace is borrowed.
+    pub(super) fn ns_fd(&self, kind: Kind) -> Result<OwnedFd, CapError> {
+        let ns = self.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
+        ns.fd()
+            .try_clone_to_owned()
+            .map_err(|e| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO)))
+    }
+
+    fn index_of(&mut self, kind: Kind, name: &str) -> Result<u32, CapError> {
+        let msg = self
+            .netlink(kind)?
+            .link_by_name(name)
+            .map_err(|e| CapError::from(&e))?;
+        Ok(msg.header.index)
+    }
+
+    /// After a creation: journal the deletion, then mark it if it is on the
+    /// host side. A link that cannot be marked is deleted again at once (an
+    /// unmarked wasmcni link would be out of every plugin's reach).
+    fn created(&mut self, kind: Kind, name: &str) -> Result<u32, CapError> {
+        let index = self.index_of(kind, name)?;
+        self.journal.record(Undo::DeleteLink { ns: kind, index });
+        if let Err(e) = self.mark(kind, index) {
+            if let Ok(nl) = self.netlink(kind) {
+                let _ = nl.delete_link(index);
+            }
+            self.journal.forget_link(kind, index);
+            return Err(e);
+        }
+        Ok(index)
+    }
+
+    fn require_create(&self, kind: Kind, what: LinkKind) -> Result<(), CapError> {
+        self.require(
+            kind,
+            |g| g.may_create(what),
+            &format!("create: {}", what.name()),
+        )
+    }
+
+    /// A master for a macvlan / ipvlan / vlan: any link of the container's
+    /// namespace; in the host's, a `masters` pattern, or one the plugin
+    /// may modify. It is never changed.
+    fn usable_master(&mut self, kind: Kind, index: u32) -> Result<Link, CapError> {
+        let l = self.link(kind, index)?;
+        if kind == Kind::Host {
+            let g = self.ns_grant(kind);
+            if !(g.names_master(&l.name) || self.owned(&l) || g.names_link(&l.name)) {
+                return Err(CapError::Denied(format!(
+                    "host link {:?} matches no `masters` pattern",
+                    l.name
+                )));
+            }
+        }
+        Ok(l)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn create_sub(
+        &mut self,
+        master_kind: Kind,
+        master: u32,
+        kind: Kind,
+        what: LinkKind,
+        sub: SubKind,
+        name: &str,
+        options: &LinkOptions,
+    ) -> Result<u32, CapError> {
+        self.require_create(kind, what)?;
+        check_name(name)?;
+        let o = opts(options)?;
+        self.usable_master(master_kind, master)?;
+        let target = if kind == master_kind {
+            None
+        } else {
+            Some(self.ns_fd(kind)?)
+        };
+        self.netlink(master_kind)?
+            .create_sub(master, sub, name, &o, target.as_ref().map(|f| f.as_fd()))
+            .map_err(|e| CapError::from(&e))?;
+        self.created(kind, name)
+    }
 }
 
 impl Host for StoreData {
     fn get_by_name(&mut self, ns: Resource<NsHandle>, name: String) -> Result<LinkInfo, CapError> {
         let kind = self.ns_kind(&ns)?;
-        if !self.caps.ns_grant(kind).read {
-            return Err(ErrorCode::AccessDenied.into());
-        }
-        if !valid_ifname(&name) {
-            return Err(ErrorCode::InvalidArgument.into());
-        }
-        let nl = self.caps.netlink(kind)?;
-        nl.link_by_name(&name)
-            .map(to_info)
-            .map_err(|e| CapError::from(&e))
+        self.cap(
+            "link.get-by-name",
+            json!({"ns": ns_arg(kind), "name": arg_str(&name)}),
+            |c| {
+                c.require(kind, |g| g.read, "read")?;
+                check_name(&name)?;
+                let msg = c
+                    .netlink(kind)?
+                    .link_by_name(&name)
+                    .map_err(|e| CapError::from(&e))?;
+                Ok(c.with_owned(kind, LinkInfo::from_message(msg)))
+            },
+        )
     }
 
     fn get_by_index(&mut self, ns: Resource<NsHandle>, index: u32) -> Result<LinkInfo, CapError> {
         let kind = self.ns_kind(&ns)?;
-        if !self.caps.ns_grant(kind).read {
-            return Err(ErrorCode::AccessDenied.into());
-        }
-        if index == 0 {
-            return Err(ErrorCode::NotFound.into());
-        }
-        let nl = self.caps.netlink(kind)?;
-        nl.link_by_index(index)
-            .map(to_info)
-            .map_err(|e| CapError::from(&e))
+        self.cap(
+            "link.get-by-index",
+            json!({"ns": ns_arg(kind), "index": index}),
+            |c| {
+                c.require(kind, |g| g.read, "read")?;
+                let l = c.link(kind, index)?;
+                Ok(c.with_owned(kind, l))
+            },
+        )
     }
 
     fn list(&mut self, ns: Resource<NsHandle>) -> Result<Vec<LinkInfo>, CapError> {
         let kind = self.ns_kind(&ns)?;
-        if !self.caps.ns_grant(kind).read {
-            return Err(ErrorCode::AccessDenied.into());
-        }
-        let nl = self.caps.netlink(kind)?;
-        let links = nl.links().map_err(|e| CapError::from(&e))?;
-        Ok(links.into_iter().map(to_info).collect())
+        self.cap("link.list", json!({"ns": ns_arg(kind)}), |c| {
+            c.require(kind, |g| g.read, "read")?;
+            let links = c.netlink(kind)?.links().map_err(|e| CapError::from(&e))?;
+            Ok(links
+                .into_iter()
+                .map(|m| c.with_owned(kind, LinkInfo::from_message(m)))
+                .collect())
+        })
+    }
+
+    fn create_veth(
+        &mut self,
+        ns: Resource<NsHandle>,
+        name: String,
+        peer_ns: Resource<NsHandle>,
+        peer_name: String,
+        options: LinkOptions,
+        peer_mac: Option<Vec<u8>>,
+    ) -> Result<VethPair, CapError> {
+        let kind = self.ns_kind(&ns)?;
+        let peer_kind = self.ns_kind(&peer_ns)?;
+        let args = json!({
+            "ns": ns_arg(kind), "name": arg_str(&name), "peer-ns": ns_arg(peer_kind),
+            "peer-name": arg_str(&peer_name), "options": opts_arg(&options),
+            "peer-mac": peer_mac.as_deref().map(mac_arg),
+        });
+        self.cap("link.create-veth", args, |c| {
+            c.require_create(kind, LinkKind::Veth)?;
+            c.require_create(peer_kind, LinkKind::Veth)?;
+            check_name(&name)?;
+            check_name(&peer_name)?;
+            let o = opts(&options)?;
+            if let Some(m) = &peer_mac {
+                check_mac(m)?;
+            }
+            let peer_fd = c.ns_fd(peer_kind)?;
+            c.netlink(kind)?
+                .create_veth(&name, &o, &peer_name, peer_fd.as_fd(), peer_mac.as_deref())
+                .map_err(|e| CapError::from(&e))?;
+            let index = c.created(kind, &name)?;
+            // The peer goes with its end; it only needs the mark and to
+            // count as created (so ADD may delete it).
+            let peer_index = c.index_of(peer_kind, &peer_name)?;
+            c.journal.note_created(peer_kind, peer_index);
+            c.mark(peer_kind, peer_index)?;
+            Ok(VethPair { index, peer_index })
+        })
+    }
+
+    fn create_bridge(
+        &mut self,
+        ns: Resource<NsHandle>,
+        name: String,
+        options: LinkOptions,
+        bridge: BridgeOptions,
+    ) -> Result<u32, CapError> {
+        let kind = self.ns_kind(&ns)?;
+        let args = json!({
+            "ns": ns_arg(kind), "name": arg_str(&name), "options": opts_arg(&options),
+            "vlan-filtering": bridge.vlan_filtering,
+        });
+        self.cap("link.create-bridge", args, |c| {
+            c.require_create(kind, LinkKind::Bridge)?;
+            check_name(&name)?;
+            let o = opts(&options)?;
+            c.netlink(kind)?
+                .create_bridge(&name, &o, bridge.vlan_filtering)
+                .map_err(|e| CapError::from(&e))?;
+            c.created(kind, &name)
+        })
+    }
+
+    fn create_dummy(
+        &mut self,
+        ns: Resource<NsHandle>,
+        name: String,
+        options: LinkOptions,
+    ) -> Result<u32, CapError> {
+        let kind = self.ns_kind(&ns)?;
+        let args =
+            json!({"ns": ns_arg(kind), "name": arg_str(&name), "options": opts_arg(&options)});
+        self.cap("link.create-dummy", args, |c| {
+            c.require_create(kind, LinkKind::Dummy)?;
+            check_name(&name)?;
+            let o = opts(&options)?;
+            c.netlink(kind)?
+                .create_dummy(&name, &o)
+                .map_err(|e| CapError::from(&e))?;
+            c.created(kind, &name)
+        })
+    }
+
+    fn create_tap(
+        &mut self,
+        ns: Resource<NsHandle>,
+        name: String,
+        options: LinkOptions,
+        tap: TapOptions,
+    ) -> Result<u32, CapError> {
+        let kind = self.ns_kind(&ns)?;
+        let args = json!({
+            "ns": ns_arg(kind), "name": arg_str(&name), "options": opts_arg(&options),
+            "multi-queue": tap.multi_queue, "owner": tap.owner, "group": tap.group,
+        });
+        self.cap("link.create-tap", args, |c| {
+            c.require_create(kind, LinkKind::Tap)?;
+            check_name(&name)?;
+            let o = opts(&options)?;
+            let ns = c.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
+            crate::tuntap::create_tap(ns, &name, tap.multi_queue, tap.owner, tap.group)
+                .map_err(|e| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EINVAL)))?;
+            let index = c.created(kind, &name)?;
+            let nl = c.netlink(kind)?;
+            if let Some(mtu) = o.mtu {
+                nl.set_mtu(index, mtu).map_err(|e| CapError::from(&e))?;
+            }
+            if let Some(mac) = &o.mac {
+                nl.set_mac(index, mac).map_err(|e| CapError::from(&e))?;
+            }
+            Ok(index)
+        })
+    }
+
+    fn create_macvlan(
+        &mut self,
+        master_ns: Resource<NsHandle>,
+        master: u32,
+        ns: Resource<NsHandle>,
+        name: String,
+        mode: MacvlanMode,
+        options: LinkOptions,
+    ) -> Result<u32, CapError> {
+        let master_kind = self.ns_kind(&master_ns)?;
+        let kind = self.ns_kind(&ns)?;
+        let mode_value = match mode {
+            MacvlanMode::Private => 1,
+            MacvlanMode::Vepa => 2,
+            MacvlanMode::Bridge => 4,
+            MacvlanMode::Passthru => 8,
+        };
+        let args = json!({
+            "master-ns": ns_arg(master_kind), "master": master, "ns": ns_arg(kind),
+            "name": arg_str(&name), "mode": format!("{mode:?}"), "options": opts_arg(&options),
+        });
+        self.cap("link.create-macvlan", args, |c| {
+            c.create_sub(
+                master_kind,
+                master,
+                kind,
+                LinkKind::Macvlan,
+                SubKind::Macvlan(mode_value),
+                &name,
+                &options,
+            )
+        })
+    }
+
+    fn create_ipvlan(
+        &mut self,
+        master_ns: Resource<NsHandle>,
+        master: u32,
+        ns: Resource<NsHandle>,
+        name: String,
+        mode: IpvlanMode,
+        options: LinkOptions,
+    ) -> Result<u32, CapError> {
+        let master_kind = self.ns_kind(&master_ns)?;
+        let kind = self.ns_kind(&ns)?;
+        let mode_value = match mode {
+            IpvlanMode::L2 => 0,
+            IpvlanMode::L3 => 1,
+            IpvlanMode::L3s => 2,
+        };
+        let args = json!({
+            "master-ns": ns_arg(master_kind), "master": master, "ns": ns_arg(kind),
+            "name": arg_str(&name), "mode": format!("{mode:?}"), "options": opts_arg(&options),
+        });
+        self.cap("link.create-ipvlan", args, |c| {
+            c.create_sub(
+                master_kind,
+                master,
+                kind,
+                LinkKind::Ipvlan,
+                SubKind::Ipvlan(mode_value),
+                &name,
+                &options,
+            )
+        })
+    }
+
+    fn create_vlan(
+        &mut self,
+        master_ns: Resource<NsHandle>,
+        master: u32,
+        ns: Resource<NsHandle>,
+        name: String,
+        vlan_id: u16,
+        options: LinkOptions,
+    ) -> Result<u32, CapError> {
+        let master_kind = self.ns_kind(&master_ns)?;
+        let kind = self.ns_kind(&ns)?;
+        let args = json!({
+            "master-ns": ns_arg(master_kind), "master": master, "ns": ns_arg(kind),
+            "name": arg_str(&name), "vlan-id": vlan_id, "options": opts_arg(&options),
+        });
+        self.cap("link.create-vlan", args, |c| {
+            if !(1..=4094).contains(&vlan_id) {
+                return Err(ErrorCode::InvalidArgument.into());
+            }
+            c.create_sub(
+                master_kind,
+                master,
+                kind,
+                LinkKind::Vlan,
+                SubKind::Vlan(vlan_id),
+                &name,
+                &options,
+            )
+        })
+    }
+
+    fn move_to(
+        &mut self,
+        ns: Resource<NsHandle>,
+        index: u32,
+        target: Resource<NsHandle>,
+        new_name: Option<String>,
+    ) -> Result<u32, CapError> {
+        let kind = self.ns_kind(&ns)?;
+        let target_kind = self.ns_kind(&target)?;
+        let args = json!({
+            "ns": ns_arg(kind), "index": index, "target": ns_arg(target_kind),
+            "new-name": new_name.as_deref().map(arg_str),
+        });
+        self.cap("link.move-to", args, |c| {
+            c.require(kind, |g| g.move_links, "move")?;
+            c.require(target_kind, |g| g.move_links, "move")?;
+            if kind == target_kind {
+                return Err(ErrorCode::InvalidArgument.into());
+            }
+            if let Some(n) = &new_name {
+                check_name(n)?;
+            }
+            let l = c.link(kind, index)?;
+            c.check_host_link(kind, &l)?;
+            let fd = c.ns_fd(target_kind)?;
+            c.netlink(kind)?
+                .set_netns(index, fd.as_fd(), new_name.as_deref())
+                .map_err(|e| CapError::from(&e))?;
+            let now = c.index_of(target_kind, new_name.as_deref().unwrap_or(&l.name))?;
+            c.journal.record(Undo::MoveBack {
+                ns: target_kind,
+                index: now,
+                to: kind,
+                from_index: index,
+                name: l.name.clone(),
+            });
+            c.journal.link_moved((kind, index), (target_kind, now));
+            if target_kind == Kind::Host {
+                c.journal.record(Undo::SetAlias {
+                    ns: target_kind,
+                    index: now,
+                    alias: l.alias.clone().unwrap_or_default(),
+                });
+                c.mark(target_kind, now)?;
+            }
+            Ok(now)
+        })
     }
 
     fn set_up(&mut self, ns: Resource<NsHandle>, index: u32, up: bool) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        if !self.caps.ns_grant(kind).link_state {
-            return Err(ErrorCode::AccessDenied.into());
-        }
-        if index == 0 {
-            return Err(ErrorCode::NotFound.into());
-        }
-        let nl = self.caps.netlink(kind)?;
-        nl.set_link_up(index, up).map_err(|e| CapError::from(&e))
+        self.cap(
+            "link.set-up",
+            json!({"ns": ns_arg(kind), "index": index, "up": up}),
+            |c| {
+                let l = c.modifiable(kind, index)?;
+                c.netlink(kind)?
+                    .set_link_up(index, up)
+                    .map_err(|e| CapError::from(&e))?;
+                c.journal.record(Undo::SetUp {
+                    ns: kind,
+                    index,
+                    up: l.up,
+                });
+                Ok(())
+            },
+        )
+    }
+
+    fn set_mtu(&mut self, ns: Resource<NsHandle>, index: u32, mtu: u32) -> Result<(), CapError> {
+        let kind = self.ns_kind(&ns)?;
+        self.cap(
+            "link.set-mtu",
+            json!({"ns": ns_arg(kind), "index": index, "mtu": mtu}),
+            |c| {
+                let l = c.modifiable(kind, index)?;
+                c.netlink(kind)?
+                    .set_mtu(index, mtu)
+                    .map_err(|e| CapError::from(&e))?;
+                c.journal.record(Undo::SetMtu {
+                    ns: kind,
+                    index,
+                    mtu: l.mtu,
+                });
+                Ok(())
+            },
+        )
+    }
+
+    fn set_mac(
+        &mut self,
+        ns: Resource<NsHandle>,
+        index: u32,
+        mac: Vec<u8>,
+    ) -> Result<(), CapError> {
+        let kind = self.ns_kind(&ns)?;
+        self.cap(
+            "link.set-mac",
+            json!({"ns": ns_arg(kind), "index": index, "mac": mac_arg(&mac)}),
+            |c| {
+                check_mac(&mac)?;
+                let l = c.modifiable(kind, index)?;
+                c.netlink(kind)?
+                    .set_mac(index, &mac)
+                    .map_err(|e| CapError::from(&e))?;
+                c.journal.record(Undo::SetMac {
+                    ns: kind,
+                    index,
+                    mac: l.mac,
+                });
+                Ok(())
+            },
+        )
+    }
+
+    fn set_master(
+        &mut self,
+        ns: Resource<NsHandle>,
+        index: u32,
+        master: Option<u32>,
+    ) -> Result<(), CapError> {
+        let kind = self.ns_kind(&ns)?;
+        self.cap(
+            "link.set-master",
+            json!({"ns": ns_arg(kind), "index": index, "master": master}),
+            |c| {
+                let l = c.modifiable(kind, index)?;
+                if let Some(m) = master {
+                    // Enslaving changes the master too: it must be the plugin's.
+                    c.modifiable(kind, m)?;
+                }
+                c.netlink(kind)?
+                    .set_master(index, master)
+                    .map_err(|e| CapError::from(&e))?;
+                c.journal.record(Undo::SetMaster {
+                    ns: kind,
+                    index,
+                    master: l.master,
+                });
+                Ok(())
+            },
+        )
+    }
+
+    fn set_hairpin(
+        &mut self,
+        ns: Resource<NsHandle>,
+        index: u32,
+        on: bool,
+    ) -> Result<(), CapError> {
+        let kind = self.ns_kind(&ns)?;
+        self.cap(
+            "link.set-hairpin",
+            json!({"ns": ns_arg(kind), "index": index, "on": on}),
+            |c| {
+                c.modifiable(kind, index)?;
+                let nl = c.netlink(kind)?;
+                let old = nl
+                    .hairpin(index)
+                    .map_err(|e| CapError::from(&e))?
+                    .ok_or(CapError::Code(ErrorCode::NotSupported))?;
+                nl.set_hairpin(index, on).map_err(|e| CapError::from(&e))?;
+                c.journal.record(Undo::SetHairpin {
+                    ns: kind,
+                    index,
+                    on: old,
+                });
+                Ok(())
+            },
+        )
+    }
+
+    fn set_promiscuous(
+        &mut self,
+        ns: Resource<NsHandle>,
+        index: u32,
+        on: bool,
+    ) -> Result<(), CapError> {
+        let kind = self.ns_kind(&ns)?;
+        self.cap(
+            "link.set-promiscuous",
+            json!({"ns": ns_arg(kind), "index": index, "on": on}),
+            |c| {
+                let l = c.modifiable(kind, index)?;
+                c.netlink(kind)?
+                    .set_promisc(index, on)
+                    .map_err(|e| CapError::from(&e))?;
+                c.journal.record(Undo::SetPromisc {
+                    ns: kind,
+                    index,
+                    on: l.promiscuous,
+                });
+                Ok(())
+            },
+        )
+    }
+
+    fn set_name(
+        &mut self,
+        ns: Resource<NsHandle>,
+        index: u32,
+        name: String,
+    ) -> Result<(), CapError> {
+        let kind = self.ns_kind(&ns)?;
+        self.cap(
+            "link.set-name",
+            json!({"ns": ns_arg(kind), "index": index, "name": arg_str(&name)}),
+            |c| {
+                check_name(&name)?;
+                let l = c.modifiable(kind, index)?;
+                c.netlink(kind)?
+                    .set_name(index, &name)
+                    .map_err(|e| CapError::from(&e))?;
+                c.journal.record(Undo::SetName {
+                    ns: kind,
+                    index,
+                    name: l.name,
+                });
+                Ok(())
+            },
+        )
+    }
+
+    fn set_alias(
+        &mut self,
+        ns: Resource<NsHandle>,
+        index: u32,
+        alias: String,
+    ) -> Result<(), CapError> {
+        let kind = self.ns_kind(&ns)?;
+        self.cap(
+            "link.set-alias",
+            json!({"ns": ns_arg(kind), "index": index, "alias": arg_str(&alias)}),
+            |c| {
+                if kind == Kind::Host {
+                    return Err(CapError::Denied(
+                        "in the host namespace the alias is wasmcni's ownership mark".into(),
+                    ));
+                }
+                bounded("alias", &alias, MAX_ALIAS)?;
+                if alias.contains('\0') {
+                    return Err(ErrorCode::InvalidArgument.into());
+                }
+                let l = c.modifiable(kind, index)?;
+                c.netlink(kind)?
+                    .set_alias(index, &alias)
+                    .map_err(|e| CapError::from(&e))?;
+                c.journal.record(Undo::SetAlias {
+                    ns: kind,
+                    index,
+                    alias: l.alias.unwrap_or_default(),
+                });
+                Ok(())
+            },
+        )
+    }
+
+    fn delete(&mut self, ns: Resource<NsHandle>, index: u32) -> Result<(), CapError> {
+        let kind = self.ns_kind(&ns)?;
+        self.cap(
+            "link.delete",
+            json!({"ns": ns_arg(kind), "index": index}),
+            |c| {
+                c.modifiable(kind, index)?;
+                if c.is_add && !c.journal.created(kind, index) {
+                    return Err(CapError::Denied(
+                        "during ADD a plugin may delete only links it created in the same call \
+                     (the deletion could not be undone)"
+                            .into(),
+                    ));
+                }
+                c.netlink(kind)?
+                    .delete_link(index)
+                    .map_err(|e| CapError::from(&e))?;
+                c.journal.forget_link(kind, index);
+                Ok(())
+            },
+        )
     }
 }
 

@@ -1,23 +1,44 @@
 //! The capability interfaces the host implements for plugins, one file per
-//! WIT interface: convert the guest's values, check the grant, act through
-//! netlink.
+//! WIT interface. Every call goes the same way ([`StoreData::cap`]): count
+//! it against the budget, resolve the namespace handle, check the grant and
+//! the invariants, act through netlink, journal the inverse, audit.
+//!
+//! The invariants that no policy can waive live here, next to the calls:
+//! - a plugin acts only in the two namespaces it was given;
+//! - in the host namespace it may modify, move or delete only links wasmcni
+//!   created (alias mark [`MARK_PREFIX`]) or links its grant names by
+//!   pattern, and may use a `masters` link only as a master;
+//! - host addresses only on such links; host routes only through such links,
+//!   and only wasmcni's own routes ([`RTPROT_WASMCNI`]) may be replaced or
+//!   deleted;
+//! - sysctls only under `net.` and under the grant's patterns; per-link
+//!   host keys only for links the plugin may modify;
+//! - during ADD a plugin deletes only links it created in the same call, so
+//!   the journal can undo everything.
 
 use std::collections::HashMap;
 
-use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use serde_json::Value;
+use wasmtime::component::{HasSelf, Linker, Resource, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use crate::audit::{Audit, Outcome};
+use crate::journal::Journal;
 use crate::limits::Limiter;
 use crate::netlink::{Netlink, NlError};
 use crate::netns::{Kind, NetNs};
 use crate::policy::{Grant, NsGrant};
 
 mod address;
+pub mod catalog;
 mod error;
 mod link;
 mod netns;
+mod route;
+mod sysctl;
+mod undo;
 
-pub use error::CapError;
+pub use error::{BudgetExceeded, CapError};
 pub use netns::NsHandle;
 
 /// Host bindings generated from `wit/` (documented there).
@@ -40,49 +61,174 @@ pub mod bindings {
 use bindings::wasmcni::plugin::types::ErrorCode;
 use bindings::Plugin;
 
-/// Per-invocation capability state: the plugin's grant and the namespaces
-/// it was given.
+/// The alias prefix that marks a host link as created by wasmcni.
+pub const MARK_PREFIX: &str = "wasmcni:";
+
+/// The routing protocol number (`rtm_protocol`) of routes wasmcni creates
+/// in the host namespace (unassigned in iproute2's `rt_protos`).
+pub const RTPROT_WASMCNI: u8 = 87;
+
+/// `RTPROT_BOOT`: what `ip route add` and the reference plugins use.
+const RTPROT_BOOT: u8 = 3;
+
+/// The longest alias a plugin may set (the kernel's limit is 255).
+const MAX_ALIAS: usize = 128;
+
+/// Per-invocation capability state: the plugin's grant, the namespaces it
+/// was given, the journal and the audit log.
 pub struct Ctx {
     grant: Grant,
     container: Option<NetNs>,
     host: Option<NetNs>,
     sockets: HashMap<Kind, Netlink>,
+    journal: Journal,
+    audit: Audit,
+    calls: u64,
+    mark: String,
+    is_add: bool,
 }
 
 impl Ctx {
     /// A context for one invocation. `container` is the verified
     /// `CNI_NETNS`, or `None` when the runtime gave none (or, on DEL, it is
     /// gone).
-    pub fn new(grant: Grant, container: Option<NetNs>) -> Ctx {
+    pub fn new(
+        grant: Grant,
+        container: Option<NetNs>,
+        audit: Audit,
+        container_id: &str,
+        is_add: bool,
+    ) -> Ctx {
         Ctx {
             grant,
             container,
             host: None,
             sockets: HashMap::new(),
+            journal: Journal::default(),
+            audit,
+            calls: 0,
+            mark: format!("{MARK_PREFIX}{container_id}"),
+            is_add,
         }
     }
 
-    fn ns_grant(&self, kind: Kind) -> NsGrant {
+    /// The audit log (the runner flushes it when the invocation ends).
+    pub fn audit(&mut self) -> &mut Audit {
+        &mut self.audit
+    }
+
+    /// How many inverses the journal holds.
+    pub fn journal_len(&self) -> usize {
+        self.journal.len()
+    }
+
+    /// How many capability calls the plugin made.
+    pub fn calls(&self) -> u64 {
+        self.calls
+    }
+
+    fn ns(&self, kind: Kind) -> Option<&NetNs> {
         match kind {
-            Kind::Container => self.grant.container,
-            Kind::Host => self.grant.host.unwrap_or_default(),
+            Kind::Container => self.container.as_ref(),
+            Kind::Host => self.host.as_ref(),
+        }
+    }
+
+    fn ns_grant(&self, kind: Kind) -> &NsGrant {
+        static NOTHING: std::sync::OnceLock<NsGrant> = std::sync::OnceLock::new();
+        match kind {
+            Kind::Container => &self.grant.container,
+            Kind::Host => self
+                .grant
+                .host
+                .as_ref()
+                .unwrap_or_else(|| NOTHING.get_or_init(NsGrant::default)),
+        }
+    }
+
+    /// Refuses unless `right` holds, naming the right.
+    fn require(
+        &self,
+        kind: Kind,
+        right: impl Fn(&NsGrant) -> bool,
+        name: &str,
+    ) -> Result<(), CapError> {
+        if right(self.ns_grant(kind)) {
+            Ok(())
+        } else {
+            Err(CapError::Denied(format!(
+                "the policy grants no `{name}` in the {} namespace",
+                kind_name(kind)
+            )))
         }
     }
 
     /// The netlink socket for a namespace, opened on first use.
     fn netlink(&mut self, kind: Kind) -> Result<&mut Netlink, CapError> {
         if !self.sockets.contains_key(&kind) {
-            let ns = match kind {
-                Kind::Container => self.container.as_ref(),
-                Kind::Host => self.host.as_ref(),
-            }
-            .ok_or(CapError::Code(ErrorCode::NotFound))?;
+            let ns = self.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
             let sock = Netlink::open(ns).map_err(|e| CapError::from(&e))?;
             self.sockets.insert(kind, sock);
         }
         self.sockets
             .get_mut(&kind)
             .ok_or(CapError::Code(ErrorCode::NotFound))
+    }
+
+    /// A link as the kernel reports it now.
+    fn link(&mut self, kind: Kind, index: u32) -> Result<link::Link, CapError> {
+        if index == 0 {
+            return Err(ErrorCode::NotFound.into());
+        }
+        let msg = self
+            .netlink(kind)?
+            .link_by_index(index)
+            .map_err(|e| CapError::from(&e))?;
+        Ok(link::Link::from_message(msg))
+    }
+
+    /// The link, if the plugin may change it: `modify` in its namespace,
+    /// and in the host's, wasmcni's mark or a `links` pattern.
+    fn modifiable(&mut self, kind: Kind, index: u32) -> Result<link::Link, CapError> {
+        self.require(kind, |g| g.modify, "modify")?;
+        let l = self.link(kind, index)?;
+        self.check_host_link(kind, &l)?;
+        Ok(l)
+    }
+
+    /// In the host namespace, only wasmcni's links and pattern-named ones.
+    fn check_host_link(&self, kind: Kind, l: &link::Link) -> Result<(), CapError> {
+        if kind == Kind::Container || self.owned(l) || self.ns_grant(kind).names_link(&l.name) {
+            return Ok(());
+        }
+        Err(CapError::Denied(format!(
+            "host link {:?} (index {}) was not created by wasmcni and matches no `links` pattern",
+            l.name, l.index
+        )))
+    }
+
+    fn owned(&self, l: &link::Link) -> bool {
+        l.alias
+            .as_deref()
+            .is_some_and(|a| a.starts_with(MARK_PREFIX))
+    }
+
+    /// Marks a link wasmcni created (or moved) in the host namespace.
+    fn mark(&mut self, kind: Kind, index: u32) -> Result<(), CapError> {
+        if kind != Kind::Host {
+            return Ok(());
+        }
+        let mark = self.mark.clone();
+        self.netlink(kind)?
+            .set_alias(index, &mark)
+            .map_err(|e| CapError::from(&e))
+    }
+}
+
+fn kind_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Container => "container",
+        Kind::Host => "host",
     }
 }
 
@@ -107,6 +253,50 @@ impl WasiView for StoreData {
     }
 }
 
+impl StoreData {
+    /// Runs one capability call: budget, then `f` (checks and action),
+    /// then the audit record.
+    fn cap<T>(
+        &mut self,
+        call: &'static str,
+        args: Value,
+        f: impl FnOnce(&mut Ctx) -> Result<T, CapError>,
+    ) -> Result<T, CapError> {
+        let caps = &mut self.caps;
+        caps.calls += 1;
+        if caps.calls > caps.grant.host_calls {
+            let budget = caps.grant.host_calls;
+            // Audit only the first refusal: a loop of refused calls must
+            // not fill the log.
+            if caps.calls == budget + 1 {
+                caps.audit.record(
+                    call,
+                    &args,
+                    &Outcome::LimitExceeded {
+                        reason: format!("budget of {budget} host calls exhausted"),
+                    },
+                );
+            }
+            return Err(CapError::Trap(BudgetExceeded(budget).into()));
+        }
+        let result = f(caps);
+        let outcome = match &result {
+            Ok(_) => Outcome::Ok,
+            Err(e) => e.outcome(),
+        };
+        caps.audit.record(call, &args, &outcome);
+        result
+    }
+
+    /// Resolves a borrowed handle to the namespace kind it stands for.
+    fn ns_kind(&self, ns: &Resource<NsHandle>) -> Result<Kind, CapError> {
+        self.table
+            .get(ns)
+            .map(|h| h.kind())
+            .map_err(|e| CapError::Trap(e.into()))
+    }
+}
+
 /// Adds wasmcni's capability interfaces to a linker.
 pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
     Plugin::add_to_linker::<StoreData, HasSelf<StoreData>>(linker, |s| s)
@@ -114,6 +304,34 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
 
 impl From<&NlError> for CapError {
     fn from(e: &NlError) -> Self {
-        CapError::Code(error::from_errno(e.errno()))
+        CapError::Kernel(e.errno())
     }
+}
+
+/// A string argument, refused when longer than `max` bytes.
+fn bounded<'a>(what: &str, s: &'a str, max: usize) -> Result<&'a str, CapError> {
+    if s.len() > max {
+        return Err(CapError::Limit(format!(
+            "{what} is {} bytes, more than the {max} wasmcni accepts",
+            s.len()
+        )));
+    }
+    Ok(s)
+}
+
+/// A JSON value for a string argument, truncated for the audit log.
+fn arg_str(s: &str) -> Value {
+    const MAX: usize = 256;
+    if s.len() <= MAX {
+        return Value::from(s);
+    }
+    let mut end = MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    Value::from(format!("{}... ({} bytes)", &s[..end], s.len()))
+}
+
+fn ns_arg(kind: Kind) -> Value {
+    Value::from(kind_name(kind))
 }

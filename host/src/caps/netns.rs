@@ -1,5 +1,6 @@
 //! `wasmcni:plugin/netns`: the two namespace handles.
 
+use serde_json::json;
 use wasmtime::component::Resource;
 
 use super::bindings::wasmcni::plugin::netns::{Host, HostNetns, NetnsKind};
@@ -14,21 +15,21 @@ pub struct NsHandle {
     kind: Kind,
 }
 
-impl StoreData {
-    /// Resolves a borrowed handle to the namespace kind it stands for.
-    pub(super) fn ns_kind(&self, ns: &Resource<NsHandle>) -> Result<Kind, CapError> {
-        self.table
-            .get(ns)
-            .map(|h| h.kind)
-            .map_err(|e| CapError::Trap(e.into()))
+impl NsHandle {
+    /// Which namespace.
+    pub fn kind(&self) -> Kind {
+        self.kind
     }
 }
 
 impl Host for StoreData {
     fn container(&mut self) -> Result<Resource<NsHandle>, CapError> {
-        if self.caps.container.is_none() {
-            return Err(ErrorCode::NotFound.into());
-        }
+        self.cap("netns.container", json!({}), |c| {
+            if c.container.is_none() {
+                return Err(ErrorCode::NotFound.into());
+            }
+            Ok(())
+        })?;
         self.table
             .push(NsHandle {
                 kind: Kind::Container,
@@ -37,13 +38,18 @@ impl Host for StoreData {
     }
 
     fn host(&mut self) -> Result<Resource<NsHandle>, CapError> {
-        if self.caps.grant.host.is_none() {
-            return Err(ErrorCode::AccessDenied.into());
-        }
-        if self.caps.host.is_none() {
-            let ns = NetNs::open_host().map_err(|_| CapError::Code(ErrorCode::Other))?;
-            self.caps.host = Some(ns);
-        }
+        self.cap("netns.host", json!({}), |c| {
+            if c.grant.host.is_none() {
+                return Err(CapError::Denied(
+                    "the policy grants nothing in the host namespace".into(),
+                ));
+            }
+            if c.host.is_none() {
+                let ns = NetNs::open_host().map_err(|_| CapError::Code(ErrorCode::Other))?;
+                c.host = Some(ns);
+            }
+            Ok(())
+        })?;
         self.table
             .push(NsHandle { kind: Kind::Host })
             .map_err(|e| CapError::Trap(e.into()))

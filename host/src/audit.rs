@@ -1,0 +1,214 @@
+//! The audit log: one JSON line per capability call, allowed or denied,
+//! and per undo step.
+//!
+//! Records are collected during the invocation and written at its end in
+//! one `write` to a file opened with `O_APPEND`, so concurrent invocations
+//! never interleave within a line. The sink is `$WASMCNI_AUDIT`: `off`,
+//! `stderr`, or a file path; by default [`DEFAULT_AUDIT_FILE`]. A sink that
+//! cannot be written is reported on stderr; the call's result stands.
+
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::PathBuf;
+use std::time::SystemTime;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// Where audit records go when `$WASMCNI_AUDIT` is unset.
+pub const DEFAULT_AUDIT_FILE: &str = "/var/log/wasmcni/audit.jsonl";
+
+/// Where audit records go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sink {
+    /// Nowhere.
+    Off,
+    /// wasmcni's stderr.
+    Stderr,
+    /// Appended to a file (created 0600, its directory 0700).
+    File(PathBuf),
+}
+
+impl Sink {
+    /// The sink `$WASMCNI_AUDIT` names.
+    pub fn from_env() -> Sink {
+        match std::env::var_os("WASMCNI_AUDIT") {
+            None => Sink::File(PathBuf::from(DEFAULT_AUDIT_FILE)),
+            Some(v) if v == "off" => Sink::Off,
+            Some(v) if v == "stderr" => Sink::Stderr,
+            Some(v) => Sink::File(PathBuf::from(v)),
+        }
+    }
+}
+
+/// Who is calling: the same for every record of an invocation.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Identity {
+    /// Plugin name.
+    pub plugin: String,
+    /// Plugin sha256.
+    pub sha256: String,
+    /// `CNI_CONTAINERID`.
+    pub container_id: String,
+    /// `CNI_IFNAME`.
+    pub ifname: String,
+    /// `CNI_COMMAND`.
+    pub command: String,
+}
+
+/// What became of a call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "outcome")]
+pub enum Outcome {
+    /// Done.
+    Ok,
+    /// Refused by policy or an invariant; no side effect.
+    Denied {
+        /// Why.
+        reason: String,
+    },
+    /// Refused by a limit; no side effect.
+    LimitExceeded {
+        /// Which.
+        reason: String,
+    },
+    /// Failed (the kernel's errno, or an argument wasmcni rejected).
+    Error {
+        /// The WIT error-code.
+        error: String,
+        /// The errno, when the kernel said so.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        errno: Option<i32>,
+    },
+}
+
+#[derive(Serialize)]
+struct Record<'a> {
+    time: String,
+    #[serde(flatten)]
+    who: &'a Identity,
+    call: &'a str,
+    args: &'a Value,
+    #[serde(flatten)]
+    outcome: &'a Outcome,
+}
+
+/// The audit log of one invocation.
+#[derive(Debug)]
+pub struct Audit {
+    who: Identity,
+    sink: Sink,
+    lines: Vec<u8>,
+}
+
+impl Audit {
+    /// A log for one invocation.
+    pub fn new(who: Identity, sink: Sink) -> Audit {
+        Audit {
+            who,
+            sink,
+            lines: Vec::new(),
+        }
+    }
+
+    /// Records one call.
+    pub fn record(&mut self, call: &str, args: &Value, outcome: &Outcome) {
+        if self.sink == Sink::Off {
+            return;
+        }
+        let rec = Record {
+            time: humantime::format_rfc3339_micros(SystemTime::now()).to_string(),
+            who: &self.who,
+            call,
+            args,
+            outcome,
+        };
+        if serde_json::to_writer(&mut self.lines, &rec).is_ok() {
+            self.lines.push(b'\n');
+        }
+    }
+
+    /// Writes what was recorded to the sink.
+    pub fn flush(&mut self) {
+        if self.lines.is_empty() {
+            return;
+        }
+        let lines = std::mem::take(&mut self.lines);
+        let result = match &self.sink {
+            Sink::Off => Ok(()),
+            Sink::Stderr => std::io::stderr().lock().write_all(&lines),
+            Sink::File(path) => append(path, &lines),
+        };
+        if let Err(e) = result {
+            eprintln!("wasmcni: cannot write the audit log {:?}: {e}", self.sink);
+        }
+    }
+}
+
+fn append(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let open = || {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
+            .open(path)
+    };
+    let mut f = match open() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(dir) = path.parent() {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(dir)?;
+            }
+            open()?
+        }
+        r => r?,
+    };
+    f.write_all(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_json_line_per_record() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("sub").join("audit.jsonl");
+        let who = Identity {
+            plugin: "p".into(),
+            sha256: "00".into(),
+            container_id: "c".into(),
+            ifname: "eth0".into(),
+            command: "ADD".into(),
+        };
+        let mut a = Audit::new(who, Sink::File(path.clone()));
+        a.record(
+            "link.set-up",
+            &serde_json::json!({"index": 1}),
+            &Outcome::Ok,
+        );
+        a.record(
+            "link.delete",
+            &serde_json::json!({"index": 2}),
+            &Outcome::Denied {
+                reason: "not owned".into(),
+            },
+        );
+        a.flush();
+        let text = std::fs::read_to_string(&path).expect("audit file");
+        let lines: Vec<Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("json"))
+            .collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[0]["call"], "link.set-up");
+        assert_eq!(lines[0]["outcome"], "ok");
+        assert_eq!(lines[1]["outcome"], "denied");
+        assert_eq!(lines[1]["reason"], "not owned");
+        assert_eq!(lines[1]["container_id"], "c");
+        assert!(lines[0]["time"].as_str().is_some_and(|t| t.ends_with('Z')));
+    }
+}

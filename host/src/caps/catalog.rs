@@ -1,0 +1,325 @@
+//! The capability reference: every host function a plugin can import, with
+//! the authority it exercises, the policy field that grants it, and how the
+//! journal undoes it. `docs/capabilities.md` is generated from this table
+//! ([`markdown`]); a unit test fails when a WIT function has no entry or the
+//! document is out of date (`make docs` regenerates it).
+
+/// One host function.
+#[derive(Debug, Clone, Copy)]
+pub struct Entry {
+    /// `interface.function`, as in the audit log.
+    pub call: &'static str,
+    /// What it can do to the kernel.
+    pub authority: &'static str,
+    /// The policy field(s) that grant it, and the invariants on top.
+    pub policy: &'static str,
+    /// What the journal does if ADD fails.
+    pub undo: &'static str,
+}
+
+const HOST_LINK: &str = "host: only links wasmcni created (alias mark) or matching `links`";
+
+/// Every host function, in WIT order.
+pub const ENTRIES: &[Entry] = &[
+    Entry {
+        call: "netns.container",
+        authority: "handle to the container namespace (CNI_NETNS, verified nsfs, not the host's)",
+        policy: "none (always)",
+        undo: "none (no side effect)",
+    },
+    Entry {
+        call: "netns.host",
+        authority: "handle to the node namespace",
+        policy: "`host` entry present",
+        undo: "none (no side effect)",
+    },
+    Entry {
+        call: "netns.[method]netns.kind",
+        authority: "none: says which namespace a handle is",
+        policy: "none",
+        undo: "none (no side effect)",
+    },
+    Entry {
+        call: "link.get-by-name",
+        authority: "read one link",
+        policy: "`read`",
+        undo: "none (no side effect)",
+    },
+    Entry {
+        call: "link.get-by-index",
+        authority: "read one link",
+        policy: "`read`",
+        undo: "none (no side effect)",
+    },
+    Entry {
+        call: "link.list",
+        authority: "read every link",
+        policy: "`read`",
+        undo: "none (no side effect)",
+    },
+    Entry {
+        call: "link.create-veth",
+        authority: "create a veth pair, peer born in the other namespace",
+        policy: "`create: [veth]` in both namespaces; host end marked",
+        undo: "delete the pair",
+    },
+    Entry {
+        call: "link.create-bridge",
+        authority: "create a bridge",
+        policy: "`create: [bridge]`; host: marked",
+        undo: "delete it",
+    },
+    Entry {
+        call: "link.create-dummy",
+        authority: "create a dummy link",
+        policy: "`create: [dummy]`; host: marked",
+        undo: "delete it",
+    },
+    Entry {
+        call: "link.create-tap",
+        authority: "create a persistent tap (/dev/net/tun)",
+        policy: "`create: [tap]`; host: marked",
+        undo: "delete it",
+    },
+    Entry {
+        call: "link.create-macvlan",
+        authority: "create a macvlan on a master, born in a namespace",
+        policy:
+            "`create: [macvlan]` where born; master: host `masters` (read-only use), own or `links`",
+        undo: "delete it",
+    },
+    Entry {
+        call: "link.create-ipvlan",
+        authority: "create an ipvlan on a master, born in a namespace",
+        policy: "`create: [ipvlan]` where born; master as for macvlan",
+        undo: "delete it",
+    },
+    Entry {
+        call: "link.create-vlan",
+        authority: "create an 802.1Q vlan on a master, born in a namespace",
+        policy: "`create: [vlan]` where born; master as for macvlan",
+        undo: "delete it",
+    },
+    Entry {
+        call: "link.move-to",
+        authority: "move a link between the two namespaces",
+        policy: "`move` in both; host source: own or `links`; moved into host: marked",
+        undo: "move it back under its old name",
+    },
+    Entry {
+        call: "link.set-up",
+        authority: "set a link up or down",
+        policy: "`modify`; host: own or `links`",
+        undo: "restore the old state",
+    },
+    Entry {
+        call: "link.set-mtu",
+        authority: "change a link's MTU",
+        policy: "`modify`; host: own or `links`",
+        undo: "restore the old MTU",
+    },
+    Entry {
+        call: "link.set-mac",
+        authority: "change a link's hardware address",
+        policy: "`modify`; host: own or `links`",
+        undo: "restore the old address",
+    },
+    Entry {
+        call: "link.set-master",
+        authority: "enslave a link to a bridge, or free it",
+        policy: "`modify` on the link and on the master; host: both own or `links`",
+        undo: "restore the old master",
+    },
+    Entry {
+        call: "link.set-hairpin",
+        authority: "set hairpin mode of a bridge port",
+        policy: "`modify`; host: own or `links`",
+        undo: "restore the old mode",
+    },
+    Entry {
+        call: "link.set-promiscuous",
+        authority: "set or clear IFF_PROMISC",
+        policy: "`modify`; host: own or `links`",
+        undo: "restore the old flag",
+    },
+    Entry {
+        call: "link.set-name",
+        authority: "rename a link",
+        policy: "`modify`; host: own or `links`",
+        undo: "restore the old name",
+    },
+    Entry {
+        call: "link.set-alias",
+        authority: "set a link's alias",
+        policy: "`modify`; container only (host alias is the mark)",
+        undo: "restore the old alias",
+    },
+    Entry {
+        call: "link.delete",
+        authority: "delete a link",
+        policy: "`modify`; host: own or `links`; during ADD only links created in the same call",
+        undo: "none needed (only links created in this ADD)",
+    },
+    Entry {
+        call: "address.list",
+        authority: "read addresses",
+        policy: "`read`",
+        undo: "none (no side effect)",
+    },
+    Entry {
+        call: "address.add",
+        authority: "add an address to a link",
+        policy: "`addresses`; host: link own or `links`",
+        undo: "delete it",
+    },
+    Entry {
+        call: "address.delete",
+        authority: "delete an address of a link",
+        policy: "`addresses`; host: link own or `links`",
+        undo: "add it back",
+    },
+    Entry {
+        call: "address.announce",
+        authority: "send one gratuitous ARP from a link",
+        policy: "`announce`; host: link own or `links`",
+        undo: "none (a packet)",
+    },
+    Entry {
+        call: "route.list",
+        authority: "read routes",
+        policy: "`read`",
+        undo: "none (no side effect)",
+    },
+    Entry {
+        call: "route.add",
+        authority: "add a route",
+        policy: "`routes`; host: through a link own or `links`, marked with protocol 87",
+        undo: "delete it",
+    },
+    Entry {
+        call: "route.replace",
+        authority: "add or replace a route",
+        policy: "`routes`; host: as add, and only replacing wasmcni's routes",
+        undo: "put the old route back, or delete",
+    },
+    Entry {
+        call: "route.delete",
+        authority: "delete a route",
+        policy: "`routes`; host: only wasmcni's routes",
+        undo: "add it back",
+    },
+    Entry {
+        call: "sysctl.get",
+        authority: "read a net.* sysctl",
+        policy: "`sysctls` patterns; host per-link keys: link own or `links`",
+        undo: "none (no side effect)",
+    },
+    Entry {
+        call: "sysctl.set",
+        authority: "write a net.* sysctl",
+        policy: "`sysctls` patterns; host per-link keys: link own or `links`",
+        undo: "write the old value back",
+    },
+];
+
+/// The entry for `call`.
+pub fn entry(call: &str) -> Option<&'static Entry> {
+    ENTRIES.iter().find(|e| e.call == call)
+}
+
+/// `docs/capabilities.md`.
+pub fn markdown() -> String {
+    let mut s = String::from(
+        "<!-- Generated from host/src/caps/catalog.rs by `make docs`; CI fails when it is stale. -->\n\
+         # wasmcni capability reference\n\n\
+         Every host function a plugin can import (WIT package `wasmcni:plugin`, in `wit/`), \
+         what it can do, which policy field grants it, and what the journal does when ADD fails.\n\n\
+         Invariants no policy can waive:\n\
+         - a plugin acts only in the two namespaces it is handed (container from `CNI_NETNS`, host);\n\
+         - in the host namespace it may modify, move or delete only links wasmcni created \
+         (alias `wasmcni:<container id>`) or links matching its `links` patterns; a `masters` link \
+         is used as a master and never changed;\n\
+         - host addresses only on such links; host routes only through such links, and only routes \
+         wasmcni created (protocol 87) may be replaced or deleted;\n\
+         - sysctls only under `net.` and the grant's `sysctls` patterns; per-link host keys only for \
+         such links;\n\
+         - during ADD a plugin deletes only links it created in the same call;\n\
+         - a denied call returns `access-denied`, is audited and has no side effect; every call \
+         counts against the `host-calls` budget.\n\n\
+         | call | authority | policy | undo on failed ADD |\n|---|---|---|---|\n",
+    );
+    for e in ENTRIES {
+        s.push_str(&format!(
+            "| `{}` | {} | {} | {} |\n",
+            e.call, e.authority, e.policy, e.undo
+        ));
+    }
+    s.push_str(&format!("\nHost links: {HOST_LINK}.\n"));
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn root() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("workspace root")
+            .to_owned()
+    }
+
+    /// Every function of every interface the plugin world imports, read
+    /// from `wit/` itself.
+    fn wit_functions() -> Vec<String> {
+        let mut resolve = wit_parser::Resolve::default();
+        let (pkg, _) = resolve.push_dir(root().join("wit")).expect("wit parses");
+        let world = resolve
+            .select_world(&[pkg], Some("plugin"))
+            .expect("plugin world");
+        let mut out = Vec::new();
+        for (_, item) in &resolve.worlds[world].imports {
+            if let wit_parser::WorldItem::Interface { id, .. } = item {
+                let iface = &resolve.interfaces[*id];
+                let name = iface.name.clone().unwrap_or_default();
+                for f in iface.functions.keys() {
+                    out.push(format!("{name}.{f}"));
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_host_function_has_an_entry() {
+        let functions = wit_functions();
+        assert!(functions.len() > 20, "{functions:?}");
+        let missing: Vec<_> = functions.iter().filter(|f| entry(f).is_none()).collect();
+        assert!(missing.is_empty(), "no catalog entry for {missing:?}");
+        let stale: Vec<_> = ENTRIES
+            .iter()
+            .filter(|e| !functions.contains(&e.call.to_owned()))
+            .map(|e| e.call)
+            .collect();
+        assert!(
+            stale.is_empty(),
+            "catalog entries for no WIT function: {stale:?}"
+        );
+    }
+
+    #[test]
+    fn capabilities_doc_is_up_to_date() {
+        let path = root().join("docs").join("capabilities.md");
+        let want = markdown();
+        if std::env::var_os("WASMCNI_UPDATE_DOCS").is_some() {
+            std::fs::create_dir_all(path.parent().expect("docs dir")).expect("mkdir docs");
+            std::fs::write(&path, &want).expect("write docs");
+        }
+        let have = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            have == want,
+            "docs/capabilities.md is out of date: run `make docs`"
+        );
+    }
+}

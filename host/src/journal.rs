@@ -1,0 +1,324 @@
+//! The undo journal: every mutating capability call records how to take it
+//! back. If ADD fails (non-zero exit, trap, deadline, memory cap, budget),
+//! the host replays the inverses in reverse order, so both namespaces end
+//! as they were before the ADD. DEL and CHECK are not undone: DEL is
+//! best-effort and idempotent by contract.
+
+use crate::netlink::{AddrSpec, RouteSpec};
+use crate::netns::Kind;
+
+/// How to take one change back. Links are named by (namespace, index).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Undo {
+    /// A link was created: delete it (a veth takes its peer along).
+    DeleteLink {
+        /// Where it is.
+        ns: Kind,
+        /// Its index there.
+        index: u32,
+    },
+    /// A link was set up or down: restore.
+    SetUp {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old state.
+        up: bool,
+    },
+    /// The MTU changed: restore.
+    SetMtu {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old MTU.
+        mtu: u32,
+    },
+    /// The hardware address changed: restore.
+    SetMac {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old address.
+        mac: Vec<u8>,
+    },
+    /// The master changed: restore.
+    SetMaster {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old master.
+        master: Option<u32>,
+    },
+    /// Hairpin mode changed: restore.
+    SetHairpin {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old mode.
+        on: bool,
+    },
+    /// `IFF_PROMISC` changed: restore.
+    SetPromisc {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old flag.
+        on: bool,
+    },
+    /// Renamed: restore the name.
+    SetName {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old name.
+        name: String,
+    },
+    /// The alias changed: restore (empty clears).
+    SetAlias {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old alias.
+        alias: String,
+    },
+    /// Moved to another namespace: move back under the old name.
+    MoveBack {
+        /// Where it is now.
+        ns: Kind,
+        /// Its index there.
+        index: u32,
+        /// Where it came from.
+        to: Kind,
+        /// Its index there.
+        from_index: u32,
+        /// Its name there.
+        name: String,
+    },
+    /// An address was added: delete it.
+    DeleteAddress {
+        /// Where.
+        ns: Kind,
+        /// What.
+        spec: AddrSpec,
+    },
+    /// An address was deleted: add it back.
+    AddAddress {
+        /// Where.
+        ns: Kind,
+        /// What.
+        spec: AddrSpec,
+    },
+    /// A route was added: delete it.
+    DeleteRoute {
+        /// Where.
+        ns: Kind,
+        /// What.
+        spec: RouteSpec,
+    },
+    /// A route was replaced or deleted: put the old one back (replace).
+    RestoreRoute {
+        /// Where.
+        ns: Kind,
+        /// The old route (a replacement has the same key, so putting the
+        /// old one back with `replace` removes the new one).
+        spec: RouteSpec,
+    },
+    /// A sysctl was written: write the old value back.
+    SetSysctl {
+        /// Where.
+        ns: Kind,
+        /// The dotted key.
+        key: String,
+        /// The old value.
+        value: String,
+    },
+}
+
+impl Undo {
+    /// The link this entry is about, if any.
+    pub fn link(&self) -> Option<(Kind, u32)> {
+        match self {
+            Undo::DeleteLink { ns, index }
+            | Undo::SetUp { ns, index, .. }
+            | Undo::SetMtu { ns, index, .. }
+            | Undo::SetMac { ns, index, .. }
+            | Undo::SetMaster { ns, index, .. }
+            | Undo::SetHairpin { ns, index, .. }
+            | Undo::SetPromisc { ns, index, .. }
+            | Undo::SetName { ns, index, .. }
+            | Undo::SetAlias { ns, index, .. }
+            | Undo::MoveBack { ns, index, .. } => Some((*ns, *index)),
+            Undo::DeleteAddress { ns, spec } | Undo::AddAddress { ns, spec } => {
+                Some((*ns, spec.index))
+            }
+            _ => None,
+        }
+    }
+
+    /// A short description for the audit log.
+    pub fn describe(&self) -> String {
+        format!("{self:?}")
+    }
+}
+
+/// The undo log of one invocation.
+#[derive(Debug, Default)]
+pub struct Journal {
+    entries: Vec<Undo>,
+    /// Links created in this invocation, where they are now.
+    created: Vec<(Kind, u32)>,
+}
+
+impl Journal {
+    /// Records an inverse.
+    pub fn record(&mut self, undo: Undo) {
+        if let Undo::DeleteLink { ns, index } = undo {
+            self.created.push((ns, index));
+        }
+        self.entries.push(undo);
+    }
+
+    /// A link came into being along with another (a veth peer): it has no
+    /// inverse of its own, but counts as created.
+    pub fn note_created(&mut self, ns: Kind, index: u32) {
+        self.created.push((ns, index));
+    }
+
+    /// Whether link (`ns`, `index`) was created in this invocation (and not
+    /// moved since).
+    pub fn created(&self, ns: Kind, index: u32) -> bool {
+        self.created.contains(&(ns, index))
+    }
+
+    /// A link created in this invocation was deleted by the plugin: nothing
+    /// about it is left to undo.
+    /// Follows the link back through its moves, so every entry about it,
+    /// wherever it was at the time, goes.
+    pub fn forget_link(&mut self, ns: Kind, index: u32) {
+        self.created.retain(|c| *c != (ns, index));
+        let mut at = Some((ns, index));
+        while let Some(id) = at.take() {
+            for u in &self.entries {
+                if let Undo::MoveBack {
+                    ns,
+                    index,
+                    to,
+                    from_index,
+                    ..
+                } = u
+                {
+                    if (*ns, *index) == id {
+                        at = Some((*to, *from_index));
+                    }
+                }
+            }
+            self.entries.retain(|u| u.link() != Some(id));
+        }
+    }
+
+    /// A link moved from `from` to `to` (namespace, index).
+    pub fn link_moved(&mut self, from: (Kind, u32), to: (Kind, u32)) {
+        for c in &mut self.created {
+            if *c == from {
+                *c = to;
+            }
+        }
+    }
+
+    /// Takes the entries out, newest first.
+    pub fn drain_reverse(&mut self) -> Vec<Undo> {
+        let mut v = std::mem::take(&mut self.entries);
+        v.reverse();
+        v
+    }
+
+    /// How many entries there are.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there is nothing to undo.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replays_newest_first_and_tracks_created_links() {
+        let mut j = Journal::default();
+        j.record(Undo::DeleteLink {
+            ns: Kind::Host,
+            index: 7,
+        });
+        j.record(Undo::SetUp {
+            ns: Kind::Host,
+            index: 7,
+            up: false,
+        });
+        j.record(Undo::SetSysctl {
+            ns: Kind::Host,
+            key: "net.ipv4.ip_forward".into(),
+            value: "0".into(),
+        });
+        assert!(j.created(Kind::Host, 7));
+        assert!(!j.created(Kind::Container, 7));
+        let order: Vec<_> = j.drain_reverse();
+        assert!(matches!(order[0], Undo::SetSysctl { .. }));
+        assert!(matches!(order[2], Undo::DeleteLink { .. }));
+        assert!(j.is_empty());
+    }
+
+    #[test]
+    fn deleting_a_created_link_forgets_it() {
+        let mut j = Journal::default();
+        j.record(Undo::DeleteLink {
+            ns: Kind::Container,
+            index: 3,
+        });
+        j.record(Undo::SetMtu {
+            ns: Kind::Container,
+            index: 3,
+            mtu: 1500,
+        });
+        j.record(Undo::SetUp {
+            ns: Kind::Container,
+            index: 1,
+            up: false,
+        });
+        j.forget_link(Kind::Container, 3);
+        assert_eq!(j.len(), 1);
+    }
+
+    #[test]
+    fn moved_links_are_tracked_and_forgotten_through_moves() {
+        let mut j = Journal::default();
+        j.record(Undo::DeleteLink {
+            ns: Kind::Host,
+            index: 9,
+        });
+        j.record(Undo::MoveBack {
+            ns: Kind::Container,
+            index: 2,
+            to: Kind::Host,
+            from_index: 9,
+            name: "v".into(),
+        });
+        j.link_moved((Kind::Host, 9), (Kind::Container, 2));
+        assert!(j.created(Kind::Container, 2));
+        assert!(!j.created(Kind::Host, 9));
+        j.forget_link(Kind::Container, 2);
+        assert!(j.is_empty(), "{j:?}");
+    }
+}

@@ -1,0 +1,716 @@
+//! The capability surface end to end: policy (S2), journal (S6), netns
+//! confusion (S8), limits (S9), pinning, `wasmcni audit`.
+//!
+//! Every test runs wasmcni inside a "node" namespace of its own (`ip netns
+//! exec`), which wasmcni treats as the host namespace, with a container
+//! namespace beside it. The node has an "uplink" (a veth end with an
+//! address, a route and a forwarding sysctl) that must survive every test
+//! untouched: the snapshots compare links, addresses, routes (all tables)
+//! and network sysctls of both namespaces.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::{fixture, require_root, Invoke, Netns, Run};
+
+/// A node (acting as the host namespace) with its uplink, and a container.
+struct World {
+    node: Netns,
+    ctr: Netns,
+    dir: tempfile::TempDir,
+}
+
+impl World {
+    fn new(tag: &str) -> World {
+        require_root();
+        let node = Netns::new(&format!("{tag}-n"));
+        let ctr = Netns::new(&format!("{tag}-c"));
+        // This kernel has no dummy links: veth pairs stand in.
+        node.ip(&[
+            "link", "add", "uplink", "type", "veth", "peer", "name", "uplinkp",
+        ]);
+        node.ip(&["link", "set", "uplink", "up"]);
+        node.ip(&["addr", "add", "192.0.2.10/24", "dev", "uplink"]);
+        node.ip(&[
+            "route",
+            "add",
+            "198.51.100.0/24",
+            "via",
+            "192.0.2.1",
+            "dev",
+            "uplink",
+        ]);
+        node.ip(&[
+            "link", "add", "mst0", "type", "veth", "peer", "name", "mst0p",
+        ]);
+        node.ip(&["link", "set", "lo", "up"]);
+        let dir = tempfile::tempdir().expect("tempdir");
+        World { node, ctr, dir }
+    }
+
+    fn snapshot(&self) -> Value {
+        json!({"node": self.node.full_snapshot(), "ctr": self.ctr.full_snapshot()})
+    }
+
+    fn audit_path(&self) -> PathBuf {
+        self.dir.path().join("audit.jsonl")
+    }
+
+    /// Writes `policy` (0600) and returns its path.
+    fn policy(&self, policy: &Value) -> PathBuf {
+        let p = self.dir.path().join("policy.json");
+        std::fs::write(&p, policy.to_string()).expect("write policy");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        p
+    }
+
+    /// Runs the scripted fixture with `conf` under `policy`.
+    fn run(&self, command: &str, policy: &Value, conf: &Value, extra: &[(&str, &str)]) -> Run {
+        let stdin = conf.to_string().into_bytes();
+        let fx = fixture("scripted");
+        let mut inv = Invoke::wasmcni_run(&fx.display().to_string(), &stdin)
+            .cni(command, &self.ctr.path, "eth0")
+            .env("WASMCNI_POLICY", self.policy(policy).display().to_string())
+            .env("WASMCNI_AUDIT", self.audit_path().display().to_string())
+            .in_netns(&self.node);
+        for (k, v) in extra {
+            inv = inv.env(k, v);
+        }
+        inv.run()
+    }
+
+    fn audit(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.audit_path())
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("audit line is JSON"))
+            .collect()
+    }
+}
+
+/// A wide grant: what the S2 cases step just outside of.
+fn wide() -> Value {
+    json!({
+        "container": {
+            "read": true, "modify": true, "move": true, "addresses": true, "routes": true,
+            "announce": true, "create": ["veth", "dummy", "macvlan", "ipvlan", "vlan"],
+            "sysctls": ["net.ipv4.conf.*.forwarding"]
+        },
+        "host": {
+            "read": true, "modify": true, "move": true, "addresses": true, "routes": true,
+            "announce": true, "create": ["veth", "bridge"], "links": ["cnitest*"],
+            "masters": ["mst*"], "sysctls": ["net.ipv4.conf.*.forwarding"]
+        }
+    })
+}
+
+fn policy_with(entry: Value) -> Value {
+    json!({"plugins": {"scripted": entry}})
+}
+
+/// One S2 case: the call it is about, the grant (changed from `wide`), and
+/// the ops whose last one is just outside the grant.
+struct Case {
+    call: &'static str,
+    grant: Value,
+    ops: Value,
+}
+
+fn without(path: &[&str], key: &str) -> Value {
+    let mut g = wide();
+    let mut at = &mut g;
+    for p in path {
+        at = &mut at[*p];
+    }
+    at.as_object_mut().expect("object").remove(key);
+    g
+}
+
+fn cases() -> Vec<Case> {
+    let w = wide;
+    let host = |call: &str, extra: Value| {
+        let mut op = json!({"call": call, "ns": "host"});
+        for (k, v) in extra.as_object().expect("object") {
+            op[k] = v.clone();
+        }
+        json!([op])
+    };
+    vec![
+        Case {
+            call: "netns.host",
+            grant: json!({"container": w()["container"]}),
+            ops: json!([{"call": "link.list", "ns": "host"}]),
+        },
+        Case {
+            call: "link.get-by-name",
+            grant: without(&["host"], "read"),
+            ops: host("link.get-by-name", json!({"name": "uplink"})),
+        },
+        Case {
+            call: "link.get-by-index",
+            grant: without(&["host"], "read"),
+            ops: host("link.get-by-index", json!({"index": 1})),
+        },
+        Case {
+            call: "link.list",
+            grant: without(&["host"], "read"),
+            ops: host("link.list", json!({})),
+        },
+        Case {
+            call: "link.create-veth",
+            grant: {
+                let mut g = w();
+                g["host"]["create"] = json!(["bridge"]);
+                g
+            },
+            ops: host(
+                "link.create-veth",
+                json!({"name": "cnitestv0", "peer-ns": "container", "peer-name": "eth0"}),
+            ),
+        },
+        Case {
+            call: "link.create-bridge",
+            grant: w(),
+            ops: json!([{"call": "link.create-bridge", "ns": "container", "name": "br0"}]),
+        },
+        Case {
+            call: "link.create-dummy",
+            grant: w(),
+            ops: host("link.create-dummy", json!({"name": "cnitestd0"})),
+        },
+        Case {
+            call: "link.create-tap",
+            grant: w(),
+            ops: host("link.create-tap", json!({"name": "cnitestt0"})),
+        },
+        Case {
+            call: "link.create-macvlan",
+            grant: w(),
+            ops: json!([{"call": "link.create-macvlan", "ns": "container", "master-ns": "host", "master": "uplink", "name": "mv0"}]),
+        },
+        Case {
+            call: "link.create-ipvlan",
+            grant: w(),
+            ops: json!([{"call": "link.create-ipvlan", "ns": "container", "master-ns": "host", "master": "uplink", "name": "iv0"}]),
+        },
+        Case {
+            call: "link.create-vlan",
+            grant: w(),
+            ops: json!([{"call": "link.create-vlan", "ns": "container", "master-ns": "host", "master": "uplink", "name": "vl0", "vlan-id": 7}]),
+        },
+        Case {
+            call: "link.move-to",
+            grant: w(),
+            ops: host(
+                "link.move-to",
+                json!({"link": "uplink", "target": "container"}),
+            ),
+        },
+        Case {
+            call: "link.set-up",
+            grant: w(),
+            ops: host("link.set-up", json!({"link": "uplink", "up": false})),
+        },
+        Case {
+            call: "link.set-mtu",
+            grant: w(),
+            ops: host("link.set-mtu", json!({"link": "uplink", "mtu": 1280})),
+        },
+        Case {
+            call: "link.set-mac",
+            grant: w(),
+            ops: host(
+                "link.set-mac",
+                json!({"link": "uplink", "mac": "02:00:00:00:00:01"}),
+            ),
+        },
+        Case {
+            call: "link.set-master",
+            grant: w(),
+            ops: host(
+                "link.set-master",
+                json!({"link": "mst0", "master": "uplink"}),
+            ),
+        },
+        Case {
+            call: "link.set-hairpin",
+            grant: w(),
+            ops: host("link.set-hairpin", json!({"link": "uplink", "on": true})),
+        },
+        Case {
+            call: "link.set-promiscuous",
+            grant: w(),
+            ops: host(
+                "link.set-promiscuous",
+                json!({"link": "uplink", "on": true}),
+            ),
+        },
+        Case {
+            call: "link.set-name",
+            grant: w(),
+            ops: host("link.set-name", json!({"link": "mst0", "name": "renamed0"})),
+        },
+        Case {
+            call: "link.set-alias",
+            grant: w(),
+            ops: host("link.set-alias", json!({"link": "mst0", "alias": "x"})),
+        },
+        Case {
+            call: "link.delete",
+            grant: w(),
+            ops: host("link.delete", json!({"link": "uplink"})),
+        },
+        Case {
+            call: "address.list",
+            grant: without(&["host"], "read"),
+            ops: host("address.list", json!({})),
+        },
+        Case {
+            call: "address.add",
+            grant: w(),
+            ops: host(
+                "address.add",
+                json!({"link": "uplink", "prefix": "192.0.2.11/24"}),
+            ),
+        },
+        Case {
+            call: "address.delete",
+            grant: w(),
+            ops: host(
+                "address.delete",
+                json!({"link": "uplink", "prefix": "192.0.2.10/24"}),
+            ),
+        },
+        Case {
+            call: "address.announce",
+            grant: w(),
+            ops: host(
+                "address.announce",
+                json!({"link": "uplink", "address": "192.0.2.10"}),
+            ),
+        },
+        Case {
+            call: "route.list",
+            grant: without(&["host"], "read"),
+            ops: host("route.list", json!({})),
+        },
+        Case {
+            call: "route.add",
+            grant: w(),
+            ops: host(
+                "route.add",
+                json!({"destination": "203.0.113.0/24", "gateway": "192.0.2.1", "link": "uplink"}),
+            ),
+        },
+        Case {
+            call: "route.replace",
+            grant: w(),
+            ops: host(
+                "route.replace",
+                json!({"destination": "198.51.100.0/24", "gateway": "192.0.2.2", "link": "uplink"}),
+            ),
+        },
+        Case {
+            call: "route.delete",
+            grant: w(),
+            ops: host("route.delete", json!({"destination": "198.51.100.0/24"})),
+        },
+        Case {
+            call: "sysctl.get",
+            grant: w(),
+            ops: host("sysctl.get", json!({"key": "net.ipv4.ip_forward"})),
+        },
+        Case {
+            call: "sysctl.set",
+            grant: w(),
+            ops: host(
+                "sysctl.set",
+                json!({"key": "net.ipv4.conf.uplink.forwarding", "value": "1"}),
+            ),
+        },
+    ]
+}
+
+/// Host functions that need no grant (they touch nothing).
+const UNGATED: &[&str] = &["netns.container", "netns.[method]netns.kind"];
+
+#[test]
+fn s2_every_host_function_just_outside_policy_is_denied_audited_and_harmless() {
+    let cases = cases();
+    // Every host function in the capability catalog has a case.
+    for e in wasmcni::caps::catalog::ENTRIES {
+        assert!(
+            UNGATED.contains(&e.call) || cases.iter().any(|c| c.call == e.call),
+            "no S2 case for {}",
+            e.call
+        );
+    }
+    let world = World::new("s2");
+    for case in &cases {
+        let before = world.snapshot();
+        let _ = std::fs::remove_file(world.audit_path());
+        let run = world.run(
+            "ADD",
+            &policy_with(case.grant.clone()),
+            &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": case.ops}),
+            &[],
+        );
+        assert_eq!(run.code, 0, "{}: {run:?}", case.call);
+        let report = run.json();
+        let last = report["results"]
+            .as_array()
+            .and_then(|r| r.last())
+            .cloned()
+            .unwrap_or(Value::Null);
+        assert_eq!(last["error"], "access-denied", "{}: {report}", case.call);
+        let audit = world.audit();
+        assert!(
+            audit.iter().any(|r| r["call"] == case.call
+                && r["outcome"] == "denied"
+                && r["plugin"] == "scripted"
+                && r["command"] == "ADD"
+                && r["container_id"] == "ctr-test-1"
+                && r["ifname"] == "eth0"
+                && r["sha256"].as_str().is_some_and(|s| s.len() == 64)),
+            "{}: no denied audit record in {audit:#?}",
+            case.call
+        );
+        assert_eq!(
+            before,
+            world.snapshot(),
+            "{}: kernel state changed",
+            case.call
+        );
+    }
+}
+
+#[test]
+fn during_add_only_links_created_in_the_same_call_can_be_deleted() {
+    let world = World::new("del");
+    world.ctr.ip(&[
+        "link", "add", "pre0", "type", "veth", "peer", "name", "pre0p",
+    ]);
+    let before = world.snapshot();
+    let run = world.run(
+        "ADD",
+        &policy_with(wide()),
+        &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
+            {"call": "link.delete", "ns": "container", "link": "pre0"},
+            {"call": "link.create-veth", "ns": "container", "name": "new0", "peer-ns": "container", "peer-name": "new0p"},
+            {"call": "link.delete", "ns": "container", "link": "new0"},
+        ]}),
+        &[],
+    );
+    let r = run.json();
+    assert_eq!(r["results"][0]["error"], "access-denied", "{r}");
+    assert!(r["results"][2].get("ok").is_some(), "{r}");
+    assert_eq!(before, world.snapshot());
+    // DEL may delete what an earlier ADD left.
+    let run = world.run(
+        "DEL",
+        &policy_with(wide()),
+        &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
+            {"call": "link.delete", "ns": "container", "link": "pre0"},
+        ]}),
+        &[],
+    );
+    assert!(run.json()["results"][0].get("ok").is_some(), "{run:?}");
+}
+
+/// The S6 plugin's work: a bridge, a veth into the container, addresses,
+/// routes, sysctls, moves, in both namespaces.
+fn s6_ops() -> Value {
+    json!([
+        {"call": "link.create-bridge", "ns": "host", "name": "cnitest0", "mtu": 1400},
+        {"call": "link.set-up", "ns": "host", "link": "cnitest0", "up": true},
+        {"call": "address.add", "ns": "host", "link": "cnitest0", "prefix": "10.99.0.1/24"},
+        {"call": "link.create-veth", "ns": "host", "name": "cnitestv0", "peer-ns": "container", "peer-name": "eth0", "mtu": 1400},
+        {"call": "link.set-master", "ns": "host", "link": "cnitestv0", "master": "cnitest0"},
+        {"call": "link.set-hairpin", "ns": "host", "link": "cnitestv0", "on": true},
+        {"call": "link.set-up", "ns": "host", "link": "cnitestv0", "up": true},
+        {"call": "sysctl.set", "ns": "host", "key": "net.ipv4.conf.cnitestv0.forwarding", "value": "1"},
+        {"call": "route.add", "ns": "host", "destination": "10.98.0.0/24", "link": "cnitestv0"},
+        {"call": "link.set-up", "ns": "container", "link": "eth0", "up": true},
+        {"call": "address.add", "ns": "container", "link": "eth0", "prefix": "10.99.0.2/24"},
+        {"call": "route.add", "ns": "container", "destination": "0.0.0.0/0", "gateway": "10.99.0.1", "link": "eth0"},
+        {"call": "route.replace", "ns": "container", "destination": "10.97.0.0/16", "gateway": "10.99.0.1", "link": "eth0", "metric": 50},
+        {"call": "link.set-mtu", "ns": "container", "link": "eth0", "mtu": 1300},
+        {"call": "link.set-alias", "ns": "container", "link": "eth0", "alias": "pod"},
+        {"call": "link.set-promiscuous", "ns": "container", "link": "lo", "on": true},
+        {"call": "sysctl.set", "ns": "container", "key": "net.ipv4.conf.eth0.forwarding", "value": "1"},
+        {"call": "link.create-veth", "ns": "container", "name": "d0", "peer-ns": "container", "peer-name": "d0p"},
+        {"call": "link.move-to", "ns": "container", "link": "d0", "target": "host", "new-name": "cnitestd0"},
+        {"call": "link.set-mac", "ns": "host", "link": "cnitestd0", "mac": "02:00:00:00:00:42"},
+        {"call": "address.add", "ns": "host", "link": "cnitestd0", "prefix": "fd00:99::1/64", "no-dad": true},
+        {"call": "address.delete", "ns": "container", "link": "lo", "prefix": "10.55.0.1/24"},
+        {"call": "link.create-veth", "ns": "container", "name": "d1", "peer-ns": "container", "peer-name": "d1p"},
+        {"call": "link.set-name", "ns": "container", "link": "d1", "name": "d2"},
+    ])
+}
+
+fn s6_grant() -> Value {
+    let mut g = wide();
+    g["host"]["create"] = json!(["veth", "bridge", "dummy"]);
+    g
+}
+
+#[test]
+fn s6_a_failed_add_is_undone_after_every_host_call() {
+    let world = World::new("s6");
+    // The container's lo starts up with its addresses, like after loopback.
+    world.ctr.ip(&["link", "set", "lo", "up"]);
+    world
+        .ctr
+        .ip(&["addr", "add", "10.55.0.1/24", "brd", "+", "dev", "lo"]);
+    let before = world.snapshot();
+    let conf = |fail: Value| json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": s6_ops(), "fail": fail});
+    let policy = policy_with(s6_grant());
+
+    // The whole script succeeds and changes both namespaces...
+    let ok = world.run("ADD", &policy, &conf(Value::Null), &[]);
+    assert_eq!(ok.code, 0, "{ok:?}");
+    let report = ok.json();
+    for r in report["results"].as_array().expect("results") {
+        assert!(r.get("ok").is_some(), "op failed in the full run: {report}");
+    }
+    let total = report["calls"].as_u64().expect("calls");
+    assert!(total >= 30, "{report}");
+    assert_ne!(before, world.snapshot());
+    // ... so start over from a clean pair.
+    drop(world);
+    let world = World::new("s6b");
+    world.ctr.ip(&["link", "set", "lo", "up"]);
+    world
+        .ctr
+        .ip(&["addr", "add", "10.55.0.1/24", "brd", "+", "dev", "lo"]);
+    let before = world.snapshot();
+
+    for k in 1..=total {
+        for how in ["exit", "trap"] {
+            let run = world.run("ADD", &policy, &conf(json!({"after": k, "how": how})), &[]);
+            assert_ne!(run.code, 0, "k={k} {how}: {run:?}");
+            let err = run.json();
+            let want = if how == "exit" { 11 } else { 100 };
+            assert_eq!(err["code"], want, "k={k} {how}: {run:?}");
+            assert_eq!(before, world.snapshot(), "k={k} {how}: state not restored");
+        }
+    }
+    // Deadline: the plugin spins after its k-th call.
+    for k in [1, total / 2, total] {
+        let run = world.run(
+            "ADD",
+            &policy,
+            &conf(json!({"after": k, "how": "loop"})),
+            &[("WASMCNI_DEADLINE_MS", "1000")],
+        );
+        run.assert_cni_error(101, "deadline");
+        assert_eq!(before, world.snapshot(), "k={k} loop: state not restored");
+    }
+    // Every undo step is audited.
+    assert!(world
+        .audit()
+        .iter()
+        .any(|r| r["call"] == "journal.undo" && r["outcome"] == "ok"));
+}
+
+#[test]
+fn s8_netns_confusion_is_refused_and_touches_nothing() {
+    let world = World::new("s8");
+    let before = world.snapshot();
+    let file = world.dir.path().join("not-a-netns");
+    std::fs::write(&file, "x").expect("file");
+    let link = world.dir.path().join("host-netns-link");
+    std::os::unix::fs::symlink(&world.node.path, &link).expect("symlink");
+    let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
+        {"call": "link.create-veth", "ns": "container", "name": "x0", "peer-ns": "container", "peer-name": "x0p"}]})
+    .to_string()
+    .into_bytes();
+    for (what, path) in [
+        ("regular file", file.as_path()),
+        ("symlink to the host netns", link.as_path()),
+        ("the host's own netns", world.node.path.as_path()),
+        ("/proc/self/ns/net", Path::new("/proc/self/ns/net")),
+    ] {
+        let run = Invoke::wasmcni_run(&fixture("scripted").display().to_string(), &conf)
+            .cni("ADD", path, "eth0")
+            .env(
+                "WASMCNI_POLICY",
+                world.policy(&policy_with(wide())).display().to_string(),
+            )
+            .in_netns(&world.node)
+            .run();
+        run.assert_cni_error(4, "");
+        assert_eq!(before, world.snapshot(), "{what}");
+    }
+}
+
+#[test]
+fn s9_limits_end_the_plugin_with_a_cni_error_and_undo() {
+    let world = World::new("s9");
+    let before = world.snapshot();
+    let conf =
+        |ops: Value| json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": ops});
+    // 10^6 host calls hit the budget (default 10 000), after a change that
+    // must be undone.
+    let t = Instant::now();
+    let run = world.run(
+        "ADD",
+        &policy_with(wide()),
+        &conf(json!([
+            {"call": "link.create-veth", "ns": "container", "name": "x0", "peer-ns": "container", "peer-name": "x0p"},
+            {"call": "repeat", "n": 1_000_000, "op": {"call": "link.get-by-index", "ns": "container", "index": 1}},
+        ])),
+        &[],
+    );
+    run.assert_cni_error(104, "budget of 10000 host calls");
+    assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
+    assert_eq!(before, world.snapshot());
+    // A per-plugin budget from the policy.
+    let mut g = wide();
+    g["host-calls"] = json!(5);
+    let run = world.run(
+        "ADD",
+        &policy_with(g),
+        &conf(json!([{"call": "repeat", "n": 10, "op": {"call": "link.list", "ns": "container"}}])),
+        &[],
+    );
+    run.assert_cni_error(104, "budget of 5 host calls");
+    // A 1 GB string: the plugin cannot even build it under the memory cap.
+    let run = world.run(
+        "ADD",
+        &policy_with(wide()),
+        &conf(json!([{"call": "big-name", "ns": "container", "bytes": 1u64 << 30}])),
+        &[],
+    );
+    run.assert_cni_error(102, "memory cap");
+    // A 1 MiB name crosses the boundary and is refused by the host.
+    let run = world.run(
+        "ADD",
+        &policy_with(wide()),
+        &conf(json!([{"call": "big-name", "ns": "container", "bytes": 1u64 << 20}])),
+        &[],
+    );
+    assert_eq!(
+        run.json()["results"][0]["error"],
+        "invalid-argument",
+        "{run:?}"
+    );
+    // The deadline, from the policy: ends within deadline + 1 s.
+    let mut g = wide();
+    g["deadline-ms"] = json!(500);
+    let t = Instant::now();
+    let run = world.run(
+        "ADD",
+        &policy_with(g),
+        &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
+            {"call": "link.create-veth", "ns": "container", "name": "x1", "peer-ns": "container", "peer-name": "x1p"}], "fail": {"after": 2, "how": "loop"}}),
+        &[],
+    );
+    run.assert_cni_error(101, "deadline of 500 ms");
+    assert!(
+        t.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(before, world.snapshot());
+}
+
+#[test]
+fn a_pinned_plugin_runs_only_with_its_sha256() {
+    let world = World::new("pin");
+    let wasm = std::fs::read(fixture("scripted")).expect("fixture");
+    let digest = {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(&wasm))
+    };
+    let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": []});
+    let mut g = wide();
+    g["sha256"] = json!("0".repeat(64));
+    world
+        .run("ADD", &policy_with(g.clone()), &conf, &[])
+        .assert_cni_error(103, "pins it to");
+    g["sha256"] = json!(digest);
+    let run = world.run("ADD", &policy_with(g), &conf, &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+}
+
+#[test]
+fn an_untrusted_or_malformed_policy_file_is_refused() {
+    let world = World::new("pol");
+    let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": []})
+        .to_string()
+        .into_bytes();
+    let run_with = |path: &Path| {
+        Invoke::wasmcni_run(&fixture("scripted").display().to_string(), &conf)
+            .cni("ADD", &world.ctr.path, "eth0")
+            .env("WASMCNI_POLICY", path.display().to_string())
+            .in_netns(&world.node)
+            .run()
+    };
+    let p = world.policy(&policy_with(wide()));
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    run_with(&p).assert_cni_error(105, "not trusted");
+    let bad = world.dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"plugins":{"scripted":{"container":{"raed":true}}}}"#,
+    )
+    .expect("write");
+    std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    run_with(&bad).assert_cni_error(105, "raed");
+    run_with(Path::new("/nonexistent/policy.json")).assert_cni_error(105, "policy");
+}
+
+#[test]
+fn audit_shows_identity_imports_grants_and_refusals() {
+    require_root();
+    let out = std::process::Command::new(support::wasmcni())
+        .args(["audit", "loopback"])
+        .env("WASMCNI_POLICY", "/nonexistent-is-an-error")
+        .output()
+        .expect("run");
+    assert!(
+        !out.status.success(),
+        "a missing explicit policy file is an error"
+    );
+    let out = std::process::Command::new(support::wasmcni())
+        .args(["audit", "loopback"])
+        .env_remove("WASMCNI_POLICY")
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for needle in [
+        "plugin   loopback",
+        "sha256 ",
+        "wasmcni:plugin/link@0.1.0",
+        "set-up",
+        "container  read; modify",
+        "host       none",
+        "refused imports: none",
+    ] {
+        assert!(text.contains(needle), "{needle:?} not in:\n{text}");
+    }
+    let out = std::process::Command::new(support::wasmcni())
+        .args(["audit", "--json", &fixture("sockets").display().to_string()])
+        .output()
+        .expect("run");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let refused = v["refused-imports"].as_array().expect("list");
+    assert!(
+        refused
+            .iter()
+            .any(|i| i.as_str().is_some_and(|s| s.starts_with("wasi:sockets/"))),
+        "{v}"
+    );
+    assert_eq!(v["policy"]["container"], "nothing", "{v}");
+}
