@@ -463,9 +463,7 @@ fn s6_a_failed_add_is_undone_after_every_host_call() {
     let world = World::new("s6");
     // The container's lo starts up with its addresses, like after loopback.
     world.ctr.ip(&["link", "set", "lo", "up"]);
-    world
-        .ctr
-        .ip(&["addr", "add", "10.55.0.1/24", "brd", "+", "dev", "lo"]);
+    world.ctr.ip(&["addr", "add", "10.55.0.1/24", "dev", "lo"]);
     let before = world.snapshot();
     let conf = |fail: Value| json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": s6_ops(), "fail": fail});
     let policy = policy_with(s6_grant());
@@ -484,9 +482,7 @@ fn s6_a_failed_add_is_undone_after_every_host_call() {
     drop(world);
     let world = World::new("s6b");
     world.ctr.ip(&["link", "set", "lo", "up"]);
-    world
-        .ctr
-        .ip(&["addr", "add", "10.55.0.1/24", "brd", "+", "dev", "lo"]);
+    world.ctr.ip(&["addr", "add", "10.55.0.1/24", "dev", "lo"]);
     let before = world.snapshot();
 
     for k in 1..=total {
@@ -634,8 +630,19 @@ fn a_pinned_plugin_runs_only_with_its_sha256() {
         .run("ADD", &policy_with(g.clone()), &conf, &[])
         .assert_cni_error(103, "pins it to");
     g["sha256"] = json!(digest);
-    let run = world.run("ADD", &policy_with(g), &conf, &[]);
+    let run = world.run("ADD", &policy_with(g.clone()), &conf, &[]);
     assert_eq!(run.code, 0, "{run:?}");
+    // `--policy` names the file as well as $WASMCNI_POLICY does, and wins.
+    g["sha256"] = json!("f".repeat(64));
+    let stdin = conf.to_string().into_bytes();
+    let run = Invoke::wasmcni_run(&fixture("scripted").display().to_string(), &stdin)
+        .arg("--policy")
+        .arg(world.policy(&policy_with(g)).display().to_string())
+        .env("WASMCNI_POLICY", "/nonexistent/policy.json")
+        .cni("ADD", &world.ctr.path, "eth0")
+        .in_netns(&world.node)
+        .run();
+    run.assert_cni_error(103, "pins it to ffff");
 }
 
 #[test]

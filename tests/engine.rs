@@ -74,10 +74,12 @@ fn the_plugin_sees_only_the_cni_environment() {
 }
 
 #[test]
-fn the_plugin_has_no_files() {
-    let r = hostile("files").run();
-    assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(r.stdout.trim(), "passwd=false root=false cwd=false");
+fn a_component_importing_the_filesystem_is_refused_before_it_runs() {
+    let r = Invoke::wasmcni_run(fixture("files").to_str().unwrap(), b"{}")
+        .env("CNI_COMMAND", "ADD")
+        .run();
+    r.assert_cni_error(103, "wasi:filesystem/preopens");
+    assert!(!r.stdout.contains("passwd="), "it ran: {r:?}");
 }
 
 #[test]

@@ -584,11 +584,13 @@ fn addresses_add_list_delete() {
         prefix_len: 24,
         flags: AddrFlags::default(),
         scope: SCOPE_UNIVERSE,
+        broadcast: AddrSpec::default_broadcast(IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3)), 24),
     };
     nl.add_address(&v4).unwrap();
     let v4_31 = AddrSpec {
         addr: IpAddr::V4(Ipv4Addr::new(10, 5, 0, 0)),
         prefix_len: 31,
+        broadcast: None,
         ..v4.clone()
     };
     nl.add_address(&v4_31).unwrap();
@@ -600,6 +602,7 @@ fn addresses_add_list_delete() {
             no_prefix_route: true,
         },
         scope: SCOPE_LINK,
+        broadcast: None,
         ..v4.clone()
     };
     nl.add_address(&v4_32).unwrap();
@@ -612,6 +615,7 @@ fn addresses_add_list_delete() {
             no_prefix_route: false,
         },
         scope: SCOPE_UNIVERSE,
+        broadcast: None,
     };
     nl.add_address(&v6).unwrap();
     let v6_npr = AddrSpec {
@@ -748,6 +752,7 @@ fn routes_add_replace_list_delete() {
         prefix_len: 24,
         flags: AddrFlags::default(),
         scope: SCOPE_UNIVERSE,
+        broadcast: None,
     })
     .unwrap();
     nl.add_address(&AddrSpec {
@@ -759,6 +764,7 @@ fn routes_add_replace_list_delete() {
             no_prefix_route: false,
         },
         scope: SCOPE_UNIVERSE,
+        broadcast: None,
     })
     .unwrap();
 
@@ -1220,6 +1226,7 @@ fn gratuitous_arp_reaches_the_neighbour() {
         prefix_len: 24,
         flags: AddrFlags::default(),
         scope: SCOPE_UNIVERSE,
+        broadcast: None,
     })
     .unwrap();
     b.ip(&[

@@ -32,6 +32,10 @@ enum Command {
         /// A plugin name (standard, or `<plugin dir>/<name>.wasm`), or a path
         /// ending in `.wasm`.
         plugin: String,
+        /// The policy file (default: $WASMCNI_POLICY, else
+        /// /etc/wasmcni/policy.json if it exists).
+        #[arg(long)]
+        policy: Option<PathBuf>,
     },
     /// Make DIR a CNI bin dir: DIR/wasmcni plus a link DIR/X for every
     /// standard plugin X, with each plugin precompiled for this machine.
@@ -63,6 +67,9 @@ enum Command {
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// The policy file (default: as for `run`).
+        #[arg(long)]
+        policy: Option<PathBuf>,
     },
     /// Print the capability reference (docs/capabilities.md) generated from
     /// the code.
@@ -85,17 +92,17 @@ pub fn main() -> i32 {
         .to_owned();
     if invoked_as != SELF_NAME {
         // Multi-call: `$CNI_PATH/<type>` is a link to wasmcni.
-        return runner::main(Target::Name(&invoked_as));
+        return runner::main(Target::Name(&invoked_as), None);
     }
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run { plugin } => {
+        Command::Run { plugin, policy } => {
             let target = if plugin.ends_with(".wasm") {
                 Target::Path(Path::new(&plugin))
             } else {
                 Target::Name(&plugin)
             };
-            return runner::main(target);
+            return runner::main(target, policy.as_deref());
         }
         Command::Install { dir, force } => crate::install::install(&dir, force),
         Command::Precompile { plugins, cache_dir } => {
@@ -108,7 +115,11 @@ pub fn main() -> i32 {
             Ok(())
         }
         Command::Demo => crate::demo::run(),
-        Command::Audit { plugin, json } => crate::inspect::print(&plugin, json),
+        Command::Audit {
+            plugin,
+            json,
+            policy,
+        } => crate::inspect::print(&plugin, json, policy.as_deref()),
         Command::Capabilities => {
             print!("{}", crate::caps::catalog::markdown());
             Ok(())

@@ -14,7 +14,7 @@ use crate::policy::Policy;
 use crate::runner;
 
 /// The report for `plugin` (a name or a path ending in `.wasm`).
-pub fn report(plugin: &str) -> anyhow::Result<Value> {
+pub fn report(plugin: &str, policy_file: Option<&Path>) -> anyhow::Result<Value> {
     let p = if plugin.ends_with(".wasm") {
         Plugin::from_path(Path::new(plugin))?
     } else {
@@ -45,7 +45,7 @@ pub fn report(plugin: &str) -> anyhow::Result<Value> {
         imports.push(json!({"interface": name, "functions": functions}));
     }
     let refused = runner::refused_imports(&names);
-    let policy = Policy::load()?;
+    let policy = Policy::load(policy_file)?;
     let entry = policy.entry(p.name());
     let pin_ok = entry.check_pin(p.sha256());
     Ok(json!({
@@ -75,8 +75,8 @@ fn interface_name(import: &str) -> &str {
 }
 
 /// Prints the report as text (or JSON).
-pub fn print(plugin: &str, as_json: bool) -> anyhow::Result<()> {
-    let r = report(plugin)?;
+pub fn print(plugin: &str, as_json: bool, policy_file: Option<&Path>) -> anyhow::Result<()> {
+    let r = report(plugin, policy_file)?;
     if as_json {
         println!("{}", serde_json::to_string_pretty(&r)?);
         return Ok(());

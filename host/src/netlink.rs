@@ -368,6 +368,8 @@ pub struct AddrSpec {
     pub flags: AddrFlags,
     /// `ifa_scope`.
     pub scope: u8,
+    /// `IFA_BROADCAST` (IPv4), sent exactly as given.
+    pub broadcast: Option<Ipv4Addr>,
 }
 
 impl AddrSpec {
@@ -392,7 +394,20 @@ impl AddrSpec {
                 no_prefix_route: flags.contains(AddressFlags::Noprefixroute),
             },
             scope: u8::from(msg.header.scope),
+            broadcast: msg.attributes.iter().find_map(|a| match a {
+                AddressAttribute::Broadcast(b) => Some(*b),
+                _ => None,
+            }),
         })
+    }
+
+    /// The broadcast address the reference plugins give an IPv4 address:
+    /// the prefix's last address, none for /31 and /32 (and IPv6).
+    pub fn default_broadcast(addr: IpAddr, prefix_len: u8) -> Option<Ipv4Addr> {
+        match addr {
+            IpAddr::V4(a) if prefix_len < 31 => Some(broadcast(a, prefix_len)),
+            _ => None,
+        }
     }
 }
 
@@ -814,16 +829,13 @@ impl Netlink {
         self.ack(RouteNetlinkMessage::DelLink(msg), 0)
     }
 
-    /// Adds an address (`NLM_F_CREATE | NLM_F_EXCL`). IPv4 gets the
-    /// broadcast address of its prefix.
+    /// Adds an address (`NLM_F_CREATE | NLM_F_EXCL`), with the broadcast
+    /// address the spec gives (see [`AddrSpec::default_broadcast`]).
     pub fn add_address(&mut self, spec: &AddrSpec) -> Result<(), NlError> {
         let mut msg = address_message(spec.index, spec.addr, spec.prefix_len)?;
         msg.header.scope = AddressScope::from(spec.scope);
-        if let IpAddr::V4(a) = spec.addr {
-            if spec.prefix_len < 31 {
-                msg.attributes
-                    .push(AddressAttribute::Broadcast(broadcast(a, spec.prefix_len)));
-            }
+        if let (IpAddr::V4(_), Some(b)) = (spec.addr, spec.broadcast) {
+            msg.attributes.push(AddressAttribute::Broadcast(b));
         }
         let mut flags = AddressFlags::empty();
         if spec.flags.no_dad {

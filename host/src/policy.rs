@@ -282,13 +282,15 @@ impl Policy {
     }
 
     /// The effective policy: the embedded one, with every entry of the
-    /// policy file (`$WASMCNI_POLICY`, else [`DEFAULT_POLICY_FILE`] if it
-    /// exists) replacing the embedded entry of the same plugin.
-    pub fn load() -> Result<Policy, PolicyError> {
+    /// policy file (`file` (`--policy`), else `$WASMCNI_POLICY`, else
+    /// [`DEFAULT_POLICY_FILE`] if it exists) replacing the embedded entry of
+    /// the same plugin. A file named explicitly must exist.
+    pub fn load(file: Option<&Path>) -> Result<Policy, PolicyError> {
         let mut policy = Policy::embedded();
-        let (path, required) = match std::env::var_os("WASMCNI_POLICY") {
-            Some(p) => (PathBuf::from(p), true),
-            None => (PathBuf::from(DEFAULT_POLICY_FILE), false),
+        let (path, required) = match (file, std::env::var_os("WASMCNI_POLICY")) {
+            (Some(f), _) => (f.to_owned(), true),
+            (None, Some(p)) => (PathBuf::from(p), true),
+            (None, None) => (PathBuf::from(DEFAULT_POLICY_FILE), false),
         };
         if let Some(file) = read_trusted(&path, required)? {
             let overlay = Policy::parse(&file, &path.display().to_string())?;

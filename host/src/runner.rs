@@ -16,8 +16,7 @@ use wasmtime::component::{Component, HasData, Linker, ResourceTable};
 use wasmtime::{Engine, Store, Trap};
 use wasmtime_wasi::cli::{WasiCli, WasiCliView};
 use wasmtime_wasi::clocks::{WasiClocks, WasiClocksView};
-use wasmtime_wasi::filesystem::{WasiFilesystem, WasiFilesystemView};
-use wasmtime_wasi::p2::bindings::{cli, clocks, filesystem, random, sync};
+use wasmtime_wasi::p2::bindings::{cli, clocks, random, sync};
 use wasmtime_wasi::p2::pipe::{MemoryInputPipe, MemoryOutputPipe};
 use wasmtime_wasi::random::WasiRandom;
 use wasmtime_wasi::{I32Exit, WasiCtxBuilder};
@@ -92,8 +91,8 @@ pub enum Target<'a> {
 }
 
 /// Runs one invocation with the process's stdin, stdout and environment,
-/// and returns the exit code.
-pub fn main(target: Target<'_>) -> i32 {
+/// and returns the exit code. `policy_file` overrides `$WASMCNI_POLICY`.
+pub fn main(target: Target<'_>, policy_file: Option<&Path>) -> i32 {
     let mut stdin = Vec::new();
     let read = std::io::stdin()
         .lock()
@@ -108,7 +107,7 @@ pub fn main(target: Target<'_>) -> i32 {
             Code::InvalidConfig,
             format!("the network config on stdin is larger than {MAX_STDIN} bytes"),
         )),
-        Ok(_) => invoke(target, &stdin, std::env::vars_os()),
+        Ok(_) => invoke(target, &stdin, std::env::vars_os(), policy_file),
     };
     let mut out = std::io::stdout().lock();
     match outcome {
@@ -183,9 +182,11 @@ pub fn invoke(
     target: Target<'_>,
     stdin: &[u8],
     vars: impl Iterator<Item = (OsString, OsString)>,
+    policy_file: Option<&Path>,
 ) -> Result<Output, CniError> {
     let env = cni_env(vars)?;
-    let policy = Policy::load().map_err(|e| CniError::new(Code::PolicyInvalid, e.to_string()))?;
+    let policy =
+        Policy::load(policy_file).map_err(|e| CniError::new(Code::PolicyInvalid, e.to_string()))?;
     let plugin = match target {
         Target::Name(n) => plugins::find(n),
         Target::Path(p) => Plugin::from_path(p),
@@ -341,10 +342,10 @@ fn arm_deadline(engine: &Engine, deadline: Duration) {
 type AddFn = fn(&mut Linker<StoreData>) -> wasmtime::Result<()>;
 
 /// Every interface a plugin may import (by prefix of the import name), and
-/// how the host provides it. Anything else, `wasi:sockets` and `wasi:http`
-/// in particular, is refused before instantiation. `wasi:filesystem` is
-/// provided because Rust's std always imports it; the plugin gets no
-/// preopened directory, so it can name no file.
+/// how the host provides it. Anything else — `wasi:sockets`, `wasi:http`,
+/// `wasi:filesystem` (a plugin has no files: no preopens, no state
+/// directory; IPAM state will be a capability of its own) — is refused
+/// before instantiation.
 const PROVIDED: &[(&str, AddFn)] = {
     type T = StoreData;
     &[
@@ -365,12 +366,6 @@ const PROVIDED: &[(&str, AddFn)] = {
         }),
         ("wasi:clocks/monotonic-clock@0.2.", |l| {
             clocks::monotonic_clock::add_to_linker::<T, WasiClocks>(l, T::clocks)
-        }),
-        ("wasi:filesystem/preopens@0.2.", |l| {
-            filesystem::preopens::add_to_linker::<T, WasiFilesystem>(l, T::filesystem)
-        }),
-        ("wasi:filesystem/types@0.2.", |l| {
-            sync::filesystem::types::add_to_linker::<T, WasiFilesystem>(l, T::filesystem)
         }),
         ("wasi:random/random@0.2.", |l| {
             random::random::add_to_linker::<T, WasiRandom>(l, |t| t.wasi.random())

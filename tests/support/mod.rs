@@ -272,6 +272,12 @@ impl<'a> Invoke<'a> {
         }
     }
 
+    /// Adds a command-line argument.
+    pub fn arg(mut self, a: impl AsRef<str>) -> Self {
+        self.args.push(a.as_ref().to_owned());
+        self
+    }
+
     /// Adds an environment variable.
     pub fn env(mut self, k: &str, v: impl AsRef<str>) -> Self {
         self.env.push((k.into(), v.as_ref().into()));

@@ -192,6 +192,7 @@ impl Host for StoreData {
                     no_prefix_route: options.no_prefix_route,
                 },
                 scope: options.scope.map(scope_value).unwrap_or(0),
+                broadcast: AddrSpec::default_broadcast(ip, len),
             };
             c.netlink(kind)?
                 .add_address(&spec)
