@@ -47,6 +47,30 @@ impl World {
             "link", "add", "mst0", "type", "veth", "peer", "name", "mst0p",
         ]);
         node.ip(&["link", "set", "lo", "up"]);
+        // Another container's link, as wasmcni marks them.
+        node.ip(&[
+            "link", "add", "other0", "type", "veth", "peer", "name", "other0p",
+        ]);
+        node.ip(&[
+            "link",
+            "set",
+            "other0",
+            "alias",
+            "wasmcni:another-container",
+        ]);
+        // A link the wide grant names by pattern, pre-existing and up.
+        node.ip(&[
+            "link",
+            "add",
+            "cnitestpre",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "cnitestprep",
+        ]);
+        node.ip(&["link", "set", "cnitestpre", "up"]);
+        node.ip(&["addr", "add", "10.77.0.1/24", "dev", "cnitestpre"]);
         let dir = tempfile::tempdir().expect("tempdir");
         World { node, ctr, dir }
     }
@@ -118,6 +142,85 @@ struct Case {
     call: &'static str,
     grant: Value,
     ops: Value,
+    /// The command (ADD unless a case is about another).
+    command: &'static str,
+    /// Ops before the last set something up: the plugin then exits 1 so
+    /// the journal takes the setup back, and the snapshot compares clean.
+    undo_setup: bool,
+}
+
+impl Case {
+    fn new(call: &'static str, grant: Value, ops: Value) -> Case {
+        Case {
+            call,
+            grant,
+            ops,
+            command: "ADD",
+            undo_setup: false,
+        }
+    }
+}
+
+/// A veth of the plugin's own in the host namespace (created, so owned).
+fn own_veth() -> Value {
+    json!({"call": "link.create-veth", "ns": "host", "name": "cnitestv9", "peer-ns": "container", "peer-name": "eth9"})
+}
+
+/// Cases for the invariants no policy waives, beyond one per function.
+fn invariant_cases() -> Vec<Case> {
+    let setup = |call, ops: Value| Case {
+        undo_setup: true,
+        ..Case::new(call, wide(), ops)
+    };
+    vec![
+        // Replacing a node route through a link of the plugin's own.
+        setup(
+            "route.replace",
+            json!([own_veth(), {"call": "route.replace", "ns": "host", "destination": "198.51.100.0/24", "gateway": "192.0.2.1", "link": "cnitestv9"}]),
+        ),
+        // The local table (the node's own addresses).
+        setup(
+            "route.replace",
+            json!([own_veth(), {"call": "route.replace", "ns": "host", "destination": "192.0.2.10/32", "table": 255, "link": "cnitestv9"}]),
+        ),
+        // Enslaving its own link to the uplink changes the uplink.
+        setup(
+            "link.set-master",
+            json!([own_veth(), {"call": "link.set-master", "ns": "host", "link": "cnitestv9", "master": "uplink"}]),
+        ),
+        // Another container's link (alias wasmcni:another-container).
+        Case::new(
+            "link.set-up",
+            wide(),
+            json!([{"call": "link.set-up", "ns": "host", "link": "other0", "up": true}]),
+        ),
+        Case::new(
+            "link.move-to",
+            wide(),
+            json!([{"call": "link.move-to", "ns": "host", "link": "other0", "target": "container"}]),
+        ),
+        // `conf.*.forwarding` does not grant `conf.all.forwarding`.
+        Case::new(
+            "sysctl.set",
+            wide(),
+            json!([{"call": "sysctl.set", "ns": "host", "key": "net.ipv4.conf.all.forwarding", "value": "1"}]),
+        ),
+        // A passthru macvlan would change its `masters` link.
+        Case::new(
+            "link.create-macvlan",
+            wide(),
+            json!([{"call": "link.create-macvlan", "ns": "container", "master-ns": "host", "master": "mst0", "mode": "passthru", "name": "mv0"}]),
+        ),
+        // CHECK is read-only whatever the grant.
+        Case {
+            command: "CHECK",
+            ..Case::new(
+                "link.set-up",
+                wide(),
+                json!([{"call": "link.set-up", "ns": "container", "link": "lo", "up": true}]),
+            )
+        },
+    ]
 }
 
 fn without(path: &[&str], key: &str) -> Value {
@@ -144,21 +247,29 @@ fn cases() -> Vec<Case> {
             call: "netns.host",
             grant: json!({"container": w()["container"]}),
             ops: json!([{"call": "link.list", "ns": "host"}]),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "link.get-by-name",
             grant: without(&["host"], "read"),
             ops: host("link.get-by-name", json!({"name": "uplink"})),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "link.get-by-index",
             grant: without(&["host"], "read"),
             ops: host("link.get-by-index", json!({"index": 1})),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "link.list",
             grant: without(&["host"], "read"),
             ops: host("link.list", json!({})),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "link.create-veth",
@@ -171,36 +282,50 @@ fn cases() -> Vec<Case> {
                 "link.create-veth",
                 json!({"name": "cnitestv0", "peer-ns": "container", "peer-name": "eth0"}),
             ),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "link.create-bridge",
             grant: w(),
             ops: json!([{"call": "link.create-bridge", "ns": "container", "name": "br0"}]),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "link.create-dummy",
             grant: w(),
             ops: host("link.create-dummy", json!({"name": "cnitestd0"})),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "link.create-tap",
             grant: w(),
             ops: host("link.create-tap", json!({"name": "cnitestt0"})),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "link.create-macvlan",
             grant: w(),
             ops: json!([{"call": "link.create-macvlan", "ns": "container", "master-ns": "host", "master": "uplink", "name": "mv0"}]),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "link.create-ipvlan",
             grant: w(),
             ops: json!([{"call": "link.create-ipvlan", "ns": "container", "master-ns": "host", "master": "uplink", "name": "iv0"}]),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "link.create-vlan",
             grant: w(),
             ops: json!([{"call": "link.create-vlan", "ns": "container", "master-ns": "host", "master": "uplink", "name": "vl0", "vlan-id": 7}]),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "link.move-to",
@@ -209,16 +334,22 @@ fn cases() -> Vec<Case> {
                 "link.move-to",
                 json!({"link": "uplink", "target": "container"}),
             ),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "link.set-up",
             grant: w(),
             ops: host("link.set-up", json!({"link": "uplink", "up": false})),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "link.set-mtu",
             grant: w(),
             ops: host("link.set-mtu", json!({"link": "uplink", "mtu": 1280})),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "link.set-mac",
@@ -227,6 +358,8 @@ fn cases() -> Vec<Case> {
                 "link.set-mac",
                 json!({"link": "uplink", "mac": "02:00:00:00:00:01"}),
             ),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "link.set-master",
@@ -235,11 +368,15 @@ fn cases() -> Vec<Case> {
                 "link.set-master",
                 json!({"link": "mst0", "master": "uplink"}),
             ),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "link.set-hairpin",
             grant: w(),
             ops: host("link.set-hairpin", json!({"link": "uplink", "on": true})),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "link.set-promiscuous",
@@ -248,26 +385,36 @@ fn cases() -> Vec<Case> {
                 "link.set-promiscuous",
                 json!({"link": "uplink", "on": true}),
             ),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "link.set-name",
             grant: w(),
             ops: host("link.set-name", json!({"link": "mst0", "name": "renamed0"})),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "link.set-alias",
             grant: w(),
             ops: host("link.set-alias", json!({"link": "mst0", "alias": "x"})),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "link.delete",
             grant: w(),
             ops: host("link.delete", json!({"link": "uplink"})),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "address.list",
             grant: without(&["host"], "read"),
             ops: host("address.list", json!({})),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "address.add",
@@ -276,6 +423,8 @@ fn cases() -> Vec<Case> {
                 "address.add",
                 json!({"link": "uplink", "prefix": "192.0.2.11/24"}),
             ),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "address.delete",
@@ -284,6 +433,8 @@ fn cases() -> Vec<Case> {
                 "address.delete",
                 json!({"link": "uplink", "prefix": "192.0.2.10/24"}),
             ),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "address.announce",
@@ -292,11 +443,15 @@ fn cases() -> Vec<Case> {
                 "address.announce",
                 json!({"link": "uplink", "address": "192.0.2.10"}),
             ),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "route.list",
             grant: without(&["host"], "read"),
             ops: host("route.list", json!({})),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "route.add",
@@ -305,6 +460,8 @@ fn cases() -> Vec<Case> {
                 "route.add",
                 json!({"destination": "203.0.113.0/24", "gateway": "192.0.2.1", "link": "uplink"}),
             ),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "route.replace",
@@ -313,16 +470,22 @@ fn cases() -> Vec<Case> {
                 "route.replace",
                 json!({"destination": "198.51.100.0/24", "gateway": "192.0.2.2", "link": "uplink"}),
             ),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "route.delete",
             grant: w(),
             ops: host("route.delete", json!({"destination": "198.51.100.0/24"})),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "sysctl.get",
             grant: w(),
             ops: host("sysctl.get", json!({"key": "net.ipv4.ip_forward"})),
+            command: "ADD",
+            undo_setup: false,
         },
         Case {
             call: "sysctl.set",
@@ -331,6 +494,8 @@ fn cases() -> Vec<Case> {
                 "sysctl.set",
                 json!({"key": "net.ipv4.conf.uplink.forwarding", "value": "1"}),
             ),
+            command: "ADD",
+            undo_setup: false,
         },
     ]
 }
@@ -340,7 +505,7 @@ const UNGATED: &[&str] = &["netns.container", "netns.[method]netns.kind"];
 
 #[test]
 fn s2_every_host_function_just_outside_policy_is_denied_audited_and_harmless() {
-    let cases = cases();
+    let mut cases = cases();
     // Every host function in the capability catalog has a case.
     for e in wasmcni::caps::catalog::ENTRIES {
         assert!(
@@ -349,17 +514,24 @@ fn s2_every_host_function_just_outside_policy_is_denied_audited_and_harmless() {
             e.call
         );
     }
+    cases.extend(invariant_cases());
     let world = World::new("s2");
     for case in &cases {
         let before = world.snapshot();
         let _ = std::fs::remove_file(world.audit_path());
         let run = world.run(
-            "ADD",
+            case.command,
             &policy_with(case.grant.clone()),
-            &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": case.ops}),
+            &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": case.ops,
+                    "exit": i32::from(case.undo_setup)}),
             &[],
         );
-        assert_eq!(run.code, 0, "{}: {run:?}", case.call);
+        assert_eq!(
+            run.code,
+            i32::from(case.undo_setup),
+            "{}: {run:?}",
+            case.call
+        );
         let report = run.json();
         let last = report["results"]
             .as_array()
@@ -372,18 +544,17 @@ fn s2_every_host_function_just_outside_policy_is_denied_audited_and_harmless() {
             audit.iter().any(|r| r["call"] == case.call
                 && r["outcome"] == "denied"
                 && r["plugin"] == "scripted"
-                && r["command"] == "ADD"
+                && r["command"] == case.command
                 && r["container_id"] == "ctr-test-1"
                 && r["ifname"] == "eth0"
                 && r["sha256"].as_str().is_some_and(|s| s.len() == 64)),
             "{}: no denied audit record in {audit:#?}",
             case.call
         );
-        assert_eq!(
-            before,
-            world.snapshot(),
-            "{}: kernel state changed",
-            case.call
+        support::assert_same(
+            &before,
+            &world.snapshot(),
+            &format!("{}: kernel state changed", case.call),
         );
     }
 }
@@ -408,7 +579,7 @@ fn during_add_only_links_created_in_the_same_call_can_be_deleted() {
     let r = run.json();
     assert_eq!(r["results"][0]["error"], "access-denied", "{r}");
     assert!(r["results"][2].get("ok").is_some(), "{r}");
-    assert_eq!(before, world.snapshot());
+    support::assert_same(&before, &world.snapshot(), "");
     // DEL may delete what an earlier ADD left.
     let run = world.run(
         "DEL",
@@ -449,21 +620,66 @@ fn s6_ops() -> Value {
         {"call": "address.delete", "ns": "container", "link": "lo", "prefix": "10.55.0.1/24"},
         {"call": "link.create-veth", "ns": "container", "name": "d1", "peer-ns": "container", "peer-name": "d1p"},
         {"call": "link.set-name", "ns": "container", "link": "d1", "name": "d2"},
+        // Changes to what was there before the ADD (see `s6_world`).
+        {"call": "link.set-mtu", "ns": "container", "link": "pre0", "mtu": 1280},
+        {"call": "link.set-mac", "ns": "container", "link": "pre0", "mac": "02:00:00:00:00:77"},
+        {"call": "link.set-alias", "ns": "container", "link": "pre0", "alias": "was-pre"},
+        {"call": "link.set-promiscuous", "ns": "container", "link": "pre0", "on": true},
+        {"call": "link.set-name", "ns": "container", "link": "pre0p", "name": "renamed0"},
+        {"call": "route.replace", "ns": "container", "destination": "10.61.0.0/24", "gateway": "10.99.0.1", "link": "eth0"},
+        {"call": "route.delete", "ns": "container", "destination": "10.62.0.0/24", "metric": 10},
+        {"call": "address.delete", "ns": "container", "link": "pre0", "prefix": "10.60.0.1/24"},
+        {"call": "link.set-up", "ns": "container", "link": "pre0", "up": false},
+        {"call": "link.move-to", "ns": "container", "link": "renamed0", "target": "host", "new-name": "cnitestmv0"},
+        {"call": "link.set-master", "ns": "host", "link": "cnitestpre", "master": "cnitest0"},
+        {"call": "link.set-hairpin", "ns": "host", "link": "cnitestpre", "on": true},
+        {"call": "link.set-mtu", "ns": "host", "link": "cnitestpre", "mtu": 1300},
+        {"call": "sysctl.set", "ns": "host", "key": "net.ipv4.conf.cnitestpre.forwarding", "value": "1"},
+        {"call": "address.add", "ns": "host", "link": "cnitestpre", "prefix": "10.78.0.1/24"},
+        {"call": "address.delete", "ns": "host", "link": "cnitestpre", "prefix": "10.77.0.1/24"},
+        {"call": "link.set-up", "ns": "host", "link": "cnitestpre", "up": false},
+        {"call": "sysctl.set", "ns": "host", "key": "net.ipv4.conf.all.forwarding", "value": "1"},
     ])
+}
+
+/// A world with things already there for the S6 plugin to change: the
+/// container's lo up with an extra address, a veth `pre0` with an address
+/// and routes (the host side has `cnitestpre`, see `World::new`).
+fn s6_world(tag: &str) -> World {
+    let world = World::new(tag);
+    let c = &world.ctr;
+    c.ip(&["link", "set", "lo", "up"]);
+    c.ip(&["addr", "add", "10.55.0.1/24", "dev", "lo"]);
+    c.ip(&[
+        "link", "add", "pre0", "type", "veth", "peer", "name", "pre0p",
+    ]);
+    c.ip(&["link", "set", "pre0", "up"]);
+    c.ip(&["addr", "add", "10.60.0.1/24", "dev", "pre0"]);
+    c.ip(&["route", "add", "10.61.0.0/24", "dev", "pre0"]);
+    c.ip(&[
+        "route",
+        "add",
+        "10.62.0.0/24",
+        "via",
+        "10.60.0.2",
+        "dev",
+        "pre0",
+        "metric",
+        "10",
+    ]);
+    world
 }
 
 fn s6_grant() -> Value {
     let mut g = wide();
     g["host"]["create"] = json!(["veth", "bridge", "dummy"]);
+    g["host"]["sysctls"] = json!(["net.ipv4.conf.*.forwarding", "net.ipv4.conf.all.forwarding"]);
     g
 }
 
 #[test]
 fn s6_a_failed_add_is_undone_after_every_host_call() {
-    let world = World::new("s6");
-    // The container's lo starts up with its addresses, like after loopback.
-    world.ctr.ip(&["link", "set", "lo", "up"]);
-    world.ctr.ip(&["addr", "add", "10.55.0.1/24", "dev", "lo"]);
+    let world = s6_world("s6");
     let before = world.snapshot();
     let conf = |fail: Value| json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": s6_ops(), "fail": fail});
     let policy = policy_with(s6_grant());
@@ -480,9 +696,7 @@ fn s6_a_failed_add_is_undone_after_every_host_call() {
     assert_ne!(before, world.snapshot());
     // ... so start over from a clean pair.
     drop(world);
-    let world = World::new("s6b");
-    world.ctr.ip(&["link", "set", "lo", "up"]);
-    world.ctr.ip(&["addr", "add", "10.55.0.1/24", "dev", "lo"]);
+    let world = s6_world("s6b");
     let before = world.snapshot();
 
     for k in 1..=total {
@@ -492,7 +706,11 @@ fn s6_a_failed_add_is_undone_after_every_host_call() {
             let err = run.json();
             let want = if how == "exit" { 11 } else { 100 };
             assert_eq!(err["code"], want, "k={k} {how}: {run:?}");
-            assert_eq!(before, world.snapshot(), "k={k} {how}: state not restored");
+            support::assert_same(
+                &before,
+                &world.snapshot(),
+                &format!("k={k} {how}: state not restored"),
+            );
         }
     }
     // Deadline: the plugin spins after its k-th call.
@@ -504,7 +722,36 @@ fn s6_a_failed_add_is_undone_after_every_host_call() {
             &[("WASMCNI_DEADLINE_MS", "1000")],
         );
         run.assert_cni_error(101, "deadline");
-        assert_eq!(before, world.snapshot(), "k={k} loop: state not restored");
+        support::assert_same(
+            &before,
+            &world.snapshot(),
+            &format!("k={k} loop: state not restored"),
+        );
+        // ... or blocks in the host (a clock), or grows its memory.
+        let run = world.run(
+            "ADD",
+            &policy,
+            &conf(json!({"after": k, "how": "sleep"})),
+            &[("WASMCNI_DEADLINE_MS", "500")],
+        );
+        run.assert_cni_error(101, "deadline");
+        support::assert_same(
+            &before,
+            &world.snapshot(),
+            &format!("k={k} sleep: state not restored"),
+        );
+        let run = world.run(
+            "ADD",
+            &policy,
+            &conf(json!({"after": k, "how": "memory"})),
+            &[],
+        );
+        run.assert_cni_error(102, "memory cap");
+        support::assert_same(
+            &before,
+            &world.snapshot(),
+            &format!("k={k} memory: state not restored"),
+        );
     }
     // Every undo step is audited.
     assert!(world
@@ -540,7 +787,7 @@ fn s8_netns_confusion_is_refused_and_touches_nothing() {
             .in_netns(&world.node)
             .run();
         run.assert_cni_error(4, "");
-        assert_eq!(before, world.snapshot(), "{what}");
+        support::assert_same(&before, &world.snapshot(), what);
     }
 }
 
@@ -564,7 +811,7 @@ fn s9_limits_end_the_plugin_with_a_cni_error_and_undo() {
     );
     run.assert_cni_error(104, "budget of 10000 host calls");
     assert!(t.elapsed() < Duration::from_secs(30), "{:?}", t.elapsed());
-    assert_eq!(before, world.snapshot());
+    support::assert_same(&before, &world.snapshot(), "");
     // A per-plugin budget from the policy.
     let mut g = wide();
     g["host-calls"] = json!(5);
@@ -595,24 +842,28 @@ fn s9_limits_end_the_plugin_with_a_cni_error_and_undo() {
         "invalid-argument",
         "{run:?}"
     );
-    // The deadline, from the policy: ends within deadline + 1 s.
-    let mut g = wide();
-    g["deadline-ms"] = json!(500);
-    let t = Instant::now();
-    let run = world.run(
-        "ADD",
-        &policy_with(g),
-        &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
-            {"call": "link.create-veth", "ns": "container", "name": "x1", "peer-ns": "container", "peer-name": "x1p"}], "fail": {"after": 2, "how": "loop"}}),
-        &[],
-    );
-    run.assert_cni_error(101, "deadline of 500 ms");
-    assert!(
-        t.elapsed() < Duration::from_millis(1500),
-        "{:?}",
-        t.elapsed()
-    );
-    assert_eq!(before, world.snapshot());
+    // The deadline, from the policy: ends within deadline + 1 s, whether
+    // the plugin spins in wasm or sleeps an hour in the host.
+    for how in ["loop", "sleep"] {
+        let mut g = wide();
+        g["deadline-ms"] = json!(500);
+        let t = Instant::now();
+        let run = world.run(
+            "ADD",
+            &policy_with(g),
+            &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
+                {"call": "link.create-veth", "ns": "container", "name": "x1", "peer-ns": "container", "peer-name": "x1p"}],
+                "fail": {"after": 2, "how": how}}),
+            &[],
+        );
+        run.assert_cni_error(101, "deadline of 500 ms");
+        assert!(
+            t.elapsed() < Duration::from_millis(1500),
+            "{how}: {:?}",
+            t.elapsed()
+        );
+        support::assert_same(&before, &world.snapshot(), how);
+    }
 }
 
 #[test]

@@ -1,9 +1,9 @@
 //! The audit log: one JSON line per capability call, allowed or denied,
 //! and per undo step.
 //!
-//! Records are collected during the invocation and written at its end in
-//! one `write` to a file opened with `O_APPEND`, so concurrent invocations
-//! never interleave within a line. The sink is `$WASMCNI_AUDIT`: `off`,
+//! Each record is written as the call returns, in one `write` to a file
+//! opened with `O_APPEND`, so concurrent invocations never interleave
+//! within a line and a killed invocation leaves the records of what it did. The sink is `$WASMCNI_AUDIT`: `off`,
 //! `stderr`, or a file path; by default [`DEFAULT_AUDIT_FILE`]. A sink that
 //! cannot be written is reported on stderr; the call's result stands.
 
@@ -98,7 +98,8 @@ struct Record<'a> {
 pub struct Audit {
     who: Identity,
     sink: Sink,
-    lines: Vec<u8>,
+    file: Option<std::fs::File>,
+    broken: bool,
 }
 
 impl Audit {
@@ -107,13 +108,15 @@ impl Audit {
         Audit {
             who,
             sink,
-            lines: Vec::new(),
+            file: None,
+            broken: false,
         }
     }
 
-    /// Records one call.
+    /// Records one call, at once: a record must not depend on the process
+    /// living to the end of the invocation (a runtime may kill it).
     pub fn record(&mut self, call: &str, args: &Value, outcome: &Outcome) {
-        if self.sink == Sink::Off {
+        if self.sink == Sink::Off || self.broken {
             return;
         }
         let rec = Record {
@@ -123,29 +126,38 @@ impl Audit {
             args,
             outcome,
         };
-        if serde_json::to_writer(&mut self.lines, &rec).is_ok() {
-            self.lines.push(b'\n');
+        let mut line = match serde_json::to_vec(&rec) {
+            Ok(l) => l,
+            Err(_) => return,
+        };
+        line.push(b'\n');
+        if let Err(e) = self.write(&line) {
+            // Say so once; the call's result stands.
+            self.broken = true;
+            eprintln!("wasmcni: cannot write the audit log {:?}: {e}", self.sink);
         }
     }
 
-    /// Writes what was recorded to the sink.
-    pub fn flush(&mut self) {
-        if self.lines.is_empty() {
-            return;
-        }
-        let lines = std::mem::take(&mut self.lines);
-        let result = match &self.sink {
+    /// One `write` per record to a file opened with `O_APPEND`: records of
+    /// concurrent invocations never interleave within a line.
+    fn write(&mut self, line: &[u8]) -> std::io::Result<()> {
+        match &self.sink {
             Sink::Off => Ok(()),
-            Sink::Stderr => std::io::stderr().lock().write_all(&lines),
-            Sink::File(path) => append(path, &lines),
-        };
-        if let Err(e) = result {
-            eprintln!("wasmcni: cannot write the audit log {:?}: {e}", self.sink);
+            Sink::Stderr => std::io::stderr().lock().write_all(line),
+            Sink::File(path) => {
+                if self.file.is_none() {
+                    self.file = Some(open_append(path)?);
+                }
+                match &mut self.file {
+                    Some(f) => f.write_all(line),
+                    None => Ok(()),
+                }
+            }
         }
     }
 }
 
-fn append(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+fn open_append(path: &std::path::Path) -> std::io::Result<std::fs::File> {
     let open = || {
         std::fs::OpenOptions::new()
             .append(true)
@@ -154,7 +166,7 @@ fn append(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
             .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW)
             .open(path)
     };
-    let mut f = match open() {
+    match open() {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if let Some(dir) = path.parent() {
                 std::fs::DirBuilder::new()
@@ -162,11 +174,10 @@ fn append(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
                     .mode(0o700)
                     .create(dir)?;
             }
-            open()?
+            open()
         }
-        r => r?,
-    };
-    f.write_all(bytes)
+        r => r,
+    }
 }
 
 #[cfg(test)]
@@ -197,7 +208,6 @@ mod tests {
                 reason: "not owned".into(),
             },
         );
-        a.flush();
         let text = std::fs::read_to_string(&path).expect("audit file");
         let lines: Vec<Value> = text
             .lines()

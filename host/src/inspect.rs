@@ -46,7 +46,7 @@ pub fn report(plugin: &str, policy_file: Option<&Path>) -> anyhow::Result<Value>
     }
     let refused = runner::refused_imports(&names);
     let policy = Policy::load(policy_file)?;
-    let entry = policy.entry(p.name());
+    let entry = policy.entry_for(p.name(), *p.origin() == plugins::Origin::Bundled);
     let pin_ok = entry.check_pin(p.sha256());
     Ok(json!({
         "plugin": p.name(),

@@ -159,7 +159,49 @@ impl Undo {
             Undo::DeleteAddress { ns, spec } | Undo::AddAddress { ns, spec } => {
                 Some((*ns, spec.index))
             }
+            Undo::DeleteRoute { ns, spec } | Undo::RestoreRoute { ns, spec } => {
+                spec.oif.map(|oif| (*ns, oif))
+            }
+            Undo::SetSysctl { .. } => None,
+        }
+    }
+
+    /// The link (`ns`, `from`) is now `to` in the same namespace (it came
+    /// back from a move under another index): make this entry say so.
+    pub fn remap(&mut self, ns_of: Kind, from: u32, to: u32) {
+        let target = match self {
+            Undo::DeleteLink { ns, index }
+            | Undo::SetUp { ns, index, .. }
+            | Undo::SetMtu { ns, index, .. }
+            | Undo::SetMac { ns, index, .. }
+            | Undo::SetMaster { ns, index, .. }
+            | Undo::SetHairpin { ns, index, .. }
+            | Undo::SetPromisc { ns, index, .. }
+            | Undo::SetName { ns, index, .. }
+            | Undo::SetAlias { ns, index, .. }
+            | Undo::MoveBack { ns, index, .. } => Some((ns, index)),
+            Undo::DeleteAddress { ns, spec } | Undo::AddAddress { ns, spec } => {
+                Some((ns, &mut spec.index))
+            }
             _ => None,
+        };
+        if let Some((ns, index)) = target {
+            if *ns == ns_of && *index == from {
+                *index = to;
+            }
+        }
+        match self {
+            Undo::SetMaster {
+                ns,
+                master: Some(m),
+                ..
+            } if *ns == ns_of && *m == from => *m = to,
+            Undo::DeleteRoute { ns, spec } | Undo::RestoreRoute { ns, spec }
+                if *ns == ns_of && spec.oif == Some(from) =>
+            {
+                spec.oif = Some(to)
+            }
+            _ => {}
         }
     }
 

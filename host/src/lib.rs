@@ -7,6 +7,7 @@ pub mod announce;
 pub mod audit;
 pub mod caps;
 pub mod cli;
+pub mod clock;
 pub mod cni_error;
 pub mod demo;
 pub mod engine;

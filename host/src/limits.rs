@@ -7,20 +7,28 @@ use wasmtime::{ResourceLimiter, StoreLimits, StoreLimitsBuilder};
 pub struct Limiter {
     inner: StoreLimits,
     cap: usize,
+    /// Bytes of linear memory of all the plugin's memories together.
+    total: usize,
     hit: bool,
 }
 
+/// The most elements any one table may have (a Rust plugin's function
+/// table has a few thousand; each element costs the host memory).
+pub const MAX_TABLE_ELEMENTS: usize = 100_000;
+
 impl Limiter {
-    /// A limiter with a linear-memory cap of `cap` bytes (all memories of
-    /// the component together count one by one against it).
+    /// A limiter with a cap of `cap` bytes on all the plugin's linear
+    /// memories together, and [`MAX_TABLE_ELEMENTS`] per table.
     pub fn new(cap: usize) -> Limiter {
         Limiter {
             inner: StoreLimitsBuilder::new()
                 .instances(64)
                 .tables(64)
                 .memories(8)
+                .table_elements(MAX_TABLE_ELEMENTS)
                 .build(),
             cap,
+            total: 0,
             hit: false,
         }
     }
@@ -38,13 +46,18 @@ impl ResourceLimiter for Limiter {
         desired: usize,
         maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.cap {
+        let total = self.total.saturating_sub(current).saturating_add(desired);
+        if total > self.cap {
             self.hit = true;
             // An error (not `Ok(false)`) traps the guest at once, so a
             // memory bomb cannot retry.
             return Err(wasmtime::Error::msg("memory cap reached"));
         }
-        self.inner.memory_growing(current, desired, maximum)
+        let ok = self.inner.memory_growing(current, desired, maximum)?;
+        if ok {
+            self.total = total;
+        }
+        Ok(ok)
     }
 
     fn table_growing(

@@ -337,6 +337,63 @@ impl RouteSpec {
     }
 }
 
+/// What the kernel identifies a route by, whatever its type: table,
+/// destination, TOS and metric (`fib_table_insert` / `ip6_ins_rt`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteKey {
+    /// Routing table.
+    pub table: u32,
+    /// Destination network.
+    pub dst: IpAddr,
+    /// Destination prefix length.
+    pub dst_len: u8,
+    /// `rtm_tos`.
+    pub tos: u8,
+    /// The metric, with the kernel's default (IPv6: 1024) filled in.
+    pub metric: u32,
+}
+
+impl RouteKey {
+    /// The key of any kernel route message (local, multipath, ... too).
+    pub fn of_message(msg: &RouteMessage) -> Option<RouteKey> {
+        let h = &msg.header;
+        let family = h.address_family;
+        let mut key = RouteKey {
+            table: u32::from(h.table),
+            dst: unspecified(family)?,
+            dst_len: h.destination_prefix_length,
+            tos: h.tos,
+            metric: 0,
+        };
+        for attr in &msg.attributes {
+            match attr {
+                RouteAttribute::Destination(a) => key.dst = route_ip(a, family)?,
+                RouteAttribute::Table(t) => key.table = *t,
+                RouteAttribute::Priority(p) => key.metric = *p,
+                _ => {}
+            }
+        }
+        if key.dst.is_ipv6() && key.metric == 0 {
+            key.metric = 1024;
+        }
+        Some(key)
+    }
+
+    /// The key of a modelled route.
+    pub fn of_spec(s: &RouteSpec) -> RouteKey {
+        RouteKey {
+            table: s.table,
+            dst: s.dst,
+            dst_len: s.dst_len,
+            tos: 0,
+            metric: s
+                .metric
+                .filter(|m| *m != 0 || s.dst.is_ipv4())
+                .unwrap_or(if s.dst.is_ipv6() { 1024 } else { 0 }),
+        }
+    }
+}
+
 /// The all-zero address of an IP family.
 fn unspecified(family: AddressFamily) -> Option<IpAddr> {
     match family {
@@ -548,12 +605,13 @@ fn route_message(spec: &RouteSpec, delete: bool) -> Result<RouteMessage, NlError
     // Tables above 255 only fit RTA_TABLE; the header then says UNSPEC.
     h.table = u8::try_from(spec.table).unwrap_or(RouteHeader::RT_TABLE_UNSPEC);
     h.kind = RouteType::Unicast;
+    // A delete names the protocol exactly (so it never removes someone
+    // else's route with the same destination); the scope is a wildcard.
+    h.protocol = RouteProtocol::from(spec.protocol);
     if delete {
         h.scope = RouteScope::NoWhere;
-        h.protocol = RouteProtocol::Unspec;
     } else {
         h.scope = RouteScope::from(spec.scope);
-        h.protocol = RouteProtocol::from(spec.protocol);
         if spec.onlink {
             h.flags = RouteFlags::Onlink;
         }
@@ -687,6 +745,29 @@ impl Netlink {
             msg.attributes.push(LinkAttribute::IfName(name.to_owned()));
         }
         // No NLM_F_CREATE: this only ever modifies the existing link.
+        self.ack(RouteNetlinkMessage::NewLink(msg), 0)
+    }
+
+    /// Like [`Netlink::set_netns`], asking the kernel to give the link
+    /// index `new_index` in the target (`IFLA_NEW_IFINDEX`), so a link that
+    /// goes back where it came from gets its old index back. Fails (EBUSY,
+    /// EEXIST) if that index is taken there.
+    pub fn set_netns_at(
+        &mut self,
+        index: u32,
+        target: BorrowedFd<'_>,
+        new_name: Option<&str>,
+        new_index: u32,
+    ) -> Result<(), NlError> {
+        let mut msg = link_at(index)?;
+        msg.attributes
+            .push(LinkAttribute::NetNsFd(target.as_raw_fd()));
+        if let Some(name) = new_name {
+            check_ifname(name)?;
+            msg.attributes.push(LinkAttribute::IfName(name.to_owned()));
+        }
+        let new_index = i32::try_from(new_index).map_err(|_| NlError::Kernel(libc::EINVAL))?;
+        msg.attributes.push(LinkAttribute::NewIfIndex(new_index));
         self.ack(RouteNetlinkMessage::NewLink(msg), 0)
     }
 

@@ -136,13 +136,17 @@ impl NetNs {
         }
         let fd = self.file.as_fd();
         std::thread::scope(|s| {
-            s.spawn(move || {
-                nix::sched::setns(fd, nix::sched::CloneFlags::CLONE_NEWNET)
-                    .map_err(io::Error::from)?;
-                f()
-            })
-            .join()
-            .map_err(|_| io::Error::other("namespace thread panicked"))?
+            // `Builder::spawn_scoped`, not `spawn`: failing to create the
+            // thread is an error for the caller, not a panic.
+            std::thread::Builder::new()
+                .name("wasmcni-netns".into())
+                .spawn_scoped(s, move || {
+                    nix::sched::setns(fd, nix::sched::CloneFlags::CLONE_NEWNET)
+                        .map_err(io::Error::from)?;
+                    f()
+                })?
+                .join()
+                .map_err(|_| io::Error::other("namespace thread panicked"))?
         })
     }
 }

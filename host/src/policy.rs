@@ -193,6 +193,10 @@ pub struct Entry {
 pub struct Policy {
     /// Entries by plugin name.
     pub plugins: BTreeMap<String, Entry>,
+    /// The names whose entry comes from the policy file (the others are
+    /// embedded defaults, which apply to the bundled plugins only).
+    #[serde(skip)]
+    pub from_file: std::collections::BTreeSet<String>,
 }
 
 /// Everything a plugin may do in one invocation.
@@ -294,6 +298,7 @@ impl Policy {
         };
         if let Some(file) = read_trusted(&path, required)? {
             let overlay = Policy::parse(&file, &path.display().to_string())?;
+            policy.from_file.extend(overlay.plugins.keys().cloned());
             policy.plugins.extend(overlay.plugins);
         }
         Ok(policy)
@@ -302,6 +307,18 @@ impl Policy {
     /// The entry for plugin `name` (deny-all if none).
     pub fn entry(&self, name: &str) -> Entry {
         self.plugins.get(name).cloned().unwrap_or_default()
+    }
+
+    /// The entry for a plugin: the policy file's if it names it; else the
+    /// embedded default, but only for the plugin carried in wasmcni (a
+    /// `bridge.wasm` from elsewhere does not inherit the standard bridge's
+    /// grant); else deny-all.
+    pub fn entry_for(&self, name: &str, bundled: bool) -> Entry {
+        if self.from_file.contains(name) || bundled {
+            self.entry(name)
+        } else {
+            Entry::default()
+        }
     }
 }
 
@@ -422,6 +439,16 @@ mod tests {
         assert!(g.host.is_none());
         assert!(g.container.modify && g.container.read);
         assert!(g.container.create.is_empty());
+    }
+
+    #[test]
+    fn embedded_grants_only_go_to_bundled_plugins() {
+        let p = Policy::embedded();
+        assert!(p.entry_for("loopback", true).container.modify);
+        assert_eq!(p.entry_for("loopback", false), Entry::default());
+        let mut q = p.clone();
+        q.from_file.insert("loopback".into());
+        assert!(q.entry_for("loopback", false).container.modify);
     }
 
     #[test]

@@ -23,6 +23,7 @@ use wasmtime_wasi::{I32Exit, WasiCtxBuilder};
 
 use crate::audit::{Audit, Identity, Sink};
 use crate::caps::{self, BudgetExceeded, StoreData};
+use crate::clock::{DeadlineClock, HasDeadlineClock};
 use crate::cni_error::{version_for_errors, CniError, Code};
 use crate::engine::{self, ArtifactCache};
 use crate::limits::Limiter;
@@ -195,7 +196,10 @@ pub fn invoke(
         LookupError::Io { .. } => CniError::new(Code::Io, e.to_string()),
         _ => CniError::new(Code::InvalidConfig, e.to_string()),
     })?;
-    let entry = policy.entry(plugin.name());
+    let entry = policy.entry_for(
+        plugin.name(),
+        *plugin.origin() == crate::plugins::Origin::Bundled,
+    );
     entry.check_pin(plugin.sha256()).map_err(|why| {
         CniError::new(
             Code::PluginRefused,
@@ -365,7 +369,13 @@ const PROVIDED: &[(&str, AddFn)] = {
             clocks::wall_clock::add_to_linker::<T, WasiClocks>(l, T::clocks)
         }),
         ("wasi:clocks/monotonic-clock@0.2.", |l| {
-            clocks::monotonic_clock::add_to_linker::<T, WasiClocks>(l, T::clocks)
+            clocks::monotonic_clock::add_to_linker::<T, HasDeadlineClock>(l, |t| {
+                let deadline = t.deadline;
+                DeadlineClock {
+                    inner: t.clocks(),
+                    deadline,
+                }
+            })
         }),
         ("wasi:random/random@0.2.", |l| {
             random::random::add_to_linker::<T, WasiRandom>(l, |t| t.wasi.random())
@@ -446,7 +456,7 @@ fn run_component(
     } = inv;
     let var = |k: &str| lookup(&env, k).unwrap_or("").to_owned();
     let command = var("CNI_COMMAND");
-    let is_add = command == "ADD";
+    let cmd = caps::Command::from_env(&command);
     let who = Identity {
         plugin: plugin.name().to_owned(),
         sha256: plugin.sha256().to_owned(),
@@ -459,7 +469,7 @@ fn run_component(
         container,
         Audit::new(who.clone(), Sink::from_env()),
         &who.container_id,
-        is_add,
+        cmd,
     );
     let stdout = MemoryOutputPipe::new(MAX_STDOUT);
     let wasi = WasiCtxBuilder::new()
@@ -478,6 +488,7 @@ fn run_component(
         table: ResourceTable::new(),
         caps,
         limiter: Limiter::new(limits.memory_cap),
+        deadline: std::time::Instant::now() + limits.deadline,
     };
     let mut store = Store::new(engine, data);
     store.limiter(|s| &mut s.limiter);
@@ -507,7 +518,7 @@ fn run_component(
     let outcome = outcome(result, stdout, plugin, limits, hit_memory_cap);
     let caps = &mut store.data_mut().caps;
     let failed = !matches!(outcome, Ok(Output { code: 0, .. }));
-    let outcome = if is_add && failed && caps.journal_len() > 0 {
+    let outcome = if cmd == caps::Command::Add && failed && caps.journal_len() > 0 {
         // A failed ADD leaves nothing behind.
         let undo_failures = caps.undo();
         if undo_failures.is_empty() {
@@ -531,7 +542,6 @@ fn run_component(
     } else {
         outcome
     };
-    caps.audit().flush();
     // As above: the store's 4 GiB reservation and tables need no teardown
     // in a process that is about to exit.
     std::mem::forget(store);

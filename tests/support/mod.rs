@@ -160,6 +160,45 @@ impl Drop for Netns {
     }
 }
 
+/// Where two JSON values differ, as `path: left != right` lines (for
+/// readable assertion messages on large snapshots).
+pub fn json_diff(a: &Value, b: &Value) -> Vec<String> {
+    fn walk(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+        match (a, b) {
+            (Value::Object(x), Value::Object(y)) => {
+                for k in x.keys().chain(y.keys().filter(|k| !x.contains_key(*k))) {
+                    let (l, r) = (
+                        x.get(k).unwrap_or(&Value::Null),
+                        y.get(k).unwrap_or(&Value::Null),
+                    );
+                    walk(&format!("{path}.{k}"), l, r, out);
+                }
+            }
+            (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+                for (i, (l, r)) in x.iter().zip(y).enumerate() {
+                    walk(&format!("{path}[{i}]"), l, r, out);
+                }
+            }
+            _ if a != b => out.push(format!("{path}: {a} != {b}")),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk("", a, b, &mut out);
+    out
+}
+
+/// Asserts two snapshots are equal, showing only where they differ.
+#[track_caller]
+pub fn assert_same(before: &Value, after: &Value, what: &str) {
+    let d = json_diff(before, after);
+    assert!(
+        d.is_empty(),
+        "{what}: kernel state differs:\n{}",
+        d.join("\n")
+    );
+}
+
 /// Removes fields that differ between two otherwise identical namespaces
 /// or between two moments (lifetimes, counters, namespace ids).
 fn scrub(v: &mut Value) {

@@ -215,6 +215,8 @@ impl Host for StoreData {
         self.cap("address.delete", args, |c| {
             let (ip, len) = prefix_from_wit(prefix)?;
             c.address_target(kind, link_index)?;
+            // A primary address takes its secondaries and their routes along.
+            c.preserve_link_state(kind, link_index)?;
             let old = c
                 .find_address(kind, link_index, ip, len)?
                 .ok_or(CapError::Kernel(libc::EADDRNOTAVAIL))?;

@@ -15,9 +15,13 @@ pub struct Entry {
     pub policy: &'static str,
     /// What the journal does if ADD fails.
     pub undo: &'static str,
+    /// Whether it changes the kernel (or sends a packet): only ADD and DEL
+    /// may make such calls.
+    pub mutates: bool,
 }
 
-const HOST_LINK: &str = "host: only links wasmcni created (alias mark) or matching `links`";
+const HOST_LINK: &str =
+    "host: only links wasmcni created for this container (alias mark) or matching `links`";
 
 /// Every host function, in WIT order.
 pub const ENTRIES: &[Entry] = &[
@@ -26,60 +30,70 @@ pub const ENTRIES: &[Entry] = &[
         authority: "handle to the container namespace (CNI_NETNS, verified nsfs, not the host's)",
         policy: "none (always)",
         undo: "none (no side effect)",
+        mutates: false,
     },
     Entry {
         call: "netns.host",
         authority: "handle to the node namespace",
         policy: "`host` entry present",
         undo: "none (no side effect)",
+        mutates: false,
     },
     Entry {
         call: "netns.[method]netns.kind",
         authority: "none: says which namespace a handle is",
         policy: "none",
         undo: "none (no side effect)",
+        mutates: false,
     },
     Entry {
         call: "link.get-by-name",
         authority: "read one link",
         policy: "`read`",
         undo: "none (no side effect)",
+        mutates: false,
     },
     Entry {
         call: "link.get-by-index",
         authority: "read one link",
         policy: "`read`",
         undo: "none (no side effect)",
+        mutates: false,
     },
     Entry {
         call: "link.list",
         authority: "read every link",
         policy: "`read`",
         undo: "none (no side effect)",
+        mutates: false,
     },
     Entry {
         call: "link.create-veth",
         authority: "create a veth pair, peer born in the other namespace",
         policy: "`create: [veth]` in both namespaces; host end marked",
         undo: "delete the pair",
+        mutates: true,
     },
     Entry {
         call: "link.create-bridge",
         authority: "create a bridge",
         policy: "`create: [bridge]`; host: marked",
         undo: "delete it",
+        mutates: true,
     },
     Entry {
         call: "link.create-dummy",
         authority: "create a dummy link",
         policy: "`create: [dummy]`; host: marked",
         undo: "delete it",
+        mutates: true,
     },
     Entry {
         call: "link.create-tap",
         authority: "create a persistent tap (/dev/net/tun)",
         policy: "`create: [tap]`; host: marked",
         undo: "delete it",
+        mutates: true,
     },
     Entry {
         call: "link.create-macvlan",
@@ -87,138 +101,161 @@ pub const ENTRIES: &[Entry] = &[
         policy:
             "`create: [macvlan]` where born; master: host `masters` (read-only use), own or `links`",
         undo: "delete it",
+        mutates: true,
     },
     Entry {
         call: "link.create-ipvlan",
         authority: "create an ipvlan on a master, born in a namespace",
         policy: "`create: [ipvlan]` where born; master as for macvlan",
         undo: "delete it",
+        mutates: true,
     },
     Entry {
         call: "link.create-vlan",
         authority: "create an 802.1Q vlan on a master, born in a namespace",
         policy: "`create: [vlan]` where born; master as for macvlan",
         undo: "delete it",
+        mutates: true,
     },
     Entry {
         call: "link.move-to",
         authority: "move a link between the two namespaces",
         policy: "`move` in both; host source: own or `links`; moved into host: marked",
         undo: "move it back under its old name",
+        mutates: true,
     },
     Entry {
         call: "link.set-up",
         authority: "set a link up or down",
         policy: "`modify`; host: own or `links`",
         undo: "restore the old state",
+        mutates: true,
     },
     Entry {
         call: "link.set-mtu",
         authority: "change a link's MTU",
         policy: "`modify`; host: own or `links`",
         undo: "restore the old MTU",
+        mutates: true,
     },
     Entry {
         call: "link.set-mac",
         authority: "change a link's hardware address",
         policy: "`modify`; host: own or `links`",
         undo: "restore the old address",
+        mutates: true,
     },
     Entry {
         call: "link.set-master",
         authority: "enslave a link to a bridge, or free it",
         policy: "`modify` on the link and on the master; host: both own or `links`",
         undo: "restore the old master",
+        mutates: true,
     },
     Entry {
         call: "link.set-hairpin",
         authority: "set hairpin mode of a bridge port",
         policy: "`modify`; host: own or `links`",
         undo: "restore the old mode",
+        mutates: true,
     },
     Entry {
         call: "link.set-promiscuous",
         authority: "set or clear IFF_PROMISC",
         policy: "`modify`; host: own or `links`",
         undo: "restore the old flag",
+        mutates: true,
     },
     Entry {
         call: "link.set-name",
         authority: "rename a link",
         policy: "`modify`; host: own or `links`",
         undo: "restore the old name",
+        mutates: true,
     },
     Entry {
         call: "link.set-alias",
         authority: "set a link's alias",
         policy: "`modify`; container only (host alias is the mark)",
         undo: "restore the old alias",
+        mutates: true,
     },
     Entry {
         call: "link.delete",
         authority: "delete a link",
         policy: "`modify`; host: own or `links`; during ADD only links created in the same call",
         undo: "none needed (only links created in this ADD)",
+        mutates: true,
     },
     Entry {
         call: "address.list",
         authority: "read addresses",
         policy: "`read`",
         undo: "none (no side effect)",
+        mutates: false,
     },
     Entry {
         call: "address.add",
         authority: "add an address to a link",
         policy: "`addresses`; host: link own or `links`",
         undo: "delete it",
+        mutates: true,
     },
     Entry {
         call: "address.delete",
         authority: "delete an address of a link",
         policy: "`addresses`; host: link own or `links`",
         undo: "add it back",
+        mutates: true,
     },
     Entry {
         call: "address.announce",
         authority: "send one gratuitous ARP from a link",
         policy: "`announce`; host: link own or `links`",
         undo: "none (a packet)",
+        mutates: true,
     },
     Entry {
         call: "route.list",
         authority: "read routes",
         policy: "`read`",
         undo: "none (no side effect)",
+        mutates: false,
     },
     Entry {
         call: "route.add",
         authority: "add a route",
         policy: "`routes`; host: through a link own or `links`, marked with protocol 87",
         undo: "delete it",
+        mutates: true,
     },
     Entry {
         call: "route.replace",
         authority: "add or replace a route",
         policy: "`routes`; host: as add, and only replacing wasmcni's routes",
         undo: "put the old route back, or delete",
+        mutates: true,
     },
     Entry {
         call: "route.delete",
         authority: "delete a route",
         policy: "`routes`; host: only wasmcni's routes",
         undo: "add it back",
+        mutates: true,
     },
     Entry {
         call: "sysctl.get",
         authority: "read a net.* sysctl",
         policy: "`sysctls` patterns; host per-link keys: link own or `links`",
         undo: "none (no side effect)",
+        mutates: false,
     },
     Entry {
         call: "sysctl.set",
         authority: "write a net.* sysctl",
         policy: "`sysctls` patterns; host per-link keys: link own or `links`",
         undo: "write the old value back",
+        mutates: true,
     },
 ];
 
@@ -237,21 +274,30 @@ pub fn markdown() -> String {
          Invariants no policy can waive:\n\
          - a plugin acts only in the two namespaces it is handed (container from `CNI_NETNS`, host);\n\
          - in the host namespace it may modify, move or delete only links wasmcni created \
-         (alias `wasmcni:<container id>`) or links matching its `links` patterns; a `masters` link \
-         is used as a master and never changed;\n\
-         - host addresses only on such links; host routes only through such links, and only routes \
-         wasmcni created (protocol 87) may be replaced or deleted;\n\
-         - sysctls only under `net.` and the grant's `sysctls` patterns; per-link host keys only for \
-         such links;\n\
-         - during ADD a plugin deletes only links it created in the same call;\n\
+         for this container (alias `wasmcni:<container id>`) or links matching its `links` patterns; \
+         a `masters` link is used as a master and never changed (no passthru macvlan on it);\n\
+         - host addresses only on such links; host routes only in the main table and through such \
+         links, and only routes wasmcni created (protocol 87) through such links may be replaced or \
+         deleted; a local, multipath or nexthop route in the way of a replace is never touched;\n\
+         - sysctls only under `net.` and the grant's `sysctls` patterns (host `all`/`default` keys \
+         only when a pattern names them literally); per-link host keys only for such links;\n\
+         - during ADD a plugin deletes only links it created in the same call; before a change the \
+         kernel follows with flushes (setting a link down, changing its MTU, deleting an address, \
+         moving it) the journal also records the link's addresses and routes, and before \
+         `conf.all.*` every link's value;\n\
          - a denied call returns `access-denied`, is audited and has no side effect; every call \
          counts against the `host-calls` budget.\n\n\
-         | call | authority | policy | undo on failed ADD |\n|---|---|---|---|\n",
+         Calls that change the kernel are refused during CHECK, GC, STATUS and VERSION.\n\n\
+         | call | changes the kernel | authority | policy | undo on failed ADD |\n|---|---|---|---|---|\n",
     );
     for e in ENTRIES {
         s.push_str(&format!(
-            "| `{}` | {} | {} | {} |\n",
-            e.call, e.authority, e.policy, e.undo
+            "| `{}` | {} | {} | {} | {} |\n",
+            e.call,
+            if e.mutates { "yes" } else { "no" },
+            e.authority,
+            e.policy,
+            e.undo
         ));
     }
     s.push_str(&format!("\nHost links: {HOST_LINK}.\n"));

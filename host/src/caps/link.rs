@@ -395,6 +395,18 @@ impl Host for StoreData {
             "name": arg_str(&name), "mode": format!("{mode:?}"), "options": opts_arg(&options),
         });
         self.cap("link.create-macvlan", args, |c| {
+            if mode == MacvlanMode::Passthru && master_kind == Kind::Host {
+                // A passthru macvlan mirrors its MAC and promiscuity onto
+                // the master: that changes the master.
+                let m = c.link(master_kind, master)?;
+                c.check_host_link(master_kind, &m).map_err(|_| {
+                    CapError::Denied(format!(
+                        "a passthru macvlan changes its master; host link {:?} may only be \
+                         used as a master",
+                        m.name
+                    ))
+                })?;
+            }
             c.create_sub(
                 master_kind,
                 master,
@@ -495,6 +507,8 @@ impl Host for StoreData {
             }
             let l = c.link(kind, index)?;
             c.check_host_link(kind, &l)?;
+            // Moving flushes the link's addresses and routes.
+            c.preserve_link_state(kind, index)?;
             let fd = c.ns_fd(target_kind)?;
             c.netlink(kind)?
                 .set_netns(index, fd.as_fd(), new_name.as_deref())
@@ -527,6 +541,9 @@ impl Host for StoreData {
             json!({"ns": ns_arg(kind), "index": index, "up": up}),
             |c| {
                 let l = c.modifiable(kind, index)?;
+                if !up && l.up {
+                    c.preserve_link_state(kind, index)?;
+                }
                 c.netlink(kind)?
                     .set_link_up(index, up)
                     .map_err(|e| CapError::from(&e))?;
@@ -547,6 +564,7 @@ impl Host for StoreData {
             json!({"ns": ns_arg(kind), "index": index, "mtu": mtu}),
             |c| {
                 let l = c.modifiable(kind, index)?;
+                c.preserve_link_state(kind, index)?;
                 c.netlink(kind)?
                     .set_mtu(index, mtu)
                     .map_err(|e| CapError::from(&e))?;
@@ -735,7 +753,7 @@ impl Host for StoreData {
             json!({"ns": ns_arg(kind), "index": index}),
             |c| {
                 c.modifiable(kind, index)?;
-                if c.is_add && !c.journal.created(kind, index) {
+                if c.command == super::Command::Add && !c.journal.created(kind, index) {
                     return Err(CapError::Denied(
                         "during ADD a plugin may delete only links it created in the same call \
                      (the deletion could not be undone)"

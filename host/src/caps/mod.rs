@@ -6,11 +6,12 @@
 //! The invariants that no policy can waive live here, next to the calls:
 //! - a plugin acts only in the two namespaces it was given;
 //! - in the host namespace it may modify, move or delete only links wasmcni
-//!   created (alias mark [`MARK_PREFIX`]) or links its grant names by
-//!   pattern, and may use a `masters` link only as a master;
-//! - host addresses only on such links; host routes only through such links,
-//!   and only wasmcni's own routes ([`RTPROT_WASMCNI`]) may be replaced or
-//!   deleted;
+//!   created for this container (alias `wasmcni:<container id>`, see
+//!   [`MARK_PREFIX`]) or links its grant names by pattern, and may use a
+//!   `masters` link only as a master;
+//! - host addresses only on such links; host routes only in the main table,
+//!   through such links, and only wasmcni's own routes ([`RTPROT_WASMCNI`])
+//!   through such links may be replaced or deleted;
 //! - sysctls only under `net.` and under the grant's patterns; per-link
 //!   host keys only for links the plugin may modify;
 //! - during ADD a plugin deletes only links it created in the same call, so
@@ -23,7 +24,7 @@ use wasmtime::component::{HasSelf, Linker, Resource, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::audit::{Audit, Outcome};
-use crate::journal::Journal;
+use crate::journal::{Journal, Undo};
 use crate::limits::Limiter;
 use crate::netlink::{Netlink, NlError};
 use crate::netns::{Kind, NetNs};
@@ -85,7 +86,29 @@ pub struct Ctx {
     audit: Audit,
     calls: u64,
     mark: String,
-    is_add: bool,
+    command: Command,
+}
+
+/// The CNI command of the invocation, as far as authority goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// ADD: changes are journaled and undone if it fails.
+    Add,
+    /// DEL: changes are best-effort and stay.
+    Del,
+    /// CHECK, GC, STATUS, VERSION: read-only.
+    Other,
+}
+
+impl Command {
+    /// The command `CNI_COMMAND` names.
+    pub fn from_env(command: &str) -> Command {
+        match command {
+            "ADD" => Command::Add,
+            "DEL" => Command::Del,
+            _ => Command::Other,
+        }
+    }
 }
 
 impl Ctx {
@@ -97,7 +120,7 @@ impl Ctx {
         container: Option<NetNs>,
         audit: Audit,
         container_id: &str,
-        is_add: bool,
+        command: Command,
     ) -> Ctx {
         Ctx {
             grant,
@@ -108,13 +131,8 @@ impl Ctx {
             audit,
             calls: 0,
             mark: format!("{MARK_PREFIX}{container_id}"),
-            is_add,
+            command,
         }
-    }
-
-    /// The audit log (the runner flushes it when the invocation ends).
-    pub fn audit(&mut self) -> &mut Audit {
-        &mut self.audit
     }
 
     /// How many inverses the journal holds.
@@ -202,15 +220,47 @@ impl Ctx {
             return Ok(());
         }
         Err(CapError::Denied(format!(
-            "host link {:?} (index {}) was not created by wasmcni and matches no `links` pattern",
+            "host link {:?} (index {}) was not created by wasmcni for this container and \
+             matches no `links` pattern",
             l.name, l.index
         )))
     }
 
+    /// Whether wasmcni created `l` for this container: its alias is this
+    /// invocation's mark, not merely any wasmcni mark (one container's
+    /// plugin must not reach another container's links; links shared
+    /// between containers, like a bridge, are named by `links` patterns).
     fn owned(&self, l: &link::Link) -> bool {
-        l.alias
-            .as_deref()
-            .is_some_and(|a| a.starts_with(MARK_PREFIX))
+        l.alias.as_deref() == Some(self.mark.as_str())
+    }
+
+    /// Journals what the kernel drops along with some changes to link
+    /// `index` (setting it down flushes its routes, a small MTU drops its
+    /// IPv6 addresses, deleting a primary address drops the secondaries,
+    /// moving it drops both): the unicast routes through it, then its
+    /// addresses, recorded before the change so the undo puts them back
+    /// after reverting it (addresses first, then the routes that need them).
+    fn preserve_link_state(&mut self, kind: Kind, index: u32) -> Result<(), CapError> {
+        let nl = self.netlink(kind)?;
+        let routes = nl.routes(None).map_err(|e| CapError::from(&e))?;
+        let addresses = nl.addresses(None).map_err(|e| CapError::from(&e))?;
+        for spec in routes
+            .iter()
+            .filter_map(crate::netlink::RouteSpec::from_message)
+        {
+            if spec.oif == Some(index) {
+                self.journal.record(Undo::RestoreRoute { ns: kind, spec });
+            }
+        }
+        for spec in addresses
+            .iter()
+            .filter_map(crate::netlink::AddrSpec::from_message)
+        {
+            if spec.index == index {
+                self.journal.record(Undo::AddAddress { ns: kind, spec });
+            }
+        }
+        Ok(())
     }
 
     /// Marks a link wasmcni created (or moved) in the host namespace.
@@ -242,6 +292,8 @@ pub struct StoreData {
     pub caps: Ctx,
     /// Memory and table limits.
     pub limiter: Limiter,
+    /// When the plugin's wall-clock deadline passes.
+    pub deadline: std::time::Instant,
 }
 
 impl WasiView for StoreData {
@@ -279,7 +331,17 @@ impl StoreData {
             }
             return Err(CapError::Trap(BudgetExceeded(budget).into()));
         }
-        let result = f(caps);
+        // Only ADD and DEL change the kernel: CHECK, GC, STATUS and
+        // VERSION get read-only authority whatever the policy says.
+        let read_only =
+            caps.command == Command::Other && catalog::entry(call).is_none_or(|e| e.mutates);
+        let result = if read_only {
+            Err(CapError::Denied(
+                "only ADD and DEL may change the kernel".into(),
+            ))
+        } else {
+            f(caps)
+        };
         let outcome = match &result {
             Ok(_) => Outcome::Ok,
             Err(e) => e.outcome(),

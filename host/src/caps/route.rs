@@ -2,6 +2,7 @@
 
 use std::net::IpAddr;
 
+use netlink_packet_route::route::RouteMessage;
 use netlink_packet_route::AddressFamily;
 use serde_json::json;
 use wasmtime::component::Resource;
@@ -11,33 +12,20 @@ use super::bindings::wasmcni::plugin::route::{Host, Route, RouteInfo};
 use super::bindings::wasmcni::plugin::types::{IpFamily, IpPrefix, Scope};
 use super::{ns_arg, CapError, Ctx, NsHandle, StoreData, RTPROT_BOOT, RTPROT_WASMCNI};
 use crate::journal::Undo;
-use crate::netlink::RouteSpec;
+use crate::netlink::{RouteKey, RouteSpec};
 use crate::netns::Kind;
 
 /// `RT_TABLE_MAIN`.
 const MAIN_TABLE: u32 = 254;
 
-/// The metric the kernel gives a route without one (IPv6: 1024).
-fn effective_metric(s: &RouteSpec) -> u32 {
-    s.metric.unwrap_or(if s.dst.is_ipv6() { 1024 } else { 0 })
-}
-
-/// Whether two routes have the same kernel key (table, destination,
-/// metric): `replace` replaces, `add` collides.
-fn same_key(a: &RouteSpec, b: &RouteSpec) -> bool {
-    a.table == b.table
-        && a.dst == b.dst
-        && a.dst_len == b.dst_len
-        && effective_metric(a) == effective_metric(b)
-}
-
 /// Whether kernel route `k` is what a delete request `req` names: the key,
 /// plus gateway and output link when the request gives them.
 fn matches_delete(req: &RouteSpec, k: &RouteSpec) -> bool {
-    req.table == k.table
-        && req.dst == k.dst
-        && req.dst_len == k.dst_len
-        && (req.metric.is_none() || effective_metric(req) == effective_metric(k))
+    let (rk, kk) = (RouteKey::of_spec(req), RouteKey::of_spec(k));
+    rk.table == kk.table
+        && rk.dst == kk.dst
+        && rk.dst_len == kk.dst_len
+        && (req.metric.is_none() || rk.metric == kk.metric)
         && (req.gateway.is_none() || req.gateway == k.gateway)
         && (req.oif.is_none() || req.oif == k.oif)
 }
@@ -119,24 +107,29 @@ fn route_arg(s: &Result<RouteSpec, CapError>, r: &Route) -> serde_json::Value {
 }
 
 impl Ctx {
-    fn routes_of(&mut self, kind: Kind, v4: bool) -> Result<Vec<RouteSpec>, CapError> {
+    /// Every route of the family, of every type, as the kernel lists them.
+    fn routes_raw(&mut self, kind: Kind, v4: bool) -> Result<Vec<RouteMessage>, CapError> {
         let family = if v4 {
             AddressFamily::Inet
         } else {
             AddressFamily::Inet6
         };
-        let msgs = self
-            .netlink(kind)?
+        self.netlink(kind)?
             .routes(Some(family))
-            .map_err(|e| CapError::from(&e))?;
-        Ok(msgs.iter().filter_map(RouteSpec::from_message).collect())
+            .map_err(|e| CapError::from(&e))
     }
 
-    /// Route changes: `routes` granted; in the host namespace through a link
-    /// the plugin may modify.
+    /// Route changes: `routes` granted; in the host namespace only in the
+    /// main table and through a link the plugin may modify.
     fn route_target(&mut self, kind: Kind, spec: &RouteSpec) -> Result<(), CapError> {
         self.require(kind, |g| g.routes, "routes")?;
         if kind == Kind::Host {
+            if spec.table != MAIN_TABLE {
+                return Err(CapError::Denied(format!(
+                    "host routes only in the main table, not table {}",
+                    spec.table
+                )));
+            }
             let Some(oif) = spec.oif else {
                 return Err(CapError::Denied(
                     "a host route must name its output link (one the plugin may modify)".into(),
@@ -148,15 +141,35 @@ impl Ctx {
         Ok(())
     }
 
-    /// In the host namespace only wasmcni's routes may be replaced or deleted.
-    fn check_host_route(&self, kind: Kind, existing: &RouteSpec) -> Result<(), CapError> {
-        if kind == Kind::Host && existing.protocol != RTPROT_WASMCNI {
-            return Err(CapError::Denied(format!(
-                "host route {}/{} (table {}) was not created by wasmcni",
-                existing.dst, existing.dst_len, existing.table
-            )));
+    /// A route the plugin may replace or delete: one the journal can put
+    /// back (a plain unicast route), and in the host namespace one wasmcni
+    /// created (its protocol) through a link the plugin may modify.
+    fn replaceable(&mut self, kind: Kind, msg: &RouteMessage) -> Result<RouteSpec, CapError> {
+        let Some(spec) = RouteSpec::from_message(msg) else {
+            return Err(CapError::Denied(
+                "the route in the way is not a plain unicast route (local, multipath, \
+                 nexthop, ...) and could not be restored"
+                    .into(),
+            ));
+        };
+        if kind == Kind::Host {
+            let ours = spec.protocol == RTPROT_WASMCNI
+                && match spec.oif {
+                    Some(oif) => {
+                        let l = self.link(kind, oif)?;
+                        self.check_host_link(kind, &l).is_ok()
+                    }
+                    None => false,
+                };
+            if !ours {
+                return Err(CapError::Denied(format!(
+                    "host route {}/{} (table {}) was not created by wasmcni through a link \
+                     the plugin may modify",
+                    spec.dst, spec.dst_len, spec.table
+                )));
+            }
         }
-        Ok(())
+        Ok(spec)
     }
 }
 
@@ -214,12 +227,17 @@ impl Host for StoreData {
         self.cap("route.replace", args, |c| {
             let spec = spec?;
             c.route_target(kind, &spec)?;
-            let old = c
-                .routes_of(kind, spec.dst.is_ipv4())?
+            // Whatever the kernel would replace, of any type, must be a
+            // route the plugin may replace and the journal can restore.
+            let key = RouteKey::of_spec(&spec);
+            let in_the_way: Vec<RouteMessage> = c
+                .routes_raw(kind, spec.dst.is_ipv4())?
                 .into_iter()
-                .find(|k| same_key(k, &spec));
-            if let Some(old) = &old {
-                c.check_host_route(kind, old)?;
+                .filter(|m| RouteKey::of_message(m) == Some(key))
+                .collect();
+            let mut old = None;
+            for m in &in_the_way {
+                old = Some(c.replaceable(kind, m)?);
             }
             c.netlink(kind)?
                 .add_route(&spec, true)
@@ -243,11 +261,17 @@ impl Host for StoreData {
             let spec = spec?;
             c.require(kind, |g| g.routes, "routes")?;
             let old = c
-                .routes_of(kind, spec.dst.is_ipv4())?
-                .into_iter()
+                .routes_raw(kind, spec.dst.is_ipv4())?
+                .iter()
+                .filter_map(RouteSpec::from_message)
                 .find(|k| matches_delete(&spec, k))
                 .ok_or(CapError::Kernel(libc::ESRCH))?;
-            c.check_host_route(kind, &old)?;
+            let raw = c
+                .routes_raw(kind, spec.dst.is_ipv4())?
+                .into_iter()
+                .find(|m| RouteSpec::from_message(m).as_ref() == Some(&old))
+                .ok_or(CapError::Kernel(libc::ESRCH))?;
+            c.replaceable(kind, &raw)?;
             c.netlink(kind)?
                 .delete_route(&old)
                 .map_err(|e| CapError::from(&e))?;

@@ -28,18 +28,26 @@ fn valid_key(key: &str) -> bool {
         })
 }
 
-/// The link a per-link key names (`net.ipv4.conf.<link>.*`,
-/// `net.ipv6.conf.<link>.*`, `net.ipv{4,6}.neigh.<link>.*`), if any; `all`
-/// and `default` are not links. A `/` in a component stands for `.`.
-fn key_link(key: &str) -> Option<String> {
+/// What the fourth component of a per-link key (`net.<proto>.conf.<x>.*`,
+/// `net.<proto>.neigh.<x>.*`) names.
+#[derive(Debug, PartialEq, Eq)]
+enum Scope {
+    /// Not a per-link key.
+    Global,
+    /// `all` or `default`: every link of the node.
+    AllLinks(String),
+    /// One link (a `/` in the component stands for `.`).
+    Link(String),
+}
+
+fn key_scope(key: &str) -> Scope {
     let parts: Vec<&str> = key.split('.').collect();
     match parts.as_slice() {
-        ["net", "ipv4" | "ipv6", "conf" | "neigh", link, _, ..]
-            if *link != "all" && *link != "default" =>
-        {
-            Some(link.replace('/', "."))
+        ["net", _, "conf" | "neigh", x, _, ..] if *x == "all" || *x == "default" => {
+            Scope::AllLinks((*x).to_owned())
         }
-        _ => None,
+        ["net", _, "conf" | "neigh", link, _, ..] => Scope::Link(link.replace('/', ".")),
+        _ => Scope::Global,
     }
 }
 
@@ -56,13 +64,57 @@ impl Ctx {
             )));
         }
         if kind == Kind::Host {
-            if let Some(name) = key_link(key) {
+            if let Scope::AllLinks(x) = key_scope(key) {
+                // `conf.*.x` must not stand for `conf.all.x`: a key for every
+                // link of the node needs a pattern that names it literally.
+                let literal = format!(".{x}.");
+                if !self
+                    .ns_grant(kind)
+                    .sysctls
+                    .iter()
+                    .any(|p| p.0.contains(&literal) && p.matches(key))
+                {
+                    return Err(CapError::Denied(format!(
+                        "host sysctl {key} applies to every link; no `sysctls` pattern names `{x}` literally"
+                    )));
+                }
+            }
+            if let Scope::Link(name) = key_scope(key) {
                 let msg = self
                     .netlink(kind)?
                     .link_by_name(&name)
                     .map_err(|e| CapError::from(&e))?;
                 let l = super::link::Link::from_message(msg);
                 self.check_host_link(kind, &l)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Journals `net.<p>.conf.<link>.<rest>` of every link (and `default`)
+    /// for `net.<p>.conf.all.<rest>`.
+    fn preserve_per_link(&mut self, kind: Kind, all_key: &str) -> Result<(), CapError> {
+        let parts: Vec<&str> = all_key.splitn(5, '.').collect();
+        let [net, proto, dir, _, rest] = parts.as_slice() else {
+            return Ok(());
+        };
+        let links = self
+            .netlink(kind)?
+            .links()
+            .map_err(|e| CapError::from(&e))?;
+        let mut names: Vec<String> = links
+            .into_iter()
+            .map(|m| super::link::Link::from_message(m).name)
+            .collect();
+        names.push("default".into());
+        for name in names {
+            let key = format!("{net}.{proto}.{dir}.{}.{rest}", name.replace('.', "/"));
+            if let Ok(value) = self.sysctl_read(kind, &key) {
+                self.journal.record(Undo::SetSysctl {
+                    ns: kind,
+                    key,
+                    value,
+                });
             }
         }
         Ok(())
@@ -98,6 +150,13 @@ impl Host for StoreData {
                 return Err(ErrorCode::InvalidArgument.into());
             }
             let old = c.sysctl_read(kind, &key)?;
+            // `conf.all.X` (forwarding, ...) rewrites X of every link: keep
+            // their values too, restored after `all` on undo.
+            if let Scope::AllLinks(x) = key_scope(&key) {
+                if x == "all" {
+                    c.preserve_per_link(kind, &key)?;
+                }
+            }
             let ns = c.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
             crate::sysctl::write(ns, &key, &value)
                 .map_err(|e| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EINVAL)))?;
@@ -130,20 +189,22 @@ mod tests {
 
     #[test]
     fn per_link_keys() {
+        let link = |s: &str| Scope::Link(s.to_owned());
+        assert_eq!(key_scope("net.ipv4.conf.veth1.forwarding"), link("veth1"));
         assert_eq!(
-            key_link("net.ipv4.conf.veth1.forwarding").as_deref(),
-            Some("veth1")
+            key_scope("net.ipv6.conf.eth0/100.accept_ra"),
+            link("eth0.100")
+        );
+        assert_eq!(key_scope("net.ipv4.neigh.eth0.gc_stale_time"), link("eth0"));
+        assert_eq!(key_scope("net.mpls.conf.eth0.input"), link("eth0"));
+        assert_eq!(
+            key_scope("net.ipv4.conf.all.forwarding"),
+            Scope::AllLinks("all".into())
         );
         assert_eq!(
-            key_link("net.ipv6.conf.eth0/100.accept_ra").as_deref(),
-            Some("eth0.100")
+            key_scope("net.ipv6.conf.default.accept_ra"),
+            Scope::AllLinks("default".into())
         );
-        assert_eq!(
-            key_link("net.ipv4.neigh.eth0.gc_stale_time").as_deref(),
-            Some("eth0")
-        );
-        assert_eq!(key_link("net.ipv4.conf.all.forwarding"), None);
-        assert_eq!(key_link("net.ipv6.conf.default.accept_ra"), None);
-        assert_eq!(key_link("net.ipv4.ip_forward"), None);
+        assert_eq!(key_scope("net.ipv4.ip_forward"), Scope::Global);
     }
 }

@@ -8,12 +8,15 @@ use super::{CapError, Ctx};
 use crate::audit::Outcome;
 use crate::journal::Undo;
 
-/// Errnos that mean "already undone" for a deletion.
+/// Errnos that mean "already undone".
 fn already_gone(kind: &Undo, errno: i32) -> bool {
     match kind {
         Undo::DeleteLink { .. } => errno == libc::ENODEV || errno == libc::ENOENT,
         Undo::DeleteAddress { .. } => errno == libc::EADDRNOTAVAIL || errno == libc::ENODEV,
         Undo::DeleteRoute { .. } => errno == libc::ESRCH || errno == libc::ENODEV,
+        // Put back by the kernel already (a prefix route with its address,
+        // a link-local address when the link came up).
+        Undo::AddAddress { .. } => errno == libc::EEXIST,
         _ => false,
     }
 }
@@ -24,11 +27,33 @@ impl Ctx {
     /// them (a failed step is logged; the CNI error reports it).
     pub fn undo(&mut self) -> Vec<String> {
         let mut failures = Vec::new();
-        for u in self.journal.drain_reverse() {
+        let mut entries = self.journal.drain_reverse();
+        for i in 0..entries.len() {
+            let u = entries[i].clone();
             let result = match self.apply(&u) {
                 Err(CapError::Kernel(e)) if already_gone(&u, e) => Ok(()),
                 r => r,
             };
+            // A link moved back keeps the index it had where it was, if
+            // that is free here: the older entries must follow it.
+            if let (
+                Ok(()),
+                Undo::MoveBack {
+                    to,
+                    from_index,
+                    name,
+                    ..
+                },
+            ) = (&result, &u)
+            {
+                if let Ok(now) = self.link_index(*to, name) {
+                    if now != *from_index {
+                        for older in &mut entries[i + 1..] {
+                            older.remap(*to, *from_index, now);
+                        }
+                    }
+                }
+            }
             let outcome = match &result {
                 Ok(()) => Outcome::Ok,
                 Err(e) => e.outcome(),
@@ -40,6 +65,13 @@ impl Ctx {
             }
         }
         failures
+    }
+
+    fn link_index(&mut self, kind: crate::netns::Kind, name: &str) -> Result<u32, CapError> {
+        self.netlink(kind)?
+            .link_by_name(name)
+            .map(|m| m.header.index)
+            .map_err(|e| CapError::from(&e))
     }
 
     fn apply(&mut self, u: &Undo) -> Result<(), CapError> {
@@ -78,13 +110,17 @@ impl Ctx {
                 ns,
                 index,
                 to,
+                from_index,
                 name,
-                ..
             } => {
                 let fd = self.ns_fd(*to)?;
-                self.netlink(*ns)?
-                    .set_netns(*index, fd.as_fd(), Some(name))
-                    .map_err(nl_err)
+                let nl = self.netlink(*ns)?;
+                // Back under its old index if it is free; else wherever the
+                // kernel puts it (the caller remaps the older entries).
+                match nl.set_netns_at(*index, fd.as_fd(), Some(name), *from_index) {
+                    Ok(()) => Ok(()),
+                    Err(_) => nl.set_netns(*index, fd.as_fd(), Some(name)).map_err(nl_err),
+                }
             }
             Undo::DeleteAddress { ns, spec } => self
                 .netlink(*ns)?

@@ -1,0 +1,127 @@
+//! `wasi:clocks/monotonic-clock` with the deadline built in.
+//!
+//! The deadline is an epoch interruption: it stops a plugin that runs wasm
+//! code, not one blocked in the host. A plugin could subscribe to a clock
+//! far in the future and block on it, outliving its deadline with its
+//! changes in place. So every clock subscription ends no later than just
+//! after the deadline; the plugin then resumes, hits the epoch check, and
+//! traps — and a failed ADD is undone as for any other trap.
+//!
+//! The subscriptions are plain sleeps on the calling thread, not Tokio
+//! timers: the plugin runs on a current-thread runtime that is entered but
+//! not driven (a driven or multi-threaded one costs every call start-up
+//! time), and a Tokio timer on it would never fire. A plugin has nothing
+//! else to wait for (its stdin and stdout are in memory), so polling a
+//! clock together with streams simply waits for the clock.
+
+use std::time::{Duration, Instant};
+
+use wasmtime::component::{HasData, Resource};
+use wasmtime_wasi::clocks::WasiClocksCtxView;
+use wasmtime_wasi::p2::bindings::clocks::monotonic_clock::{
+    self, Duration as WasiDuration, Instant as WasiInstant,
+};
+use wasmtime_wasi::p2::DynPollable;
+use wasmtime_wasi_io::poll::{subscribe, Pollable};
+
+/// How long after the deadline a clamped subscription fires, so the epoch
+/// has certainly advanced when the plugin resumes.
+const GRACE: Duration = Duration::from_millis(10);
+
+/// wasmtime-wasi's monotonic clock, with subscriptions clamped to the
+/// deadline.
+pub struct DeadlineClock<'a> {
+    /// The clock itself.
+    pub inner: WasiClocksCtxView<'a>,
+    /// When the plugin's deadline passes.
+    pub deadline: Instant,
+}
+
+/// [`HasData`] marker for [`DeadlineClock`].
+pub struct HasDeadlineClock;
+
+impl HasData for HasDeadlineClock {
+    type Data<'a> = DeadlineClock<'a>;
+}
+
+/// A clock subscription: ready once `until` has passed.
+struct Sleep {
+    until: Instant,
+}
+
+#[async_trait::async_trait]
+impl Pollable for Sleep {
+    async fn ready(&mut self) {
+        let now = Instant::now();
+        if self.until > now {
+            std::thread::sleep(self.until - now);
+        }
+    }
+}
+
+impl DeadlineClock<'_> {
+    /// `nanos`, or less: no later than [`GRACE`] after the deadline.
+    fn clamp(&self, nanos: u64) -> u64 {
+        let left = self
+            .deadline
+            .saturating_duration_since(Instant::now())
+            .saturating_add(GRACE);
+        nanos.min(u64::try_from(left.as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    fn sleep(&mut self, nanos: u64) -> wasmtime::Result<Resource<DynPollable>> {
+        let until = Instant::now() + Duration::from_nanos(self.clamp(nanos));
+        let r = self.inner.table.push(Sleep { until })?;
+        subscribe(self.inner.table, r)
+    }
+}
+
+impl monotonic_clock::Host for DeadlineClock<'_> {
+    fn now(&mut self) -> wasmtime::Result<WasiInstant> {
+        self.inner.now()
+    }
+
+    fn resolution(&mut self) -> wasmtime::Result<WasiInstant> {
+        self.inner.resolution()
+    }
+
+    fn subscribe_instant(&mut self, when: WasiInstant) -> wasmtime::Result<Resource<DynPollable>> {
+        let now = self.inner.now()?;
+        self.sleep(when.saturating_sub(now))
+    }
+
+    fn subscribe_duration(
+        &mut self,
+        duration: WasiDuration,
+    ) -> wasmtime::Result<Resource<DynPollable>> {
+        self.sleep(duration)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wasmtime::component::ResourceTable;
+    use wasmtime_wasi::clocks::WasiClocksCtx;
+
+    #[test]
+    fn subscriptions_end_by_the_deadline() {
+        let mut ctx = WasiClocksCtx::default();
+        let mut table = ResourceTable::new();
+        let clock = DeadlineClock {
+            inner: WasiClocksCtxView {
+                ctx: &mut ctx,
+                table: &mut table,
+            },
+            deadline: Instant::now() + Duration::from_millis(100),
+        };
+        let day = 86_400_000_000_000;
+        assert!(clock.clamp(day) <= 110_000_000);
+        assert_eq!(clock.clamp(5), 5);
+        let past = DeadlineClock {
+            deadline: Instant::now() - Duration::from_secs(1),
+            ..clock
+        };
+        assert!(past.clamp(day) <= GRACE.as_nanos() as u64);
+    }
+}
