@@ -9,7 +9,7 @@ CARGO ?= cargo
 DEB_PACKAGES := iproute2 iputils-ping containernetworking-plugins golang-go golang-github-appc-cni-dev
 GUESTS := $(notdir $(wildcard guests/*)) $(notdir $(wildcard tests/fixtures/*))
 
-.PHONY: setup demo test lint bench install docs
+.PHONY: setup demo test lint bench install docs hot-symbols
 
 setup:
 	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
@@ -35,8 +35,14 @@ test: lint
 docs: setup
 	WASMCNI_UPDATE_DOCS=1 $(CARGO) test -p wasmcni --lib caps::catalog
 
+# Regenerate host/hot-symbols.txt (link order of the hot path; needs root
+# and valgrind). Rerun after large changes to the run path, then `make bench`.
+hot-symbols: setup
+	host/hot-symbols.sh
+
 bench: setup
-	$(CARGO) bench -p wasmcni --bench loopback
+	$(CARGO) build --release -p wasmcni
+	WASMCNI_BIN=$(CURDIR)/target/release/wasmcni $(CARGO) bench -p wasmcni --bench loopback
 
 # Install into a CNI bin dir: make install DIR=/opt/cni/bin
 install: setup

@@ -19,6 +19,20 @@ fn main() {
         println!("cargo:rustc-link-arg-bin=wasmcni=-Wl,-z,lazy");
     }
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    // The functions a warm plugin run executes, packed together at the start
+    // of .text (see hot-symbols.sh): the kernel maps 64 KiB around every
+    // page fault in the executable, so scattered hot code costs RSS. rustc
+    // links x86_64-unknown-linux-gnu with lld, which takes the list; names
+    // it does not find (a stale list) are ignored.
+    let hot = manifest.join("hot-symbols.txt");
+    println!("cargo:rerun-if-changed={}", hot.display());
+    if env::var("TARGET").as_deref() == Ok("x86_64-unknown-linux-gnu") && hot.exists() {
+        println!(
+            "cargo:rustc-link-arg-bin=wasmcni=-Wl,--symbol-ordering-file={}",
+            hot.display()
+        );
+        println!("cargo:rustc-link-arg-bin=wasmcni=-Wl,--no-warn-symbol-ordering");
+    }
     let root = manifest.parent().expect("workspace root").to_owned();
     let out = PathBuf::from(env::var_os("OUT_DIR").expect("OUT_DIR"));
     for dir in ["wit", "guest-sdk", "guests"] {

@@ -211,6 +211,12 @@ fn invariant_cases() -> Vec<Case> {
             wide(),
             json!([{"call": "link.create-macvlan", "ns": "container", "master-ns": "host", "master": "mst0", "mode": "passthru", "name": "mv0"}]),
         ),
+        // A node address on a link the grant names: not wasmcni's to delete.
+        Case::new(
+            "address.delete",
+            wide(),
+            json!([{"call": "address.delete", "ns": "host", "link": "cnitestpre", "prefix": "10.77.0.1/24"}]),
+        ),
         // CHECK is read-only whatever the grant.
         Case {
             command: "CHECK",
@@ -636,7 +642,7 @@ fn s6_ops() -> Value {
         {"call": "link.set-mtu", "ns": "host", "link": "cnitestpre", "mtu": 1300},
         {"call": "sysctl.set", "ns": "host", "key": "net.ipv4.conf.cnitestpre.forwarding", "value": "1"},
         {"call": "address.add", "ns": "host", "link": "cnitestpre", "prefix": "10.78.0.1/24"},
-        {"call": "address.delete", "ns": "host", "link": "cnitestpre", "prefix": "10.77.0.1/24"},
+        {"call": "address.delete", "ns": "host", "link": "cnitestpre", "prefix": "10.78.0.1/24"},
         {"call": "link.set-up", "ns": "host", "link": "cnitestpre", "up": false},
         {"call": "sysctl.set", "ns": "host", "key": "net.ipv4.conf.all.forwarding", "value": "1"},
     ])

@@ -585,12 +585,14 @@ fn addresses_add_list_delete() {
         flags: AddrFlags::default(),
         scope: SCOPE_UNIVERSE,
         broadcast: AddrSpec::default_broadcast(IpAddr::V4(Ipv4Addr::new(10, 1, 2, 3)), 24),
+        protocol: 0,
     };
     nl.add_address(&v4).unwrap();
     let v4_31 = AddrSpec {
         addr: IpAddr::V4(Ipv4Addr::new(10, 5, 0, 0)),
         prefix_len: 31,
         broadcast: None,
+        protocol: 0,
         ..v4.clone()
     };
     nl.add_address(&v4_31).unwrap();
@@ -603,6 +605,7 @@ fn addresses_add_list_delete() {
         },
         scope: SCOPE_LINK,
         broadcast: None,
+        protocol: 0,
         ..v4.clone()
     };
     nl.add_address(&v4_32).unwrap();
@@ -616,6 +619,7 @@ fn addresses_add_list_delete() {
         },
         scope: SCOPE_UNIVERSE,
         broadcast: None,
+        protocol: 0,
     };
     nl.add_address(&v6).unwrap();
     let v6_npr = AddrSpec {
@@ -753,6 +757,7 @@ fn routes_add_replace_list_delete() {
         flags: AddrFlags::default(),
         scope: SCOPE_UNIVERSE,
         broadcast: None,
+        protocol: 0,
     })
     .unwrap();
     nl.add_address(&AddrSpec {
@@ -765,6 +770,7 @@ fn routes_add_replace_list_delete() {
         },
         scope: SCOPE_UNIVERSE,
         broadcast: None,
+        protocol: 0,
     })
     .unwrap();
 
@@ -1227,6 +1233,7 @@ fn gratuitous_arp_reaches_the_neighbour() {
         flags: AddrFlags::default(),
         scope: SCOPE_UNIVERSE,
         broadcast: None,
+        protocol: 0,
     })
     .unwrap();
     b.ip(&[

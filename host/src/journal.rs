@@ -282,6 +282,12 @@ impl Journal {
         v
     }
 
+    /// Drops the entries recorded after the first `len` (a call that
+    /// recorded what to restore and then failed changed nothing).
+    pub fn truncate(&mut self, len: usize) {
+        self.entries.truncate(len);
+    }
+
     /// How many entries there are.
     pub fn len(&self) -> usize {
         self.entries.len()

@@ -16,7 +16,8 @@ use netlink_packet_core::{
     NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
 };
 use netlink_packet_route::address::{
-    AddressAttribute, AddressFlags, AddressHeaderFlags, AddressMessage, AddressScope,
+    AddressAttribute, AddressFlags, AddressHeaderFlags, AddressMessage, AddressProtocol,
+    AddressScope,
 };
 use netlink_packet_route::link::{
     InfoBridge, InfoData, InfoIpVlan, InfoKind, InfoMacVlan, InfoVeth, InfoVlan, IpVlanMode,
@@ -427,6 +428,9 @@ pub struct AddrSpec {
     pub scope: u8,
     /// `IFA_BROADCAST` (IPv4), sent exactly as given.
     pub broadcast: Option<Ipv4Addr>,
+    /// `IFA_PROTO`: who added it (0: unspecified). wasmcni marks the
+    /// addresses it adds in the host namespace.
+    pub protocol: u8,
 }
 
 impl AddrSpec {
@@ -455,6 +459,14 @@ impl AddrSpec {
                 AddressAttribute::Broadcast(b) => Some(*b),
                 _ => None,
             }),
+            protocol: msg
+                .attributes
+                .iter()
+                .find_map(|a| match a {
+                    AddressAttribute::Protocol(p) => Some(u8::from(*p)),
+                    _ => None,
+                })
+                .unwrap_or(0),
         })
     }
 
@@ -917,6 +929,12 @@ impl Netlink {
         msg.header.scope = AddressScope::from(spec.scope);
         if let (IpAddr::V4(_), Some(b)) = (spec.addr, spec.broadcast) {
             msg.attributes.push(AddressAttribute::Broadcast(b));
+        }
+        if spec.protocol != 0 {
+            msg.attributes
+                .push(AddressAttribute::Protocol(AddressProtocol::from(
+                    spec.protocol,
+                )));
         }
         let mut flags = AddressFlags::empty();
         if spec.flags.no_dad {

@@ -88,7 +88,15 @@ fn main() {
 
     let work = tempfile::tempdir().unwrap();
     let bin = work.path().join("bin");
-    let out = Command::new(env!("CARGO_BIN_EXE_wasmcni"))
+    // The executable users install is `cargo build --release`'s; `cargo
+    // bench` builds its own with dev-dependency features unified, which
+    // changes symbol names (and so the hot-symbol link order). `make bench`
+    // points WASMCNI_BIN at the release build.
+    let wasmcni = std::env::var_os("WASMCNI_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_wasmcni")));
+    println!("wasmcni under test: {}", wasmcni.display());
+    let out = Command::new(&wasmcni)
         .arg("install")
         .arg(&bin)
         .output()

@@ -10,7 +10,7 @@ use wasmtime::component::Resource;
 
 use super::bindings::wasmcni::plugin::address::{AddressInfo, AddressOptions, Host};
 use super::bindings::wasmcni::plugin::types::{ErrorCode, IpAddress, IpFamily, IpPrefix, Scope};
-use super::{ns_arg, CapError, Ctx, NsHandle, StoreData};
+use super::{ns_arg, CapError, Ctx, NsHandle, StoreData, RTPROT_WASMCNI};
 use crate::journal::Undo;
 use crate::netlink::{address_of, AddrFlags, AddrSpec};
 use crate::netns::Kind;
@@ -193,6 +193,13 @@ impl Host for StoreData {
                 },
                 scope: options.scope.map(scope_value).unwrap_or(0),
                 broadcast: AddrSpec::default_broadcast(ip, len),
+                // Marks the host addresses wasmcni adds: only those may
+                // be deleted there.
+                protocol: if kind == Kind::Host {
+                    RTPROT_WASMCNI
+                } else {
+                    0
+                },
             };
             c.netlink(kind)?
                 .add_address(&spec)
@@ -215,14 +222,20 @@ impl Host for StoreData {
         self.cap("address.delete", args, |c| {
             let (ip, len) = prefix_from_wit(prefix)?;
             c.address_target(kind, link_index)?;
-            // A primary address takes its secondaries and their routes along.
-            c.preserve_link_state(kind, link_index)?;
             let old = c
                 .find_address(kind, link_index, ip, len)?
                 .ok_or(CapError::Kernel(libc::EADDRNOTAVAIL))?;
-            c.netlink(kind)?
-                .delete_address(link_index, ip, len)
-                .map_err(|e| CapError::from(&e))?;
+            if kind == Kind::Host && old.protocol != RTPROT_WASMCNI {
+                return Err(CapError::Denied(format!(
+                    "host address {ip}/{len} was not added by wasmcni"
+                )));
+            }
+            // A primary address takes its secondaries and their routes along.
+            c.preserving(kind, link_index, |c| {
+                c.netlink(kind)?
+                    .delete_address(link_index, ip, len)
+                    .map_err(|e| CapError::from(&e))
+            })?;
             c.journal.record(Undo::AddAddress {
                 ns: kind,
                 spec: old,

@@ -121,21 +121,21 @@ pub const ENTRIES: &[Entry] = &[
         call: "link.move-to",
         authority: "move a link between the two namespaces",
         policy: "`move` in both; host source: own or `links`; moved into host: marked",
-        undo: "move it back under its old name",
+        undo: "move it back under its old name and index, with its addresses and routes",
         mutates: true,
     },
     Entry {
         call: "link.set-up",
         authority: "set a link up or down",
         policy: "`modify`; host: own or `links`",
-        undo: "restore the old state",
+        undo: "restore the old state (and the routes setting it down flushed)",
         mutates: true,
     },
     Entry {
         call: "link.set-mtu",
         authority: "change a link's MTU",
         policy: "`modify`; host: own or `links`",
-        undo: "restore the old MTU",
+        undo: "restore the old MTU (and the addresses and routes a small MTU drops)",
         mutates: true,
     },
     Entry {
@@ -197,15 +197,15 @@ pub const ENTRIES: &[Entry] = &[
     Entry {
         call: "address.add",
         authority: "add an address to a link",
-        policy: "`addresses`; host: link own or `links`",
+        policy: "`addresses`; host: link own or `links`; marked IFA_PROTO 87",
         undo: "delete it",
         mutates: true,
     },
     Entry {
         call: "address.delete",
         authority: "delete an address of a link",
-        policy: "`addresses`; host: link own or `links`",
-        undo: "add it back",
+        policy: "`addresses`; host: link own or `links`, and only addresses wasmcni added (IFA_PROTO 87)",
+        undo: "add it back (with the link's other addresses and routes the kernel drops along)",
         mutates: true,
     },
     Entry {
@@ -254,7 +254,7 @@ pub const ENTRIES: &[Entry] = &[
         call: "sysctl.set",
         authority: "write a net.* sysctl",
         policy: "`sysctls` patterns; host per-link keys: link own or `links`",
-        undo: "write the old value back",
+        undo: "write the old value back (for `conf.all.*`, every link's value too)",
         mutates: true,
     },
 ];
@@ -276,7 +276,8 @@ pub fn markdown() -> String {
          - in the host namespace it may modify, move or delete only links wasmcni created \
          for this container (alias `wasmcni:<container id>`) or links matching its `links` patterns; \
          a `masters` link is used as a master and never changed (no passthru macvlan on it);\n\
-         - host addresses only on such links; host routes only in the main table and through such \
+         - host addresses only on such links, and only those wasmcni added (IFA_PROTO 87) may be \
+         deleted; host routes only in the main table and through such \
          links, and only routes wasmcni created (protocol 87) through such links may be replaced or \
          deleted; a local, multipath or nexthop route in the way of a replace is never touched;\n\
          - sysctls only under `net.` and the grant's `sysctls` patterns (host `all`/`default` keys \

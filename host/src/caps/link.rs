@@ -507,12 +507,13 @@ impl Host for StoreData {
             }
             let l = c.link(kind, index)?;
             c.check_host_link(kind, &l)?;
-            // Moving flushes the link's addresses and routes.
-            c.preserve_link_state(kind, index)?;
             let fd = c.ns_fd(target_kind)?;
-            c.netlink(kind)?
-                .set_netns(index, fd.as_fd(), new_name.as_deref())
-                .map_err(|e| CapError::from(&e))?;
+            // Moving flushes the link's addresses and routes.
+            c.preserving(kind, index, |c| {
+                c.netlink(kind)?
+                    .set_netns(index, fd.as_fd(), new_name.as_deref())
+                    .map_err(|e| CapError::from(&e))
+            })?;
             let now = c.index_of(target_kind, new_name.as_deref().unwrap_or(&l.name))?;
             c.journal.record(Undo::MoveBack {
                 ns: target_kind,
@@ -541,12 +542,17 @@ impl Host for StoreData {
             json!({"ns": ns_arg(kind), "index": index, "up": up}),
             |c| {
                 let l = c.modifiable(kind, index)?;
+                let set = |c: &mut Ctx| {
+                    c.netlink(kind)?
+                        .set_link_up(index, up)
+                        .map_err(|e| CapError::from(&e))
+                };
                 if !up && l.up {
-                    c.preserve_link_state(kind, index)?;
+                    // Down flushes the link's routes.
+                    c.preserving(kind, index, set)?;
+                } else {
+                    set(c)?;
                 }
-                c.netlink(kind)?
-                    .set_link_up(index, up)
-                    .map_err(|e| CapError::from(&e))?;
                 c.journal.record(Undo::SetUp {
                     ns: kind,
                     index,
@@ -564,10 +570,12 @@ impl Host for StoreData {
             json!({"ns": ns_arg(kind), "index": index, "mtu": mtu}),
             |c| {
                 let l = c.modifiable(kind, index)?;
-                c.preserve_link_state(kind, index)?;
-                c.netlink(kind)?
-                    .set_mtu(index, mtu)
-                    .map_err(|e| CapError::from(&e))?;
+                // A small MTU drops IPv6 (< 1280) or IPv4 (< 68) config.
+                c.preserving(kind, index, |c| {
+                    c.netlink(kind)?
+                        .set_mtu(index, mtu)
+                        .map_err(|e| CapError::from(&e))
+                })?;
                 c.journal.record(Undo::SetMtu {
                     ns: kind,
                     index,

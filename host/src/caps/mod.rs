@@ -263,6 +263,24 @@ impl Ctx {
         Ok(())
     }
 
+    /// Runs the kernel change `f` to link `index` after journaling what it
+    /// may flush ([`Ctx::preserve_link_state`]); if `f` fails, nothing
+    /// changed, and what was journaled for it is dropped again.
+    fn preserving<T>(
+        &mut self,
+        kind: Kind,
+        index: u32,
+        f: impl FnOnce(&mut Ctx) -> Result<T, CapError>,
+    ) -> Result<T, CapError> {
+        let mark = self.journal.len();
+        self.preserve_link_state(kind, index)?;
+        let r = f(self);
+        if r.is_err() {
+            self.journal.truncate(mark);
+        }
+        r
+    }
+
     /// Marks a link wasmcni created (or moved) in the host namespace.
     fn mark(&mut self, kind: Kind, index: u32) -> Result<(), CapError> {
         if kind != Kind::Host {
