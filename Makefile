@@ -42,7 +42,8 @@ hot-symbols: setup
 
 bench: setup
 	$(CARGO) build --release -p wasmcni
-	WASMCNI_BIN=$(CURDIR)/target/release/wasmcni $(CARGO) bench -p wasmcni --bench loopback
+	mkdir -p target/bench-bin && cp target/release/wasmcni target/bench-bin/wasmcni
+	WASMCNI_BIN=$(CURDIR)/target/bench-bin/wasmcni $(CARGO) bench -p wasmcni --bench loopback
 
 # Install into a CNI bin dir: make install DIR=/opt/cni/bin
 install: setup
