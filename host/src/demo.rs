@@ -8,8 +8,9 @@
 
 use std::fs;
 use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
@@ -121,10 +122,20 @@ fn steps(base: &Path) -> anyhow::Result<()> {
     ));
     out(format!("network config:\n{CONFIG}\n"));
 
-    let run = |command: &str| -> anyhow::Result<(i32, String, f64)> {
+    let audit = base.join("audit.jsonl");
+    let grant = crate::policy::Policy::embedded().entry("loopback");
+    out(format!(
+        "policy (embedded default) for loopback: container: {}; host: {}\n",
+        grant.container,
+        grant
+            .host
+            .as_ref()
+            .map_or("nothing".to_owned(), |g| g.to_string())
+    ));
+    let run_with = |command: &str, policy: Option<&Path>| -> anyhow::Result<(i32, String, f64)> {
         let start = Instant::now();
-        let mut child = Command::new(&exe)
-            .arg0(bin.join("loopback"))
+        let mut cmd = Command::new(&exe);
+        cmd.arg0(bin.join("loopback"))
             .env_clear()
             .env("CNI_COMMAND", command)
             .env("CNI_CONTAINERID", "demo-container-1")
@@ -132,9 +143,11 @@ fn steps(base: &Path) -> anyhow::Result<()> {
             .env("CNI_IFNAME", "lo")
             .env("CNI_PATH", &bin)
             .env("WASMCNI_CACHE_DIR", &cache)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()?;
+            .env("WASMCNI_AUDIT", &audit);
+        if let Some(p) = policy {
+            cmd.env("WASMCNI_POLICY", p);
+        }
+        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn()?;
         child
             .stdin
             .take()
@@ -148,6 +161,7 @@ fn steps(base: &Path) -> anyhow::Result<()> {
             ms,
         ))
     };
+    let run = |command: &str| run_with(command, None);
 
     for (i, command) in ["ADD", "CHECK", "DEL", "DEL", "VERSION"].iter().enumerate() {
         let (code, stdout, ms) = run(command)?;
@@ -174,9 +188,45 @@ fn steps(base: &Path) -> anyhow::Result<()> {
         }
         out(String::new());
     }
+    // The same ADD under a policy that takes `modify` away: the host
+    // refuses the call, the plugin reports it, nothing changes.
+    let narrow = base.join("policy.json");
+    fs::write(
+        &narrow,
+        r#"{"plugins": {"loopback": {"container": {"read": true}}}}"#,
+    )?;
+    fs::set_permissions(&narrow, fs::Permissions::from_mode(0o600))?;
+    out("with a policy file granting loopback only `read` in the container:".into());
+    let (code, stdout, ms) = run_with("ADD", Some(&narrow))?;
     out(format!(
-        "done: ADD, CHECK, DEL, DEL and VERSION succeeded; artifacts were kept in {} inside the sandbox and are gone with it.",
-        PathBuf::from(&cache).display()
+        "$ WASMCNI_POLICY=policy.json CNI_COMMAND=ADD loopback < config   -> exit {code}, {ms:.1} ms"
+    ));
+    out(indent(stdout.trim()));
+    out(format!("  kernel: {}", lo_state(&netns)?));
+    if code == 0 {
+        bail!("the narrowed policy did not stop ADD");
+    }
+
+    out("\naudit log (one JSON line per capability call; shown: command, call, outcome):".into());
+    for line in fs::read_to_string(&audit)?.lines() {
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        let s = |k: &str| v[k].as_str().unwrap_or("").to_owned();
+        let why = if s("outcome") == "denied" {
+            format!(" ({})", s("reason"))
+        } else {
+            String::new()
+        };
+        out(format!(
+            "  {:<6} {:<18} {}{why}",
+            s("command"),
+            s("call"),
+            s("outcome")
+        ));
+    }
+    out(format!(
+        "\ndone: ADD, CHECK, DEL, DEL and VERSION succeeded, the narrowed ADD was refused; artifacts \
+         and the audit log were kept in {} inside the sandbox and are gone with it.",
+        base.display()
     ));
     Ok(())
 }
