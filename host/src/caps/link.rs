@@ -15,7 +15,7 @@ use super::bindings::wasmcni::plugin::link::{
 use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::{arg_str, bounded, ns_arg, CapError, Ctx, NsHandle, StoreData, MAX_ALIAS};
 use crate::journal::Undo;
-use crate::netlink::{LinkOpts, SubKind};
+use crate::netlink::{LinkOpts, Netlink, NlError, SubKind};
 use crate::netns::Kind;
 use crate::policy::LinkKind;
 
@@ -163,6 +163,21 @@ impl Ctx {
             return Err(e);
         }
         Ok(index)
+    }
+
+    /// One attribute change of a link the plugin may modify: `set` in the
+    /// kernel, then the inverse `undo` builds from the link as it was.
+    fn change_link(
+        &mut self,
+        kind: Kind,
+        index: u32,
+        set: impl FnOnce(&mut Netlink) -> Result<(), NlError>,
+        undo: impl FnOnce(Link) -> Undo,
+    ) -> Result<(), CapError> {
+        let l = self.modifiable(kind, index)?;
+        set(self.netlink(kind)?).map_err(|e| CapError::from(&e))?;
+        self.journal.record(undo(l));
+        Ok(())
     }
 
     fn require_create(&self, kind: Kind, what: LinkKind) -> Result<(), CapError> {
@@ -598,16 +613,16 @@ impl Host for StoreData {
             json!({"ns": ns_arg(kind), "index": index, "mac": mac_arg(&mac)}),
             |c| {
                 check_mac(&mac)?;
-                let l = c.modifiable(kind, index)?;
-                c.netlink(kind)?
-                    .set_mac(index, &mac)
-                    .map_err(|e| CapError::from(&e))?;
-                c.journal.record(Undo::SetMac {
-                    ns: kind,
+                c.change_link(
+                    kind,
                     index,
-                    mac: l.mac,
-                });
-                Ok(())
+                    |nl| nl.set_mac(index, &mac),
+                    |l| Undo::SetMac {
+                        ns: kind,
+                        index,
+                        mac: l.mac,
+                    },
+                )
             },
         )
     }
@@ -623,20 +638,20 @@ impl Host for StoreData {
             "link.set-master",
             json!({"ns": ns_arg(kind), "index": index, "master": master}),
             |c| {
-                let l = c.modifiable(kind, index)?;
                 if let Some(m) = master {
                     // Enslaving changes the master too: it must be the plugin's.
                     c.modifiable(kind, m)?;
                 }
-                c.netlink(kind)?
-                    .set_master(index, master)
-                    .map_err(|e| CapError::from(&e))?;
-                c.journal.record(Undo::SetMaster {
-                    ns: kind,
+                c.change_link(
+                    kind,
                     index,
-                    master: l.master,
-                });
-                Ok(())
+                    |nl| nl.set_master(index, master),
+                    |l| Undo::SetMaster {
+                        ns: kind,
+                        index,
+                        master: l.master,
+                    },
+                )
             },
         )
     }
@@ -680,16 +695,16 @@ impl Host for StoreData {
             "link.set-promiscuous",
             json!({"ns": ns_arg(kind), "index": index, "on": on}),
             |c| {
-                let l = c.modifiable(kind, index)?;
-                c.netlink(kind)?
-                    .set_promisc(index, on)
-                    .map_err(|e| CapError::from(&e))?;
-                c.journal.record(Undo::SetPromisc {
-                    ns: kind,
+                c.change_link(
+                    kind,
                     index,
-                    on: l.promiscuous,
-                });
-                Ok(())
+                    |nl| nl.set_promisc(index, on),
+                    |l| Undo::SetPromisc {
+                        ns: kind,
+                        index,
+                        on: l.promiscuous,
+                    },
+                )
             },
         )
     }
@@ -706,16 +721,16 @@ impl Host for StoreData {
             json!({"ns": ns_arg(kind), "index": index, "name": arg_str(&name)}),
             |c| {
                 check_name(&name)?;
-                let l = c.modifiable(kind, index)?;
-                c.netlink(kind)?
-                    .set_name(index, &name)
-                    .map_err(|e| CapError::from(&e))?;
-                c.journal.record(Undo::SetName {
-                    ns: kind,
+                c.change_link(
+                    kind,
                     index,
-                    name: l.name,
-                });
-                Ok(())
+                    |nl| nl.set_name(index, &name),
+                    |l| Undo::SetName {
+                        ns: kind,
+                        index,
+                        name: l.name,
+                    },
+                )
             },
         )
     }
@@ -740,16 +755,16 @@ impl Host for StoreData {
                 if alias.contains('\0') {
                     return Err(ErrorCode::InvalidArgument.into());
                 }
-                let l = c.modifiable(kind, index)?;
-                c.netlink(kind)?
-                    .set_alias(index, &alias)
-                    .map_err(|e| CapError::from(&e))?;
-                c.journal.record(Undo::SetAlias {
-                    ns: kind,
+                c.change_link(
+                    kind,
                     index,
-                    alias: l.alias.unwrap_or_default(),
-                });
-                Ok(())
+                    |nl| nl.set_alias(index, &alias),
+                    |l| Undo::SetAlias {
+                        ns: kind,
+                        index,
+                        alias: l.alias.unwrap_or_default(),
+                    },
+                )
             },
         )
     }
