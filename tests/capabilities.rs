@@ -127,7 +127,8 @@ fn wide() -> Value {
         "host": {
             "read": true, "modify": true, "move": true, "addresses": true, "routes": true,
             "announce": true, "create": ["veth", "bridge"], "links": ["cnitest*"],
-            "masters": ["mst*"], "sysctls": ["net.ipv4.conf.*.forwarding"]
+            "masters": ["mst*"], "sysctls": ["net.ipv4.conf.*.forwarding"],
+            "prefixes": ["10.0.0.0/8", "fd00::/8"]
         }
     })
 }
@@ -177,6 +178,16 @@ fn invariant_cases() -> Vec<Case> {
         setup(
             "route.replace",
             json!([own_veth(), {"call": "route.replace", "ns": "host", "destination": "198.51.100.0/24", "gateway": "192.0.2.1", "link": "cnitestv9"}]),
+        ),
+        // A broad route through its own link would steer the node's traffic.
+        setup(
+            "route.add",
+            json!([own_veth(), {"call": "route.add", "ns": "host", "destination": "0.0.0.0/1", "link": "cnitestv9"}]),
+        ),
+        // An address outside the grant's prefixes (the node's own network).
+        setup(
+            "address.add",
+            json!([own_veth(), {"call": "address.add", "ns": "host", "link": "cnitestv9", "prefix": "192.0.2.11/24"}]),
         ),
         // The local table (the node's own addresses).
         setup(

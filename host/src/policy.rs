@@ -120,6 +120,10 @@ fn glob_match(pat: &[u8], s: &[u8]) -> bool {
 ///   plugin may modify; routes only wasmcni's own).
 /// - `announce`: send gratuitous ARP for an address of a link.
 /// - `sysctls`: keys (patterns) the plugin may read and write.
+/// - `prefixes`: (host) the networks the addresses it adds and the
+///   destinations of the routes it adds or replaces must lie in, e.g. the
+///   cluster's pod range. Empty: none, so a plugin given `routes` on the
+///   host cannot steer the node's traffic with a broad route (`0.0.0.0/1`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct NsGrant {
@@ -144,6 +148,8 @@ pub struct NsGrant {
     pub announce: bool,
     /// Sysctl keys it may read and write.
     pub sysctls: Vec<Pattern>,
+    /// (Host) networks its addresses and route destinations must lie in.
+    pub prefixes: Vec<ipnet::IpNet>,
 }
 
 impl NsGrant {
@@ -160,6 +166,14 @@ impl NsGrant {
     /// Whether `name` matches one of the `masters` patterns.
     pub fn names_master(&self, name: &str) -> bool {
         self.masters.iter().any(|p| p.matches(name))
+    }
+
+    /// Whether `addr/len` lies inside one of the `prefixes`.
+    pub fn covers(&self, addr: std::net::IpAddr, len: u8) -> bool {
+        let Ok(net) = ipnet::IpNet::new(addr, len) else {
+            return false;
+        };
+        self.prefixes.iter().any(|p| p.contains(&net.trunc()))
     }
 
     /// Whether sysctl `key` matches one of the `sysctls` patterns.
@@ -249,10 +263,13 @@ pub enum PolicyError {
 impl Policy {
     /// Parses a policy document.
     pub fn parse(text: &str, origin: &str) -> Result<Policy, PolicyError> {
-        let policy: Policy = serde_json::from_str(text).map_err(|e| PolicyError::Invalid {
-            origin: origin.to_owned(),
-            msg: e.to_string(),
-        })?;
+        // The error names the field it is about (`plugins.x.host.prefixes[0]`).
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let policy: Policy =
+            serde_path_to_error::deserialize(de).map_err(|e| PolicyError::Invalid {
+                origin: origin.to_owned(),
+                msg: e.to_string(),
+            })?;
         for (name, entry) in &policy.plugins {
             if let Some(pin) = &entry.sha256 {
                 if pin.len() != 64 || !pin.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -415,6 +432,10 @@ impl fmt::Display for NsGrant {
         if !self.sysctls.is_empty() {
             parts.push(format!("sysctls [{}]", list(&self.sysctls)));
         }
+        if !self.prefixes.is_empty() {
+            let p: Vec<String> = self.prefixes.iter().map(|p| p.to_string()).collect();
+            parts.push(format!("prefixes [{}]", p.join(", ")));
+        }
         if parts.is_empty() {
             f.write_str("nothing")
         } else {
@@ -490,6 +511,27 @@ mod tests {
         )
         .expect_err("kind");
         assert!(e.to_string().contains("vxlan"), "{e}");
+    }
+
+    #[test]
+    fn prefixes_cover_only_what_lies_inside() {
+        let g: NsGrant = serde_json::from_str(r#"{"prefixes": ["10.22.0.0/16", "fd00:22::/48"]}"#)
+            .expect("grant");
+        let ip = |s: &str| s.parse::<std::net::IpAddr>().expect("ip");
+        assert!(g.covers(ip("10.22.3.4"), 24));
+        assert!(g.covers(ip("10.22.0.1"), 32));
+        assert!(!g.covers(ip("10.22.0.0"), 15));
+        assert!(!g.covers(ip("0.0.0.0"), 1));
+        assert!(!g.covers(ip("10.23.0.1"), 32));
+        assert!(g.covers(ip("fd00:22::1"), 64));
+        assert!(!g.covers(ip("fd00:23::1"), 64));
+        assert!(!NsGrant::default().covers(ip("10.22.0.1"), 32));
+        let e = Policy::parse(
+            r#"{"plugins":{"x":{"host":{"prefixes":["10.0.0.0/33"]}}}}"#,
+            "t",
+        )
+        .expect_err("bad prefix");
+        assert!(e.to_string().contains("plugins.x.host.prefixes[0]"), "{e}");
     }
 
     #[test]

@@ -183,6 +183,11 @@ impl Host for StoreData {
         self.cap("address.add", args, |c| {
             let (ip, len) = prefix_from_wit(prefix)?;
             c.address_target(kind, link_index)?;
+            if kind == Kind::Host && !c.ns_grant(kind).covers(ip, len) {
+                return Err(CapError::Denied(format!(
+                    "host address {ip}/{len} lies in none of the grant's `prefixes`"
+                )));
+            }
             let spec = AddrSpec {
                 index: link_index,
                 addr: ip,

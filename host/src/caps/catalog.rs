@@ -197,7 +197,7 @@ pub const ENTRIES: &[Entry] = &[
     Entry {
         call: "address.add",
         authority: "add an address to a link",
-        policy: "`addresses`; host: link own or `links`; marked IFA_PROTO 87",
+        policy: "`addresses`; host: link own or `links`, address inside `prefixes`; marked IFA_PROTO 87",
         undo: "delete it",
         mutates: true,
     },
@@ -225,7 +225,7 @@ pub const ENTRIES: &[Entry] = &[
     Entry {
         call: "route.add",
         authority: "add a route",
-        policy: "`routes`; host: through a link own or `links`, marked with protocol 87",
+        policy: "`routes`; host: main table, destination inside `prefixes`, through a link own or `links`, marked with protocol 87",
         undo: "delete it",
         mutates: true,
     },

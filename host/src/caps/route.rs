@@ -130,6 +130,12 @@ impl Ctx {
                     spec.table
                 )));
             }
+            if !self.ns_grant(kind).covers(spec.dst, spec.dst_len) {
+                return Err(CapError::Denied(format!(
+                    "host route to {}/{} lies in none of the grant's `prefixes`",
+                    spec.dst, spec.dst_len
+                )));
+            }
             let Some(oif) = spec.oif else {
                 return Err(CapError::Denied(
                     "a host route must name its output link (one the plugin may modify)".into(),
