@@ -521,13 +521,13 @@ fn set_netns_moves_and_renames() {
     let x0 = veth_here(&mut nla, &ha, "x0", "x0-peer");
     let x1 = veth_here(&mut nla, &ha, "x1", "x1-peer");
 
-    nla.set_netns(x0, hb.fd(), Some("eth7")).unwrap();
+    nla.set_netns(x0, hb.fd(), Some("eth7"), None).unwrap();
     assert!(!has_link(&a, "x0"));
     assert!(!has_link(&b, "x0"));
     assert_eq!(link(&b, "eth7")["linkinfo"]["info_kind"], "veth");
     assert!(has_link(&a, "x0-peer"), "the peer stays");
 
-    nla.set_netns(x1, hb.fd(), None).unwrap();
+    nla.set_netns(x1, hb.fd(), None, None).unwrap();
     assert!(!has_link(&a, "x1"));
     assert!(has_link(&b, "x1"));
 
@@ -535,19 +535,25 @@ fn set_netns_moves_and_renames() {
     veth_here(&mut nla, &ha, "eth7", "eth7-peer");
     let eth7 = index(&mut nlb, "eth7");
     assert_eq!(
-        errno(nlb.set_netns(eth7, ha.fd(), None)),
+        errno(nlb.set_netns(eth7, ha.fd(), None, None)),
         libc::EEXIST,
         "name taken in the target"
     );
     assert!(has_link(&b, "eth7"), "a failed move leaves it in place");
-    nlb.set_netns(eth7, ha.fd(), Some("eth8")).unwrap();
+    nlb.set_netns(eth7, ha.fd(), Some("eth8"), None).unwrap();
     assert!(has_link(&a, "eth8") && !has_link(&b, "eth7"));
 
-    assert_eq!(errno(nla.set_netns(0, hb.fd(), Some("lo2"))), libc::ENODEV);
-    assert_eq!(errno(nla.set_netns(99_999, hb.fd(), None)), libc::ENODEV);
+    assert_eq!(
+        errno(nla.set_netns(0, hb.fd(), Some("lo2"), None)),
+        libc::ENODEV
+    );
+    assert_eq!(
+        errno(nla.set_netns(99_999, hb.fd(), None, None)),
+        libc::ENODEV
+    );
     let eth8 = index(&mut nla, "eth8");
     assert_eq!(
-        errno(nla.set_netns(eth8, hb.fd(), Some("a%d"))),
+        errno(nla.set_netns(eth8, hb.fd(), Some("a%d"), None)),
         libc::EINVAL
     );
     assert!(has_link(&a, "eth8"));
@@ -555,9 +561,9 @@ fn set_netns_moves_and_renames() {
     // Some links are bound to their namespace (NETIF_F_NETNS_LOCAL).
     nla.create_bridge("br0", &no_opts(), false).unwrap();
     let br0 = index(&mut nla, "br0");
-    assert_eq!(errno(nla.set_netns(br0, hb.fd(), None)), libc::EINVAL);
+    assert_eq!(errno(nla.set_netns(br0, hb.fd(), None, None)), libc::EINVAL);
     let lo = index(&mut nla, "lo");
-    assert_eq!(errno(nla.set_netns(lo, hb.fd(), None)), libc::EINVAL);
+    assert_eq!(errno(nla.set_netns(lo, hb.fd(), None, None)), libc::EINVAL);
     assert!(has_link(&a, "br0") && has_link(&a, "lo"));
 }
 

@@ -143,8 +143,9 @@ pub enum Undo {
 }
 
 impl Undo {
-    /// The link this entry is about, if any.
-    pub fn link(&self) -> Option<(Kind, u32)> {
+    /// The link this entry is about (namespace, index), if any — the one
+    /// list of which entries name a link, for reading and for remapping.
+    fn link_slot(&mut self) -> Option<(Kind, &mut u32)> {
         match self {
             Undo::DeleteLink { ns, index }
             | Undo::SetUp { ns, index, .. }
@@ -155,53 +156,40 @@ impl Undo {
             | Undo::SetPromisc { ns, index, .. }
             | Undo::SetName { ns, index, .. }
             | Undo::SetAlias { ns, index, .. }
-            | Undo::MoveBack { ns, index, .. } => Some((*ns, *index)),
+            | Undo::MoveBack { ns, index, .. } => Some((*ns, index)),
             Undo::DeleteAddress { ns, spec } | Undo::AddAddress { ns, spec } => {
-                Some((*ns, spec.index))
+                Some((*ns, &mut spec.index))
             }
             Undo::DeleteRoute { ns, spec } | Undo::RestoreRoute { ns, spec } => {
-                spec.oif.map(|oif| (*ns, oif))
+                spec.oif.as_mut().map(|oif| (*ns, oif))
             }
             Undo::SetSysctl { .. } => None,
         }
     }
 
+    /// The link this entry is about, if any.
+    pub fn link(&self) -> Option<(Kind, u32)> {
+        self.clone().link_slot().map(|(ns, index)| (ns, *index))
+    }
+
     /// The link (`ns`, `from`) is now `to` in the same namespace (it came
     /// back from a move under another index): make this entry say so.
     pub fn remap(&mut self, ns_of: Kind, from: u32, to: u32) {
-        let target = match self {
-            Undo::DeleteLink { ns, index }
-            | Undo::SetUp { ns, index, .. }
-            | Undo::SetMtu { ns, index, .. }
-            | Undo::SetMac { ns, index, .. }
-            | Undo::SetMaster { ns, index, .. }
-            | Undo::SetHairpin { ns, index, .. }
-            | Undo::SetPromisc { ns, index, .. }
-            | Undo::SetName { ns, index, .. }
-            | Undo::SetAlias { ns, index, .. }
-            | Undo::MoveBack { ns, index, .. } => Some((ns, index)),
-            Undo::DeleteAddress { ns, spec } | Undo::AddAddress { ns, spec } => {
-                Some((ns, &mut spec.index))
-            }
-            _ => None,
-        };
-        if let Some((ns, index)) = target {
-            if *ns == ns_of && *index == from {
+        if let Some((ns, index)) = self.link_slot() {
+            if ns == ns_of && *index == from {
                 *index = to;
             }
         }
-        match self {
-            Undo::SetMaster {
-                ns,
-                master: Some(m),
-                ..
-            } if *ns == ns_of && *m == from => *m = to,
-            Undo::DeleteRoute { ns, spec } | Undo::RestoreRoute { ns, spec }
-                if *ns == ns_of && spec.oif == Some(from) =>
-            {
-                spec.oif = Some(to)
+        // A master is a second link an entry can name.
+        if let Undo::SetMaster {
+            ns,
+            master: Some(m),
+            ..
+        } = self
+        {
+            if *ns == ns_of && *m == from {
+                *m = to;
             }
-            _ => {}
         }
     }
 
@@ -326,6 +314,26 @@ mod tests {
         assert!(matches!(order[0], Undo::SetSysctl { .. }));
         assert!(matches!(order[2], Undo::DeleteLink { .. }));
         assert!(j.is_empty());
+    }
+
+    #[test]
+    fn remapping_follows_a_link_to_its_new_index() {
+        let mut set = Undo::SetMaster {
+            ns: Kind::Host,
+            index: 4,
+            master: Some(4),
+        };
+        set.remap(Kind::Host, 4, 9);
+        assert_eq!(
+            set,
+            Undo::SetMaster {
+                ns: Kind::Host,
+                index: 9,
+                master: Some(9)
+            }
+        );
+        set.remap(Kind::Container, 9, 1);
+        assert_eq!(set.link(), Some((Kind::Host, 9)));
     }
 
     #[test]

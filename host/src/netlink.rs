@@ -433,19 +433,23 @@ pub struct AddrSpec {
     pub protocol: u8,
 }
 
+/// An address's flags: `IFA_FLAGS` (32 bits) when present, which
+/// supersedes the 8-bit header field.
+pub fn address_flags(msg: &AddressMessage) -> AddressFlags {
+    msg.attributes
+        .iter()
+        .find_map(|a| match a {
+            AddressAttribute::Flags(f) => Some(*f),
+            _ => None,
+        })
+        .unwrap_or_else(|| AddressFlags::from_bits_retain(u32::from(msg.header.flags.bits())))
+}
+
 impl AddrSpec {
     /// The spec of a kernel address message.
     pub fn from_message(msg: &AddressMessage) -> Option<AddrSpec> {
         let addr = address_of(msg)?;
-        // IFA_FLAGS (u32) supersedes the 8-bit header field when present.
-        let flags = msg
-            .attributes
-            .iter()
-            .find_map(|a| match a {
-                AddressAttribute::Flags(f) => Some(*f),
-                _ => None,
-            })
-            .unwrap_or_else(|| AddressFlags::from_bits_retain(u32::from(msg.header.flags.bits())));
+        let flags = address_flags(msg);
         Some(AddrSpec {
             index: msg.header.index,
             addr,
@@ -742,12 +746,16 @@ impl Netlink {
     }
 
     /// Moves link `index` to namespace `target`, renamed to `new_name` if
-    /// given, in one `RTM_NEWLINK` (`IFLA_NET_NS_FD` + `IFLA_IFNAME`).
+    /// given, in one `RTM_NEWLINK` (`IFLA_NET_NS_FD` + `IFLA_IFNAME`). With
+    /// `new_index` the kernel gives it that index in the target
+    /// (`IFLA_NEW_IFINDEX`), so a link that goes back where it came from
+    /// gets its old index back; that fails (EBUSY, EEXIST) if it is taken.
     pub fn set_netns(
         &mut self,
         index: u32,
         target: BorrowedFd<'_>,
         new_name: Option<&str>,
+        new_index: Option<u32>,
     ) -> Result<(), NlError> {
         let mut msg = link_at(index)?;
         msg.attributes
@@ -755,31 +763,12 @@ impl Netlink {
         if let Some(name) = new_name {
             check_ifname(name)?;
             msg.attributes.push(LinkAttribute::IfName(name.to_owned()));
+        }
+        if let Some(i) = new_index {
+            let i = i32::try_from(i).map_err(|_| NlError::Kernel(libc::EINVAL))?;
+            msg.attributes.push(LinkAttribute::NewIfIndex(i));
         }
         // No NLM_F_CREATE: this only ever modifies the existing link.
-        self.ack(RouteNetlinkMessage::NewLink(msg), 0)
-    }
-
-    /// Like [`Netlink::set_netns`], asking the kernel to give the link
-    /// index `new_index` in the target (`IFLA_NEW_IFINDEX`), so a link that
-    /// goes back where it came from gets its old index back. Fails (EBUSY,
-    /// EEXIST) if that index is taken there.
-    pub fn set_netns_at(
-        &mut self,
-        index: u32,
-        target: BorrowedFd<'_>,
-        new_name: Option<&str>,
-        new_index: u32,
-    ) -> Result<(), NlError> {
-        let mut msg = link_at(index)?;
-        msg.attributes
-            .push(LinkAttribute::NetNsFd(target.as_raw_fd()));
-        if let Some(name) = new_name {
-            check_ifname(name)?;
-            msg.attributes.push(LinkAttribute::IfName(name.to_owned()));
-        }
-        let new_index = i32::try_from(new_index).map_err(|_| NlError::Kernel(libc::EINVAL))?;
-        msg.attributes.push(LinkAttribute::NewIfIndex(new_index));
         self.ack(RouteNetlinkMessage::NewLink(msg), 0)
     }
 

@@ -2,7 +2,6 @@
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-use netlink_packet_route::address::AddressAttribute;
 use netlink_packet_route::address::{AddressFlags, AddressScope};
 use netlink_packet_route::AddressFamily;
 use serde_json::json;
@@ -12,7 +11,7 @@ use super::bindings::wasmcni::plugin::address::{AddressInfo, AddressOptions, Hos
 use super::bindings::wasmcni::plugin::types::{ErrorCode, IpAddress, IpFamily, IpPrefix, Scope};
 use super::{ns_arg, CapError, Ctx, NsHandle, StoreData, RTPROT_WASMCNI};
 use crate::journal::Undo;
-use crate::netlink::{address_of, AddrFlags, AddrSpec};
+use crate::netlink::{address_flags, address_of, AddrFlags, AddrSpec};
 use crate::netns::Kind;
 
 /// A kernel address as its WIT value.
@@ -133,17 +132,7 @@ impl Host for StoreData {
                     continue;
                 }
                 let Some(ip) = address_of(&m) else { continue };
-                // IFA_FLAGS (32 bits) supersedes the 8-bit header field.
-                let flags = m
-                    .attributes
-                    .iter()
-                    .find_map(|a| match a {
-                        AddressAttribute::Flags(f) => Some(*f),
-                        _ => None,
-                    })
-                    .unwrap_or_else(|| {
-                        AddressFlags::from_bits_retain(u32::from(m.header.flags.bits()))
-                    });
+                let flags = address_flags(&m);
                 out.push(AddressInfo {
                     link_index: m.header.index,
                     prefix: IpPrefix {

@@ -526,7 +526,7 @@ impl Host for StoreData {
             // Moving flushes the link's addresses and routes.
             c.preserving(kind, index, |c| {
                 c.netlink(kind)?
-                    .set_netns(index, fd.as_fd(), new_name.as_deref())
+                    .set_netns(index, fd.as_fd(), new_name.as_deref(), None)
                     .map_err(|e| CapError::from(&e))
             })?;
             let now = c.index_of(target_kind, new_name.as_deref().unwrap_or(&l.name))?;

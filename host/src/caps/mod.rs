@@ -140,11 +140,6 @@ impl Ctx {
         self.journal.len()
     }
 
-    /// How many capability calls the plugin made.
-    pub fn calls(&self) -> u64 {
-        self.calls
-    }
-
     fn ns(&self, kind: Kind) -> Option<&NetNs> {
         match kind {
             Kind::Container => self.container.as_ref(),

@@ -117,9 +117,11 @@ impl Ctx {
                 let nl = self.netlink(*ns)?;
                 // Back under its old index if it is free; else wherever the
                 // kernel puts it (the caller remaps the older entries).
-                match nl.set_netns_at(*index, fd.as_fd(), Some(name), *from_index) {
+                match nl.set_netns(*index, fd.as_fd(), Some(name), Some(*from_index)) {
                     Ok(()) => Ok(()),
-                    Err(_) => nl.set_netns(*index, fd.as_fd(), Some(name)).map_err(nl_err),
+                    Err(_) => nl
+                        .set_netns(*index, fd.as_fd(), Some(name), None)
+                        .map_err(nl_err),
                 }
             }
             Undo::DeleteAddress { ns, spec } => self
