@@ -10,132 +10,12 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::{fixture, require_root, Invoke, Netns, Run};
-
-/// A node (acting as the host namespace) with its uplink, and a container.
-struct World {
-    node: Netns,
-    ctr: Netns,
-    dir: tempfile::TempDir,
-}
-
-impl World {
-    fn new(tag: &str) -> World {
-        require_root();
-        let node = Netns::new(&format!("{tag}-n"));
-        let ctr = Netns::new(&format!("{tag}-c"));
-        // This kernel has no dummy links: veth pairs stand in.
-        node.ip(&[
-            "link", "add", "uplink", "type", "veth", "peer", "name", "uplinkp",
-        ]);
-        node.ip(&["link", "set", "uplink", "up"]);
-        node.ip(&["addr", "add", "192.0.2.10/24", "dev", "uplink"]);
-        node.ip(&[
-            "route",
-            "add",
-            "198.51.100.0/24",
-            "via",
-            "192.0.2.1",
-            "dev",
-            "uplink",
-        ]);
-        node.ip(&[
-            "link", "add", "mst0", "type", "veth", "peer", "name", "mst0p",
-        ]);
-        node.ip(&["link", "set", "lo", "up"]);
-        // Another container's link, as wasmcni marks them.
-        node.ip(&[
-            "link", "add", "other0", "type", "veth", "peer", "name", "other0p",
-        ]);
-        node.ip(&[
-            "link",
-            "set",
-            "other0",
-            "alias",
-            "wasmcni:another-container",
-        ]);
-        // A link the wide grant names by pattern, pre-existing and up.
-        node.ip(&[
-            "link",
-            "add",
-            "cnitestpre",
-            "type",
-            "veth",
-            "peer",
-            "name",
-            "cnitestprep",
-        ]);
-        node.ip(&["link", "set", "cnitestpre", "up"]);
-        node.ip(&["addr", "add", "10.77.0.1/24", "dev", "cnitestpre"]);
-        let dir = tempfile::tempdir().expect("tempdir");
-        World { node, ctr, dir }
-    }
-
-    fn snapshot(&self) -> Value {
-        json!({"node": self.node.full_snapshot(), "ctr": self.ctr.full_snapshot()})
-    }
-
-    fn audit_path(&self) -> PathBuf {
-        self.dir.path().join("audit.jsonl")
-    }
-
-    /// Writes `policy` (0600) and returns its path.
-    fn policy(&self, policy: &Value) -> PathBuf {
-        let p = self.dir.path().join("policy.json");
-        std::fs::write(&p, policy.to_string()).expect("write policy");
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).expect("chmod");
-        p
-    }
-
-    /// Runs the scripted fixture with `conf` under `policy`.
-    fn run(&self, command: &str, policy: &Value, conf: &Value, extra: &[(&str, &str)]) -> Run {
-        let stdin = conf.to_string().into_bytes();
-        let fx = fixture("scripted");
-        let mut inv = Invoke::wasmcni_run(&fx.display().to_string(), &stdin)
-            .cni(command, &self.ctr.path, "eth0")
-            .env("WASMCNI_POLICY", self.policy(policy).display().to_string())
-            .env("WASMCNI_AUDIT", self.audit_path().display().to_string())
-            .in_netns(&self.node);
-        for (k, v) in extra {
-            inv = inv.env(k, v);
-        }
-        inv.run()
-    }
-
-    fn audit(&self) -> Vec<Value> {
-        std::fs::read_to_string(self.audit_path())
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).expect("audit line is JSON"))
-            .collect()
-    }
-}
-
-/// A wide grant: what the S2 cases step just outside of.
-fn wide() -> Value {
-    json!({
-        "container": {
-            "read": true, "modify": true, "move": true, "addresses": true, "routes": true,
-            "announce": true, "create": ["veth", "dummy", "macvlan", "ipvlan", "vlan"],
-            "sysctls": ["net.ipv4.conf.*.forwarding"]
-        },
-        "host": {
-            "read": true, "modify": true, "move": true, "addresses": true, "routes": true,
-            "announce": true, "create": ["veth", "bridge"], "links": ["cnitest*"],
-            "masters": ["mst*"], "sysctls": ["net.ipv4.conf.*.forwarding"],
-            "prefixes": ["10.0.0.0/8", "fd00::/8"]
-        }
-    })
-}
-
-fn policy_with(entry: Value) -> Value {
-    json!({"plugins": {"scripted": entry}})
-}
+use support::world::{policy_with, wide, World};
+use support::{fixture, require_root, Invoke};
 
 /// One S2 case: the call it is about, the grant (changed from `wide`), and
 /// the ops whose last one is just outside the grant.
@@ -227,6 +107,29 @@ fn invariant_cases() -> Vec<Case> {
             "address.delete",
             wide(),
             json!([{"call": "address.delete", "ns": "host", "link": "cnitestpre", "prefix": "10.77.0.1/24"}]),
+        ),
+        // Host link names the node or other tools need (`names`, default
+        // veth*, cni*): created, renamed to, or moved in under.
+        Case::new(
+            "link.create-bridge",
+            wide(),
+            json!([{"call": "link.create-bridge", "ns": "host", "name": "eth1"}]),
+        ),
+        Case::new(
+            "link.create-veth",
+            wide(),
+            json!([{"call": "link.create-veth", "ns": "container", "name": "eth0", "peer-ns": "host", "peer-name": "docker0"}]),
+        ),
+        setup(
+            "link.set-name",
+            json!([own_veth(), {"call": "link.set-name", "ns": "host", "link": "cnitestv9", "name": "eth7"}]),
+        ),
+        setup(
+            "link.move-to",
+            json!([
+                {"call": "link.create-veth", "ns": "container", "name": "x9", "peer-ns": "container", "peer-name": "x9p"},
+                {"call": "link.move-to", "ns": "container", "link": "x9", "target": "host", "new-name": "eth9"}
+            ]),
         ),
         // CHECK is read-only whatever the grant.
         Case {
@@ -655,6 +558,7 @@ fn s6_ops() -> Value {
         {"call": "address.add", "ns": "host", "link": "cnitestpre", "prefix": "10.78.0.1/24"},
         {"call": "address.delete", "ns": "host", "link": "cnitestpre", "prefix": "10.78.0.1/24"},
         {"call": "link.set-up", "ns": "host", "link": "cnitestpre", "up": false},
+        {"call": "sysctl.set", "ns": "container", "key": "net.ipv4.conf.all.forwarding", "value": "1"},
         {"call": "sysctl.set", "ns": "host", "key": "net.ipv4.conf.all.forwarding", "value": "1"},
     ])
 }
@@ -664,6 +568,10 @@ fn s6_ops() -> Value {
 /// and routes (the host side has `cnitestpre`, see `World::new`).
 fn s6_world(tag: &str) -> World {
     let world = World::new(tag);
+    // Hardened as many nodes are: writing `conf.all.forwarding` flips
+    // `all.accept_redirects`, which the undo must set back too.
+    world.node.sysctl("net.ipv4.conf.all.accept_redirects", "0");
+    world.ctr.sysctl("net.ipv4.conf.all.accept_redirects", "0");
     let c = &world.ctr;
     c.ip(&["link", "set", "lo", "up"]);
     c.ip(&["addr", "add", "10.55.0.1/24", "dev", "lo"]);
@@ -806,6 +714,23 @@ fn s8_netns_confusion_is_refused_and_touches_nothing() {
         run.assert_cni_error(4, "");
         support::assert_same(&before, &world.snapshot(), what);
     }
+    // A namespace the kernel will not let wasmcni open (here pid 1's: on
+    // these machines it belongs to a process outside our reach) is refused
+    // with a message that says so, not a bare errno. CHECK, and no ops:
+    // nothing could change even where it opens.
+    let check = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": []})
+        .to_string()
+        .into_bytes();
+    let run = Invoke::wasmcni_run(&fixture("scripted").display().to_string(), &check)
+        .cni("CHECK", Path::new("/proc/1/ns/net"), "eth0")
+        .in_netns(&world.node)
+        .run();
+    match std::fs::File::open("/proc/1/ns/net") {
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            run.assert_cni_error(4, "cannot be opened: permission denied")
+        }
+        other => panic!("this test expects /proc/1/ns/net to be closed to root here: {other:?}"),
+    }
 }
 
 #[test]
@@ -939,6 +864,23 @@ fn an_untrusted_or_malformed_policy_file_is_refused() {
     std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     run_with(&bad).assert_cni_error(105, "raed");
     run_with(Path::new("/nonexistent/policy.json")).assert_cni_error(105, "policy");
+    // A good file in a directory others may write (they could replace it),
+    // or reached through a symlink in one, is not trusted either.
+    let open_dir = world.dir.path().join("open");
+    std::fs::create_dir(&open_dir).expect("mkdir");
+    std::fs::set_permissions(&open_dir, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    let inside = open_dir.join("policy.json");
+    std::fs::copy(&p, &inside).expect("copy");
+    std::fs::set_permissions(&inside, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    run_with(&inside).assert_cni_error(105, "writable by group or others (mode 1777)");
+    let good = world.dir.path().join("good.json");
+    std::fs::copy(&p, &good).expect("copy");
+    std::fs::set_permissions(&good, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let conf_ok = run_with(&good);
+    assert_eq!(conf_ok.code, 0, "{conf_ok:?}");
+    let link = open_dir.join("link.json");
+    std::os::unix::fs::symlink(&good, &link).expect("symlink");
+    run_with(&link).assert_cni_error(105, "is writable by group or others");
 }
 
 #[test]

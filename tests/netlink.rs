@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use support::Netns;
 use wasmcni::netlink::{
-    address_of, AddrFlags, AddrSpec, LinkOpts, Netlink, NlError, RouteSpec, SubKind,
+    address_of, AddrFlags, AddrSpec, LinkOpts, Netlink, NlError, RouteAdd, RouteSpec, SubKind,
 };
 use wasmcni::netns::NetNs;
 use wasmcni::{announce, sysctl, tuntap};
@@ -856,7 +856,7 @@ fn routes_add_replace_list_delete() {
         &v6_table,
     ];
     for r in all {
-        nl.add_route(r, false)
+        nl.add_route(r, RouteAdd::Exclusive)
             .unwrap_or_else(|e| panic!("add {r:?}: {e}"));
     }
 
@@ -939,14 +939,17 @@ fn routes_add_replace_list_delete() {
     }
 
     // No silent reuse; replace does.
-    assert_eq!(errno(nl.add_route(&base, false)), libc::EEXIST);
-    assert_eq!(errno(nl.add_route(&v6, false)), libc::EEXIST);
+    assert_eq!(
+        errno(nl.add_route(&base, RouteAdd::Exclusive)),
+        libc::EEXIST
+    );
+    assert_eq!(errno(nl.add_route(&v6, RouteAdd::Exclusive)), libc::EEXIST);
     let replaced = RouteSpec {
         gateway: Some(IpAddr::V4(Ipv4Addr::new(10, 9, 0, 253))),
         mtu: Some(1280),
         ..base.clone()
     };
-    nl.add_route(&replaced, true).unwrap();
+    nl.add_route(&replaced, RouteAdd::Replace).unwrap();
     let specs = route_specs(&mut nl, None);
     assert!(specs.contains(&replaced) && !specs.contains(&base));
     assert_eq!(
@@ -961,7 +964,7 @@ fn routes_add_replace_list_delete() {
         mtu: Some(1300),
         ..v6.clone()
     };
-    nl.add_route(&v6_replaced, true).unwrap();
+    nl.add_route(&v6_replaced, RouteAdd::Replace).unwrap();
     let specs = route_specs(&mut nl, Some(AddressFamily::Inet6));
     assert!(specs.contains(&v6_replaced) && !specs.contains(&v6));
     // Replace of a route that does not exist creates it.
@@ -969,7 +972,7 @@ fn routes_add_replace_list_delete() {
         dst: IpAddr::V4(Ipv4Addr::new(192, 168, 70, 0)),
         ..base.clone()
     };
-    nl.add_route(&fresh, true).unwrap();
+    nl.add_route(&fresh, RouteAdd::Replace).unwrap();
     assert!(route_specs(&mut nl, None).contains(&fresh));
 
     // Errors.
@@ -979,7 +982,7 @@ fn routes_add_replace_list_delete() {
         ..base.clone()
     };
     assert_eq!(
-        errno(nl.add_route(&unreachable_gw, false)),
+        errno(nl.add_route(&unreachable_gw, RouteAdd::Exclusive)),
         libc::ENETUNREACH,
         "gateway not on link without onlink"
     );
@@ -987,14 +990,17 @@ fn routes_add_replace_list_delete() {
         gateway: Some(IpAddr::V6("2001:db8::fe".parse().unwrap())),
         ..fresh.clone()
     };
-    assert_eq!(errno(nl.add_route(&mixed, false)), libc::EINVAL);
+    assert_eq!(
+        errno(nl.add_route(&mixed, RouteAdd::Exclusive)),
+        libc::EINVAL
+    );
     assert_eq!(
         errno(nl.add_route(
             &RouteSpec {
                 dst_len: 33,
                 ..fresh.clone()
             },
-            false
+            RouteAdd::Exclusive
         )),
         libc::EINVAL
     );
@@ -1004,7 +1010,7 @@ fn routes_add_replace_list_delete() {
                 dst: IpAddr::V4(Ipv4Addr::new(192, 168, 90, 1)),
                 ..fresh.clone()
             },
-            false
+            RouteAdd::Exclusive
         )),
         libc::EINVAL,
         "host bits set"
@@ -1016,7 +1022,7 @@ fn routes_add_replace_list_delete() {
                 dst: IpAddr::V4(Ipv4Addr::new(192, 168, 91, 0)),
                 ..fresh.clone()
             },
-            false
+            RouteAdd::Exclusive
         )),
         libc::EINVAL,
         "prefsrc not a local address"
@@ -1041,7 +1047,7 @@ fn routes_add_replace_list_delete() {
     assert_eq!(errno(nl.delete_route(&in_table)), libc::ESRCH);
     assert_eq!(errno(nl.delete_route(&v6)), libc::ESRCH);
     // A delete that names a different metric or gateway matches nothing.
-    nl.add_route(&base, false).unwrap();
+    nl.add_route(&base, RouteAdd::Exclusive).unwrap();
     assert_eq!(
         errno(nl.delete_route(&RouteSpec {
             metric: Some(101),

@@ -103,6 +103,16 @@ fn kind_name(kind: NetnsKind) -> &'static str {
     }
 }
 
+/// A veth pair as an error names it: both ends, each with its namespace
+/// (the policy may refuse either side).
+fn veth_object(name: &str, kind: NetnsKind, peer: &str, peer_kind: NetnsKind) -> String {
+    format!(
+        "veth {name:?} in {} with peer {peer:?} in {}",
+        kind_name(kind),
+        kind_name(peer_kind)
+    )
+}
+
 impl Netns {
     /// The container's namespace (`CNI_NETNS`). Not found when the runtime
     /// gave none or, on DEL, it is already gone.
@@ -191,10 +201,11 @@ impl Netns {
             options,
             peer_mac,
         )
-        .map_err(self.err(
-            "link.create-veth",
-            format_args!("veth {name:?}/{peer_name:?}"),
-        ))
+        .map_err(|code| HostError {
+            operation: "link.create-veth",
+            object: veth_object(name, self.kind, peer_name, peer_ns.kind),
+            code,
+        })
     }
 
     /// Creates a bridge; returns its index.
@@ -238,7 +249,10 @@ impl Netns {
         link::create_macvlan(&master_ns.inner, master, &self.inner, name, mode, options).map_err(
             self.err(
                 "link.create-macvlan",
-                format_args!("macvlan {name:?} on #{master}"),
+                format_args!(
+                    "macvlan {name:?} on #{master} in {}",
+                    kind_name(master_ns.kind)
+                ),
             ),
         )
     }
@@ -255,7 +269,10 @@ impl Netns {
         link::create_ipvlan(&master_ns.inner, master, &self.inner, name, mode, options).map_err(
             self.err(
                 "link.create-ipvlan",
-                format_args!("ipvlan {name:?} on #{master}"),
+                format_args!(
+                    "ipvlan {name:?} on #{master} in {}",
+                    kind_name(master_ns.kind)
+                ),
             ),
         )
     }
@@ -279,7 +296,10 @@ impl Netns {
         )
         .map_err(self.err(
             "link.create-vlan",
-            format_args!("vlan {name:?} on #{master}"),
+            format_args!(
+                "vlan {name:?} on #{master} in {}",
+                kind_name(master_ns.kind)
+            ),
         ))
     }
 
@@ -291,8 +311,10 @@ impl Netns {
         target: &Netns,
         new_name: Option<&str>,
     ) -> Result<u32, HostError> {
-        link::move_to(&self.inner, index, &target.inner, new_name)
-            .map_err(self.err("link.move-to", format_args!("link #{index}")))
+        link::move_to(&self.inner, index, &target.inner, new_name).map_err(self.err(
+            "link.move-to",
+            format_args!("link #{index} (to {})", kind_name(target.kind)),
+        ))
     }
 
     /// Sets a link's MTU.
@@ -459,4 +481,18 @@ pub fn mac_string(mac: &[u8]) -> String {
         .map(|b| format!("{b:02x}"))
         .collect::<Vec<_>>()
         .join(":")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_veth_error_names_both_namespaces() {
+        let o = veth_object("eth0", NetnsKind::Container, "veth1", NetnsKind::Host);
+        assert_eq!(
+            o,
+            "veth \"eth0\" in the container netns with peer \"veth1\" in the host netns"
+        );
+    }
 }

@@ -40,14 +40,16 @@ pub fn run() -> anyhow::Result<()> {
         None::<&str>,
     )
     .context("making mounts private in the sandbox")?;
-    let base = std::env::temp_dir().join(format!("wasmcni-demo.{}", std::process::id()));
+    // Not under /tmp: the demo's policy file must sit in directories only
+    // root can write (wasmcni refuses a policy others could replace).
+    let base = Path::new("/run").join(format!("wasmcni-demo.{}", std::process::id()));
     fs::create_dir_all(&base)?;
     let result = mount(
         Some("tmpfs"),
         &base,
         Some("tmpfs"),
         MsFlags::empty(),
-        Some("size=64m"),
+        Some("size=64m,mode=0700"),
     )
     .context("mounting a tmpfs for the sandbox")
     .and_then(|_| steps(&base));

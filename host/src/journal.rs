@@ -123,13 +123,42 @@ pub enum Undo {
         /// What.
         spec: RouteSpec,
     },
-    /// A route was replaced or deleted: put the old one back (replace).
+    /// A route was deleted, or the kernel flushed it with a change to its
+    /// link: add it back beside any other route with the same key (an
+    /// IPv6 `fe80::/64` of another link must not be replaced).
+    AddRoute {
+        /// Where.
+        ns: Kind,
+        /// The route.
+        spec: RouteSpec,
+    },
+    /// A route was replaced: put the old one back (replace).
     RestoreRoute {
         /// Where.
         ns: Kind,
         /// The old route (a replacement has the same key, so putting the
         /// old one back with `replace` removes the new one).
         spec: RouteSpec,
+    },
+    /// A link was moved out of its namespace, which resets what the kernel
+    /// keeps per namespace: once it is back, restore its state as it was.
+    RestoreLink {
+        /// Where it is once back.
+        ns: Kind,
+        /// Its index there.
+        index: u32,
+        /// Its state before the move.
+        state: LinkState,
+    },
+    /// Settings that apply to more than one link (`conf.all.*`,
+    /// `conf.default.*`, `ip_forward`, ...) were about to change: the whole
+    /// `net.` tree of the namespace as it was, written back in an order
+    /// that yields the old state (see [`crate::sysctl::restore`]).
+    RestoreSysctls {
+        /// Where.
+        ns: Kind,
+        /// Every readable, writable `net.` setting, as (key, value).
+        values: Vec<(String, String)>,
     },
     /// A sysctl was written: write the old value back.
     SetSysctl {
@@ -140,6 +169,29 @@ pub enum Undo {
         /// The old value.
         value: String,
     },
+}
+
+/// What the kernel resets when a link moves to another namespace (it is
+/// closed, leaves its master, and its per-link settings are recreated from
+/// the new namespace's defaults), recorded before the move.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkState {
+    /// Administratively up.
+    pub up: bool,
+    /// MTU.
+    pub mtu: u32,
+    /// Hardware address.
+    pub mac: Vec<u8>,
+    /// `IFLA_IFALIAS` (empty: none).
+    pub alias: String,
+    /// The master (bridge) it was enslaved to.
+    pub master: Option<u32>,
+    /// Hairpin mode, if it was a bridge port.
+    pub hairpin: Option<bool>,
+    /// `IFF_PROMISC`.
+    pub promisc: bool,
+    /// Its per-link settings (`net.*.conf.<name>.*`, `net.*.neigh.<name>.*`).
+    pub sysctls: Vec<(String, String)>,
 }
 
 impl Undo {
@@ -156,14 +208,15 @@ impl Undo {
             | Undo::SetPromisc { ns, index, .. }
             | Undo::SetName { ns, index, .. }
             | Undo::SetAlias { ns, index, .. }
-            | Undo::MoveBack { ns, index, .. } => Some((*ns, index)),
+            | Undo::MoveBack { ns, index, .. }
+            | Undo::RestoreLink { ns, index, .. } => Some((*ns, index)),
             Undo::DeleteAddress { ns, spec } | Undo::AddAddress { ns, spec } => {
                 Some((*ns, &mut spec.index))
             }
-            Undo::DeleteRoute { ns, spec } | Undo::RestoreRoute { ns, spec } => {
-                spec.oif.as_mut().map(|oif| (*ns, oif))
-            }
-            Undo::SetSysctl { .. } => None,
+            Undo::DeleteRoute { ns, spec }
+            | Undo::AddRoute { ns, spec }
+            | Undo::RestoreRoute { ns, spec } => spec.oif.as_mut().map(|oif| (*ns, oif)),
+            Undo::SetSysctl { .. } | Undo::RestoreSysctls { .. } => None,
         }
     }
 
@@ -181,30 +234,48 @@ impl Undo {
             }
         }
         // A master is a second link an entry can name.
-        if let Undo::SetMaster {
-            ns,
-            master: Some(m),
-            ..
-        } = self
-        {
-            if *ns == ns_of && *m == from {
+        let master = match self {
+            Undo::SetMaster { ns, master, .. } => Some((*ns, master)),
+            Undo::RestoreLink { ns, state, .. } => Some((*ns, &mut state.master)),
+            _ => None,
+        };
+        if let Some((ns, Some(m))) = master {
+            if ns == ns_of && *m == from {
                 *m = to;
             }
         }
     }
 
-    /// A short description for the audit log.
+    /// A short description for the audit log (a settings snapshot by its
+    /// size, not its thousands of values).
     pub fn describe(&self) -> String {
-        format!("{self:?}")
+        match self {
+            Undo::RestoreSysctls { ns, values } => {
+                format!(
+                    "RestoreSysctls {{ ns: {ns:?}, values: {} settings }}",
+                    values.len()
+                )
+            }
+            _ => format!("{self:?}"),
+        }
     }
 }
 
 /// The undo log of one invocation.
+///
+/// Besides the inverses it keeps which links this invocation created, where
+/// they are now. That set must follow the kernel's truth: an index names a
+/// link only while it exists, and the kernel reuses indexes (a link moved
+/// into a namespace keeps its index there if it is free). So when a link is
+/// deleted, every created link that went with it (a veth's peer, the
+/// macvlans on it) leaves the set too ([`Journal::retain_created`]).
 #[derive(Debug, Default)]
 pub struct Journal {
     entries: Vec<Undo>,
     /// Links created in this invocation, where they are now.
     created: Vec<(Kind, u32)>,
+    /// Namespaces whose whole `net.` settings tree is already recorded.
+    sysctl_trees: Vec<Kind>,
 }
 
 impl Journal {
@@ -254,6 +325,44 @@ impl Journal {
         }
     }
 
+    /// Keeps in the created set only the links `exists` still finds, and
+    /// forgets everything about the others (the kernel took them along with
+    /// a link the plugin deleted). Returns the links forgotten.
+    pub fn retain_created(&mut self, exists: impl Fn(Kind, u32) -> bool) -> Vec<(Kind, u32)> {
+        let gone: Vec<(Kind, u32)> = self
+            .created
+            .iter()
+            .copied()
+            .filter(|&(ns, index)| !exists(ns, index))
+            .collect();
+        for &(ns, index) in &gone {
+            self.forget_link(ns, index);
+        }
+        gone
+    }
+
+    /// The namespaces holding links created in this invocation.
+    pub fn created_namespaces(&self) -> Vec<Kind> {
+        [Kind::Container, Kind::Host]
+            .into_iter()
+            .filter(|k| self.created.iter().any(|(ns, _)| ns == k))
+            .collect()
+    }
+
+    /// Records the whole settings tree of `ns` as it is now. Once per
+    /// invocation is enough: the oldest snapshot restores everything newer.
+    pub fn record_sysctl_tree(&mut self, ns: Kind, values: Vec<(String, String)>) {
+        if !self.has_sysctl_tree(ns) {
+            self.sysctl_trees.push(ns);
+            self.entries.push(Undo::RestoreSysctls { ns, values });
+        }
+    }
+
+    /// Whether the settings tree of `ns` is recorded already.
+    pub fn has_sysctl_tree(&self, ns: Kind) -> bool {
+        self.sysctl_trees.contains(&ns)
+    }
+
     /// A link moved from `from` to `to` (namespace, index).
     pub fn link_moved(&mut self, from: (Kind, u32), to: (Kind, u32)) {
         for c in &mut self.created {
@@ -274,6 +383,12 @@ impl Journal {
     /// recorded what to restore and then failed changed nothing).
     pub fn truncate(&mut self, len: usize) {
         self.entries.truncate(len);
+        let entries = &self.entries;
+        self.sysctl_trees.retain(|k| {
+            entries
+                .iter()
+                .any(|u| matches!(u, Undo::RestoreSysctls { ns, .. } if ns == k))
+        });
     }
 
     /// How many entries there are.

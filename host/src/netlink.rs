@@ -23,6 +23,7 @@ use netlink_packet_route::link::{
     InfoBridge, InfoData, InfoIpVlan, InfoKind, InfoMacVlan, InfoVeth, InfoVlan, IpVlanMode,
     LinkAttribute, LinkFlags, LinkInfo, LinkMessage, LinkProtoInfoBridge, MacVlanMode,
 };
+use netlink_packet_route::nsid::{NsidAttribute, NsidMessage};
 use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteMetric,
     RouteProtocol, RouteScope, RouteType,
@@ -411,6 +412,20 @@ fn route_ip(a: &RouteAddress, family: AddressFamily) -> Option<IpAddr> {
         (RouteAddress::Inet6(v6), AddressFamily::Inet6) => Some(IpAddr::V6(*v6)),
         _ => None,
     }
+}
+
+/// How [`Netlink::add_route`] treats routes with the same key (table,
+/// destination, TOS, metric).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteAdd {
+    /// `NLM_F_CREATE | NLM_F_EXCL`: fail (EEXIST) if any route has the key.
+    Exclusive,
+    /// `NLM_F_CREATE`: add beside routes with the same key through other
+    /// links (IPv6 keeps an `fe80::/64` per link); EEXIST only if this very
+    /// route is there.
+    Append,
+    /// `NLM_F_CREATE | NLM_F_REPLACE`: replace the route with the key.
+    Replace,
 }
 
 /// An address as listed, enough to add it back exactly.
@@ -905,6 +920,23 @@ impl Netlink {
         self.ack(RouteNetlinkMessage::SetLink(msg), 0)
     }
 
+    /// The id this namespace gives namespace `other` (`RTM_GETNSID` with
+    /// `NETNSA_FD`): how `IFLA_LINK_NETNSID` names it here. `None` if it
+    /// has none.
+    pub fn nsid_of(&mut self, other: BorrowedFd<'_>) -> Result<Option<i32>, NlError> {
+        let fd = u32::try_from(other.as_raw_fd()).map_err(|_| NlError::Kernel(libc::EBADF))?;
+        let mut msg = NsidMessage::default();
+        msg.attributes.push(NsidAttribute::Fd(fd));
+        let answers = self.request(RouteNetlinkMessage::GetNsId(msg), 0)?;
+        Ok(answers.into_iter().find_map(|m| match m {
+            RouteNetlinkMessage::NewNsId(n) => n.attributes.into_iter().find_map(|a| match a {
+                NsidAttribute::Id(id) if id >= 0 => Some(id),
+                _ => None,
+            }),
+            _ => None,
+        }))
+    }
+
     /// Deletes a link.
     pub fn delete_link(&mut self, index: u32) -> Result<(), NlError> {
         let msg = link_at(index)?;
@@ -967,14 +999,13 @@ impl Netlink {
             .collect())
     }
 
-    /// Adds a route (`NLM_F_CREATE | NLM_F_EXCL`), or replaces
-    /// (`NLM_F_CREATE | NLM_F_REPLACE`).
-    pub fn add_route(&mut self, spec: &RouteSpec, replace: bool) -> Result<(), NlError> {
+    /// Adds a route as `mode` says.
+    pub fn add_route(&mut self, spec: &RouteSpec, mode: RouteAdd) -> Result<(), NlError> {
         let msg = route_message(spec, false)?;
-        let flags = if replace {
-            NLM_F_CREATE | NLM_F_REPLACE
-        } else {
-            CREATE_EXCL
+        let flags = match mode {
+            RouteAdd::Exclusive => CREATE_EXCL,
+            RouteAdd::Append => NLM_F_CREATE,
+            RouteAdd::Replace => NLM_F_CREATE | NLM_F_REPLACE,
         };
         self.ack(RouteNetlinkMessage::NewRoute(msg), flags)
     }

@@ -45,6 +45,14 @@ pub enum NetnsError {
     /// The host's own network namespace.
     #[error("CNI_NETNS {0:?} is wasmcni's own (the host's) network namespace")]
     HostNamespace(PathBuf),
+    /// The kernel refused to open it (for `/proc/<pid>/ns/net`: the
+    /// process is one wasmcni may not inspect).
+    #[error(
+        "CNI_NETNS {0:?} cannot be opened: permission denied (the kernel refuses wasmcni \
+         access to this namespace, e.g. /proc/<pid>/ns/net of a process outside its reach); \
+         it cannot be the container's network namespace"
+    )]
+    Denied(PathBuf),
     /// Anything else the kernel said.
     #[error("CNI_NETNS {path:?}: {source}")]
     Io {
@@ -72,6 +80,9 @@ impl NetNs {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Err(NetnsError::Missing(path.to_owned()))
+            }
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                return Err(NetnsError::Denied(path.to_owned()))
             }
             Err(e) => return Err(io_err(e)),
         };

@@ -13,8 +13,10 @@
 //!
 //! The policy file is `$WASMCNI_POLICY` if set, else
 //! `/etc/wasmcni/policy.json` if it exists. It must belong to root (or the
-//! user running wasmcni) and not be writable by group or others, or it is
-//! refused: a policy anyone can edit grants nothing.
+//! user running wasmcni) and not be writable by group or others, and so
+//! must every directory on its path (as given, and as resolved through
+//! symlinks), or it is refused: a policy anyone can edit or replace grants
+//! nothing.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -120,6 +122,10 @@ fn glob_match(pat: &[u8], s: &[u8]) -> bool {
 ///   plugin may modify; routes only wasmcni's own).
 /// - `announce`: send gratuitous ARP for an address of a link.
 /// - `sysctls`: keys (patterns) the plugin may read and write.
+/// - `names`: (host) the names the links it creates, moves into the host
+///   namespace or renames there may take (default `veth*`, `cni*`), so a
+///   plugin cannot squat a name the node or another tool needs (`eth1`,
+///   `docker0`).
 /// - `prefixes`: (host) the networks the addresses it adds and the
 ///   destinations of the routes it adds or replaces must lie in, e.g. the
 ///   cluster's pod range. Empty: none, so a plugin given `routes` on the
@@ -150,7 +156,18 @@ pub struct NsGrant {
     pub sysctls: Vec<Pattern>,
     /// (Host) networks its addresses and route destinations must lie in.
     pub prefixes: Vec<ipnet::IpNet>,
+    /// (Host) names the links it creates, moves in or renames may take;
+    /// absent: [`DEFAULT_HOST_NAMES`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub names: Option<Vec<Pattern>>,
 }
+
+/// The names a plugin may give the links it creates, moves in or renames
+/// in the host namespace when its grant has no `names`: host veth ends
+/// (`veth` + random suffix, as the reference plugins name them) and `cni*`
+/// bridges (`cni0`, podman's `cni-podman0`). Never a name the node's own
+/// interfaces or other tools use (`eth*`, `docker0`, ...).
+pub const DEFAULT_HOST_NAMES: &[&str] = &["veth*", "cni*"];
 
 impl NsGrant {
     /// Whether links of `kind` may be created here.
@@ -174,6 +191,29 @@ impl NsGrant {
             return false;
         };
         self.prefixes.iter().any(|p| p.contains(&net.trunc()))
+    }
+
+    /// Whether a link this plugin makes in the host namespace may be
+    /// called `name` (`names`, or [`DEFAULT_HOST_NAMES`]).
+    pub fn may_name(&self, name: &str) -> bool {
+        match &self.names {
+            Some(patterns) => patterns.iter().any(|p| p.matches(name)),
+            None => DEFAULT_HOST_NAMES
+                .iter()
+                .any(|p| Pattern((*p).to_owned()).matches(name)),
+        }
+    }
+
+    /// The `names` patterns in effect, for messages.
+    pub fn names_in_effect(&self) -> String {
+        match &self.names {
+            Some(patterns) => patterns
+                .iter()
+                .map(|p| p.0.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            None => format!("{} (default)", DEFAULT_HOST_NAMES.join(", ")),
+        }
     }
 
     /// Whether sysctl `key` matches one of the `sysctls` patterns.
@@ -377,19 +417,22 @@ fn read_trusted(path: &Path, required: bool) -> Result<Option<String>, PolicyErr
         path: path.to_owned(),
         why,
     };
+    // As sshd's StrictModes: whoever can write a directory on the way to
+    // the file can replace it (or a symlink to it), so every directory of
+    // the path as given and of the path it resolves to must be as trusted
+    // as the file; and the file opened must be the one resolved.
+    let absolute = std::path::absolute(path).map_err(io)?;
+    let real = std::fs::canonicalize(&absolute).map_err(io)?;
+    trusted_dirs(&absolute).map_err(untrusted)?;
+    trusted_dirs(&real).map_err(untrusted)?;
+    let resolved = std::fs::metadata(&real).map_err(io)?;
+    if (resolved.dev(), resolved.ino()) != (meta.dev(), meta.ino()) {
+        return Err(untrusted("it changed while being checked".into()));
+    }
     if !meta.is_file() {
         return Err(untrusted("not a regular file".into()));
     }
-    let euid = nix::unistd::geteuid().as_raw();
-    if meta.uid() != 0 && meta.uid() != euid {
-        return Err(untrusted(format!("owned by uid {}", meta.uid())));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return Err(untrusted(format!(
-            "mode {:o} lets group or others write it",
-            meta.mode() & 0o777
-        )));
-    }
+    trusted_owner("the file", meta.uid(), meta.mode()).map_err(untrusted)?;
     if meta.len() > MAX_POLICY_FILE {
         return Err(untrusted(format!("larger than {MAX_POLICY_FILE} bytes")));
     }
@@ -397,6 +440,39 @@ fn read_trusted(path: &Path, required: bool) -> Result<Option<String>, PolicyErr
     std::io::Read::read_to_string(&mut std::io::Read::take(file, MAX_POLICY_FILE), &mut text)
         .map_err(io)?;
     Ok(Some(text))
+}
+
+/// Whether `uid` and `mode` are those of a file only root (or the user
+/// running wasmcni) can change; the reason if not.
+fn trusted_owner(what: &str, uid: u32, mode: u32) -> Result<(), String> {
+    let euid = nix::unistd::geteuid().as_raw();
+    if uid != 0 && uid != euid {
+        return Err(format!("{what} is owned by uid {uid}"));
+    }
+    if mode & 0o022 != 0 {
+        return Err(format!(
+            "{what} is writable by group or others (mode {:o})",
+            mode & 0o7777
+        ));
+    }
+    Ok(())
+}
+
+/// Checks every directory above `path` (following symlinks).
+fn trusted_dirs(path: &Path) -> Result<(), String> {
+    for dir in path.ancestors().skip(1) {
+        if dir.as_os_str().is_empty() {
+            continue;
+        }
+        let meta =
+            std::fs::metadata(dir).map_err(|e| format!("directory {}: {e}", dir.display()))?;
+        trusted_owner(
+            &format!("directory {}", dir.display()),
+            meta.uid(),
+            meta.mode(),
+        )?;
+    }
+    Ok(())
 }
 
 impl fmt::Display for NsGrant {
@@ -435,6 +511,9 @@ impl fmt::Display for NsGrant {
         if !self.prefixes.is_empty() {
             let p: Vec<String> = self.prefixes.iter().map(|p| p.to_string()).collect();
             parts.push(format!("prefixes [{}]", p.join(", ")));
+        }
+        if let Some(names) = &self.names {
+            parts.push(format!("names [{}]", list(names)));
         }
         if parts.is_empty() {
             f.write_str("nothing")

@@ -6,7 +6,8 @@
 
 use std::fs::File;
 use std::io::{self, Read, Write};
-use std::path::PathBuf;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
 
 use crate::netns::NetNs;
 
@@ -65,25 +66,165 @@ pub fn read(ns: &NetNs, key: &str) -> io::Result<String> {
 
 /// Writes `value` to dotted key `key`.
 pub fn write(ns: &NetNs, key: &str, value: &str) -> io::Result<()> {
-    let path = key_path(key)?;
     if value.contains(['\n', '\0']) {
         return Err(invalid(format!(
             "sysctl value for {key:?} contains a newline or NUL"
         )));
     }
+    let (key, value) = (key.to_owned(), value.to_owned());
+    ns.run_inside(move || write_here(&key, &value))
+}
+
+/// Writes `value` to `key` in the namespace of the calling thread.
+fn write_here(key: &str, value: &str) -> io::Result<()> {
+    let path = key_path(key)?;
     let mut data = Vec::with_capacity(value.len() + 1);
     data.extend_from_slice(value.as_bytes());
     data.push(b'\n');
-    ns.run_inside(move || {
-        let mut file = File::options().write(true).open(&path)?;
-        // One write: the kernel parses each write(2) to a sysctl as a whole.
-        let n = file.write(&data)?;
-        if n != data.len() {
-            return Err(io::Error::new(
-                io::ErrorKind::WriteZero,
-                format!("short write to {}", path.display()),
-            ));
+    let mut file = File::options().write(true).open(&path)?;
+    // One write: the kernel parses each write(2) to a sysctl as a whole.
+    let n = file.write(&data)?;
+    if n != data.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::WriteZero,
+            format!("short write to {}", path.display()),
+        ));
+    }
+    Ok(())
+}
+
+/// The dotted key of a `/proc/sys` path below `/proc/sys/net` (a `.` inside
+/// a component becomes `/`, as in sysctl(8)).
+fn path_key(path: &Path) -> Option<String> {
+    let rest = path.strip_prefix("/proc/sys").ok()?;
+    let parts: Vec<String> = rest
+        .components()
+        .map(|c| c.as_os_str().to_str().map(|s| s.replace('.', "/")))
+        .collect::<Option<_>>()?;
+    Some(parts.join("."))
+}
+
+/// Appends every readable, writable setting below `dir` (recursively) to
+/// `out` as (dotted key, value). Settings that refuse to be read (e.g.
+/// `stable_secret` while unset, write-only `flush`) are skipped.
+fn walk(dir: &Path, out: &mut Vec<(String, String)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let Ok(meta) = entry.metadata() else { continue };
+        if meta.is_dir() {
+            walk(&path, out);
+        } else if meta.permissions().mode() & 0o600 == 0o600 {
+            let (Some(key), Ok(file)) = (path_key(&path), File::open(&path)) else {
+                continue;
+            };
+            let mut value = String::new();
+            if file.take(MAX_VALUE).read_to_string(&mut value).is_ok() {
+                if value.ends_with('\n') {
+                    value.pop();
+                }
+                out.push((key, value));
+            }
         }
-        Ok(())
+    }
+}
+
+/// Every readable, writable network setting of the namespace: the whole
+/// `/proc/sys/net` tree, sorted by key.
+pub fn snapshot(ns: &NetNs) -> io::Result<Vec<(String, String)>> {
+    ns.run_inside(|| {
+        let mut out = Vec::new();
+        walk(Path::new("/proc/sys/net"), &mut out);
+        out.sort();
+        Ok(out)
+    })
+}
+
+/// The per-link settings of link `name` (`net.{ipv4,ipv6,mpls}.conf.<name>`
+/// and `net.{ipv4,ipv6}.neigh.<name>`), which the kernel drops and
+/// recreates with the namespace's defaults when the link moves.
+pub fn snapshot_link(ns: &NetNs, name: &str) -> io::Result<Vec<(String, String)>> {
+    if name.is_empty() || name == "." || name == ".." || name.contains('/') {
+        return Err(invalid(format!("bad link name {name:?}")));
+    }
+    let name = name.to_owned();
+    ns.run_inside(move || {
+        let mut out = Vec::new();
+        for dir in [
+            "ipv4/conf",
+            "ipv6/conf",
+            "mpls/conf",
+            "ipv4/neigh",
+            "ipv6/neigh",
+        ] {
+            walk(&Path::new("/proc/sys/net").join(dir).join(&name), &mut out);
+        }
+        out.sort();
+        Ok(out)
+    })
+}
+
+/// The order in which settings must be written back so that a parent's
+/// propagation does not undo a child's value: settings of no link first
+/// (`ip_forward` rewrites every link's `forwarding`), then `all`, then
+/// `default` (copied to links that never set theirs), then single links;
+/// within each, `forwarding` first (IPv4 `all.forwarding` also rewrites
+/// `all.accept_redirects`).
+fn restore_rank(key: &str) -> (u8, bool) {
+    let parts: Vec<&str> = key.split('.').collect();
+    let level = match parts.as_slice() {
+        ["net", _, "conf" | "neigh", "all", ..] => 1,
+        ["net", _, "conf" | "neigh", "default", ..] => 2,
+        ["net", _, "conf" | "neigh", _, _, ..] => 3,
+        _ => 0,
+    };
+    let leaf = parts.last().copied().unwrap_or("");
+    (level, !(leaf == "forwarding" || leaf == "ip_forward"))
+}
+
+/// Writes back every setting of `values` whose current value differs, in
+/// an order that yields the old state ([`restore_rank`]), then reads them
+/// again and repeats for what a later write changed back. Settings that no
+/// longer exist (a link that is gone) are skipped. Returns the keys that
+/// still differ.
+pub fn restore(ns: &NetNs, values: &[(String, String)]) -> io::Result<Vec<String>> {
+    let mut order: Vec<&(String, String)> = values.iter().collect();
+    order.sort_by_key(|(k, _)| restore_rank(k));
+    let order: Vec<(String, String)> = order.into_iter().cloned().collect();
+    ns.run_inside(move || {
+        let current = |key: &str| -> Option<String> {
+            let mut v = String::new();
+            File::open(key_path(key).ok()?)
+                .ok()?
+                .take(MAX_VALUE)
+                .read_to_string(&mut v)
+                .ok()?;
+            if v.ends_with('\n') {
+                v.pop();
+            }
+            Some(v)
+        };
+        let mut differing: Vec<&(String, String)> = Vec::new();
+        for _pass in 0..3 {
+            differing = order
+                .iter()
+                .filter(|(k, v)| current(k).is_some_and(|now| now != *v))
+                .collect();
+            if differing.is_empty() {
+                break;
+            }
+            for (k, v) in &differing {
+                if current(k).is_some_and(|now| now != *v) {
+                    let _ = write_here(k, v);
+                }
+            }
+        }
+        Ok(differing
+            .iter()
+            .filter(|(k, v)| current(k).is_some_and(|now| now != *v))
+            .map(|(k, _)| k.clone())
+            .collect())
     })
 }

@@ -6,6 +6,8 @@
 
 #![allow(dead_code)]
 
+pub mod world;
+
 use std::io::Write;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -40,6 +42,13 @@ pub fn require_root() {
             .is_ok_and(|o| o.status.success()),
         "this test needs iproute2's `ip` (apt-get install iproute2)"
     );
+}
+
+/// A private temporary directory under target/ (every directory above it
+/// is root's and not world-writable, unlike /tmp: wasmcni refuses a
+/// policy file on a path others could change).
+pub fn private_tempdir() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("tempdir in target/")
 }
 
 /// A shared artifact cache for the whole test run, so each plugin is
@@ -113,28 +122,51 @@ impl Netns {
             "routes6": j(&["-j", "-6", "route", "show", "table", "all"]),
         });
         scrub(&mut v);
+        // The kernel lists routes of one prefix in the order they were
+        // added (a link that comes back re-adds its fe80::/64 last): the
+        // set is what counts.
+        for key in ["routes4", "routes6"] {
+            if let Some(routes) = v[key].as_array_mut() {
+                routes.sort_by_key(|r| r.to_string());
+            }
+        }
         v
     }
 
-    /// Network sysctls of the namespace (ipv4/ipv6 conf of every link,
-    /// ip_forward), as `path=value` lines.
+    /// Every network setting of the namespace: each readable, writable
+    /// file under `/proc/sys/net` (the whole tree, so that any propagation
+    /// of a write shows up), as sorted `path:value` lines.
     pub fn sysctls(&self) -> Vec<String> {
         let out = Command::new("ip")
-            .args(["netns", "exec", &self.name, "grep", "-rs", "."])
-            .args([
-                "/proc/sys/net/ipv4/conf",
-                "/proc/sys/net/ipv6/conf",
-                "/proc/sys/net/ipv4/ip_forward",
-                "/proc/sys/net/ipv6/conf/all/forwarding",
-            ])
+            .args(["netns", "exec", &self.name])
+            .args(["find", "/proc/sys/net", "-type", "f", "-perm", "-600"])
+            .args(["-exec", "grep", "-Hs", "", "{}", "+"])
             .output()
             .unwrap();
         let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
             .lines()
             .map(str::to_owned)
             .collect();
+        assert!(
+            lines.len() > 100,
+            "reading /proc/sys/net in {} gave {} settings: {}",
+            self.name,
+            lines.len(),
+            String::from_utf8_lossy(&out.stderr)
+        );
         lines.sort();
         lines
+    }
+
+    /// Sets a network setting (`net.ipv4.ip_forward`, ...) in the namespace.
+    pub fn sysctl(&self, key: &str, value: &str) {
+        let path = format!("/proc/sys/{}", key.replace('.', "/"));
+        let st = Command::new("ip")
+            .args(["netns", "exec", &self.name, "sh", "-c"])
+            .arg(format!("echo {value} > {path}"))
+            .status()
+            .unwrap();
+        assert!(st.success(), "setting {key}={value} in {}", self.name);
     }
 
     /// Links, addresses, routes and sysctls: everything a plugin could
@@ -214,6 +246,8 @@ fn scrub(v: &mut Value) {
             ] {
                 m.remove(k);
             }
+            // A bridge's running timers.
+            m.retain(|k, _| !k.ends_with("_timer"));
             for (_, x) in m.iter_mut() {
                 scrub(x);
             }

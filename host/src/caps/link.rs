@@ -3,7 +3,8 @@
 use std::os::fd::{AsFd, OwnedFd};
 
 use netlink_packet_route::link::{
-    LinkAttribute, LinkFlags, LinkInfo as NlInfo, LinkMessage, State,
+    InfoData, InfoKind, InfoMacVlan, InfoMacVtap, LinkAttribute, LinkFlags, LinkInfo as NlInfo,
+    LinkMessage, MacVlanMode, MacVtapMode, State,
 };
 use serde_json::json;
 use wasmtime::component::Resource;
@@ -14,7 +15,7 @@ use super::bindings::wasmcni::plugin::link::{
 };
 use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::{arg_str, bounded, ns_arg, CapError, Ctx, NsHandle, StoreData, MAX_ALIAS};
-use crate::journal::Undo;
+use crate::journal::{LinkState, Undo};
 use crate::netlink::{LinkOpts, Netlink, NlError, SubKind};
 use crate::netns::Kind;
 use crate::policy::LinkKind;
@@ -24,6 +25,17 @@ const MAX_MAC: usize = 32;
 
 /// A link as the capability code sees it: the WIT record.
 pub(super) type Link = LinkInfo;
+
+/// The device under a stacked link (see [`Ctx::lower_of`]).
+struct Lower {
+    /// Its namespace, if it is one of the plugin's two.
+    ns: Option<Kind>,
+    /// Its index there.
+    index: u32,
+    /// The link is a passthru macvlan / macvtap (its address and state are
+    /// the lower device's).
+    passthru: bool,
+}
 
 /// A valid Linux interface name: 1..=15 bytes, none of `/`, `:`, whitespace
 /// or NUL, not `.` or `..`.
@@ -180,6 +192,166 @@ impl Ctx {
         Ok(())
     }
 
+    /// A link the plugin makes, moves or renames in the host namespace
+    /// must take a name its grant allows (`names`), so it cannot squat a
+    /// name the node or another tool needs.
+    fn check_new_name(&self, kind: Kind, name: &str) -> Result<(), CapError> {
+        check_name(name)?;
+        let g = self.ns_grant(kind);
+        if kind == Kind::Host && !g.may_name(name) {
+            return Err(CapError::Denied(format!(
+                "host link name {name:?} matches none of the grant's `names` ({})",
+                g.names_in_effect()
+            )));
+        }
+        Ok(())
+    }
+
+    /// The device under a macvlan / macvtap / ipvlan / vlan link, if it is
+    /// one: which of the plugin's namespaces it is in (`None`: one it was
+    /// not given), its index there, and whether the link is a passthru
+    /// macvlan. Changes to such a link reach its lower device.
+    fn lower_of(&mut self, kind: Kind, index: u32) -> Result<Option<Lower>, CapError> {
+        let msg = self
+            .netlink(kind)?
+            .link_by_index(index)
+            .map_err(|e| CapError::from(&e))?;
+        let (mut stacked, mut passthru) = (false, false);
+        let (mut parent, mut nsid) = (None, None);
+        for attr in &msg.attributes {
+            match attr {
+                LinkAttribute::LinkInfo(infos) => {
+                    for i in infos {
+                        match i {
+                            NlInfo::Kind(k) => {
+                                stacked = matches!(
+                                    k,
+                                    InfoKind::MacVlan
+                                        | InfoKind::MacVtap
+                                        | InfoKind::IpVlan
+                                        | InfoKind::IpVtap
+                                        | InfoKind::Vlan
+                                )
+                            }
+                            NlInfo::Data(InfoData::MacVlan(d)) => {
+                                passthru |= d.contains(&InfoMacVlan::Mode(MacVlanMode::Passthrough))
+                            }
+                            NlInfo::Data(InfoData::MacVtap(d)) => {
+                                passthru |= d.contains(&InfoMacVtap::Mode(MacVtapMode::Passthrough))
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                LinkAttribute::Link(p) => parent = Some(*p),
+                LinkAttribute::LinkNetNsId(id) => nsid = Some(*id),
+                _ => {}
+            }
+        }
+        let (true, Some(parent)) = (stacked, parent) else {
+            return Ok(None);
+        };
+        // The host namespace is wasmcni's own: it may look there even for
+        // a plugin that holds no handle to it.
+        if self.host.is_none() {
+            self.host = Some(
+                crate::netns::NetNs::open_host().map_err(|_| CapError::Code(ErrorCode::Other))?,
+            );
+        }
+        let ns = match nsid {
+            None => Some(kind),
+            Some(id) => {
+                let other = match kind {
+                    Kind::Container => Kind::Host,
+                    Kind::Host => Kind::Container,
+                };
+                match self.ns_fd(other) {
+                    Ok(fd) => {
+                        let theirs = self
+                            .netlink(kind)?
+                            .nsid_of(fd.as_fd())
+                            .map_err(|e| CapError::from(&e))?;
+                        (theirs == Some(id)).then_some(other)
+                    }
+                    Err(_) => None,
+                }
+            }
+        };
+        Ok(Some(Lower {
+            ns,
+            index: parent,
+            passthru,
+        }))
+    }
+
+    /// Refuses a change to link `index` that the kernel passes on to its
+    /// lower device (promiscuity, allmulti, a passthru macvlan's address
+    /// and state) when that device is not the plugin's to change: a host
+    /// link it may only use as a master (`masters`), or a link in a
+    /// namespace it was not given.
+    fn check_lower(&mut self, kind: Kind, index: u32, what: &str) -> Result<(), CapError> {
+        let Some(lower) = self.lower_of(kind, index)? else {
+            return Ok(());
+        };
+        match lower.ns {
+            Some(Kind::Container) => Ok(()),
+            Some(Kind::Host) => {
+                let m = self.link(Kind::Host, lower.index)?;
+                if self.check_host_link(Kind::Host, &m).is_ok() {
+                    return Ok(());
+                }
+                Err(CapError::Denied(format!(
+                    "{what} of link {index} would change its lower device, host link {:?}, \
+                     which the plugin may only use as a master",
+                    m.name
+                )))
+            }
+            None => Err(CapError::Denied(format!(
+                "{what} of link {index} would change its lower device, which is in a \
+                 namespace the plugin was not given"
+            ))),
+        }
+    }
+
+    /// What a move resets, recorded before it (see [`LinkState`]).
+    fn link_state(&mut self, kind: Kind, l: &Link) -> Result<LinkState, CapError> {
+        let hairpin = match l.master {
+            Some(_) => self
+                .netlink(kind)?
+                .hairpin(l.index)
+                .map_err(|e| CapError::from(&e))?,
+            None => None,
+        };
+        let ns = self.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
+        let sysctls = crate::sysctl::snapshot_link(ns, &l.name)
+            .map_err(|e| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO)))?;
+        Ok(LinkState {
+            up: l.up,
+            mtu: l.mtu,
+            mac: l.mac.clone(),
+            alias: l.alias.clone().unwrap_or_default(),
+            master: l.master,
+            hairpin,
+            promisc: l.promiscuous,
+            sysctls,
+        })
+    }
+
+    /// After a deletion: the kernel may have taken other links along (a
+    /// veth's peer, the macvlans on a link). Drops every created link that
+    /// is gone from the created set and the journal, so no index names a
+    /// link that is not there (the kernel reuses indexes).
+    fn refresh_created(&mut self) -> Result<(), CapError> {
+        let mut present = Vec::new();
+        for ns in self.journal.created_namespaces() {
+            let links = self.netlink(ns)?.links().map_err(|e| CapError::from(&e))?;
+            present.extend(links.iter().map(|m| (ns, m.header.index)));
+        }
+        self.journal
+            .retain_created(|ns, index| present.contains(&(ns, index)));
+        Ok(())
+    }
+
     fn require_create(&self, kind: Kind, what: LinkKind) -> Result<(), CapError> {
         self.require(
             kind,
@@ -217,7 +389,7 @@ impl Ctx {
         options: &LinkOptions,
     ) -> Result<u32, CapError> {
         self.require_create(kind, what)?;
-        check_name(name)?;
+        self.check_new_name(kind, name)?;
         let o = opts(options)?;
         self.usable_master(master_kind, master)?;
         let target = if kind == master_kind {
@@ -294,8 +466,8 @@ impl Host for StoreData {
         self.cap("link.create-veth", args, |c| {
             c.require_create(kind, LinkKind::Veth)?;
             c.require_create(peer_kind, LinkKind::Veth)?;
-            check_name(&name)?;
-            check_name(&peer_name)?;
+            c.check_new_name(kind, &name)?;
+            c.check_new_name(peer_kind, &peer_name)?;
             let o = opts(&options)?;
             if let Some(m) = &peer_mac {
                 check_mac(m)?;
@@ -328,7 +500,7 @@ impl Host for StoreData {
         });
         self.cap("link.create-bridge", args, |c| {
             c.require_create(kind, LinkKind::Bridge)?;
-            check_name(&name)?;
+            c.check_new_name(kind, &name)?;
             let o = opts(&options)?;
             c.netlink(kind)?
                 .create_bridge(&name, &o, bridge.vlan_filtering)
@@ -348,7 +520,7 @@ impl Host for StoreData {
             json!({"ns": ns_arg(kind), "name": arg_str(&name), "options": opts_arg(&options)});
         self.cap("link.create-dummy", args, |c| {
             c.require_create(kind, LinkKind::Dummy)?;
-            check_name(&name)?;
+            c.check_new_name(kind, &name)?;
             let o = opts(&options)?;
             c.netlink(kind)?
                 .create_dummy(&name, &o)
@@ -371,7 +543,7 @@ impl Host for StoreData {
         });
         self.cap("link.create-tap", args, |c| {
             c.require_create(kind, LinkKind::Tap)?;
-            check_name(&name)?;
+            c.check_new_name(kind, &name)?;
             let o = opts(&options)?;
             let ns = c.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
             crate::tuntap::create_tap(ns, &name, tap.multi_queue, tap.owner, tap.group)
@@ -517,14 +689,26 @@ impl Host for StoreData {
             if kind == target_kind {
                 return Err(ErrorCode::InvalidArgument.into());
             }
-            if let Some(n) = &new_name {
-                check_name(n)?;
-            }
             let l = c.link(kind, index)?;
             c.check_host_link(kind, &l)?;
+            c.check_new_name(target_kind, new_name.as_deref().unwrap_or(&l.name))?;
             let fd = c.ns_fd(target_kind)?;
-            // Moving flushes the link's addresses and routes.
+            // Moving flushes the link's addresses and routes, takes it down,
+            // out of its master, and resets its per-link settings: once
+            // moved back, the journal restores its state, then addresses,
+            // then routes (which need it up).
+            let state = match c.command {
+                super::Command::Add => Some(c.link_state(kind, &l)?),
+                _ => None,
+            };
             c.preserving(kind, index, |c| {
+                if let Some(state) = state {
+                    c.journal.record(Undo::RestoreLink {
+                        ns: kind,
+                        index,
+                        state,
+                    });
+                }
                 c.netlink(kind)?
                     .set_netns(index, fd.as_fd(), new_name.as_deref(), None)
                     .map_err(|e| CapError::from(&e))
@@ -557,6 +741,21 @@ impl Host for StoreData {
             json!({"ns": ns_arg(kind), "index": index, "up": up}),
             |c| {
                 let l = c.modifiable(kind, index)?;
+                if up && !l.up {
+                    // Bringing a stacked link up passes its promiscuity and
+                    // allmulti (a passthru macvlan: its state) to the lower.
+                    let flags = c
+                        .netlink(kind)?
+                        .link_by_index(index)
+                        .map_err(|e| CapError::from(&e))?
+                        .header
+                        .flags;
+                    let passes = flags.intersects(LinkFlags::Promisc | LinkFlags::Allmulti)
+                        || c.lower_of(kind, index)?.is_some_and(|lw| lw.passthru);
+                    if passes {
+                        c.check_lower(kind, index, "bringing up")?;
+                    }
+                }
                 let set = |c: &mut Ctx| {
                     c.netlink(kind)?
                         .set_link_up(index, up)
@@ -613,6 +812,10 @@ impl Host for StoreData {
             json!({"ns": ns_arg(kind), "index": index, "mac": mac_arg(&mac)}),
             |c| {
                 check_mac(&mac)?;
+                c.modifiable(kind, index)?;
+                if c.lower_of(kind, index)?.is_some_and(|lw| lw.passthru) {
+                    c.check_lower(kind, index, "the hardware address")?;
+                }
                 c.change_link(
                     kind,
                     index,
@@ -695,6 +898,8 @@ impl Host for StoreData {
             "link.set-promiscuous",
             json!({"ns": ns_arg(kind), "index": index, "on": on}),
             |c| {
+                c.modifiable(kind, index)?;
+                c.check_lower(kind, index, "promiscuity")?;
                 c.change_link(
                     kind,
                     index,
@@ -720,7 +925,7 @@ impl Host for StoreData {
             "link.set-name",
             json!({"ns": ns_arg(kind), "index": index, "name": arg_str(&name)}),
             |c| {
-                check_name(&name)?;
+                c.check_new_name(kind, &name)?;
                 c.change_link(
                     kind,
                     index,
@@ -787,7 +992,9 @@ impl Host for StoreData {
                     .delete_link(index)
                     .map_err(|e| CapError::from(&e))?;
                 c.journal.forget_link(kind, index);
-                Ok(())
+                // What the kernel removed with it (a veth's peer, ...)
+                // must leave the created set too.
+                c.refresh_created()
             },
         )
     }

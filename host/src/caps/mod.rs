@@ -244,7 +244,7 @@ impl Ctx {
             .filter_map(crate::netlink::RouteSpec::from_message)
         {
             if spec.oif == Some(index) {
-                self.journal.record(Undo::RestoreRoute { ns: kind, spec });
+                self.journal.record(Undo::AddRoute { ns: kind, spec });
             }
         }
         for spec in addresses

@@ -12,7 +12,7 @@ use super::bindings::wasmcni::plugin::route::{Host, Route, RouteInfo};
 use super::bindings::wasmcni::plugin::types::{IpFamily, IpPrefix, Scope};
 use super::{ns_arg, CapError, Ctx, NsHandle, StoreData, RTPROT_BOOT, RTPROT_WASMCNI};
 use crate::journal::Undo;
-use crate::netlink::{RouteKey, RouteSpec};
+use crate::netlink::{RouteAdd, RouteKey, RouteSpec};
 use crate::netns::Kind;
 
 /// `RT_TABLE_MAIN`.
@@ -219,7 +219,7 @@ impl Host for StoreData {
             let spec = spec?;
             c.route_target(kind, &spec)?;
             c.netlink(kind)?
-                .add_route(&spec, false)
+                .add_route(&spec, RouteAdd::Exclusive)
                 .map_err(|e| CapError::from(&e))?;
             c.journal.record(Undo::DeleteRoute { ns: kind, spec });
             Ok(())
@@ -246,7 +246,7 @@ impl Host for StoreData {
                 old = Some(c.replaceable(kind, m)?);
             }
             c.netlink(kind)?
-                .add_route(&spec, true)
+                .add_route(&spec, RouteAdd::Replace)
                 .map_err(|e| CapError::from(&e))?;
             c.journal.record(match old {
                 Some(old) => Undo::RestoreRoute {
@@ -281,7 +281,7 @@ impl Host for StoreData {
             c.netlink(kind)?
                 .delete_route(&old)
                 .map_err(|e| CapError::from(&e))?;
-            c.journal.record(Undo::RestoreRoute {
+            c.journal.record(Undo::AddRoute {
                 ns: kind,
                 spec: old,
             });

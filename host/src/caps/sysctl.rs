@@ -91,31 +91,41 @@ impl Ctx {
         Ok(())
     }
 
-    /// Journals `net.<p>.conf.<link>.<rest>` of every link (and `default`)
-    /// for `net.<p>.conf.all.<rest>`.
-    fn preserve_per_link(&mut self, kind: Kind, all_key: &str) -> Result<(), CapError> {
-        let parts: Vec<&str> = all_key.splitn(5, '.').collect();
-        let [net, proto, dir, _, rest] = parts.as_slice() else {
+    /// Journals how to take back a write of `key` (whose value is `old`)
+    /// before it happens. The kernel propagates some writes: `conf.all.X`
+    /// and `ip_forward` rewrite every link's value (IPv4 `forwarding` also
+    /// `all.accept_redirects`), `conf.default.X` is copied to links that
+    /// never set theirs, `disable_ipv6` drops a link's addresses. So:
+    /// - a key of one link created in this call needs nothing (deleting
+    ///   the link undoes it);
+    /// - a key of one pre-existing link: its old value, and the addresses
+    ///   and routes the kernel may flush with it;
+    /// - any other key: the namespace's whole `net.` tree, once per
+    ///   invocation, restored in an order that yields the old state.
+    fn sysctl_journal(&mut self, kind: Kind, key: &str, old: String) -> Result<(), CapError> {
+        if self.command != super::Command::Add {
             return Ok(());
-        };
-        let links = self
-            .netlink(kind)?
-            .links()
-            .map_err(|e| CapError::from(&e))?;
-        let mut names: Vec<String> = links
-            .into_iter()
-            .map(|m| super::link::Link::from_message(m).name)
-            .collect();
-        names.push("default".into());
-        for name in names {
-            let key = format!("{net}.{proto}.{dir}.{}.{rest}", name.replace('.', "/"));
-            if let Ok(value) = self.sysctl_read(kind, &key) {
+        }
+        if let Scope::Link(name) = key_scope(key) {
+            let index = self
+                .netlink(kind)?
+                .link_by_name(&name)
+                .map_err(|e| CapError::from(&e))?
+                .header
+                .index;
+            if !self.journal.created(kind, index) {
+                self.preserve_link_state(kind, index)?;
                 self.journal.record(Undo::SetSysctl {
                     ns: kind,
-                    key,
-                    value,
+                    key: key.to_owned(),
+                    value: old,
                 });
             }
+        } else if !self.journal.has_sysctl_tree(kind) {
+            let ns = self.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
+            let values = crate::sysctl::snapshot(ns)
+                .map_err(|e| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO)))?;
+            self.journal.record_sysctl_tree(kind, values);
         }
         Ok(())
     }
@@ -150,22 +160,18 @@ impl Host for StoreData {
                 return Err(ErrorCode::InvalidArgument.into());
             }
             let old = c.sysctl_read(kind, &key)?;
-            // `conf.all.X` (forwarding, ...) rewrites X of every link: keep
-            // their values too, restored after `all` on undo.
-            if let Scope::AllLinks(x) = key_scope(&key) {
-                if x == "all" {
-                    c.preserve_per_link(kind, &key)?;
-                }
+            if old == value {
+                // Nothing changes, so there is nothing to undo.
+                return Ok(());
             }
+            let mark = c.journal.len();
+            c.sysctl_journal(kind, &key, old)?;
             let ns = c.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
-            crate::sysctl::write(ns, &key, &value)
-                .map_err(|e| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EINVAL)))?;
-            c.journal.record(Undo::SetSysctl {
-                ns: kind,
-                key,
-                value: old,
-            });
-            Ok(())
+            crate::sysctl::write(ns, &key, &value).map_err(|e| {
+                // Nothing changed: drop what was journaled for it.
+                c.journal.truncate(mark);
+                CapError::Kernel(e.raw_os_error().unwrap_or(libc::EINVAL))
+            })
         })
     }
 }

@@ -7,6 +7,7 @@ use serde_json::json;
 use super::{CapError, Ctx};
 use crate::audit::Outcome;
 use crate::journal::Undo;
+use crate::netlink::RouteAdd;
 
 /// Errnos that mean "already undone".
 fn already_gone(kind: &Undo, errno: i32) -> bool {
@@ -16,7 +17,7 @@ fn already_gone(kind: &Undo, errno: i32) -> bool {
         Undo::DeleteRoute { .. } => errno == libc::ESRCH || errno == libc::ENODEV,
         // Put back by the kernel already (a prefix route with its address,
         // a link-local address when the link came up).
-        Undo::AddAddress { .. } => errno == libc::EEXIST,
+        Undo::AddAddress { .. } | Undo::AddRoute { .. } => errno == libc::EEXIST,
         _ => false,
     }
 }
@@ -130,13 +131,79 @@ impl Ctx {
                 .map_err(nl_err),
             Undo::AddAddress { ns, spec } => self.netlink(*ns)?.add_address(spec).map_err(nl_err),
             Undo::DeleteRoute { ns, spec } => self.netlink(*ns)?.delete_route(spec).map_err(nl_err),
-            Undo::RestoreRoute { ns, spec } => {
-                self.netlink(*ns)?.add_route(spec, true).map_err(nl_err)
+            Undo::AddRoute { ns, spec } => self
+                .netlink(*ns)?
+                .add_route(spec, RouteAdd::Append)
+                .map_err(nl_err),
+            Undo::RestoreRoute { ns, spec } => self
+                .netlink(*ns)?
+                .add_route(spec, RouteAdd::Replace)
+                .map_err(nl_err),
+            Undo::RestoreLink { ns, index, state } => self.restore_link(*ns, *index, state),
+            Undo::RestoreSysctls { ns, values } => {
+                let ns = self.ns(*ns).ok_or(CapError::Kernel(libc::ENOENT))?;
+                let differing = crate::sysctl::restore(ns, values).map_err(io_err)?;
+                if differing.is_empty() {
+                    Ok(())
+                } else {
+                    log::warn!("settings not restored: {}", differing.join(", "));
+                    Err(CapError::Kernel(libc::EIO))
+                }
             }
             Undo::SetSysctl { ns, key, value } => {
                 let ns = self.ns(*ns).ok_or(CapError::Kernel(libc::ENOENT))?;
                 crate::sysctl::write(ns, key, value).map_err(io_err)
             }
+        }
+    }
+}
+
+impl Ctx {
+    /// Puts a link that came back from another namespace into the state it
+    /// had before it left: its per-link settings first (they decide what
+    /// happens when it comes up), then MTU, address, alias, master and
+    /// hairpin, promiscuity, and last the admin state (the routes restored
+    /// after this need it up). Only what differs is written.
+    fn restore_link(
+        &mut self,
+        kind: crate::netns::Kind,
+        index: u32,
+        state: &crate::journal::LinkState,
+    ) -> Result<(), CapError> {
+        let nl_err = |e: crate::netlink::NlError| CapError::from(&e);
+        let now = self.link(kind, index)?;
+        let ns = self.ns(kind).ok_or(CapError::Kernel(libc::ENOENT))?;
+        let differing = crate::sysctl::restore(ns, &state.sysctls)
+            .map_err(|e| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO)))?;
+        let nl = self.netlink(kind)?;
+        if now.mtu != state.mtu {
+            nl.set_mtu(index, state.mtu).map_err(nl_err)?;
+        }
+        if now.mac != state.mac && !state.mac.is_empty() {
+            nl.set_mac(index, &state.mac).map_err(nl_err)?;
+        }
+        if now.alias.as_deref().unwrap_or("") != state.alias {
+            nl.set_alias(index, &state.alias).map_err(nl_err)?;
+        }
+        if now.master != state.master {
+            nl.set_master(index, state.master).map_err(nl_err)?;
+        }
+        if let Some(on) = state.hairpin {
+            if nl.hairpin(index).map_err(nl_err)? != Some(on) {
+                nl.set_hairpin(index, on).map_err(nl_err)?;
+            }
+        }
+        if now.promiscuous != state.promisc {
+            nl.set_promisc(index, state.promisc).map_err(nl_err)?;
+        }
+        if now.up != state.up {
+            nl.set_link_up(index, state.up).map_err(nl_err)?;
+        }
+        if differing.is_empty() {
+            Ok(())
+        } else {
+            log::warn!("link settings not restored: {}", differing.join(", "));
+            Err(CapError::Kernel(libc::EIO))
         }
     }
 }

@@ -1,0 +1,135 @@
+//! A sandboxed node for capability tests: a "node" namespace wasmcni
+//! treats as the host namespace (`ip netns exec`), with an uplink, a route
+//! and other containers' links that must survive every test untouched, and
+//! a container namespace beside it.
+
+use std::path::PathBuf;
+
+use serde_json::{json, Value};
+
+use super::{fixture, require_root, Invoke, Netns, Run};
+
+/// A node (acting as the host namespace) with its uplink, and a container.
+pub struct World {
+    /// The node: wasmcni's host namespace.
+    pub node: Netns,
+    /// The container.
+    pub ctr: Netns,
+    /// Policy files and the audit log (in target/, under directories only
+    /// root can write, as wasmcni requires of a policy's path).
+    pub dir: tempfile::TempDir,
+}
+
+impl World {
+    pub fn new(tag: &str) -> World {
+        require_root();
+        let node = Netns::new(&format!("{tag}-n"));
+        let ctr = Netns::new(&format!("{tag}-c"));
+        // This kernel has no dummy links: veth pairs stand in.
+        node.ip(&[
+            "link", "add", "uplink", "type", "veth", "peer", "name", "uplinkp",
+        ]);
+        node.ip(&["link", "set", "uplink", "up"]);
+        node.ip(&["addr", "add", "192.0.2.10/24", "dev", "uplink"]);
+        node.ip(&[
+            "route",
+            "add",
+            "198.51.100.0/24",
+            "via",
+            "192.0.2.1",
+            "dev",
+            "uplink",
+        ]);
+        node.ip(&[
+            "link", "add", "mst0", "type", "veth", "peer", "name", "mst0p",
+        ]);
+        node.ip(&["link", "set", "lo", "up"]);
+        // Another container's link, as wasmcni marks them.
+        node.ip(&[
+            "link", "add", "other0", "type", "veth", "peer", "name", "other0p",
+        ]);
+        node.ip(&[
+            "link",
+            "set",
+            "other0",
+            "alias",
+            "wasmcni:another-container",
+        ]);
+        // A link the wide grant names by pattern, pre-existing and up.
+        node.ip(&[
+            "link",
+            "add",
+            "cnitestpre",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "cnitestprep",
+        ]);
+        node.ip(&["link", "set", "cnitestpre", "up"]);
+        node.ip(&["addr", "add", "10.77.0.1/24", "dev", "cnitestpre"]);
+        let dir = super::private_tempdir();
+        World { node, ctr, dir }
+    }
+
+    pub fn snapshot(&self) -> Value {
+        json!({"node": self.node.full_snapshot(), "ctr": self.ctr.full_snapshot()})
+    }
+
+    pub fn audit_path(&self) -> PathBuf {
+        self.dir.path().join("audit.jsonl")
+    }
+
+    /// Writes `policy` (0600) and returns its path.
+    pub fn policy(&self, policy: &Value) -> PathBuf {
+        let p = self.dir.path().join("policy.json");
+        std::fs::write(&p, policy.to_string()).expect("write policy");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        p
+    }
+
+    /// Runs the scripted fixture with `conf` under `policy`.
+    pub fn run(&self, command: &str, policy: &Value, conf: &Value, extra: &[(&str, &str)]) -> Run {
+        let stdin = conf.to_string().into_bytes();
+        let fx = fixture("scripted");
+        let mut inv = Invoke::wasmcni_run(&fx.display().to_string(), &stdin)
+            .cni(command, &self.ctr.path, "eth0")
+            .env("WASMCNI_POLICY", self.policy(policy).display().to_string())
+            .env("WASMCNI_AUDIT", self.audit_path().display().to_string())
+            .in_netns(&self.node);
+        for (k, v) in extra {
+            inv = inv.env(k, v);
+        }
+        inv.run()
+    }
+
+    pub fn audit(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.audit_path())
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("audit line is JSON"))
+            .collect()
+    }
+}
+
+/// A wide grant: what the S2 cases step just outside of.
+pub fn wide() -> Value {
+    json!({
+        "container": {
+            "read": true, "modify": true, "move": true, "addresses": true, "routes": true,
+            "announce": true, "create": ["veth", "dummy", "macvlan", "ipvlan", "vlan"],
+            "sysctls": ["net.ipv4.conf.*.forwarding"]
+        },
+        "host": {
+            "read": true, "modify": true, "move": true, "addresses": true, "routes": true,
+            "announce": true, "create": ["veth", "bridge"], "links": ["cnitest*"],
+            "masters": ["mst*"], "sysctls": ["net.ipv4.conf.*.forwarding"],
+            "prefixes": ["10.0.0.0/8", "fd00::/8"]
+        }
+    })
+}
+
+pub fn policy_with(entry: Value) -> Value {
+    json!({"plugins": {"scripted": entry}})
+}
