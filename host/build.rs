@@ -49,7 +49,12 @@ fn main() {
     );
     // Standard plugins are embedded; test fixtures (hostile plugins) are
     // only built, for the integration tests to run by path.
-    let guests = crates_in(&root.join("guests"));
+    // Plugins are the binary crates; a library under guests/ (code the
+    // plugins share) is built as their dependency, never embedded.
+    let guests: Vec<String> = crates_in(&root.join("guests"))
+        .into_iter()
+        .filter(|g| root.join("guests").join(g).join("src/main.rs").is_file())
+        .collect();
     let fixtures = crates_in(&root.join("tests").join("fixtures"));
 
     let target_dir = root.join("target").join("guests");

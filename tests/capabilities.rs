@@ -131,6 +131,71 @@ fn invariant_cases() -> Vec<Case> {
                 {"call": "link.move-to", "ns": "container", "link": "x9", "target": "host", "new-name": "eth9"}
             ]),
         ),
+        // A bridge the network's attachments share (network mark): never
+        // down, re-MTU'd, re-MAC'd, deleted or stripped of its gateway.
+        Case::new(
+            "link.set-up",
+            wide(),
+            json!([{"call": "link.set-up", "ns": "host", "link": "cnishared0", "up": false}]),
+        ),
+        Case::new(
+            "link.set-mtu",
+            wide(),
+            json!([{"call": "link.set-mtu", "ns": "host", "link": "cnishared0", "mtu": 1400}]),
+        ),
+        Case::new(
+            "link.set-mac",
+            wide(),
+            json!([{"call": "link.set-mac", "ns": "host", "link": "cnishared0", "mac": "02:00:00:00:00:42"}]),
+        ),
+        Case::new(
+            "link.delete",
+            wide(),
+            json!([{"call": "link.delete", "ns": "host", "link": "cnishared0"}]),
+        ),
+        Case::new(
+            "address.delete",
+            wide(),
+            json!([{"call": "address.delete", "ns": "host", "link": "cnishared0", "prefix": "10.70.0.1/24"}]),
+        ),
+        // A link named like the grant's `bridges` that is no bridge.
+        Case::new(
+            "link.set-up",
+            wide(),
+            json!([{"call": "link.set-up", "ns": "host", "link": "cnibrfake", "up": true}]),
+        ),
+        // Host routes and addresses must not point at an address the
+        // network's IPAM state reserves for another attachment.
+        setup(
+            "route.add",
+            json!([{"call": "ipam.open", "data-dir": "@ipam"}, own_veth(),
+                   {"call": "route.add", "ns": "host", "destination": "10.80.0.5/32", "link": "cnitestv9"}]),
+        ),
+        setup(
+            "address.add",
+            json!([{"call": "ipam.open", "data-dir": "@ipam"}, own_veth(),
+                   {"call": "address.add", "ns": "host", "link": "cnitestv9", "prefix": "10.80.0.5/24"}]),
+        ),
+        // A CHECK delegates only CHECK.
+        Case {
+            command: "CHECK",
+            ..Case::new(
+                "delegate.run",
+                wide(),
+                json!([{"call": "delegate.run", "type": "scripted", "command": "ADD",
+                        "config": {"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": []}}]),
+            )
+        },
+        // GC releases only reservations of attachments that are gone.
+        Case {
+            command: "GC",
+            ..Case::new(
+                "ipam-store.[method]store.release",
+                wide(),
+                json!([{"call": "ipam.open", "data-dir": "@ipam"},
+                       {"call": "ipam.release", "address": "10.80.0.5"}]),
+            )
+        },
         // CHECK is read-only whatever the grant.
         Case {
             command: "CHECK",
@@ -400,6 +465,41 @@ fn cases() -> Vec<Case> {
             command: "ADD",
             undo_setup: false,
         },
+        Case::new(
+            "ipam-store.[static]store.open",
+            without(&[], "ipam-roots"),
+            json!([{"call": "ipam.open", "data-dir": "@ipam"}]),
+        ),
+        Case {
+            command: "CHECK",
+            ..Case::new(
+                "ipam-store.[method]store.reserve",
+                w(),
+                json!([{"call": "ipam.open", "data-dir": "@ipam"},
+                       {"call": "ipam.reserve", "address": "10.80.0.6", "range-id": "0"}]),
+            )
+        },
+        Case::new(
+            "ipam-store.[method]store.release",
+            w(),
+            json!([{"call": "ipam.open", "data-dir": "@ipam"},
+                   {"call": "ipam.release", "address": "10.80.0.5"}]),
+        ),
+        Case {
+            command: "CHECK",
+            ..Case::new(
+                "ipam-store.[method]store.release-owned",
+                w(),
+                json!([{"call": "ipam.open", "data-dir": "@ipam"},
+                       {"call": "ipam.release-owned"}]),
+            )
+        },
+        Case::new(
+            "delegate.run",
+            without(&[], "delegates"),
+            json!([{"call": "delegate.run", "type": "scripted", "command": "ADD",
+                    "config": {"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": []}}]),
+        ),
         Case {
             call: "sysctl.get",
             grant: w(),
@@ -420,8 +520,15 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-/// Host functions that need no grant (they touch nothing).
-const UNGATED: &[&str] = &["netns.container", "netns.[method]netns.kind"];
+/// Host functions that need no grant of their own: they touch nothing
+/// (the namespace handles), or read through a store whose opening is gated.
+const UNGATED: &[&str] = &[
+    "netns.container",
+    "netns.[method]netns.kind",
+    "ipam-store.[method]store.last-reserved",
+    "ipam-store.[method]store.list",
+    "ipam-store.[method]store.owned",
+];
 
 #[test]
 fn s2_every_host_function_just_outside_policy_is_denied_audited_and_harmless() {
@@ -443,7 +550,8 @@ fn s2_every_host_function_just_outside_policy_is_denied_audited_and_harmless() {
             case.command,
             &policy_with(case.grant.clone()),
             &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": case.ops,
-                    "exit": i32::from(case.undo_setup)}),
+                    "exit": i32::from(case.undo_setup),
+                    "cni.dev/valid-attachments": [{"containerID": "other-ctr", "ifname": "eth0"}]}),
             &[],
         );
         assert_eq!(
@@ -515,7 +623,7 @@ fn during_add_only_links_created_in_the_same_call_can_be_deleted() {
 /// The S6 plugin's work: a bridge, a veth into the container, addresses,
 /// routes, sysctls, moves, in both namespaces.
 fn s6_ops() -> Value {
-    json!([
+    let ops = json!([
         {"call": "link.create-bridge", "ns": "host", "name": "cnitest0", "mtu": 1400},
         {"call": "link.set-up", "ns": "host", "link": "cnitest0", "up": true},
         {"call": "address.add", "ns": "host", "link": "cnitest0", "prefix": "10.99.0.1/24"},
@@ -560,7 +668,25 @@ fn s6_ops() -> Value {
         {"call": "link.set-up", "ns": "host", "link": "cnitestpre", "up": false},
         {"call": "sysctl.set", "ns": "container", "key": "net.ipv4.conf.all.forwarding", "value": "1"},
         {"call": "sysctl.set", "ns": "host", "key": "net.ipv4.conf.all.forwarding", "value": "1"},
-    ])
+    ]);
+    // IPAM state, and a delegate whose changes join the journal.
+    let more = json!([
+        {"call": "ipam.open", "data-dir": "@ipam"},
+        {"call": "ipam.reserve", "address": "10.80.0.7", "range-id": "0"},
+        {"call": "ipam.reserve", "address": "fd00:80::7", "range-id": "1"},
+        {"call": "ipam.close"},
+        {"call": "delegate.run", "type": "scripted", "command": "ADD", "config": {
+            "cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
+                {"call": "ipam.open", "data-dir": "@ipam"},
+                {"call": "ipam.reserve", "address": "10.80.0.8", "range-id": "0"},
+                {"call": "link.create-veth", "ns": "container", "name": "dg0", "peer-ns": "container", "peer-name": "dg0p"},
+                {"call": "link.set-up", "ns": "container", "link": "lo", "up": false},
+            ]}},
+        {"call": "route.add", "ns": "host", "destination": "10.80.0.7/32", "link": "cnitestv0"},
+    ]);
+    let mut all = ops.as_array().cloned().unwrap_or_default();
+    all.extend(more.as_array().cloned().unwrap_or_default());
+    Value::Array(all)
 }
 
 /// A world with things already there for the S6 plugin to change: the
@@ -881,6 +1007,16 @@ fn an_untrusted_or_malformed_policy_file_is_refused() {
     let link = open_dir.join("link.json");
     std::os::unix::fs::symlink(&good, &link).expect("symlink");
     run_with(&link).assert_cni_error(105, "is writable by group or others");
+    // A symlink in a trusted directory that leads through an open one.
+    let hop = world.dir.path().join("hop.json");
+    std::os::unix::fs::symlink(&link, &hop).expect("symlink");
+    run_with(&hop).assert_cni_error(105, "is writable by group or others");
+    // A FIFO is refused at once, not waited on.
+    let fifo = world.dir.path().join("fifo.json");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("mkfifo");
+    let t = Instant::now();
+    run_with(&fifo).assert_cni_error(105, "not a regular file");
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
 }
 
 #[test]

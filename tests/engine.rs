@@ -202,8 +202,25 @@ fn install_makes_a_bin_dir_is_idempotent_and_refuses_foreign_files() {
     let lo = bin.join("loopback");
     assert_eq!(std::fs::read_link(&lo).unwrap(), Path::new("wasmcni"));
     assert!(bin.join("wasmcni").is_file());
+    // One artifact per standard plugin, each linked.
     let arts = artifacts(&bin.join(".wasmcni-cache"));
-    assert_eq!(arts.len(), 1, "{arts:?}");
+    let standard = ["bridge", "host-local", "loopback", "ptp", "static"];
+    assert_eq!(arts.len(), standard.len(), "{arts:?}");
+    for p in standard {
+        assert_eq!(
+            std::fs::read_link(bin.join(p)).unwrap(),
+            Path::new("wasmcni"),
+            "{p}"
+        );
+        assert!(
+            arts.iter().any(|a| a
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with(&format!("{p}-"))),
+            "no artifact for {p}: {arts:?}"
+        );
+    }
     let stamp = std::fs::metadata(&arts[0]).unwrap().modified().unwrap();
 
     // Idempotent: again, nothing rebuilt.

@@ -5,50 +5,12 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
-use std::sync::OnceLock;
 
 use support::Netns;
 
-/// Builds the Go driver once per test run, offline, from Debian's packages.
-fn driver() -> &'static Path {
-    static DRIVER: OnceLock<PathBuf> = OnceLock::new();
-    DRIVER.get_or_init(|| {
-        let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-        let out = tmp.join("cnidriver");
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/libcni");
-        let st = Command::new("go")
-            .args(["build", "-o"])
-            .arg(&out)
-            .arg(".")
-            .current_dir(&src)
-            .env("GO111MODULE", "off")
-            .env("GOPATH", "/usr/share/gocode")
-            .env("GOCACHE", tmp.join("gocache"))
-            .status()
-            .expect("running `go` (apt-get install golang-go golang-github-appc-cni-dev)");
-        assert!(st.success(), "building the libcni driver failed");
-        out
-    })
-}
-
-/// An installed wasmcni bin dir, shared by the tests of this file.
-fn bin_dir() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        support::require_root();
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("libcni-bin-{}", std::process::id()));
-        let out = Command::new(support::wasmcni())
-            .arg("install")
-            .arg(&dir)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "wasmcni install: {out:?}");
-        dir
-    })
-}
+use support::cni::{bin_dir, driver};
 
 struct Drive {
     code: i32,

@@ -161,15 +161,19 @@ fn a_failed_add_never_deletes_a_link_it_did_not_create() {
     let world = World::new("idx");
     // The container's next index, past every index the node uses.
     let k = next_index_above(&world.ctr, 60);
-    // Another attachment of the same container: a host veth wasmcni made,
-    // at exactly that index.
+    // This attachment's own host veth, made by an earlier plugin of its
+    // chain (it carries the attachment's mark), at exactly that index.
     let ks = k.to_string();
     world.node.ip(&[
         "link", "add", "victim", "index", &ks, "type", "veth", "peer", "name", "victimp",
     ]);
-    world
-        .node
-        .ip(&["link", "set", "victim", "alias", "wasmcni:ctr-test-1"]);
+    world.node.ip(&[
+        "link",
+        "set",
+        "victim",
+        "alias",
+        "wasmcni:n:ctr-test-1:eth0",
+    ]);
     world.node.ip(&["link", "set", "victim", "up"]);
     world
         .node
@@ -256,6 +260,12 @@ fn undoing_a_move_restores_the_link_exactly() {
         "bridge_slave",
         "hairpin",
         "on",
+        "learning",
+        "off",
+        "isolated",
+        "on",
+        "cost",
+        "42",
     ]);
     n.ip(&["link", "set", "hd1", "promisc", "on"]);
     // And a container link that moves the other way.
@@ -347,4 +357,225 @@ fn a_masters_link_is_never_changed_through_its_upper_device() {
             && r["reason"].as_str().is_some_and(|s| s.contains("\"mst0\""))),
         "{audit:#?}"
     );
+}
+
+/// The journal knows links by identity, not by (namespace, index): a
+/// created link that moves away and a node link that moves into its old
+/// index are two links, and deleting the first forgets nothing of the
+/// second.
+#[test]
+fn deleting_a_moved_link_forgets_nothing_of_the_link_that_took_its_index() {
+    let world = World::new("ident");
+    // The container's next two indexes (a veth's peer, then its end), past
+    // every index the node uses; the node link `hd0` takes the end's.
+    let next = next_index_above(&world.ctr, 60);
+    let k = (next + 1).to_string();
+    let n = &world.node;
+    n.ip(&[
+        "link", "add", "hd0", "index", &k, "type", "veth", "peer", "name", "hd0p",
+    ]);
+    n.ip(&["link", "set", "hd0p", "up"]);
+    n.ip(&["link", "set", "hd0", "mtu", "1400", "up"]);
+    n.ip(&["addr", "add", "10.88.0.2/24", "dev", "hd0"]);
+    n.ip(&[
+        "route",
+        "add",
+        "10.89.0.0/24",
+        "via",
+        "10.88.0.1",
+        "dev",
+        "hd0",
+    ]);
+    let before = settled_snapshot(&world);
+    let mut grant = wide();
+    grant["host"]["links"] = json!(["cnitest*", "hd*"]);
+    let run = world.run(
+        "ADD",
+        &policy_with(grant),
+        &conf(
+            json!([
+                {"call": "link.create-veth", "ns": "container", "name": "e", "peer-ns": "container", "peer-name": "ep"},
+                {"call": "link.move-to", "ns": "container", "link": "e", "target": "host", "new-name": "vethe"},
+                {"call": "link.move-to", "ns": "host", "link": "hd0", "target": "container"},
+                {"call": "link.delete", "ns": "host", "link": "vethe"},
+            ]),
+            1,
+        ),
+        &[],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        result(&run, 0)["ok"][0],
+        json!(next + 1),
+        "the created link must take hd0's index for this test to mean anything: {run:?}"
+    );
+    for i in 0..4 {
+        assert_ok(&run, i);
+    }
+    support::assert_same(&before, &settled_snapshot(&world), "hd0 after the undo");
+}
+
+/// A `masters` link is not changed through a bridge either: a bridge makes
+/// its ports promiscuous, and a macvlan passes that to its lower device.
+#[test]
+fn a_masters_link_is_never_changed_through_a_bridge() {
+    let world = World::new("mstbr");
+    world.node.ip(&["link", "set", "mst0p", "up"]);
+    world.node.ip(&["link", "set", "mst0", "up"]);
+    let mut grant = wide();
+    grant["container"]["create"] = json!(["veth", "macvlan", "bridge"]);
+    let before = world.snapshot();
+    let run = world.run(
+        "ADD",
+        &policy_with(grant),
+        &conf(
+            json!([
+                {"call": "link.create-macvlan", "ns": "container", "master-ns": "host", "master": "mst0", "mode": "bridge", "name": "mv0"},
+                {"call": "link.create-bridge", "ns": "container", "name": "br0"},
+                {"call": "link.set-master", "ns": "container", "link": "mv0", "master": "br0"},
+            ]),
+            1,
+        ),
+        &[],
+    );
+    assert_ok(&run, 0);
+    assert_ok(&run, 1);
+    assert_eq!(result(&run, 2)["error"], "access-denied", "{run:?}");
+    support::assert_same(&before, &world.snapshot(), "masters through a bridge");
+}
+
+/// The undo of a propagating sysctl write restores only what that write
+/// changed and is still as it left it: a setting someone else changed
+/// meanwhile stays as they set it.
+#[test]
+fn a_sysctl_undo_keeps_what_others_changed_meanwhile() {
+    let world = World::new("sysco");
+    world.node.sysctl("net.ipv4.ip_forward", "0");
+    let mut grant = wide();
+    grant["host"]["sysctls"] = json!(["net.ipv4.ip_forward"]);
+    grant["deadline-ms"] = json!(2000);
+    let policy = policy_with(grant);
+    let stdin = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+        "ops": [{"call": "sysctl.set", "ns": "host", "key": "net.ipv4.ip_forward", "value": "1"}],
+        "fail": {"after": 2, "how": "sleep"}});
+    let run = std::thread::scope(|s| {
+        let (w, p, st) = (&world, &policy, &stdin);
+        let h = s.spawn(move || w.run("ADD", p, st, &[]));
+        // While the plugin sleeps, another tool changes a setting the
+        // write changed, and one it did not.
+        std::thread::sleep(Duration::from_millis(700));
+        world.node.sysctl("net.ipv4.conf.uplink.forwarding", "0");
+        world.node.sysctl("net.ipv4.conf.lo.rp_filter", "2");
+        h.join().expect("run")
+    });
+    run.assert_cni_error(101, "deadline");
+    let sysctls = world.node.sysctls();
+    let has = |line: &str| sysctls.iter().any(|l| l == line);
+    assert!(
+        has("/proc/sys/net/ipv4/ip_forward:0"),
+        "the plugin's write is undone"
+    );
+    assert!(
+        has("/proc/sys/net/ipv4/conf/uplink/forwarding:0"),
+        "another's change stays"
+    );
+    assert!(
+        has("/proc/sys/net/ipv4/conf/lo/rp_filter:2"),
+        "another's change stays"
+    );
+}
+
+/// `conf.all.disable_ipv6` drops every link's IPv6 addresses and routes:
+/// the undo puts them back.
+#[test]
+fn a_sysctl_that_flushes_addresses_is_undone_with_them() {
+    let world = World::new("flush");
+    let n = &world.node;
+    n.ip(&["link", "set", "uplinkp", "up"]);
+    n.ip(&["addr", "add", "fd00:5::10/64", "dev", "uplink", "nodad"]);
+    n.ip(&[
+        "route",
+        "add",
+        "fd00:77::/48",
+        "via",
+        "fd00:5::1",
+        "dev",
+        "uplink",
+    ]);
+    let before = settled_snapshot(&world);
+    let mut grant = wide();
+    grant["host"]["sysctls"] = json!(["net.ipv6.conf.all.disable_ipv6"]);
+    let run = world.run(
+        "ADD",
+        &policy_with(grant),
+        &conf(
+            json!([{"call": "sysctl.set", "ns": "host", "key": "net.ipv6.conf.all.disable_ipv6", "value": "1"}]),
+            1,
+        ),
+        &[],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_ok(&run, 0);
+    support::assert_same(&before, &settled_snapshot(&world), "disable_ipv6");
+}
+
+/// What the journal could not put back is not done: a link with a
+/// multipath route or a permanent neighbour entry is not moved or set down.
+#[test]
+fn a_change_that_could_not_be_undone_is_refused() {
+    let world = World::new("norest");
+    let n = &world.node;
+    for l in ["hd0", "hd1"] {
+        let peer = format!("{l}p");
+        n.ip(&["link", "add", l, "type", "veth", "peer", "name", &peer]);
+        n.ip(&["link", "set", &peer, "up"]);
+        n.ip(&["link", "set", l, "up"]);
+    }
+    n.ip(&["addr", "add", "10.88.0.2/24", "dev", "hd0"]);
+    n.ip(&[
+        "route",
+        "add",
+        "10.99.0.0/24",
+        "nexthop",
+        "via",
+        "10.88.0.1",
+        "dev",
+        "hd0",
+        "nexthop",
+        "via",
+        "192.0.2.1",
+        "dev",
+        "uplink",
+    ]);
+    n.ip(&[
+        "neigh",
+        "add",
+        "10.88.0.9",
+        "lladdr",
+        "02:00:00:00:00:09",
+        "dev",
+        "hd1",
+        "nud",
+        "permanent",
+    ]);
+    let before = world.snapshot();
+    let mut grant = wide();
+    grant["host"]["links"] = json!(["cnitest*", "hd*"]);
+    let run = world.run(
+        "ADD",
+        &policy_with(grant),
+        &conf(
+            json!([
+                {"call": "link.move-to", "ns": "host", "link": "hd0", "target": "container"},
+                {"call": "link.move-to", "ns": "host", "link": "hd1", "target": "container"},
+                {"call": "link.set-up", "ns": "host", "link": "hd1", "up": false},
+            ]),
+            0,
+        ),
+        &[],
+    );
+    for i in 0..3 {
+        assert_eq!(result(&run, i)["error"], "access-denied", "op {i}: {run:?}");
+    }
+    support::assert_same(&before, &world.snapshot(), "refused changes");
 }

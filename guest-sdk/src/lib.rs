@@ -24,9 +24,14 @@
 //! - [`skel`]: the entry point, like Go's `skel.PluginMainFuncs`.
 //! - [`net`]: typed wrappers over wasmcni's capability imports. The plugin
 //!   has no other authority: no files, no sockets, no processes.
+//! - [`ipam`]: IPAM reservation state kept by the host (host-local's
+//!   on-disk layout), and [`delegate`]: running another plugin (IPAM)
+//!   through the host.
 #![deny(missing_docs)]
 
 pub mod cni;
+pub mod delegate;
+pub mod ipam;
 pub mod net;
 pub mod skel;
 

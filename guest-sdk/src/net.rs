@@ -470,6 +470,28 @@ pub fn to_ip(a: &IpAddress) -> IpAddr {
     }
 }
 
+/// Converts a `std` address to the WIT one.
+pub fn from_ip(ip: IpAddr) -> IpAddress {
+    match ip {
+        IpAddr::V4(a) => {
+            let o = a.octets();
+            IpAddress::Ipv4((o[0], o[1], o[2], o[3]))
+        }
+        IpAddr::V6(a) => {
+            let s = a.segments();
+            IpAddress::Ipv6((s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]))
+        }
+    }
+}
+
+/// A WIT prefix of `ip/prefix_len`.
+pub fn prefix(ip: IpAddr, prefix_len: u8) -> IpPrefix {
+    IpPrefix {
+        address: from_ip(ip),
+        prefix_len,
+    }
+}
+
 /// Formats a prefix as CIDR text, e.g. `127.0.0.1/8`.
 pub fn cidr(p: &IpPrefix) -> String {
     format!("{}/{}", to_ip(&p.address), p.prefix_len)

@@ -102,6 +102,18 @@ pub enum Undo {
         /// Its name there.
         name: String,
     },
+    /// The kernel may add addresses to a link along with a change (a
+    /// second link-local address for a new `addr_gen_mode`): after the
+    /// change is reverted and its addresses are back, delete those not in
+    /// `keep`.
+    PruneAddresses {
+        /// Where.
+        ns: Kind,
+        /// Which link.
+        index: u32,
+        /// Its addresses before the change.
+        keep: Vec<AddrSpec>,
+    },
     /// An address was added: delete it.
     DeleteAddress {
         /// Where.
@@ -150,16 +162,23 @@ pub enum Undo {
         /// Its state before the move.
         state: LinkState,
     },
-    /// Settings that apply to more than one link (`conf.all.*`,
-    /// `conf.default.*`, `ip_forward`, ...) were about to change: the whole
-    /// `net.` tree of the namespace as it was, written back in an order
-    /// that yields the old state (see [`crate::sysctl::restore`]).
+    /// A sysctl the kernel propagates (`conf.all.*`, `conf.default.*`,
+    /// `ip_forward`, any key that is not one link's) was written: every
+    /// setting of the namespace that write changed, before and after.
+    /// Undone by compare-and-restore: only settings still as the write left
+    /// them are written back (parents first, see
+    /// [`crate::sysctl::restore_changes`]); what someone else changed since
+    /// is kept.
     RestoreSysctls {
         /// Where.
         ns: Kind,
-        /// Every readable, writable `net.` setting, as (key, value).
-        values: Vec<(String, String)>,
+        /// What the write changed.
+        changes: Vec<crate::sysctl::Change>,
     },
+    /// An IPAM reservation changed (see [`crate::caps`]'s ipam-store).
+    Ipam(crate::caps::IpamUndo),
+    /// A native delegate's ADD succeeded: run its DEL.
+    NativeDel(crate::caps::delegate::NativeCall),
     /// A sysctl was written: write the old value back.
     SetSysctl {
         /// Where.
@@ -186,8 +205,8 @@ pub struct LinkState {
     pub alias: String,
     /// The master (bridge) it was enslaved to.
     pub master: Option<u32>,
-    /// Hairpin mode, if it was a bridge port.
-    pub hairpin: Option<bool>,
+    /// Its bridge port settings (hairpin, learning, ...), if it was a port.
+    pub port: Option<crate::netlink::PortOptions>,
     /// `IFF_PROMISC`.
     pub promisc: bool,
     /// Its per-link settings (`net.*.conf.<name>.*`, `net.*.neigh.<name>.*`).
@@ -209,14 +228,18 @@ impl Undo {
             | Undo::SetName { ns, index, .. }
             | Undo::SetAlias { ns, index, .. }
             | Undo::MoveBack { ns, index, .. }
-            | Undo::RestoreLink { ns, index, .. } => Some((*ns, index)),
+            | Undo::RestoreLink { ns, index, .. }
+            | Undo::PruneAddresses { ns, index, .. } => Some((*ns, index)),
             Undo::DeleteAddress { ns, spec } | Undo::AddAddress { ns, spec } => {
                 Some((*ns, &mut spec.index))
             }
             Undo::DeleteRoute { ns, spec }
             | Undo::AddRoute { ns, spec }
             | Undo::RestoreRoute { ns, spec } => spec.oif.as_mut().map(|oif| (*ns, oif)),
-            Undo::SetSysctl { .. } | Undo::RestoreSysctls { .. } => None,
+            Undo::SetSysctl { .. }
+            | Undo::RestoreSysctls { .. }
+            | Undo::Ipam(_)
+            | Undo::NativeDel(_) => None,
         }
     }
 
@@ -225,35 +248,39 @@ impl Undo {
         self.clone().link_slot().map(|(ns, index)| (ns, *index))
     }
 
-    /// The link (`ns`, `from`) is now `to` in the same namespace (it came
-    /// back from a move under another index): make this entry say so.
-    pub fn remap(&mut self, ns_of: Kind, from: u32, to: u32) {
-        if let Some((ns, index)) = self.link_slot() {
-            if ns == ns_of && *index == from {
-                *index = to;
-            }
-        }
-        // A master is a second link an entry can name.
-        let master = match self {
-            Undo::SetMaster { ns, master, .. } => Some((*ns, master)),
-            Undo::RestoreLink { ns, state, .. } => Some((*ns, &mut state.master)),
+    /// The second link an entry can name: a master.
+    fn master_slot(&mut self) -> Option<(Kind, &mut u32)> {
+        match self {
+            Undo::SetMaster {
+                ns,
+                master: Some(m),
+                ..
+            } => Some((*ns, m)),
+            Undo::RestoreLink { ns, state, .. } => state.master.as_mut().map(|m| (*ns, m)),
             _ => None,
-        };
-        if let Some((ns, Some(m))) = master {
-            if ns == ns_of && *m == from {
-                *m = to;
-            }
         }
+    }
+
+    /// The master this entry names, if any.
+    pub fn master(&self) -> Option<(Kind, u32)> {
+        self.clone().master_slot().map(|(ns, index)| (ns, *index))
     }
 
     /// A short description for the audit log (a settings snapshot by its
     /// size, not its thousands of values).
     pub fn describe(&self) -> String {
         match self {
-            Undo::RestoreSysctls { ns, values } => {
+            Undo::RestoreSysctls { ns, changes } => {
+                let keys: Vec<&str> = changes.iter().map(|c| c.key.as_str()).take(8).collect();
                 format!(
-                    "RestoreSysctls {{ ns: {ns:?}, values: {} settings }}",
-                    values.len()
+                    "RestoreSysctls {{ ns: {ns:?}, {} settings: {}{} }}",
+                    changes.len(),
+                    keys.join(", "),
+                    if changes.len() > keys.len() {
+                        ", ..."
+                    } else {
+                        ""
+                    }
                 )
             }
             _ => format!("{self:?}"),
@@ -261,120 +288,200 @@ impl Undo {
     }
 }
 
+/// A link as the journal knows it: an identity that stays with the link
+/// while it moves and its index changes, and is never given to another
+/// link that later takes the same index.
+pub type LinkId = u32;
+
+/// One inverse, with the identities of the links it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// How to take the change back.
+    pub undo: Undo,
+    /// The link it names (`Undo::link`).
+    pub link: Option<LinkId>,
+    /// The master it names (`Undo::master`).
+    pub master: Option<LinkId>,
+}
+
+impl Entry {
+    /// Link `id`, which this entry knew at (`ns`, `from`), is at `to` there
+    /// now (it came back from a move under another index): make the entry
+    /// say so where it names that link at that place.
+    pub fn relocate(&mut self, id: LinkId, ns: Kind, from: u32, to: u32) {
+        if self.link == Some(id) {
+            if let Some((n, i)) = self.undo.link_slot() {
+                if n == ns && *i == from {
+                    *i = to;
+                }
+            }
+        }
+        if self.master == Some(id) {
+            if let Some((n, m)) = self.undo.master_slot() {
+                if n == ns && *m == from {
+                    *m = to;
+                }
+            }
+        }
+    }
+}
+
 /// The undo log of one invocation.
 ///
-/// Besides the inverses it keeps which links this invocation created, where
-/// they are now. That set must follow the kernel's truth: an index names a
-/// link only while it exists, and the kernel reuses indexes (a link moved
-/// into a namespace keeps its index there if it is free). So when a link is
+/// Entries name links by (namespace, index), which is what the kernel acts
+/// on, but an index names a link only while it exists, and the kernel
+/// reuses indexes (a link moved into a namespace keeps its index there if
+/// it is free). So the journal gives every link it hears of an identity
+/// ([`LinkId`]) and keeps where each one is now: entries carry the
+/// identities of the links they name, a move updates the link's place, and
+/// a deletion forgets exactly that link's entries and never another's that
+/// reused its index. Which links this invocation created is a set of
+/// identities too, and it follows the kernel's truth: when a link is
 /// deleted, every created link that went with it (a veth's peer, the
-/// macvlans on it) leaves the set too ([`Journal::retain_created`]).
+/// macvlans on it) leaves the set ([`Journal::retain_created`]).
 #[derive(Debug, Default)]
 pub struct Journal {
-    entries: Vec<Undo>,
-    /// Links created in this invocation, where they are now.
-    created: Vec<(Kind, u32)>,
-    /// Namespaces whose whole `net.` settings tree is already recorded.
-    sysctl_trees: Vec<Kind>,
+    entries: Vec<Entry>,
+    /// Where each known link is now.
+    places: Vec<(LinkId, Kind, u32)>,
+    next_id: LinkId,
+    /// Links created in this invocation.
+    created: Vec<LinkId>,
 }
 
 impl Journal {
+    /// The identity of the link at (`ns`, `index`), if the journal knows it.
+    fn id_at(&self, ns: Kind, index: u32) -> Option<LinkId> {
+        self.places
+            .iter()
+            .find(|(_, n, i)| *n == ns && *i == index)
+            .map(|(id, _, _)| *id)
+    }
+
+    /// The identity of the link at (`ns`, `index`), given one if new.
+    fn identify(&mut self, ns: Kind, index: u32) -> LinkId {
+        if let Some(id) = self.id_at(ns, index) {
+            return id;
+        }
+        self.next_id += 1;
+        self.places.push((self.next_id, ns, index));
+        self.next_id
+    }
+
+    /// Where link `id` is now.
+    fn place(&self, id: LinkId) -> Option<(Kind, u32)> {
+        self.places
+            .iter()
+            .find(|(i, _, _)| *i == id)
+            .map(|(_, ns, index)| (*ns, *index))
+    }
+
     /// Records an inverse.
     pub fn record(&mut self, undo: Undo) {
-        if let Undo::DeleteLink { ns, index } = undo {
-            self.created.push((ns, index));
+        let link = undo.link().map(|(ns, i)| self.identify(ns, i));
+        let master = undo.master().map(|(ns, i)| self.identify(ns, i));
+        if let (Undo::DeleteLink { .. }, Some(id)) = (&undo, link) {
+            self.created.push(id);
         }
-        self.entries.push(undo);
+        self.entries.push(Entry { undo, link, master });
     }
 
     /// A link came into being along with another (a veth peer): it has no
     /// inverse of its own, but counts as created.
     pub fn note_created(&mut self, ns: Kind, index: u32) {
-        self.created.push((ns, index));
+        let id = self.identify(ns, index);
+        self.created.push(id);
     }
 
-    /// Whether link (`ns`, `index`) was created in this invocation (and not
-    /// moved since).
+    /// Whether link (`ns`, `index`) was created in this invocation.
     pub fn created(&self, ns: Kind, index: u32) -> bool {
-        self.created.contains(&(ns, index))
+        self.id_at(ns, index)
+            .is_some_and(|id| self.created.contains(&id))
     }
 
-    /// A link created in this invocation was deleted by the plugin: nothing
-    /// about it is left to undo.
-    /// Follows the link back through its moves, so every entry about it,
-    /// wherever it was at the time, goes.
+    /// A link created in this invocation is gone (the plugin deleted it):
+    /// nothing about it is left to undo, wherever it was when each entry
+    /// was recorded, and its index may now name another link.
     pub fn forget_link(&mut self, ns: Kind, index: u32) {
-        self.created.retain(|c| *c != (ns, index));
-        let mut at = Some((ns, index));
-        while let Some(id) = at.take() {
-            for u in &self.entries {
-                if let Undo::MoveBack {
-                    ns,
-                    index,
-                    to,
-                    from_index,
-                    ..
-                } = u
-                {
-                    if (*ns, *index) == id {
-                        at = Some((*to, *from_index));
-                    }
-                }
-            }
-            self.entries.retain(|u| u.link() != Some(id));
+        if let Some(id) = self.id_at(ns, index) {
+            self.forget(id);
         }
+    }
+
+    fn forget(&mut self, id: LinkId) {
+        self.created.retain(|c| *c != id);
+        self.places.retain(|(i, _, _)| *i != id);
+        self.entries.retain(|e| e.link != Some(id));
     }
 
     /// Keeps in the created set only the links `exists` still finds, and
     /// forgets everything about the others (the kernel took them along with
     /// a link the plugin deleted). Returns the links forgotten.
     pub fn retain_created(&mut self, exists: impl Fn(Kind, u32) -> bool) -> Vec<(Kind, u32)> {
-        let gone: Vec<(Kind, u32)> = self
+        let gone: Vec<(LinkId, Kind, u32)> = self
             .created
             .iter()
-            .copied()
-            .filter(|&(ns, index)| !exists(ns, index))
+            .filter_map(|id| self.place(*id).map(|(ns, i)| (*id, ns, i)))
+            .filter(|&(_, ns, i)| !exists(ns, i))
             .collect();
-        for &(ns, index) in &gone {
-            self.forget_link(ns, index);
+        for &(id, _, _) in &gone {
+            self.forget(id);
         }
-        gone
+        gone.into_iter().map(|(_, ns, i)| (ns, i)).collect()
     }
 
     /// The namespaces holding links created in this invocation.
     pub fn created_namespaces(&self) -> Vec<Kind> {
         [Kind::Container, Kind::Host]
             .into_iter()
-            .filter(|k| self.created.iter().any(|(ns, _)| ns == k))
+            .filter(|k| {
+                self.created
+                    .iter()
+                    .any(|id| self.place(*id).is_some_and(|(ns, _)| ns == *k))
+            })
             .collect()
     }
 
-    /// Records the whole settings tree of `ns` as it is now. Once per
-    /// invocation is enough: the oldest snapshot restores everything newer.
-    pub fn record_sysctl_tree(&mut self, ns: Kind, values: Vec<(String, String)>) {
-        if !self.has_sysctl_tree(ns) {
-            self.sysctl_trees.push(ns);
-            self.entries.push(Undo::RestoreSysctls { ns, values });
-        }
+    /// Whether this invocation added address `spec` (it has the inverse).
+    pub fn added_address(&self, ns: Kind, spec: &AddrSpec) -> bool {
+        self.entries.iter().any(|e| {
+            matches!(&e.undo, Undo::DeleteAddress { ns: n, spec: s }
+                if *n == ns && s.index == spec.index && s.addr == spec.addr
+                    && s.prefix_len == spec.prefix_len)
+        })
     }
 
-    /// Whether the settings tree of `ns` is recorded already.
-    pub fn has_sysctl_tree(&self, ns: Kind) -> bool {
-        self.sysctl_trees.contains(&ns)
-    }
-
-    /// A link moved from `from` to `to` (namespace, index).
+    /// The link at `from` moved to `to` (namespace, index). A link the
+    /// journal knows keeps its identity; whatever it knew at `to` before
+    /// is gone (the kernel gives an index to one link at a time).
     pub fn link_moved(&mut self, from: (Kind, u32), to: (Kind, u32)) {
-        for c in &mut self.created {
-            if *c == from {
-                *c = to;
+        let moving = self.id_at(from.0, from.1);
+        self.places
+            .retain(|(id, ns, i)| Some(*id) == moving || (*ns, *i) != to);
+        match moving {
+            Some(id) => {
+                for p in &mut self.places {
+                    if p.0 == id {
+                        p.1 = to.0;
+                        p.2 = to.1;
+                    }
+                }
+            }
+            None => {
+                self.identify(to.0, to.1);
             }
         }
     }
 
     /// Takes the entries out, newest first.
-    pub fn drain_reverse(&mut self) -> Vec<Undo> {
-        let mut v = std::mem::take(&mut self.entries);
+    pub fn drain_reverse(&mut self) -> Vec<Entry> {
+        self.drain_reverse_from(0)
+    }
+
+    /// Takes the entries recorded after the first `mark` out, newest first
+    /// (a delegate that failed: its own changes only).
+    pub fn drain_reverse_from(&mut self, mark: usize) -> Vec<Entry> {
+        let mut v = self.entries.split_off(mark.min(self.entries.len()));
         v.reverse();
         v
     }
@@ -383,12 +490,6 @@ impl Journal {
     /// recorded what to restore and then failed changed nothing).
     pub fn truncate(&mut self, len: usize) {
         self.entries.truncate(len);
-        let entries = &self.entries;
-        self.sysctl_trees.retain(|k| {
-            entries
-                .iter()
-                .any(|u| matches!(u, Undo::RestoreSysctls { ns, .. } if ns == k))
-        });
     }
 
     /// How many entries there are.
@@ -405,6 +506,10 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn kinds(v: &[Entry]) -> Vec<&Undo> {
+        v.iter().map(|e| &e.undo).collect()
+    }
 
     #[test]
     fn replays_newest_first_and_tracks_created_links() {
@@ -425,30 +530,40 @@ mod tests {
         });
         assert!(j.created(Kind::Host, 7));
         assert!(!j.created(Kind::Container, 7));
-        let order: Vec<_> = j.drain_reverse();
-        assert!(matches!(order[0], Undo::SetSysctl { .. }));
-        assert!(matches!(order[2], Undo::DeleteLink { .. }));
+        let order = j.drain_reverse();
+        assert!(matches!(kinds(&order)[0], Undo::SetSysctl { .. }));
+        assert!(matches!(kinds(&order)[2], Undo::DeleteLink { .. }));
         assert!(j.is_empty());
     }
 
     #[test]
-    fn remapping_follows_a_link_to_its_new_index() {
-        let mut set = Undo::SetMaster {
+    fn relocating_follows_one_link_and_its_role_as_a_master() {
+        let mut j = Journal::default();
+        j.record(Undo::SetMaster {
             ns: Kind::Host,
             index: 4,
             master: Some(4),
-        };
-        set.remap(Kind::Host, 4, 9);
+        });
+        j.record(Undo::SetMtu {
+            ns: Kind::Container,
+            index: 4,
+            mtu: 1500,
+        });
+        let mut v = j.drain_reverse();
+        let id = v[1].link.expect("id");
+        for e in &mut v {
+            e.relocate(id, Kind::Host, 4, 9);
+        }
         assert_eq!(
-            set,
+            v[1].undo,
             Undo::SetMaster {
                 ns: Kind::Host,
                 index: 9,
                 master: Some(9)
             }
         );
-        set.remap(Kind::Container, 9, 1);
-        assert_eq!(set.link(), Some((Kind::Host, 9)));
+        // The container's link 4 is another link: untouched.
+        assert_eq!(v[0].undo.link(), Some((Kind::Container, 4)));
     }
 
     #[test]
@@ -479,6 +594,7 @@ mod tests {
             ns: Kind::Host,
             index: 9,
         });
+        j.link_moved((Kind::Host, 9), (Kind::Container, 2));
         j.record(Undo::MoveBack {
             ns: Kind::Container,
             index: 2,
@@ -486,10 +602,60 @@ mod tests {
             from_index: 9,
             name: "v".into(),
         });
-        j.link_moved((Kind::Host, 9), (Kind::Container, 2));
         assert!(j.created(Kind::Container, 2));
         assert!(!j.created(Kind::Host, 9));
         j.forget_link(Kind::Container, 2);
         assert!(j.is_empty(), "{j:?}");
+    }
+
+    /// A created link moves away and another link moves into its old
+    /// index: deleting the first forgets nothing of the second.
+    #[test]
+    fn a_reused_index_names_another_link() {
+        let mut j = Journal::default();
+        // e: created in the container at 7, moved to the host as 8.
+        j.record(Undo::DeleteLink {
+            ns: Kind::Container,
+            index: 7,
+        });
+        j.link_moved((Kind::Container, 7), (Kind::Host, 8));
+        j.record(Undo::MoveBack {
+            ns: Kind::Host,
+            index: 8,
+            to: Kind::Container,
+            from_index: 7,
+            name: "e".into(),
+        });
+        // eth1: a node link at host 7, moved into the container, keeps 7.
+        j.record(Undo::RestoreLink {
+            ns: Kind::Host,
+            index: 7,
+            state: LinkState {
+                up: true,
+                mtu: 1500,
+                mac: vec![],
+                alias: String::new(),
+                master: None,
+                port: None,
+                promisc: false,
+                sysctls: vec![],
+            },
+        });
+        j.link_moved((Kind::Host, 7), (Kind::Container, 7));
+        j.record(Undo::MoveBack {
+            ns: Kind::Container,
+            index: 7,
+            to: Kind::Host,
+            from_index: 7,
+            name: "eth1".into(),
+        });
+        assert!(!j.created(Kind::Container, 7), "eth1 is not created");
+        j.forget_link(Kind::Host, 8);
+        let left = j.drain_reverse();
+        assert_eq!(left.len(), 2, "{left:?}");
+        assert!(left
+            .iter()
+            .all(|e| matches!(e.undo, Undo::MoveBack { .. } | Undo::RestoreLink { .. })));
+        assert!(left.iter().all(|e| e.link == left[0].link));
     }
 }

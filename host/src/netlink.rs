@@ -23,6 +23,7 @@ use netlink_packet_route::link::{
     InfoBridge, InfoData, InfoIpVlan, InfoKind, InfoMacVlan, InfoVeth, InfoVlan, IpVlanMode,
     LinkAttribute, LinkFlags, LinkInfo, LinkMessage, LinkProtoInfoBridge, MacVlanMode,
 };
+use netlink_packet_route::neighbour::{NeighbourMessage, NeighbourState};
 use netlink_packet_route::nsid::{NsidAttribute, NsidMessage};
 use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteFlags, RouteHeader, RouteMessage, RouteMetric,
@@ -339,6 +340,16 @@ impl RouteSpec {
     }
 }
 
+/// Whether route `msg` goes through link `index` (its output link, or one
+/// of its multipath next hops).
+pub fn route_uses_link(msg: &RouteMessage, index: u32) -> bool {
+    msg.attributes.iter().any(|a| match a {
+        RouteAttribute::Oif(i) => *i == index,
+        RouteAttribute::MultiPath(hops) => hops.iter().any(|h| h.interface_index == index),
+        _ => false,
+    })
+}
+
 /// What the kernel identifies a route by, whatever its type: table,
 /// destination, TOS and metric (`fib_table_insert` / `ip6_ins_rt`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -503,8 +514,19 @@ impl AddrSpec {
 const CREATE_EXCL: u16 = NLM_F_CREATE | NLM_F_EXCL;
 /// `IFLA_IFALIAS`.
 const IFLA_IFALIAS: u16 = 20;
+/// A bridge port's settings as raw `IFLA_BRPORT_*` (type, value) pairs.
+pub type PortOptions = Vec<(u16, Vec<u8>)>;
+
 /// `IFLA_BRPORT_MODE` (hairpin), inside a bridge port's `IFLA_PROTINFO`.
 const IFLA_BRPORT_MODE: u16 = 4;
+/// The `IFLA_BRPORT_*` settings a port can be given (priority, cost, mode,
+/// guard, protect, fast leave, learning, unicast flood, proxy ARP, proxy
+/// ARP wifi, multicast router, multicast flood, multicast to unicast,
+/// vlan tunnel, broadcast flood, group forward mask, neighbour suppress,
+/// isolated); the rest are state the bridge reports.
+const WRITABLE_BRPORT: &[u16] = &[
+    2, 3, 4, 5, 6, 7, 8, 9, 10, 12, 25, 27, 28, 29, 30, 31, 32, 33,
+];
 /// Longest alias the kernel keeps (`IFALIASZ` - 1).
 const MAX_ALIAS: usize = 255;
 
@@ -935,6 +957,78 @@ impl Netlink {
             }),
             _ => None,
         }))
+    }
+
+    /// The settings of bridge port `index` a port can be given back
+    /// (`IFLA_BRPORT_*` inside `IFLA_PROTINFO`: hairpin, learning, flood,
+    /// isolated, cost, priority, ...), as raw (type, value) pairs; `None`
+    /// if it is not a bridge port.
+    pub fn bridge_port(&mut self, index: u32) -> Result<Option<PortOptions>, NlError> {
+        check_index(index)?;
+        let mut req = LinkMessage::default();
+        req.header.interface_family = AddressFamily::Bridge;
+        let answers = self.request(RouteNetlinkMessage::GetLink(req), NLM_F_DUMP)?;
+        let Some(port) = answers.into_iter().find_map(|m| match m {
+            RouteNetlinkMessage::NewLink(l) if l.header.index == index => Some(l),
+            _ => None,
+        }) else {
+            return Ok(None);
+        };
+        let mut out = Vec::new();
+        for attr in &port.attributes {
+            let LinkAttribute::ProtoInfoBridge(infos) = attr else {
+                continue;
+            };
+            for info in infos {
+                if let LinkProtoInfoBridge::Other(nla) = info {
+                    let kind = nla.kind() & NLA_TYPE_MASK;
+                    if WRITABLE_BRPORT.contains(&kind) {
+                        let mut value = vec![0; nla.value_len()];
+                        nla.emit_value(&mut value);
+                        out.push((kind, value));
+                    }
+                }
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// Gives bridge port `index` the settings `options` (from
+    /// [`Netlink::bridge_port`]).
+    pub fn set_bridge_port(
+        &mut self,
+        index: u32,
+        options: &[(u16, Vec<u8>)],
+    ) -> Result<(), NlError> {
+        if options.is_empty() {
+            return Ok(());
+        }
+        let mut msg = link_at(index)?;
+        msg.header.interface_family = AddressFamily::Bridge;
+        msg.attributes.push(LinkAttribute::ProtoInfoBridge(
+            options
+                .iter()
+                .map(|(k, v)| LinkProtoInfoBridge::Other(DefaultNla::new(*k, v.clone())))
+                .collect(),
+        ));
+        self.ack(RouteNetlinkMessage::SetLink(msg), 0)
+    }
+
+    /// How many permanent neighbour entries (`ip neigh ... nud permanent`)
+    /// link `index` has: the kernel drops them when the link goes down or
+    /// moves.
+    pub fn permanent_neighbours(&mut self, index: u32) -> Result<usize, NlError> {
+        let answers = self.request(
+            RouteNetlinkMessage::GetNeighbour(NeighbourMessage::default()),
+            NLM_F_DUMP,
+        )?;
+        Ok(answers
+            .iter()
+            .filter(|m| {
+                matches!(m, RouteNetlinkMessage::NewNeighbour(n)
+                    if n.header.ifindex == index && n.header.state == NeighbourState::Permanent)
+            })
+            .count())
     }
 
     /// Deletes a link.

@@ -121,6 +121,15 @@ impl NetNs {
         })
     }
 
+    /// A second handle to the same namespace (a delegate's).
+    pub fn try_clone(&self) -> io::Result<NetNs> {
+        Ok(NetNs {
+            file: self.file.try_clone()?,
+            kind: self.kind,
+            path: self.path.clone(),
+        })
+    }
+
     /// Which namespace this is.
     pub fn kind(&self) -> Kind {
         self.kind

@@ -20,7 +20,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -118,6 +118,10 @@ fn glob_match(pat: &[u8], s: &[u8]) -> bool {
 ///   did not create them, e.g. `cni*` bridges.
 /// - `masters`: names of links the plugin may use as the master of a
 ///   macvlan / ipvlan / vlan, and never change.
+/// - `bridges`: (host) names of bridges made by someone else (an admin)
+///   that the plugin's network may share as wasmcni's own network bridges
+///   are shared: bring up, add an address, enslave its own links; never
+///   change otherwise or delete. Only links of kind bridge qualify.
 /// - `addresses`, `routes`: add and delete them (host: only on links the
 ///   plugin may modify; routes only wasmcni's own).
 /// - `announce`: send gratuitous ARP for an address of a link.
@@ -146,6 +150,10 @@ pub struct NsGrant {
     pub links: Vec<Pattern>,
     /// Links it may use as a master, read-only.
     pub masters: Vec<Pattern>,
+    /// (Host) bridges made by someone else that its network may share:
+    /// bring up, give an address, enslave its own links; never change or
+    /// delete.
+    pub bridges: Vec<Pattern>,
     /// May add and delete addresses.
     pub addresses: bool,
     /// May add, replace and delete routes.
@@ -178,6 +186,11 @@ impl NsGrant {
     /// Whether `name` matches one of the `links` patterns.
     pub fn names_link(&self, name: &str) -> bool {
         self.links.iter().any(|p| p.matches(name))
+    }
+
+    /// Whether `name` matches one of the `bridges` patterns.
+    pub fn names_bridge(&self, name: &str) -> bool {
+        self.bridges.iter().any(|p| p.matches(name))
     }
 
     /// Whether `name` matches one of the `masters` patterns.
@@ -239,6 +252,14 @@ pub struct Entry {
     /// Rights in the node's namespace; none means the plugin cannot even
     /// obtain a handle to it.
     pub host: Option<NsGrant>,
+    /// Directories under which it may keep IPAM state (`ipam-store`);
+    /// none: no IPAM state at all.
+    pub ipam_roots: Vec<PathBuf>,
+    /// Plugins it may run as delegates (in-process, as wasm).
+    pub delegates: Vec<String>,
+    /// Native plugins from `CNI_PATH` it may run as delegates (for those
+    /// that cannot be wasm, like `dhcp`).
+    pub native_delegates: Vec<String>,
 }
 
 /// A policy document: an entry per plugin name.
@@ -266,6 +287,12 @@ pub struct Grant {
     pub host: Option<NsGrant>,
     /// Most capability calls one invocation may make.
     pub host_calls: u64,
+    /// Directories under which it may keep IPAM state.
+    pub ipam_roots: Vec<PathBuf>,
+    /// Plugins it may run in-process as delegates.
+    pub delegates: Vec<String>,
+    /// Native plugins it may run as delegates.
+    pub native_delegates: Vec<String>,
 }
 
 /// The default budget of capability calls per invocation.
@@ -316,6 +343,38 @@ impl Policy {
                     return Err(PolicyError::Invalid {
                         origin: origin.to_owned(),
                         msg: format!("plugins.{name}.sha256 must be 64 hex digits, got {pin:?}"),
+                    });
+                }
+            }
+            for (i, root) in entry.ipam_roots.iter().enumerate() {
+                let plain = root.is_absolute()
+                    && root.components().all(|c| {
+                        matches!(
+                            c,
+                            std::path::Component::RootDir | std::path::Component::Normal(_)
+                        )
+                    });
+                if !plain {
+                    return Err(PolicyError::Invalid {
+                        origin: origin.to_owned(),
+                        msg: format!(
+                            "plugins.{name}.ipam-roots[{i}] must be an absolute path without `.` or `..`, got {root:?}"
+                        ),
+                    });
+                }
+            }
+            for (field, list) in [
+                ("delegates", &entry.delegates),
+                ("native-delegates", &entry.native_delegates),
+            ] {
+                if let Some((i, bad)) = list
+                    .iter()
+                    .enumerate()
+                    .find(|(_, d)| !crate::plugins::valid_name(d))
+                {
+                    return Err(PolicyError::Invalid {
+                        origin: origin.to_owned(),
+                        msg: format!("plugins.{name}.{field}[{i}]: invalid plugin name {bad:?}"),
                     });
                 }
             }
@@ -386,6 +445,9 @@ impl Entry {
             container: self.container.clone(),
             host: self.host.clone(),
             host_calls: self.host_calls.unwrap_or(DEFAULT_HOST_CALLS),
+            ipam_roots: self.ipam_roots.clone(),
+            delegates: self.delegates.clone(),
+            native_delegates: self.native_delegates.clone(),
         }
     }
 
@@ -407,28 +469,30 @@ fn read_trusted(path: &Path, required: bool) -> Result<Option<String>, PolicyErr
         path: path.to_owned(),
         source,
     };
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return Ok(None),
-        Err(e) => return Err(io(e)),
-    };
-    let meta = file.metadata().map_err(io)?;
     let untrusted = |why: String| PolicyError::Untrusted {
         path: path.to_owned(),
         why,
     };
     // As sshd's StrictModes: whoever can write a directory on the way to
-    // the file can replace it (or a symlink to it), so every directory of
-    // the path as given and of the path it resolves to must be as trusted
-    // as the file; and the file opened must be the one resolved.
+    // the file can replace it (or a symlink to it), so every directory the
+    // path passes through, following each symlink, must be as trusted as
+    // the file; checked before the file is opened.
     let absolute = std::path::absolute(path).map_err(io)?;
-    let real = std::fs::canonicalize(&absolute).map_err(io)?;
-    trusted_dirs(&absolute).map_err(untrusted)?;
-    trusted_dirs(&real).map_err(untrusted)?;
-    let resolved = std::fs::metadata(&real).map_err(io)?;
-    if (resolved.dev(), resolved.ino()) != (meta.dev(), meta.ino()) {
-        return Err(untrusted("it changed while being checked".into()));
-    }
+    let real = match resolve_trusted(&absolute) {
+        Ok(p) => p,
+        Err(Resolve::Io(e)) if e.kind() == std::io::ErrorKind::NotFound && !required => {
+            return Ok(None)
+        }
+        Err(Resolve::Io(e)) => return Err(io(e)),
+        Err(Resolve::Untrusted(why)) => return Err(untrusted(why)),
+    };
+    // Never blocks (a FIFO), never follows a symlink put there since.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
+        .open(&real)
+        .map_err(io)?;
+    let meta = file.metadata().map_err(io)?;
     if !meta.is_file() {
         return Err(untrusted("not a regular file".into()));
     }
@@ -440,6 +504,71 @@ fn read_trusted(path: &Path, required: bool) -> Result<Option<String>, PolicyErr
     std::io::Read::read_to_string(&mut std::io::Read::take(file, MAX_POLICY_FILE), &mut text)
         .map_err(io)?;
     Ok(Some(text))
+}
+
+/// Why a path could not be resolved.
+enum Resolve {
+    Io(std::io::Error),
+    Untrusted(String),
+}
+
+/// Resolves absolute `path` component by component, following symlinks
+/// (at most 40), and checks every directory it passes through, those a
+/// symlink leads through included. Returns the path without symlinks.
+fn resolve_trusted(path: &Path) -> Result<PathBuf, Resolve> {
+    use std::path::Component;
+    let mut pending: Vec<std::ffi::OsString> = path
+        .components()
+        .rev()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_owned()),
+            Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .collect();
+    let mut at = PathBuf::from("/");
+    let mut hops = 0;
+    let check_dir = |dir: &Path| -> Result<(), Resolve> {
+        let meta = std::fs::metadata(dir).map_err(Resolve::Io)?;
+        trusted_owner(
+            &format!("directory {}", dir.display()),
+            meta.uid(),
+            meta.mode(),
+        )
+        .map_err(Resolve::Untrusted)
+    };
+    check_dir(&at)?;
+    while let Some(name) = pending.pop() {
+        if name == ".." {
+            at.pop();
+            continue;
+        }
+        let next = at.join(&name);
+        let meta = std::fs::symlink_metadata(&next).map_err(Resolve::Io)?;
+        if meta.file_type().is_symlink() {
+            hops += 1;
+            if hops > 40 {
+                return Err(Resolve::Untrusted("too many symlinks".into()));
+            }
+            let target = std::fs::read_link(&next).map_err(Resolve::Io)?;
+            if target.is_absolute() {
+                at = PathBuf::from("/");
+            }
+            for c in target.components().rev() {
+                match c {
+                    Component::Normal(n) => pending.push(n.to_owned()),
+                    Component::ParentDir => pending.push("..".into()),
+                    _ => {}
+                }
+            }
+            continue;
+        }
+        at = next;
+        if meta.is_dir() {
+            check_dir(&at)?;
+        }
+    }
+    Ok(at)
 }
 
 /// Whether `uid` and `mode` are those of a file only root (or the user
@@ -454,23 +583,6 @@ fn trusted_owner(what: &str, uid: u32, mode: u32) -> Result<(), String> {
             "{what} is writable by group or others (mode {:o})",
             mode & 0o7777
         ));
-    }
-    Ok(())
-}
-
-/// Checks every directory above `path` (following symlinks).
-fn trusted_dirs(path: &Path) -> Result<(), String> {
-    for dir in path.ancestors().skip(1) {
-        if dir.as_os_str().is_empty() {
-            continue;
-        }
-        let meta =
-            std::fs::metadata(dir).map_err(|e| format!("directory {}: {e}", dir.display()))?;
-        trusted_owner(
-            &format!("directory {}", dir.display()),
-            meta.uid(),
-            meta.mode(),
-        )?;
     }
     Ok(())
 }
@@ -504,6 +616,9 @@ impl fmt::Display for NsGrant {
         }
         if !self.masters.is_empty() {
             parts.push(format!("masters [{}]", list(&self.masters)));
+        }
+        if !self.bridges.is_empty() {
+            parts.push(format!("bridges [{}]", list(&self.bridges)));
         }
         if !self.sysctls.is_empty() {
             parts.push(format!("sysctls [{}]", list(&self.sysctls)));

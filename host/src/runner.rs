@@ -178,6 +178,24 @@ fn container_netns(env: &[(String, String)]) -> Result<Option<NetNs>, CniError> 
     }
 }
 
+/// What every plugin run in this process shares: the top-level plugin the
+/// runtime executed and the delegates it runs in-process.
+pub struct Runtime {
+    /// The engine (one per process: the deadline timer advances its epoch).
+    pub engine: Engine,
+    /// Where precompiled artifacts live.
+    pub cache: Option<ArtifactCache>,
+    /// The effective policy.
+    pub policy: Policy,
+    /// The process's `CNI_*` environment.
+    pub env: Vec<(String, String)>,
+    /// When the whole invocation must be done (delegates included: one
+    /// deadline per process, never re-armed by a nested run).
+    pub deadline: std::time::Instant,
+    /// Where audit records go.
+    pub sink: Sink,
+}
+
 /// Runs `target` with `stdin` and the `CNI_*` variables among `vars`.
 pub fn invoke(
     target: Target<'_>,
@@ -192,62 +210,141 @@ pub fn invoke(
         Target::Name(n) => plugins::find(n),
         Target::Path(p) => Plugin::from_path(p),
     }
-    .map_err(|e| match e {
-        LookupError::Io { .. } => CniError::new(Code::Io, e.to_string()),
-        _ => CniError::new(Code::InvalidConfig, e.to_string()),
-    })?;
+    .map_err(lookup_error)?;
     let entry = policy.entry_for(
         plugin.name(),
         *plugin.origin() == crate::plugins::Origin::Bundled,
     );
-    entry.check_pin(plugin.sha256()).map_err(|why| {
-        CniError::new(
-            Code::PluginRefused,
-            format!("plugin {:?} refused: {why}", plugin.name()),
-        )
-    })?;
+    check_pin(&entry, &plugin)?;
     let limits = Limits::resolve(&entry)?;
     let t0 = std::time::Instant::now();
     let container = container_netns(&env)?;
     let t1 = std::time::Instant::now();
     let engine = engine::engine().map_err(internal)?;
     let t2 = std::time::Instant::now();
-    let cache = ArtifactCache::default_location();
-    let component = engine::load(&engine, &plugin, cache.as_ref()).map_err(|e| {
+    let rt = std::sync::Arc::new(Runtime {
+        engine,
+        cache: ArtifactCache::default_location(),
+        policy,
+        env,
+        deadline: t0 + limits.deadline,
+        sink: Sink::from_env(),
+    });
+    let (component, imports) = prepare(&rt, &plugin)?;
+    log::debug!(
+        "timing: netns {:?}, engine {:?}, load + imports {:?}",
+        t1 - t0,
+        t2 - t1,
+        t2.elapsed()
+    );
+    let command = lookup(&rt.env, "CNI_COMMAND").unwrap_or("").to_owned();
+    let caps = caps::Ctx::new(caps::CtxParams {
+        grant: entry.grant(),
+        container,
+        audit: Audit::new(identity(&rt.env, &plugin, &command), rt.sink.clone()),
+        attachment: caps::Attachment::from_invocation(&rt.env, stdin),
+        command: caps::Command::from_env(&command),
+        cni_command: command.clone(),
+        runtime: Some(rt.clone()),
+    });
+    arm_deadline(&rt.engine, limits.deadline);
+    // wasmtime-wasi's synchronous streams block on futures through the
+    // ambient Tokio runtime, and start a multi-threaded one (a thread per
+    // core, cgroup probing) if there is none. A current-thread runtime,
+    // entered here, costs no threads: start-up is every CNI call's hot path.
+    let tokio_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .map_err(internal)?;
+    let _entered = tokio_rt.enter();
+    let (outcome, mut caps) = execute(
+        &rt, &component, &imports, &plugin, &rt.env, stdin, &limits, caps,
+    );
+    let failed = !matches!(outcome, Ok(Output { code: 0, .. }));
+    let outcome = if command == "ADD" && failed && caps.journal_len() > 0 {
+        // A failed ADD leaves nothing behind.
+        undo_or_report(&mut caps, 0, plugin.name(), outcome)
+    } else {
+        outcome
+    };
+    // The process exits right after this; unmapping the code and the
+    // engine's type registry would only add to every call's latency.
+    std::mem::forget(component);
+    std::mem::forget(caps);
+    std::mem::forget(tokio_rt);
+    outcome
+}
+
+/// Undoes the journal entries from `mark` on; if any step fails, the CNI
+/// error says so instead of `outcome`.
+pub(crate) fn undo_or_report(
+    caps: &mut caps::Ctx,
+    mark: usize,
+    name: &str,
+    outcome: Result<Output, CniError>,
+) -> Result<Output, CniError> {
+    let undo_failures = caps.undo_from(mark);
+    if undo_failures.is_empty() {
+        return outcome;
+    }
+    eprintln!(
+        "wasmcni: undoing the failed ADD left {} change(s) in place: {}",
+        undo_failures.len(),
+        undo_failures.join("; ")
+    );
+    Err(CniError::new(
+        Code::Internal,
+        format!(
+            "plugin {name:?} failed and {} of its changes could not be undone",
+            undo_failures.len()
+        ),
+    )
+    .with_details(undo_failures.join("; ")))
+}
+
+/// Who the audit records of a run name.
+pub(crate) fn identity(env: &[(String, String)], plugin: &Plugin, command: &str) -> Identity {
+    let var = |k: &str| lookup(env, k).unwrap_or("").to_owned();
+    Identity {
+        plugin: plugin.name().to_owned(),
+        sha256: plugin.sha256().to_owned(),
+        container_id: var("CNI_CONTAINERID"),
+        ifname: var("CNI_IFNAME"),
+        command: command.to_owned(),
+    }
+}
+
+/// A lookup failure as a CNI error.
+pub(crate) fn lookup_error(e: LookupError) -> CniError {
+    match e {
+        LookupError::Io { .. } => CniError::new(Code::Io, e.to_string()),
+        _ => CniError::new(Code::InvalidConfig, e.to_string()),
+    }
+}
+
+/// Refuses a plugin whose sha256 is not the one its policy pins.
+pub(crate) fn check_pin(entry: &policy::Entry, plugin: &Plugin) -> Result<(), CniError> {
+    entry.check_pin(plugin.sha256()).map_err(|why| {
+        CniError::new(
+            Code::PluginRefused,
+            format!("plugin {:?} refused: {why}", plugin.name()),
+        )
+    })
+}
+
+/// Loads `plugin`'s component (from its artifact when there is a valid
+/// one) and checks its imports.
+pub(crate) fn prepare(rt: &Runtime, plugin: &Plugin) -> Result<(Component, Vec<String>), CniError> {
+    let component = engine::load(&rt.engine, plugin, rt.cache.as_ref()).map_err(|e| {
         CniError::new(
             Code::PluginRefused,
             format!("plugin {:?} is not a valid component", plugin.name()),
         )
         .with_details(format!("{e:#}"))
     })?;
-    let t3 = std::time::Instant::now();
-    let imports = imports(&engine, &component);
+    let imports = imports(&rt.engine, &component);
     check_imports(&imports, plugin.name())?;
-    log::debug!(
-        "timing: netns {:?}, engine {:?}, load {:?}, imports {:?}",
-        t1 - t0,
-        t2 - t1,
-        t3 - t2,
-        t3.elapsed()
-    );
-    let out = run_component(
-        &engine,
-        &component,
-        &imports,
-        &plugin,
-        Invocation {
-            env,
-            stdin,
-            container,
-            limits: &limits,
-            grant: entry.grant(),
-        },
-    );
-    // The process exits right after this; unmapping the code and the
-    // engine's type registry would only add to every call's latency.
-    std::mem::forget(component);
-    std::mem::forget(engine);
-    out
+    Ok((component, imports))
 }
 
 fn internal(e: impl std::fmt::Display) -> CniError {
@@ -431,49 +528,24 @@ fn linker(engine: &Engine, imports: &[String]) -> wasmtime::Result<Linker<StoreD
     Ok(l)
 }
 
-/// What one run is given.
-struct Invocation<'a> {
-    env: Vec<(String, String)>,
-    stdin: &'a [u8],
-    container: Option<NetNs>,
-    limits: &'a Limits,
-    grant: policy::Grant,
-}
-
-fn run_component(
-    engine: &Engine,
+/// Runs a prepared component once with `caps` as its capability context,
+/// `env` and `stdin`; returns the outcome and the context (whose journal
+/// holds the inverses of what it did). The caller has armed the deadline
+/// and entered a Tokio runtime.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn execute(
+    rt: &Runtime,
     component: &Component,
     imports: &[String],
     plugin: &Plugin,
-    inv: Invocation<'_>,
-) -> Result<Output, CniError> {
-    let Invocation {
-        env,
-        stdin,
-        container,
-        limits,
-        grant,
-    } = inv;
-    let var = |k: &str| lookup(&env, k).unwrap_or("").to_owned();
-    let command = var("CNI_COMMAND");
-    let cmd = caps::Command::from_env(&command);
-    let who = Identity {
-        plugin: plugin.name().to_owned(),
-        sha256: plugin.sha256().to_owned(),
-        container_id: var("CNI_CONTAINERID"),
-        ifname: var("CNI_IFNAME"),
-        command,
-    };
-    let caps = caps::Ctx::new(
-        grant,
-        container,
-        Audit::new(who.clone(), Sink::from_env()),
-        &who.container_id,
-        cmd,
-    );
+    env: &[(String, String)],
+    stdin: &[u8],
+    limits: &Limits,
+    caps: caps::Ctx,
+) -> (Result<Output, CniError>, caps::Ctx) {
     let stdout = MemoryOutputPipe::new(MAX_STDOUT);
     let wasi = WasiCtxBuilder::new()
-        .envs(&env)
+        .envs(env)
         .arg(plugin.name())
         .stdin(MemoryInputPipe::new(stdin.to_vec()))
         .stdout(stdout.clone())
@@ -488,65 +560,29 @@ fn run_component(
         table: ResourceTable::new(),
         caps,
         limiter: Limiter::new(limits.memory_cap),
-        deadline: std::time::Instant::now() + limits.deadline,
+        deadline: rt.deadline,
     };
-    let mut store = Store::new(engine, data);
+    let mut store = Store::new(&rt.engine, data);
     store.limiter(|s| &mut s.limiter);
     store.set_epoch_deadline(1);
     store.epoch_deadline_trap();
     let t0 = std::time::Instant::now();
-    let linker = linker(engine, imports).map_err(internal)?;
-    log::debug!("timing: linker {:?}", t0.elapsed());
-
-    let deadline = limits.deadline;
-    arm_deadline(engine, deadline);
-
-    // wasmtime-wasi's synchronous streams block on futures through the
-    // ambient Tokio runtime, and start a multi-threaded one (a thread per
-    // core, cgroup probing) if there is none. A current-thread runtime,
-    // entered here, costs no threads: start-up is every CNI call's hot path.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .map_err(internal)?;
-    let _entered = rt.enter();
-    let result = sync::Command::instantiate(&mut store, component, &linker)
-        .and_then(|cmd| cmd.wasi_cli_run().call_run(&mut store));
-    log::debug!("timing: instantiate + run {:?}", t0.elapsed());
+    let result = linker(&rt.engine, imports).and_then(|linker| {
+        let r = sync::Command::instantiate(&mut store, component, &linker)
+            .and_then(|cmd| cmd.wasi_cli_run().call_run(&mut store));
+        // As below: no teardown in a process about to exit.
+        std::mem::forget(linker);
+        r
+    });
+    log::debug!("timing: link + instantiate + run {:?}", t0.elapsed());
     let hit_memory_cap = store.data().limiter.cap_hit();
-    let stdout = stdout.contents().to_vec();
-    let outcome = outcome(result, stdout, plugin, limits, hit_memory_cap);
-    let caps = &mut store.data_mut().caps;
-    let failed = !matches!(outcome, Ok(Output { code: 0, .. }));
-    let outcome = if cmd == caps::Command::Add && failed && caps.journal_len() > 0 {
-        // A failed ADD leaves nothing behind.
-        let undo_failures = caps.undo();
-        if undo_failures.is_empty() {
-            outcome
-        } else {
-            eprintln!(
-                "wasmcni: undoing the failed ADD left {} change(s) in place: {}",
-                undo_failures.len(),
-                undo_failures.join("; ")
-            );
-            Err(CniError::new(
-                Code::Internal,
-                format!(
-                    "plugin {:?} failed and {} of its changes could not be undone",
-                    plugin.name(),
-                    undo_failures.len()
-                ),
-            )
-            .with_details(undo_failures.join("; ")))
-        }
-    } else {
-        outcome
-    };
-    // As above: the store's 4 GiB reservation and tables need no teardown
-    // in a process that is about to exit.
-    std::mem::forget(store);
-    std::mem::forget(linker);
-    outcome
+    let out = stdout.contents().to_vec();
+    let outcome = outcome(result, out, plugin, limits, hit_memory_cap);
+    // The store's tables and WASI context go with it; its 4 GiB
+    // reservation needs no unmapping in a process that is about to exit
+    // (a delegate's store is small beside the top-level run).
+    let caps = store.into_data().caps;
+    (outcome, caps)
 }
 
 /// The CNI outcome of a finished run.

@@ -134,12 +134,15 @@ fn walk(dir: &Path, out: &mut Vec<(String, String)>) {
 /// Every readable, writable network setting of the namespace: the whole
 /// `/proc/sys/net` tree, sorted by key.
 pub fn snapshot(ns: &NetNs) -> io::Result<Vec<(String, String)>> {
-    ns.run_inside(|| {
-        let mut out = Vec::new();
-        walk(Path::new("/proc/sys/net"), &mut out);
-        out.sort();
-        Ok(out)
-    })
+    ns.run_inside(|| Ok(snapshot_here()))
+}
+
+/// [`snapshot`] of the namespace of the calling thread.
+fn snapshot_here() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    walk(Path::new("/proc/sys/net"), &mut out);
+    out.sort();
+    out
 }
 
 /// The per-link settings of link `name` (`net.{ipv4,ipv6,mpls}.conf.<name>`
@@ -184,47 +187,145 @@ fn restore_rank(key: &str) -> (u8, bool) {
     (level, !(leaf == "forwarding" || leaf == "ip_forward"))
 }
 
-/// Writes back every setting of `values` whose current value differs, in
-/// an order that yields the old state ([`restore_rank`]), then reads them
-/// again and repeats for what a later write changed back. Settings that no
-/// longer exist (a link that is gone) are skipped. Returns the keys that
-/// still differ.
-pub fn restore(ns: &NetNs, values: &[(String, String)]) -> io::Result<Vec<String>> {
-    let mut order: Vec<&(String, String)> = values.iter().collect();
-    order.sort_by_key(|(k, _)| restore_rank(k));
-    let order: Vec<(String, String)> = order.into_iter().cloned().collect();
+/// One setting a write changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// The dotted key.
+    pub key: String,
+    /// Its value before the write.
+    pub before: String,
+    /// Its value after.
+    pub after: String,
+}
+
+/// The settings that differ between two snapshots of one namespace
+/// (settings that appeared or vanished are no one's to restore).
+pub fn changes(before: &[(String, String)], after: &[(String, String)]) -> Vec<Change> {
+    let mut out = Vec::new();
+    for (key, b) in before {
+        if let Ok(i) = after.binary_search_by(|(k, _)| k.as_str().cmp(key)) {
+            let a = &after[i].1;
+            if a != b {
+                out.push(Change {
+                    key: key.clone(),
+                    before: b.clone(),
+                    after: a.clone(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Takes back the settings a write changed, compare-and-restore: a setting
+/// still as the write left it is written back to its old value; one that
+/// changed since (someone else's) is kept as it is now. Parents are written
+/// first ([`restore_rank`]); any other setting a restoring write propagated
+/// over is then put back as it was when the undo began, and the whole is
+/// read back and repeated until it holds. Returns the settings that are not
+/// as they should be.
+pub fn restore_changes(ns: &NetNs, changes: &[Change]) -> io::Result<Vec<String>> {
+    let changes = changes.to_vec();
     ns.run_inside(move || {
-        let current = |key: &str| -> Option<String> {
-            let mut v = String::new();
-            File::open(key_path(key).ok()?)
-                .ok()?
-                .take(MAX_VALUE)
-                .read_to_string(&mut v)
-                .ok()?;
-            if v.ends_with('\n') {
-                v.pop();
-            }
-            Some(v)
+        let start = snapshot_here();
+        let value_at = |snap: &[(String, String)], key: &str| -> Option<String> {
+            snap.binary_search_by(|(k, _)| k.as_str().cmp(key))
+                .ok()
+                .map(|i| snap[i].1.clone())
         };
-        let mut differing: Vec<&(String, String)> = Vec::new();
-        for _pass in 0..3 {
-            differing = order
-                .iter()
-                .filter(|(k, v)| current(k).is_some_and(|now| now != *v))
-                .collect();
-            if differing.is_empty() {
-                break;
+        // (key, the value it must end with)
+        let mut targets: Vec<(String, String)> = Vec::new();
+        for c in &changes {
+            match value_at(&start, &c.key) {
+                Some(now) if now == c.after => targets.push((c.key.clone(), c.before.clone())),
+                Some(now) => {
+                    log::warn!(
+                        "sysctl {} changed since the plugin wrote it ({} -> {now}); kept",
+                        c.key,
+                        c.after
+                    );
+                    targets.push((c.key.clone(), now));
+                }
+                None => {}
             }
-            for (k, v) in &differing {
-                if current(k).is_some_and(|now| now != *v) {
+        }
+        for _round in 0..4 {
+            targets.sort_by(|(a, _), (b, _)| restore_rank(a).cmp(&restore_rank(b)).then(a.cmp(b)));
+            for (k, v) in &targets {
+                if read_here(k).is_some_and(|now| now != *v) {
                     let _ = write_here(k, v);
                 }
             }
+            // What the writes propagated over, beyond the targets: back
+            // to how it was when the undo began.
+            let now = snapshot_here();
+            let mut collateral = Vec::new();
+            for (k, v) in &now {
+                if targets.iter().any(|(t, _)| t == k) {
+                    continue;
+                }
+                if let Some(was) = value_at(&start, k) {
+                    if &was != v {
+                        collateral.push((k.clone(), was));
+                    }
+                }
+            }
+            let off = targets
+                .iter()
+                .any(|(k, v)| value_at(&now, k).is_some_and(|n| n != *v));
+            if collateral.is_empty() && !off {
+                break;
+            }
+            targets.extend(collateral);
         }
-        Ok(differing
+        Ok(targets
             .iter()
-            .filter(|(k, v)| current(k).is_some_and(|now| now != *v))
+            .filter(|(k, v)| read_here(k).is_some_and(|now| now != *v))
             .map(|(k, _)| k.clone())
             .collect())
     })
+}
+
+/// Writes back the per-link settings of a link that came back from a move
+/// (`values` from [`snapshot_link`]): those that differ, parents first,
+/// as [`restore_changes`] does. Returns the settings that are not back.
+pub fn restore(ns: &NetNs, values: &[(String, String)]) -> io::Result<Vec<String>> {
+    // Every one of them is the link's own, and the move reset them: each is
+    // restored whatever its value now.
+    let mut targets: Vec<(String, String)> = values.to_vec();
+    targets.sort_by_key(|(k, _)| restore_rank(k));
+    ns.run_inside(move || {
+        for _pass in 0..3 {
+            let mut any = false;
+            for (k, v) in &targets {
+                if read_here(k).is_some_and(|now| now != *v) {
+                    any = true;
+                    let _ = write_here(k, v);
+                }
+            }
+            if !any {
+                break;
+            }
+        }
+        Ok(targets
+            .iter()
+            .filter(|(k, v)| read_here(k).is_some_and(|now| now != *v))
+            .map(|(k, _)| k.clone())
+            .collect())
+    })
+}
+
+/// Reads `key` in the namespace of the calling thread, without the
+/// trailing newline; `None` if it cannot be read (gone, write-only).
+fn read_here(key: &str) -> Option<String> {
+    let mut v = String::new();
+    File::open(key_path(key).ok()?)
+        .ok()?
+        .take(MAX_VALUE)
+        .read_to_string(&mut v)
+        .ok()?;
+    if v.ends_with('\n') {
+        v.pop();
+    }
+    Some(v)
 }

@@ -35,6 +35,7 @@ func main() {
 		cachedir = flag.String("cachedir", "", "libcni cache dir (required for add/check/del; never defaults to /var/lib/cni)")
 		plugin   = flag.String("plugin", "", "plugin type for -cmd version")
 		cniArgs  = flag.String("args", "", "CNI_ARGS as K=V;K2=V2 (optional)")
+		capArgs  = flag.String("capargs", "", "capability arguments as a JSON object, e.g. {\"ips\":[\"10.1.0.9/24\"]} (optional)")
 		timeout  = flag.Duration("timeout", 60*time.Second, "overall timeout")
 	)
 	flag.Parse()
@@ -95,6 +96,11 @@ func main() {
 		NetNS:       *netns,
 		IfName:      *ifname,
 		Args:        parseArgs(*cniArgs),
+	}
+	if *capArgs != "" {
+		if err := json.Unmarshal([]byte(*capArgs), &rt.CapabilityArgs); err != nil {
+			fail(fmt.Errorf("-capargs: %w", err))
+		}
 	}
 
 	switch *cmd {

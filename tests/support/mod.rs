@@ -6,6 +6,7 @@
 
 #![allow(dead_code)]
 
+pub mod cni;
 pub mod world;
 
 use std::io::Write;

@@ -68,12 +68,73 @@ impl World {
         ]);
         node.ip(&["link", "set", "cnitestpre", "up"]);
         node.ip(&["addr", "add", "10.77.0.1/24", "dev", "cnitestpre"]);
+        // A veth whose name fits the `bridges` pattern: not a bridge.
+        node.ip(&[
+            "link",
+            "add",
+            "cnibrfake",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "cnibrfakep",
+        ]);
         let dir = super::private_tempdir();
-        World { node, ctr, dir }
+        // Another attachment's reservation in the network's IPAM state.
+        let net = dir.path().join("ipam").join("n");
+        std::fs::create_dir_all(&net).expect("ipam dir");
+        std::fs::write(net.join("10.80.0.5"), "other-ctr\r\neth0").expect("reservation");
+        std::fs::write(net.join("lock"), "").expect("lock file");
+        let world = World { node, ctr, dir };
+        // The network's shared bridge, made by an earlier ADD (so it
+        // carries the network's mark) with the gateway address on it.
+        let run = world.run(
+            "ADD",
+            &policy_with(wide()),
+            &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
+                {"call": "link.create-bridge", "ns": "host", "name": "cnishared0"},
+                {"call": "address.add", "ns": "host", "link": "cnishared0", "prefix": "10.70.0.1/24"},
+            ]}),
+            &[],
+        );
+        assert_eq!(run.code, 0, "setting up the shared bridge: {run:?}");
+        let _ = std::fs::remove_file(world.audit_path());
+        world
     }
 
+    /// Everything a plugin could change: both namespaces (links,
+    /// addresses, routes, the `net.` settings tree) and the IPAM state
+    /// (every file under the state root, with its contents).
     pub fn snapshot(&self) -> Value {
-        json!({"node": self.node.full_snapshot(), "ctr": self.ctr.full_snapshot()})
+        let mut files = serde_json::Map::new();
+        fn walk(
+            dir: &std::path::Path,
+            base: &std::path::Path,
+            out: &mut serde_json::Map<String, Value>,
+        ) {
+            let Ok(rd) = std::fs::read_dir(dir) else {
+                return;
+            };
+            for e in rd.flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    walk(&p, base, out);
+                } else {
+                    let rel = p
+                        .strip_prefix(base)
+                        .expect("under base")
+                        .display()
+                        .to_string();
+                    let data = std::fs::read(&p).unwrap_or_default();
+                    out.insert(
+                        rel,
+                        Value::from(String::from_utf8_lossy(&data).into_owned()),
+                    );
+                }
+            }
+        }
+        walk(&self.ipam_dir(), &self.ipam_dir(), &mut files);
+        json!({"node": self.node.full_snapshot(), "ctr": self.ctr.full_snapshot(), "ipam": files})
     }
 
     pub fn audit_path(&self) -> PathBuf {
@@ -83,20 +144,39 @@ impl World {
     /// Writes `policy` (0600) and returns its path.
     pub fn policy(&self, policy: &Value) -> PathBuf {
         let p = self.dir.path().join("policy.json");
-        std::fs::write(&p, policy.to_string()).expect("write policy");
+        std::fs::write(&p, self.substitute(policy).to_string()).expect("write policy");
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).expect("chmod");
         p
     }
 
-    /// Runs the scripted fixture with `conf` under `policy`.
+    /// The IPAM state root of this world: `"@ipam"` in a policy or config
+    /// stands for it.
+    pub fn ipam_dir(&self) -> PathBuf {
+        self.dir.path().join("ipam")
+    }
+
+    /// `v` with every `"@ipam"` string replaced by [`World::ipam_dir`].
+    fn substitute(&self, v: &Value) -> Value {
+        let text = v.to_string().replace(
+            "\"@ipam\"",
+            &Value::from(self.ipam_dir().display().to_string()).to_string(),
+        );
+        serde_json::from_str(&text).expect("json")
+    }
+
+    /// Runs the scripted fixture with `conf` under `policy`. Delegates are
+    /// looked up among the test fixtures (`scripted` can delegate to
+    /// itself).
     pub fn run(&self, command: &str, policy: &Value, conf: &Value, extra: &[(&str, &str)]) -> Run {
-        let stdin = conf.to_string().into_bytes();
+        let stdin = self.substitute(conf).to_string().into_bytes();
         let fx = fixture("scripted");
+        let fixtures = fx.parent().expect("fixture dir").display().to_string();
         let mut inv = Invoke::wasmcni_run(&fx.display().to_string(), &stdin)
             .cni(command, &self.ctr.path, "eth0")
             .env("WASMCNI_POLICY", self.policy(policy).display().to_string())
             .env("WASMCNI_AUDIT", self.audit_path().display().to_string())
+            .env("WASMCNI_PLUGIN_DIR", fixtures)
             .in_netns(&self.node);
         for (k, v) in extra {
             inv = inv.env(k, v);
@@ -116,6 +196,8 @@ impl World {
 /// A wide grant: what the S2 cases step just outside of.
 pub fn wide() -> Value {
     json!({
+        "ipam-roots": ["@ipam"],
+        "delegates": ["scripted"],
         "container": {
             "read": true, "modify": true, "move": true, "addresses": true, "routes": true,
             "announce": true, "create": ["veth", "dummy", "macvlan", "ipvlan", "vlan"],
@@ -124,7 +206,8 @@ pub fn wide() -> Value {
         "host": {
             "read": true, "modify": true, "move": true, "addresses": true, "routes": true,
             "announce": true, "create": ["veth", "bridge"], "links": ["cnitest*"],
-            "masters": ["mst*"], "sysctls": ["net.ipv4.conf.*.forwarding"],
+            "masters": ["mst*"], "bridges": ["cnibr*"],
+            "sysctls": ["net.ipv4.conf.*.forwarding"],
             "prefixes": ["10.0.0.0/8", "fd00::/8"]
         }
     })

@@ -191,6 +191,33 @@ impl Error {
         Error::with_code(ErrorCode::Internal, msg)
     }
 
+    /// The error a failed plugin printed (a delegate's), kept as it is:
+    /// code, message and details, as libcni's `invoke` passes it on. Output
+    /// that is not a CNI error becomes code 999 quoting it.
+    pub fn from_plugin_output(stdout: &str) -> Error {
+        let text = stdout.trim();
+        if text.is_empty() {
+            return Error::internal("netplugin failed with no error message");
+        }
+        match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(v) if v.get("code").and_then(|c| c.as_u64()).is_some() => {
+                let field = |k: &str| v.get(k).and_then(|s| s.as_str()).unwrap_or("").to_owned();
+                Error {
+                    code: v
+                        .get("code")
+                        .and_then(|c| c.as_u64())
+                        .and_then(|c| u32::try_from(c).ok())
+                        .unwrap_or(999),
+                    msg: field("msg"),
+                    details: field("details"),
+                }
+            }
+            _ => Error::internal(format!(
+                "netplugin failed but error parsing its diagnostic message {text:?}"
+            )),
+        }
+    }
+
     /// The error JSON as a plugin prints it on stdout: indented with four
     /// spaces like libcni's `Error.Print`, `cniVersion` first (left out when
     /// `cni_version` is empty), `details` only when non-empty.

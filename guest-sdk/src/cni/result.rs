@@ -137,6 +137,68 @@ impl Cidr {
             IpAddr::V6(v6) => is_mapped(&v6),
         }
     }
+
+    /// The address as a number, with the family's width.
+    fn bits(&self) -> (u128, u32) {
+        match self.addr {
+            IpAddr::V4(a) => (u128::from(u32::from(a)), 32),
+            IpAddr::V6(a) => (u128::from(a), 128),
+        }
+    }
+
+    fn with_bits(&self, v: u128) -> IpAddr {
+        match self.addr {
+            IpAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::from(v as u32)),
+            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::from(v)),
+        }
+    }
+
+    fn mask(&self) -> u128 {
+        let (_, width) = self.bits();
+        let host = width - u32::from(self.prefix_len);
+        let all = if width == 32 {
+            u128::from(u32::MAX)
+        } else {
+            u128::MAX
+        };
+        all & !(u128::MAX.checked_shr(128 - host).unwrap_or(0) * u128::from(host > 0))
+    }
+
+    /// The network address (host bits cleared): `10.1.2.0` of `10.1.2.3/24`.
+    pub fn network(&self) -> IpAddr {
+        self.with_bits(self.bits().0 & self.mask())
+    }
+
+    /// The network's first host address (network + 1): the default gateway
+    /// the reference plugins pick.
+    pub fn first_host(&self) -> IpAddr {
+        self.with_bits((self.bits().0 & self.mask()).wrapping_add(1))
+    }
+
+    /// Whether `ip` lies in this network.
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        if ip.is_ipv4() != self.addr.is_ipv4() {
+            return false;
+        }
+        let other = Cidr {
+            addr: ip,
+            prefix_len: self.prefix_len,
+        };
+        other.bits().0 & self.mask() == self.bits().0 & self.mask()
+    }
+
+    /// `0.0.0.0/0` or `::/0`.
+    pub fn default_route(ipv4: bool) -> Cidr {
+        let addr = if ipv4 {
+            IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)
+        } else {
+            IpAddr::V6(Ipv6Addr::UNSPECIFIED)
+        };
+        Cidr {
+            addr,
+            prefix_len: 0,
+        }
+    }
 }
 
 impl fmt::Display for Cidr {
@@ -966,6 +1028,26 @@ impl CniResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cidr_arithmetic() {
+        let c = Cidr::parse("10.1.2.3/24").expect("cidr");
+        assert_eq!(c.network().to_string(), "10.1.2.0");
+        assert_eq!(c.first_host().to_string(), "10.1.2.1");
+        assert!(c.contains("10.1.2.200".parse().expect("ip")));
+        assert!(!c.contains("10.1.3.1".parse().expect("ip")));
+        assert!(!c.contains("fd00::1".parse().expect("ip")));
+        let v6 = Cidr::parse("fd00:1::5/64").expect("cidr");
+        assert_eq!(v6.network().to_string(), "fd00:1::");
+        assert_eq!(v6.first_host().to_string(), "fd00:1::1");
+        let all = Cidr::parse("10.9.9.9/0").expect("cidr");
+        assert_eq!(all.network().to_string(), "0.0.0.0");
+        assert!(all.contains("1.2.3.4".parse().expect("ip")));
+        let host = Cidr::parse("10.9.9.9/32").expect("cidr");
+        assert_eq!(host.network().to_string(), "10.9.9.9");
+        assert_eq!(Cidr::default_route(true).to_string(), "0.0.0.0/0");
+        assert_eq!(Cidr::default_route(false).to_string(), "::/0");
+    }
 
     #[test]
     fn cidr_parse_and_canonical_form() {

@@ -77,10 +77,38 @@ fn prefix_arg(ip: IpAddr, len: u8) -> String {
 impl Ctx {
     /// Address changes: `addresses` granted, and in the host namespace only
     /// on a link the plugin may modify.
-    fn address_target(&mut self, kind: Kind, index: u32) -> Result<(), CapError> {
+    /// Returns whether the link is only shared with the plugin (a bridge
+    /// its network shares, see [`Ctx::shared`]): such a link may be given
+    /// an address, and lose only one this invocation added.
+    fn address_target(&mut self, kind: Kind, index: u32) -> Result<bool, CapError> {
         self.require(kind, |g| g.addresses, "addresses")?;
         let l = self.link(kind, index)?;
-        self.check_host_link(kind, &l)
+        if self.check_host_link(kind, &l).is_ok() {
+            return Ok(false);
+        }
+        if self.shared(kind, &l) {
+            return Ok(true);
+        }
+        self.check_host_link(kind, &l).map(|()| false)
+    }
+
+    /// A host address must lie in the grant's `prefixes`, and must not be
+    /// an address the network's IPAM state reserves for another attachment
+    /// (that would take its traffic).
+    fn check_host_address(&self, ip: IpAddr, len: u8) -> Result<(), CapError> {
+        if !self.ns_grant(Kind::Host).covers(ip, len) {
+            return Err(CapError::Denied(format!(
+                "host address {ip}/{len} lies in none of the grant's `prefixes`"
+            )));
+        }
+        let host = ipnet::IpNet::from(ip);
+        if let Some((other, holder)) = self.foreign_reservation_in(host)? {
+            return Err(CapError::Denied(format!(
+                "host address {ip}/{len}: {other} is reserved for another attachment ({} {})",
+                holder.container_id, holder.ifname
+            )));
+        }
+        Ok(())
     }
 
     fn find_address(
@@ -172,10 +200,8 @@ impl Host for StoreData {
         self.cap("address.add", args, |c| {
             let (ip, len) = prefix_from_wit(prefix)?;
             c.address_target(kind, link_index)?;
-            if kind == Kind::Host && !c.ns_grant(kind).covers(ip, len) {
-                return Err(CapError::Denied(format!(
-                    "host address {ip}/{len} lies in none of the grant's `prefixes`"
-                )));
+            if kind == Kind::Host {
+                c.check_host_address(ip, len)?;
             }
             let spec = AddrSpec {
                 index: link_index,
@@ -215,13 +241,19 @@ impl Host for StoreData {
             json!({"ns": ns_arg(kind), "link-index": link_index, "prefix": prefix_arg(ip, len)});
         self.cap("address.delete", args, |c| {
             let (ip, len) = prefix_from_wit(prefix)?;
-            c.address_target(kind, link_index)?;
+            let shared = c.address_target(kind, link_index)?;
             let old = c
                 .find_address(kind, link_index, ip, len)?
                 .ok_or(CapError::Kernel(libc::EADDRNOTAVAIL))?;
             if kind == Kind::Host && old.protocol != RTPROT_WASMCNI {
                 return Err(CapError::Denied(format!(
                     "host address {ip}/{len} was not added by wasmcni"
+                )));
+            }
+            if shared && !c.journal.added_address(kind, &old) {
+                return Err(CapError::Denied(format!(
+                    "host address {ip}/{len} is on a bridge the network's attachments share; \
+                     only an address this invocation added may be deleted there"
                 )));
             }
             // A primary address takes its secondaries and their routes along.
@@ -250,7 +282,9 @@ impl Host for StoreData {
         self.cap("address.announce", args, |c| {
             c.require(kind, |g| g.announce, "announce")?;
             let l = c.link(kind, link_index)?;
-            c.check_host_link(kind, &l)?;
+            if !c.shared(kind, &l) {
+                c.check_host_link(kind, &l)?;
+            }
             let IpAddr::V4(v4) = ip else {
                 return Err(ErrorCode::NotSupported.into());
             };

@@ -15,9 +15,12 @@ pub struct Entry {
     pub policy: &'static str,
     /// What the journal does if ADD fails.
     pub undo: &'static str,
-    /// Whether it changes the kernel (or sends a packet): only ADD and DEL
-    /// may make such calls.
+    /// Whether it changes the kernel (or sends a packet, or IPAM state):
+    /// only ADD and DEL may make such calls, and GC those with `in_gc`.
     pub mutates: bool,
+    /// Whether GC may make it although it changes something (releasing
+    /// reservations of attachments that are gone, running delegates' GC).
+    pub in_gc: bool,
 }
 
 const HOST_LINK: &str =
@@ -31,6 +34,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "none (always)",
         undo: "none (no side effect)",
         mutates: false,
+        in_gc: false,
     },
     Entry {
         call: "netns.host",
@@ -38,6 +42,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`host` entry present",
         undo: "none (no side effect)",
         mutates: false,
+        in_gc: false,
     },
     Entry {
         call: "netns.[method]netns.kind",
@@ -45,6 +50,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "none",
         undo: "none (no side effect)",
         mutates: false,
+        in_gc: false,
     },
     Entry {
         call: "link.get-by-name",
@@ -52,6 +58,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`read`",
         undo: "none (no side effect)",
         mutates: false,
+        in_gc: false,
     },
     Entry {
         call: "link.get-by-index",
@@ -59,6 +66,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`read`",
         undo: "none (no side effect)",
         mutates: false,
+        in_gc: false,
     },
     Entry {
         call: "link.list",
@@ -66,6 +74,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`read`",
         undo: "none (no side effect)",
         mutates: false,
+        in_gc: false,
     },
     Entry {
         call: "link.create-veth",
@@ -73,6 +82,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`create: [veth]` in both namespaces; host end named per `names`, marked",
         undo: "delete the pair",
         mutates: true,
+        in_gc: false,
     },
     Entry {
         call: "link.create-bridge",
@@ -80,6 +90,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`create: [bridge]`; host: named per `names`, marked",
         undo: "delete it",
         mutates: true,
+        in_gc: false,
     },
     Entry {
         call: "link.create-dummy",
@@ -87,6 +98,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`create: [dummy]`; host: named per `names`, marked",
         undo: "delete it",
         mutates: true,
+        in_gc: false,
     },
     Entry {
         call: "link.create-tap",
@@ -94,6 +106,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`create: [tap]`; host: named per `names`, marked",
         undo: "delete it",
         mutates: true,
+        in_gc: false,
     },
     Entry {
         call: "link.create-macvlan",
@@ -102,6 +115,7 @@ pub const ENTRIES: &[Entry] = &[
             "`create: [macvlan]` where born; master: host `masters` (read-only use), own or `links`",
         undo: "delete it",
         mutates: true,
+        in_gc: false,
     },
     Entry {
         call: "link.create-ipvlan",
@@ -109,6 +123,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`create: [ipvlan]` where born; master as for macvlan",
         undo: "delete it",
         mutates: true,
+        in_gc: false,
     },
     Entry {
         call: "link.create-vlan",
@@ -116,6 +131,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`create: [vlan]` where born; master as for macvlan",
         undo: "delete it",
         mutates: true,
+        in_gc: false,
     },
     Entry {
         call: "link.move-to",
@@ -123,6 +139,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`move` in both; host source: own or `links`; moved into host: named per `names`, marked",
         undo: "move it back under its old name and index, then restore its per-link sysctls, MTU, MAC, alias, master and hairpin, promiscuity, admin state, addresses and routes (all tables)",
         mutates: true,
+        in_gc: false,
     },
     Entry {
         call: "link.set-up",
@@ -130,6 +147,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`modify`; host: own or `links`; a stacked link whose up passes promiscuity to its lower device: lower own or `links`",
         undo: "restore the old state (and the routes setting it down flushed)",
         mutates: true,
+        in_gc: false,
     },
     Entry {
         call: "link.set-mtu",
@@ -137,6 +155,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`modify`; host: own or `links`",
         undo: "restore the old MTU (and the addresses and routes a small MTU drops)",
         mutates: true,
+        in_gc: false,
     },
     Entry {
         call: "link.set-mac",
@@ -144,6 +163,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`modify`; host: own or `links`; passthru macvlan: lower own or `links`",
         undo: "restore the old address",
         mutates: true,
+        in_gc: false,
     },
     Entry {
         call: "link.set-master",
@@ -151,6 +171,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`modify` on the link and on the master; host: both own or `links`",
         undo: "restore the old master",
         mutates: true,
+        in_gc: false,
     },
     Entry {
         call: "link.set-hairpin",
@@ -158,6 +179,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`modify`; host: own or `links`",
         undo: "restore the old mode",
         mutates: true,
+        in_gc: false,
     },
     Entry {
         call: "link.set-promiscuous",
@@ -165,6 +187,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`modify`; host: own or `links`; a macvlan/ipvlan/vlan: its lower device own or `links` (never a `masters` link)",
         undo: "restore the old flag",
         mutates: true,
+        in_gc: false,
     },
     Entry {
         call: "link.set-name",
@@ -172,6 +195,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`modify`; host: own or `links`, new name per `names`",
         undo: "restore the old name",
         mutates: true,
+        in_gc: false,
     },
     Entry {
         call: "link.set-alias",
@@ -179,6 +203,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`modify`; container only (host alias is the mark)",
         undo: "restore the old alias",
         mutates: true,
+        in_gc: false,
     },
     Entry {
         call: "link.delete",
@@ -186,6 +211,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`modify`; host: own or `links`; during ADD only links created in the same call (and still there: a link the kernel deleted along with another is forgotten)",
         undo: "none needed (only links created in this ADD)",
         mutates: true,
+        in_gc: false,
     },
     Entry {
         call: "address.list",
@@ -193,6 +219,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`read`",
         undo: "none (no side effect)",
         mutates: false,
+        in_gc: false,
     },
     Entry {
         call: "address.add",
@@ -200,6 +227,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`addresses`; host: link own or `links`, address inside `prefixes`; marked IFA_PROTO 87",
         undo: "delete it",
         mutates: true,
+        in_gc: false,
     },
     Entry {
         call: "address.delete",
@@ -207,6 +235,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`addresses`; host: link own or `links`, and only addresses wasmcni added (IFA_PROTO 87)",
         undo: "add it back (with the link's other addresses and routes the kernel drops along)",
         mutates: true,
+        in_gc: false,
     },
     Entry {
         call: "address.announce",
@@ -214,6 +243,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`announce`; host: link own or `links`",
         undo: "none (a packet)",
         mutates: true,
+        in_gc: false,
     },
     Entry {
         call: "route.list",
@@ -221,6 +251,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`read`",
         undo: "none (no side effect)",
         mutates: false,
+        in_gc: false,
     },
     Entry {
         call: "route.add",
@@ -228,6 +259,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`routes`; host: main table, destination inside `prefixes`, through a link own or `links`, marked with protocol 87",
         undo: "delete it",
         mutates: true,
+        in_gc: false,
     },
     Entry {
         call: "route.replace",
@@ -235,6 +267,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`routes`; host: as add, and only replacing wasmcni's routes",
         undo: "put the old route back, or delete",
         mutates: true,
+        in_gc: false,
     },
     Entry {
         call: "route.delete",
@@ -242,6 +275,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`routes`; host: only wasmcni's routes",
         undo: "add it back (beside other routes with the same key)",
         mutates: true,
+        in_gc: false,
     },
     Entry {
         call: "sysctl.get",
@@ -249,6 +283,7 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`sysctls` patterns; host per-link keys: link own or `links`",
         undo: "none (no side effect)",
         mutates: false,
+        in_gc: false,
     },
     Entry {
         call: "sysctl.set",
@@ -256,6 +291,71 @@ pub const ENTRIES: &[Entry] = &[
         policy: "`sysctls` patterns; host per-link keys: link own or `links`",
         undo: "a key of a link created in this ADD: none (the link goes); of another link: its old value, and the addresses and routes it may flush; any other key (`all`, `default`, global): the namespace's whole net. tree, written back parents first; a write that changes nothing is skipped",
         mutates: true,
+        in_gc: false,
+    },
+    Entry {
+        call: "ipam-store.[static]store.open",
+        authority: "open and lock the IPAM state of the config's network (`<data-dir>/<name>`)",
+        policy: "`ipam-roots`: the data dir lies under one of them (default /var/lib/cni/networks)",
+        undo: "none (opening changes nothing; the lock ends with the handle)",
+        mutates: false,
+        in_gc: false,
+    },
+    Entry {
+        call: "ipam-store.[method]store.reserve",
+        authority: "reserve an address for this attachment (a whole file, never partial)",
+        policy: "an open store; the holder is always this attachment",
+        undo: "release it and put the range's last-reserved address back",
+        mutates: true,
+        in_gc: false,
+    },
+    Entry {
+        call: "ipam-store.[method]store.last-reserved",
+        authority: "read a range set's last reserved address",
+        policy: "an open store",
+        undo: "none (no side effect)",
+        mutates: false,
+        in_gc: false,
+    },
+    Entry {
+        call: "ipam-store.[method]store.list",
+        authority: "read the network's reservations",
+        policy: "an open store",
+        undo: "none (no side effect)",
+        mutates: false,
+        in_gc: false,
+    },
+    Entry {
+        call: "ipam-store.[method]store.owned",
+        authority: "read this attachment's reservations",
+        policy: "an open store",
+        undo: "none (no side effect)",
+        mutates: false,
+        in_gc: false,
+    },
+    Entry {
+        call: "ipam-store.[method]store.release",
+        authority: "release one reservation",
+        policy: "an open store; only this attachment's, or in GC one whose holder is not a valid attachment",
+        undo: "reserve it again for its holder",
+        mutates: true,
+        in_gc: true,
+    },
+    Entry {
+        call: "ipam-store.[method]store.release-owned",
+        authority: "release every reservation of this attachment",
+        policy: "an open store",
+        undo: "reserve them again",
+        mutates: true,
+        in_gc: false,
+    },
+    Entry {
+        call: "delegate.run",
+        authority: "run another plugin (IPAM) with this invocation's environment and a config: wasm in-process under its own policy, or a native binary from CNI_PATH",
+        policy: "`delegates` (wasm) or `native-delegates` (native) names it; the same command as the plugin's own, or DEL during ADD",
+        undo: "a wasm delegate's changes join the journal; a native delegate's ADD is undone by running its DEL",
+        mutates: true,
+        in_gc: true,
     },
 ];
 

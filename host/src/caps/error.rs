@@ -20,6 +20,8 @@ pub enum CapError {
     Kernel(i32),
     /// Ends the guest with a trap.
     Trap(wasmtime::Error),
+    /// An undo step was carried out only in part (what is not back).
+    Incomplete(String),
 }
 
 /// The trap that ends a plugin which used up its budget of capability calls.
@@ -41,6 +43,7 @@ impl CapError {
             CapError::Denied(_) => Some(ErrorCode::AccessDenied),
             CapError::Limit(_) => Some(ErrorCode::LimitExceeded),
             CapError::Kernel(e) => Some(from_errno(*e)),
+            CapError::Incomplete(_) => Some(ErrorCode::Other),
             CapError::Trap(_) => None,
         }
     }
@@ -64,6 +67,10 @@ impl CapError {
             },
             CapError::Trap(t) => Outcome::Error {
                 error: format!("trap: {t}"),
+                errno: None,
+            },
+            CapError::Incomplete(what) => Outcome::Error {
+                error: format!("incomplete: {what}"),
                 errno: None,
             },
         }

@@ -162,12 +162,13 @@ impl Ctx {
     }
 
     /// After a creation: journal the deletion, then mark it if it is on the
-    /// host side. A link that cannot be marked is deleted again at once (an
+    /// host side, as this attachment's or (`shared`: a bridge) its
+    /// network's. A link that cannot be marked is deleted again at once (an
     /// unmarked wasmcni link would be out of every plugin's reach).
-    fn created(&mut self, kind: Kind, name: &str) -> Result<u32, CapError> {
+    fn created(&mut self, kind: Kind, name: &str, shared: bool) -> Result<u32, CapError> {
         let index = self.index_of(kind, name)?;
         self.journal.record(Undo::DeleteLink { ns: kind, index });
-        if let Err(e) = self.mark(kind, index) {
+        if let Err(e) = self.mark(kind, index, shared) {
             if let Ok(nl) = self.netlink(kind) {
                 let _ = nl.delete_link(index);
             }
@@ -186,7 +187,20 @@ impl Ctx {
         set: impl FnOnce(&mut Netlink) -> Result<(), NlError>,
         undo: impl FnOnce(Link) -> Undo,
     ) -> Result<(), CapError> {
-        let l = self.modifiable(kind, index)?;
+        self.change_link_as(kind, index, false, set, undo)
+    }
+
+    /// [`Ctx::change_link`] that also accepts a shared bridge when the
+    /// caller has checked the change is one a shared link may take.
+    fn change_link_as(
+        &mut self,
+        kind: Kind,
+        index: u32,
+        shared_ok: bool,
+        set: impl FnOnce(&mut Netlink) -> Result<(), NlError>,
+        undo: impl FnOnce(Link) -> Undo,
+    ) -> Result<(), CapError> {
+        let l = self.modifiable_or_shared(kind, index, shared_ok)?;
         set(self.netlink(kind)?).map_err(|e| CapError::from(&e))?;
         self.journal.record(undo(l));
         Ok(())
@@ -315,10 +329,10 @@ impl Ctx {
 
     /// What a move resets, recorded before it (see [`LinkState`]).
     fn link_state(&mut self, kind: Kind, l: &Link) -> Result<LinkState, CapError> {
-        let hairpin = match l.master {
+        let port = match l.master {
             Some(_) => self
                 .netlink(kind)?
-                .hairpin(l.index)
+                .bridge_port(l.index)
                 .map_err(|e| CapError::from(&e))?,
             None => None,
         };
@@ -331,7 +345,7 @@ impl Ctx {
             mac: l.mac.clone(),
             alias: l.alias.clone().unwrap_or_default(),
             master: l.master,
-            hairpin,
+            port,
             promisc: l.promiscuous,
             sysctls,
         })
@@ -341,7 +355,7 @@ impl Ctx {
     /// veth's peer, the macvlans on a link). Drops every created link that
     /// is gone from the created set and the journal, so no index names a
     /// link that is not there (the kernel reuses indexes).
-    fn refresh_created(&mut self) -> Result<(), CapError> {
+    pub(super) fn refresh_created(&mut self) -> Result<(), CapError> {
         let mut present = Vec::new();
         for ns in self.journal.created_namespaces() {
             let links = self.netlink(ns)?.links().map_err(|e| CapError::from(&e))?;
@@ -400,7 +414,7 @@ impl Ctx {
         self.netlink(master_kind)?
             .create_sub(master, sub, name, &o, target.as_ref().map(|f| f.as_fd()))
             .map_err(|e| CapError::from(&e))?;
-        self.created(kind, name)
+        self.created(kind, name, false)
     }
 }
 
@@ -476,12 +490,12 @@ impl Host for StoreData {
             c.netlink(kind)?
                 .create_veth(&name, &o, &peer_name, peer_fd.as_fd(), peer_mac.as_deref())
                 .map_err(|e| CapError::from(&e))?;
-            let index = c.created(kind, &name)?;
+            let index = c.created(kind, &name, false)?;
             // The peer goes with its end; it only needs the mark and to
             // count as created (so ADD may delete it).
             let peer_index = c.index_of(peer_kind, &peer_name)?;
             c.journal.note_created(peer_kind, peer_index);
-            c.mark(peer_kind, peer_index)?;
+            c.mark(peer_kind, peer_index, false)?;
             Ok(VethPair { index, peer_index })
         })
     }
@@ -505,7 +519,7 @@ impl Host for StoreData {
             c.netlink(kind)?
                 .create_bridge(&name, &o, bridge.vlan_filtering)
                 .map_err(|e| CapError::from(&e))?;
-            c.created(kind, &name)
+            c.created(kind, &name, true)
         })
     }
 
@@ -525,7 +539,7 @@ impl Host for StoreData {
             c.netlink(kind)?
                 .create_dummy(&name, &o)
                 .map_err(|e| CapError::from(&e))?;
-            c.created(kind, &name)
+            c.created(kind, &name, false)
         })
     }
 
@@ -548,7 +562,7 @@ impl Host for StoreData {
             let ns = c.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
             crate::tuntap::create_tap(ns, &name, tap.multi_queue, tap.owner, tap.group)
                 .map_err(|e| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EINVAL)))?;
-            let index = c.created(kind, &name)?;
+            let index = c.created(kind, &name, false)?;
             let nl = c.netlink(kind)?;
             if let Some(mtu) = o.mtu {
                 nl.set_mtu(index, mtu).map_err(|e| CapError::from(&e))?;
@@ -698,7 +712,10 @@ impl Host for StoreData {
             // moved back, the journal restores its state, then addresses,
             // then routes (which need it up).
             let state = match c.command {
-                super::Command::Add => Some(c.link_state(kind, &l)?),
+                super::Command::Add => {
+                    c.check_neighbours(kind, index)?;
+                    Some(c.link_state(kind, &l)?)
+                }
                 _ => None,
             };
             c.preserving(kind, index, |c| {
@@ -714,6 +731,8 @@ impl Host for StoreData {
                     .map_err(|e| CapError::from(&e))
             })?;
             let now = c.index_of(target_kind, new_name.as_deref().unwrap_or(&l.name))?;
+            // The link keeps its identity in the journal at its new place.
+            c.journal.link_moved((kind, index), (target_kind, now));
             c.journal.record(Undo::MoveBack {
                 ns: target_kind,
                 index: now,
@@ -721,14 +740,13 @@ impl Host for StoreData {
                 from_index: index,
                 name: l.name.clone(),
             });
-            c.journal.link_moved((kind, index), (target_kind, now));
             if target_kind == Kind::Host {
                 c.journal.record(Undo::SetAlias {
                     ns: target_kind,
                     index: now,
                     alias: l.alias.clone().unwrap_or_default(),
                 });
-                c.mark(target_kind, now)?;
+                c.mark(target_kind, now, false)?;
             }
             Ok(now)
         })
@@ -740,7 +758,8 @@ impl Host for StoreData {
             "link.set-up",
             json!({"ns": ns_arg(kind), "index": index, "up": up}),
             |c| {
-                let l = c.modifiable(kind, index)?;
+                // A shared bridge may be brought up, never down.
+                let l = c.modifiable_or_shared(kind, index, up)?;
                 if up && !l.up {
                     // Bringing a stacked link up passes its promiscuity and
                     // allmulti (a passthru macvlan: its state) to the lower.
@@ -750,7 +769,10 @@ impl Host for StoreData {
                         .map_err(|e| CapError::from(&e))?
                         .header
                         .flags;
+                    // A master (a bridge, a bond) makes its ports
+                    // promiscuous, and the port passes it on.
                     let passes = flags.intersects(LinkFlags::Promisc | LinkFlags::Allmulti)
+                        || l.master.is_some()
                         || c.lower_of(kind, index)?.is_some_and(|lw| lw.passthru);
                     if passes {
                         c.check_lower(kind, index, "bringing up")?;
@@ -762,7 +784,10 @@ impl Host for StoreData {
                         .map_err(|e| CapError::from(&e))
                 };
                 if !up && l.up {
-                    // Down flushes the link's routes.
+                    // Down flushes the link's routes and neighbours.
+                    if c.command == super::Command::Add {
+                        c.check_neighbours(kind, index)?;
+                    }
                     c.preserving(kind, index, set)?;
                 } else {
                     set(c)?;
@@ -812,13 +837,23 @@ impl Host for StoreData {
             json!({"ns": ns_arg(kind), "index": index, "mac": mac_arg(&mac)}),
             |c| {
                 check_mac(&mac)?;
-                c.modifiable(kind, index)?;
+                // On a shared bridge only its own address: that pins it
+                // (as the reference bridge does), changing nothing else.
+                let l = c.modifiable_or_shared(kind, index, true)?;
+                if c.check_host_link(kind, &l).is_err() && l.mac != mac {
+                    return Err(CapError::Denied(format!(
+                        "host bridge {:?} is shared by the network's attachments: its address \
+                         may only be pinned to its current value",
+                        l.name
+                    )));
+                }
                 if c.lower_of(kind, index)?.is_some_and(|lw| lw.passthru) {
                     c.check_lower(kind, index, "the hardware address")?;
                 }
-                c.change_link(
+                c.change_link_as(
                     kind,
                     index,
+                    true,
                     |nl| nl.set_mac(index, &mac),
                     |l| Undo::SetMac {
                         ns: kind,
@@ -841,10 +876,23 @@ impl Host for StoreData {
             "link.set-master",
             json!({"ns": ns_arg(kind), "index": index, "master": master}),
             |c| {
-                if let Some(m) = master {
-                    // Enslaving changes the master too: it must be the plugin's.
-                    c.modifiable(kind, m)?;
+                // Enslaving changes the master too: it must be the
+                // plugin's, or a bridge its network shares.
+                let shared = match master {
+                    Some(m) => {
+                        let ml = c.modifiable_or_shared(kind, m, true)?;
+                        c.check_host_link(kind, &ml).is_err()
+                    }
+                    None => false,
+                };
+                // A master makes its ports promiscuous: a stacked link must
+                // not pass that on to a lower device it may only use.
+                if master.is_some() {
+                    c.check_lower(kind, index, "enslaving")?;
                 }
+                // Against the undo of a concurrent ADD that created the
+                // shared bridge (it keeps a bridge that has ports).
+                let _lock = shared.then(|| crate::netlock::lock(&c.attachment.network));
                 c.change_link(
                     kind,
                     index,
@@ -898,11 +946,14 @@ impl Host for StoreData {
             "link.set-promiscuous",
             json!({"ns": ns_arg(kind), "index": index, "on": on}),
             |c| {
-                c.modifiable(kind, index)?;
+                // A shared bridge may be made promiscuous (the reference
+                // bridge's promiscMode), never the reverse.
+                c.modifiable_or_shared(kind, index, on)?;
                 c.check_lower(kind, index, "promiscuity")?;
-                c.change_link(
+                c.change_link_as(
                     kind,
                     index,
+                    on,
                     |nl| nl.set_promisc(index, on),
                     |l| Undo::SetPromisc {
                         ns: kind,

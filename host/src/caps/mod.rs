@@ -31,15 +31,20 @@ use crate::netns::{Kind, NetNs};
 use crate::policy::{Grant, NsGrant};
 
 mod address;
+mod attachment;
 pub mod catalog;
+pub mod delegate;
 mod error;
+mod ipam_store;
 mod link;
 mod netns;
 mod route;
 mod sysctl;
 mod undo;
 
+pub use attachment::Attachment;
 pub use error::{BudgetExceeded, CapError};
+pub use ipam_store::{IpamUndo, StoreHandle};
 pub use netns::NsHandle;
 
 /// Host bindings generated from `wit/` (documented there).
@@ -55,15 +60,13 @@ pub mod bindings {
         },
         with: {
             "wasmcni:plugin/netns.netns": super::NsHandle,
+            "wasmcni:plugin/ipam-store.store": super::StoreHandle,
         },
     });
 }
 
 use bindings::wasmcni::plugin::types::ErrorCode;
 use bindings::Plugin;
-
-/// The alias prefix that marks a host link as created by wasmcni.
-pub const MARK_PREFIX: &str = "wasmcni:";
 
 /// The routing protocol number (`rtm_protocol`) of routes wasmcni creates
 /// in the host namespace (unassigned in iproute2's `rt_protos`).
@@ -76,7 +79,7 @@ const RTPROT_BOOT: u8 = 3;
 const MAX_ALIAS: usize = 128;
 
 /// Per-invocation capability state: the plugin's grant, the namespaces it
-/// was given, the journal and the audit log.
+/// was given, the attachment it acts for, the journal and the audit log.
 pub struct Ctx {
     grant: Grant,
     container: Option<NetNs>,
@@ -85,8 +88,38 @@ pub struct Ctx {
     journal: Journal,
     audit: Audit,
     calls: u64,
-    mark: String,
+    attachment: Attachment,
+    /// `attachment.mark()` and `attachment.network_mark()`, computed once.
+    marks: (String, String),
     command: Command,
+    /// `CNI_COMMAND` as given (the delegate checks use it).
+    cni_command: String,
+    /// How to run delegates (none: delegation is unavailable).
+    runtime: Option<std::sync::Arc<delegate::Runtime>>,
+    /// How deep in a chain of delegates this invocation runs (0: the
+    /// plugin the runtime executed).
+    depth: u32,
+    /// The network state directories opened in this invocation (and its
+    /// delegates), to check host routes and addresses against.
+    stores: Vec<std::path::PathBuf>,
+}
+
+/// What a context is made from.
+pub struct CtxParams {
+    /// The plugin's grant.
+    pub grant: Grant,
+    /// The verified `CNI_NETNS`, or none.
+    pub container: Option<NetNs>,
+    /// Its audit log.
+    pub audit: Audit,
+    /// Who it acts for.
+    pub attachment: Attachment,
+    /// The command.
+    pub command: Command,
+    /// `CNI_COMMAND` as given.
+    pub cni_command: String,
+    /// How to run delegates.
+    pub runtime: Option<std::sync::Arc<delegate::Runtime>>,
 }
 
 /// The CNI command of the invocation, as far as authority goes.
@@ -96,7 +129,10 @@ pub enum Command {
     Add,
     /// DEL: changes are best-effort and stay.
     Del,
-    /// CHECK, GC, STATUS, VERSION: read-only.
+    /// GC: releases IPAM reservations of attachments that are gone; the
+    /// kernel is read-only.
+    Gc,
+    /// CHECK, STATUS, VERSION: read-only.
     Other,
 }
 
@@ -106,6 +142,7 @@ impl Command {
         match command {
             "ADD" => Command::Add,
             "DEL" => Command::Del,
+            "GC" => Command::Gc,
             _ => Command::Other,
         }
     }
@@ -115,23 +152,23 @@ impl Ctx {
     /// A context for one invocation. `container` is the verified
     /// `CNI_NETNS`, or `None` when the runtime gave none (or, on DEL, it is
     /// gone).
-    pub fn new(
-        grant: Grant,
-        container: Option<NetNs>,
-        audit: Audit,
-        container_id: &str,
-        command: Command,
-    ) -> Ctx {
+    pub fn new(p: CtxParams) -> Ctx {
+        let marks = (p.attachment.mark(), p.attachment.network_mark());
         Ctx {
-            grant,
-            container,
+            grant: p.grant,
+            container: p.container,
             host: None,
             sockets: HashMap::new(),
             journal: Journal::default(),
-            audit,
+            audit: p.audit,
             calls: 0,
-            mark: format!("{MARK_PREFIX}{container_id}"),
-            command,
+            attachment: p.attachment,
+            marks,
+            command: p.command,
+            cni_command: p.cni_command,
+            runtime: p.runtime,
+            depth: 0,
+            stores: Vec::new(),
         }
     }
 
@@ -201,7 +238,7 @@ impl Ctx {
     }
 
     /// The link, if the plugin may change it: `modify` in its namespace,
-    /// and in the host's, wasmcni's mark or a `links` pattern.
+    /// and in the host's, one it controls ([`Ctx::check_host_link`]).
     fn modifiable(&mut self, kind: Kind, index: u32) -> Result<link::Link, CapError> {
         self.require(kind, |g| g.modify, "modify")?;
         let l = self.link(kind, index)?;
@@ -209,24 +246,70 @@ impl Ctx {
         Ok(l)
     }
 
-    /// In the host namespace, only wasmcni's links and pattern-named ones.
+    /// The link, if the plugin may change it, or (when `shared_ok`) use it
+    /// as a link its network shares ([`Ctx::shared`]).
+    fn modifiable_or_shared(
+        &mut self,
+        kind: Kind,
+        index: u32,
+        shared_ok: bool,
+    ) -> Result<link::Link, CapError> {
+        self.require(kind, |g| g.modify, "modify")?;
+        let l = self.link(kind, index)?;
+        if shared_ok && self.shared(kind, &l) {
+            return Ok(l);
+        }
+        self.check_host_link(kind, &l)?;
+        Ok(l)
+    }
+
+    /// In the host namespace the plugin controls only links of its own
+    /// attachment (marked for it, or created in this call) and links its
+    /// grant names (`links`).
     fn check_host_link(&self, kind: Kind, l: &link::Link) -> Result<(), CapError> {
-        if kind == Kind::Container || self.owned(l) || self.ns_grant(kind).names_link(&l.name) {
+        if kind == Kind::Container
+            || self.owned(l)
+            || self.journal.created(kind, l.index)
+            || self.ns_grant(kind).names_link(&l.name)
+        {
             return Ok(());
         }
+        let whose = match l.alias.as_deref() {
+            Some(a) if a == self.marks.1 => {
+                "is shared by the network's attachments (it may only be brought up, given \
+                 an address, or have this attachment's links enslaved)"
+                    .to_owned()
+            }
+            Some(a) if a.starts_with(attachment::ATTACHMENT_MARK) => {
+                format!("belongs to another attachment ({a})")
+            }
+            Some(a) if a.starts_with(attachment::NETWORK_MARK) => {
+                format!("is shared by another network ({a})")
+            }
+            _ => "was not created by wasmcni and matches no `links` pattern".to_owned(),
+        };
         Err(CapError::Denied(format!(
-            "host link {:?} (index {}) was not created by wasmcni for this container and \
-             matches no `links` pattern",
+            "host link {:?} (index {}) {whose}",
             l.name, l.index
         )))
     }
 
-    /// Whether wasmcni created `l` for this container: its alias is this
-    /// invocation's mark, not merely any wasmcni mark (one container's
-    /// plugin must not reach another container's links; links shared
-    /// between containers, like a bridge, are named by `links` patterns).
+    /// Whether `l` belongs to this attachment: its alias is this
+    /// attachment's mark (network, container ID and ifname), not merely
+    /// any wasmcni mark.
     fn owned(&self, l: &link::Link) -> bool {
-        l.alias.as_deref() == Some(self.mark.as_str())
+        l.alias.as_deref() == Some(self.marks.0.as_str())
+    }
+
+    /// Whether `l` is a host bridge this attachment's network shares: one
+    /// wasmcni created for the network (its network mark) or one the grant
+    /// lets it adopt (`bridges`), and in both cases really a bridge (a
+    /// veth called `cni0` is not one).
+    fn shared(&self, kind: Kind, l: &link::Link) -> bool {
+        kind == Kind::Host
+            && l.kind.as_deref() == Some("bridge")
+            && (l.alias.as_deref() == Some(self.marks.1.as_str())
+                || self.ns_grant(kind).names_bridge(&l.name))
     }
 
     /// Journals what the kernel drops along with some changes to link
@@ -234,11 +317,39 @@ impl Ctx {
     /// IPv6 addresses, deleting a primary address drops the secondaries,
     /// moving it drops both): the unicast routes through it, then its
     /// addresses, recorded before the change so the undo puts them back
-    /// after reverting it (addresses first, then the routes that need them).
+    /// after reverting it (addresses first, then the routes that need them),
+    /// and last removes addresses the kernel added meanwhile (a new
+    /// `addr_gen_mode` makes a second link-local address). A route through
+    /// the link that could not be put back as it was (multipath, nexthop
+    /// object, source-specific, ...) makes the change refused: what cannot
+    /// be undone is not done.
     fn preserve_link_state(&mut self, kind: Kind, index: u32) -> Result<(), CapError> {
         let nl = self.netlink(kind)?;
         let routes = nl.routes(None).map_err(|e| CapError::from(&e))?;
         let addresses = nl.addresses(None).map_err(|e| CapError::from(&e))?;
+        if let Some(m) = routes.iter().find(|m| {
+            m.header.kind == netlink_packet_route::route::RouteType::Unicast
+                && crate::netlink::route_uses_link(m, index)
+                && crate::netlink::RouteSpec::from_message(m).is_none()
+        }) {
+            let key = crate::netlink::RouteKey::of_message(m);
+            return Err(CapError::Denied(format!(
+                "link {index} carries a route wasmcni could not restore as it is \
+                 (multipath, nexthop object, source-specific or encapsulated): {}",
+                key.map(|k| format!("{}/{} table {}", k.dst, k.dst_len, k.table))
+                    .unwrap_or_default()
+            )));
+        }
+        let keep: Vec<crate::netlink::AddrSpec> = addresses
+            .iter()
+            .filter_map(crate::netlink::AddrSpec::from_message)
+            .filter(|a| a.index == index)
+            .collect();
+        self.journal.record(Undo::PruneAddresses {
+            ns: kind,
+            index,
+            keep: keep.clone(),
+        });
         for spec in routes
             .iter()
             .filter_map(crate::netlink::RouteSpec::from_message)
@@ -247,13 +358,46 @@ impl Ctx {
                 self.journal.record(Undo::AddRoute { ns: kind, spec });
             }
         }
+        for spec in keep {
+            self.journal.record(Undo::AddAddress { ns: kind, spec });
+        }
+        Ok(())
+    }
+
+    /// Refuses a change that drops link `index`'s permanent neighbour
+    /// entries (down, move): the journal does not keep them.
+    fn check_neighbours(&mut self, kind: Kind, index: u32) -> Result<(), CapError> {
+        let n = self
+            .netlink(kind)?
+            .permanent_neighbours(index)
+            .map_err(|e| CapError::from(&e))?;
+        if n > 0 {
+            return Err(CapError::Denied(format!(
+                "link {index} has {n} permanent neighbour entries the kernel would drop \
+                 and wasmcni could not restore"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Journals every address and route of the namespace (a write of a
+    /// setting for all links, like `conf.all.disable_ipv6`, may flush them
+    /// anywhere), to be put back after the settings (each only if missing).
+    fn preserve_namespace_state(&mut self, kind: Kind) -> Result<(), CapError> {
+        let nl = self.netlink(kind)?;
+        let routes = nl.routes(None).map_err(|e| CapError::from(&e))?;
+        let addresses = nl.addresses(None).map_err(|e| CapError::from(&e))?;
+        for spec in routes
+            .iter()
+            .filter_map(crate::netlink::RouteSpec::from_message)
+        {
+            self.journal.record(Undo::AddRoute { ns: kind, spec });
+        }
         for spec in addresses
             .iter()
             .filter_map(crate::netlink::AddrSpec::from_message)
         {
-            if spec.index == index {
-                self.journal.record(Undo::AddAddress { ns: kind, spec });
-            }
+            self.journal.record(Undo::AddAddress { ns: kind, spec });
         }
         Ok(())
     }
@@ -276,12 +420,17 @@ impl Ctx {
         r
     }
 
-    /// Marks a link wasmcni created (or moved) in the host namespace.
-    fn mark(&mut self, kind: Kind, index: u32) -> Result<(), CapError> {
+    /// Marks a link wasmcni created (or moved) in the host namespace as
+    /// this attachment's, or (`shared`: a bridge) as its network's.
+    fn mark(&mut self, kind: Kind, index: u32, shared: bool) -> Result<(), CapError> {
         if kind != Kind::Host {
             return Ok(());
         }
-        let mark = self.mark.clone();
+        let mark = if shared {
+            self.marks.1.clone()
+        } else {
+            self.marks.0.clone()
+        };
         self.netlink(kind)?
             .set_alias(index, &mark)
             .map_err(|e| CapError::from(&e))
@@ -327,7 +476,17 @@ impl StoreData {
         args: Value,
         f: impl FnOnce(&mut Ctx) -> Result<T, CapError>,
     ) -> Result<T, CapError> {
-        let caps = &mut self.caps;
+        Self::cap_with(&mut self.caps, call, args, f)
+    }
+
+    /// [`StoreData::cap`] on the context alone, for calls that also borrow
+    /// a resource from the table.
+    fn cap_with<T>(
+        caps: &mut Ctx,
+        call: &'static str,
+        args: Value,
+        f: impl FnOnce(&mut Ctx) -> Result<T, CapError>,
+    ) -> Result<T, CapError> {
         caps.calls += 1;
         if caps.calls > caps.grant.host_calls {
             let budget = caps.grant.host_calls;
@@ -345,9 +504,13 @@ impl StoreData {
             return Err(CapError::Trap(BudgetExceeded(budget).into()));
         }
         // Only ADD and DEL change the kernel: CHECK, GC, STATUS and
-        // VERSION get read-only authority whatever the policy says.
-        let read_only =
-            caps.command == Command::Other && catalog::entry(call).is_none_or(|e| e.mutates);
+        // VERSION get read-only authority whatever the policy says (GC may
+        // release IPAM reservations and run its delegates' GC).
+        let read_only = match caps.command {
+            Command::Add | Command::Del => false,
+            Command::Gc => catalog::entry(call).is_none_or(|e| e.mutates && !e.in_gc),
+            Command::Other => catalog::entry(call).is_none_or(|e| e.mutates),
+        };
         let result = if read_only {
             Err(CapError::Denied(
                 "only ADD and DEL may change the kernel".into(),

@@ -143,6 +143,16 @@ impl Ctx {
             };
             let l = self.link(kind, oif)?;
             self.check_host_link(kind, &l)?;
+            // A route to another attachment's address would steer the
+            // node's traffic for it.
+            let dst = ipnet::IpNet::new(spec.dst, spec.dst_len)
+                .map_err(|_| CapError::Code(super::ErrorCode::InvalidArgument))?;
+            if let Some((other, holder)) = self.foreign_reservation_in(dst)? {
+                return Err(CapError::Denied(format!(
+                    "host route to {}/{} covers {other}, reserved for another attachment ({} {})",
+                    spec.dst, spec.dst_len, holder.container_id, holder.ifname
+                )));
+            }
         }
         Ok(())
     }

@@ -52,7 +52,10 @@ fn key_scope(key: &str) -> Scope {
 }
 
 impl Ctx {
-    fn sysctl_target(&mut self, kind: Kind, key: &str) -> Result<(), CapError> {
+    /// Checks that the plugin may use `key`; returns whether it names a
+    /// bridge the network only shares with the plugin (whose settings may
+    /// be read, and written only with the value they have).
+    fn sysctl_target(&mut self, kind: Kind, key: &str) -> Result<bool, CapError> {
         bounded("sysctl key", key, MAX_KEY)?;
         if !valid_key(key) {
             return Err(ErrorCode::InvalidArgument.into());
@@ -85,47 +88,75 @@ impl Ctx {
                     .link_by_name(&name)
                     .map_err(|e| CapError::from(&e))?;
                 let l = super::link::Link::from_message(msg);
+                if self.check_host_link(kind, &l).is_err() && self.shared(kind, &l) {
+                    return Ok(true);
+                }
                 self.check_host_link(kind, &l)?;
             }
         }
-        Ok(())
+        Ok(false)
     }
 
-    /// Journals how to take back a write of `key` (whose value is `old`)
-    /// before it happens. The kernel propagates some writes: `conf.all.X`
-    /// and `ip_forward` rewrite every link's value (IPv4 `forwarding` also
+    /// Writes `value` to `key` (whose value is `old`) and journals how to
+    /// take it back. The kernel propagates some writes: `conf.all.X` and
+    /// `ip_forward` rewrite every link's value (IPv4 `forwarding` also
     /// `all.accept_redirects`), `conf.default.X` is copied to links that
-    /// never set theirs, `disable_ipv6` drops a link's addresses. So:
+    /// never set theirs, `disable_ipv6` drops addresses and routes. So:
     /// - a key of one link created in this call needs nothing (deleting
     ///   the link undoes it);
     /// - a key of one pre-existing link: its old value, and the addresses
     ///   and routes the kernel may flush with it;
-    /// - any other key: the namespace's whole `net.` tree, once per
-    ///   invocation, restored in an order that yields the old state.
-    fn sysctl_journal(&mut self, kind: Kind, key: &str, old: String) -> Result<(), CapError> {
-        if self.command != super::Command::Add {
-            return Ok(());
-        }
-        if let Scope::Link(name) = key_scope(key) {
-            let index = self
-                .netlink(kind)?
-                .link_by_name(&name)
-                .map_err(|e| CapError::from(&e))?
-                .header
-                .index;
-            if !self.journal.created(kind, index) {
-                self.preserve_link_state(kind, index)?;
-                self.journal.record(Undo::SetSysctl {
-                    ns: kind,
-                    key: key.to_owned(),
-                    value: old,
-                });
+    /// - any other key: every setting of the namespace the write changed
+    ///   (the whole `net.` tree read before and after it), and every
+    ///   address and route of the namespace.
+    fn sysctl_write(
+        &mut self,
+        kind: Kind,
+        key: &str,
+        old: String,
+        value: &str,
+    ) -> Result<(), CapError> {
+        let io = |e: std::io::Error| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EINVAL));
+        let journaling = self.command == super::Command::Add;
+        let mark = self.journal.len();
+        let global = match key_scope(key) {
+            Scope::Link(name) => {
+                let index = self
+                    .netlink(kind)?
+                    .link_by_name(&name)
+                    .map_err(|e| CapError::from(&e))?
+                    .header
+                    .index;
+                if journaling && !self.journal.created(kind, index) {
+                    self.preserve_link_state(kind, index)?;
+                    self.journal.record(Undo::SetSysctl {
+                        ns: kind,
+                        key: key.to_owned(),
+                        value: old,
+                    });
+                }
+                false
             }
-        } else if !self.journal.has_sysctl_tree(kind) {
+            _ => journaling,
+        };
+        let before = if global {
+            self.preserve_namespace_state(kind)?;
             let ns = self.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
-            let values = crate::sysctl::snapshot(ns)
-                .map_err(|e| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO)))?;
-            self.journal.record_sysctl_tree(kind, values);
+            Some(crate::sysctl::snapshot(ns).map_err(io)?)
+        } else {
+            None
+        };
+        let ns = self.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
+        if let Err(e) = crate::sysctl::write(ns, key, value) {
+            // Nothing changed: drop what was journaled for it.
+            self.journal.truncate(mark);
+            return Err(io(e));
+        }
+        if let Some(before) = before {
+            let after = crate::sysctl::snapshot(ns).map_err(io)?;
+            let changes = crate::sysctl::changes(&before, &after);
+            self.journal
+                .record(Undo::RestoreSysctls { ns: kind, changes });
         }
         Ok(())
     }
@@ -154,7 +185,7 @@ impl Host for StoreData {
         let kind = self.ns_kind(&ns)?;
         let args = json!({"ns": ns_arg(kind), "key": arg_str(&key), "value": arg_str(&value)});
         self.cap("sysctl.set", args, |c| {
-            c.sysctl_target(kind, &key)?;
+            let shared = c.sysctl_target(kind, &key)?;
             bounded("sysctl value", &value, MAX_VALUE)?;
             if value.contains(['\n', '\0']) {
                 return Err(ErrorCode::InvalidArgument.into());
@@ -164,14 +195,12 @@ impl Host for StoreData {
                 // Nothing changes, so there is nothing to undo.
                 return Ok(());
             }
-            let mark = c.journal.len();
-            c.sysctl_journal(kind, &key, old)?;
-            let ns = c.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
-            crate::sysctl::write(ns, &key, &value).map_err(|e| {
-                // Nothing changed: drop what was journaled for it.
-                c.journal.truncate(mark);
-                CapError::Kernel(e.raw_os_error().unwrap_or(libc::EINVAL))
-            })
+            if shared {
+                return Err(CapError::Denied(format!(
+                    "{key} belongs to a bridge the network's attachments share: it may not change"
+                )));
+            }
+            c.sysctl_write(kind, &key, old, &value)
         })
     }
 }

@@ -27,16 +27,23 @@ impl Ctx {
     /// audited as `journal.undo`. Keeps going past failures and returns
     /// them (a failed step is logged; the CNI error reports it).
     pub fn undo(&mut self) -> Vec<String> {
+        self.undo_from(0)
+    }
+
+    /// Undoes the changes recorded after the first `mark` journal entries
+    /// (a delegate that failed), newest first, as [`Ctx::undo`] does.
+    pub fn undo_from(&mut self, mark: usize) -> Vec<String> {
         let mut failures = Vec::new();
-        let mut entries = self.journal.drain_reverse();
+        let mut entries = self.journal.drain_reverse_from(mark);
         for i in 0..entries.len() {
-            let u = entries[i].clone();
-            let result = match self.apply(&u) {
-                Err(CapError::Kernel(e)) if already_gone(&u, e) => Ok(()),
+            let entry = entries[i].clone();
+            let u = &entry.undo;
+            let result = match self.apply(u) {
+                Err(CapError::Kernel(e)) if already_gone(u, e) => Ok(()),
                 r => r,
             };
             // A link moved back keeps the index it had where it was, if
-            // that is free here: the older entries must follow it.
+            // that is free here: the older entries about it must follow.
             if let (
                 Ok(()),
                 Undo::MoveBack {
@@ -45,12 +52,13 @@ impl Ctx {
                     name,
                     ..
                 },
-            ) = (&result, &u)
+                Some(id),
+            ) = (&result, u, entry.link)
             {
                 if let Ok(now) = self.link_index(*to, name) {
                     if now != *from_index {
                         for older in &mut entries[i + 1..] {
-                            older.remap(*to, *from_index, now);
+                            older.relocate(id, *to, *from_index, now);
                         }
                     }
                 }
@@ -61,9 +69,17 @@ impl Ctx {
             };
             self.audit
                 .record("journal.undo", &json!({ "undo": u.describe() }), &outcome);
-            if result.is_err() {
-                failures.push(u.describe());
+            if let Err(e) = result {
+                failures.push(match e {
+                    CapError::Incomplete(what) => format!("{}: {what}", u.describe()),
+                    _ => u.describe(),
+                });
             }
+        }
+        if mark > 0 {
+            // The invocation goes on: links the undo deleted are no longer
+            // "created in this call".
+            let _ = self.refresh_created();
         }
         failures
     }
@@ -79,9 +95,7 @@ impl Ctx {
         let nl_err = |e: crate::netlink::NlError| CapError::from(&e);
         let io_err = |e: std::io::Error| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO));
         match u {
-            Undo::DeleteLink { ns, index } => {
-                self.netlink(*ns)?.delete_link(*index).map_err(nl_err)
-            }
+            Undo::DeleteLink { ns, index } => self.undo_create(*ns, *index),
             Undo::SetUp { ns, index, up } => {
                 self.netlink(*ns)?.set_link_up(*index, *up).map_err(nl_err)
             }
@@ -140,14 +154,19 @@ impl Ctx {
                 .add_route(spec, RouteAdd::Replace)
                 .map_err(nl_err),
             Undo::RestoreLink { ns, index, state } => self.restore_link(*ns, *index, state),
-            Undo::RestoreSysctls { ns, values } => {
+            Undo::PruneAddresses { ns, index, keep } => self.prune_addresses(*ns, *index, keep),
+            Undo::Ipam(u) => u.apply(),
+            Undo::NativeDel(call) => call.run_del(),
+            Undo::RestoreSysctls { ns, changes } => {
                 let ns = self.ns(*ns).ok_or(CapError::Kernel(libc::ENOENT))?;
-                let differing = crate::sysctl::restore(ns, values).map_err(io_err)?;
+                let differing = crate::sysctl::restore_changes(ns, changes).map_err(io_err)?;
                 if differing.is_empty() {
                     Ok(())
                 } else {
-                    log::warn!("settings not restored: {}", differing.join(", "));
-                    Err(CapError::Kernel(libc::EIO))
+                    Err(CapError::Incomplete(format!(
+                        "settings not restored: {}",
+                        differing.join(", ")
+                    )))
                 }
             }
             Undo::SetSysctl { ns, key, value } => {
@@ -160,50 +179,121 @@ impl Ctx {
 
 impl Ctx {
     /// Puts a link that came back from another namespace into the state it
-    /// had before it left: its per-link settings first (they decide what
-    /// happens when it comes up), then MTU, address, alias, master and
-    /// hairpin, promiscuity, and last the admin state (the routes restored
-    /// after this need it up). Only what differs is written.
+    /// had before it left: MTU first (it resets the IPv6 MTU setting), its
+    /// per-link settings (they decide what happens when it comes up), then
+    /// address, alias, master and bridge port settings, promiscuity, and
+    /// last the admin state (the routes restored after this need it up).
+    /// Only what differs is written; a step that fails does not stop the
+    /// others, and the error names every one that failed.
     fn restore_link(
         &mut self,
         kind: crate::netns::Kind,
         index: u32,
         state: &crate::journal::LinkState,
     ) -> Result<(), CapError> {
-        let nl_err = |e: crate::netlink::NlError| CapError::from(&e);
         let now = self.link(kind, index)?;
-        let ns = self.ns(kind).ok_or(CapError::Kernel(libc::ENOENT))?;
-        let differing = crate::sysctl::restore(ns, &state.sysctls)
-            .map_err(|e| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO)))?;
+        let mut failed: Vec<String> = Vec::new();
+        let step =
+            |failed: &mut Vec<String>, what: &str, r: Result<(), crate::netlink::NlError>| {
+                if let Err(e) = r {
+                    failed.push(format!("{what}: {e}"));
+                }
+            };
         let nl = self.netlink(kind)?;
         if now.mtu != state.mtu {
-            nl.set_mtu(index, state.mtu).map_err(nl_err)?;
+            step(&mut failed, "mtu", nl.set_mtu(index, state.mtu));
         }
+        let ns = self.ns(kind).ok_or(CapError::Kernel(libc::ENOENT))?;
+        match crate::sysctl::restore(ns, &state.sysctls) {
+            Ok(keys) if keys.is_empty() => {}
+            Ok(keys) => failed.push(format!("settings {}", keys.join(", "))),
+            Err(e) => failed.push(format!("settings: {e}")),
+        }
+        let nl = self.netlink(kind)?;
         if now.mac != state.mac && !state.mac.is_empty() {
-            nl.set_mac(index, &state.mac).map_err(nl_err)?;
+            step(&mut failed, "mac", nl.set_mac(index, &state.mac));
         }
         if now.alias.as_deref().unwrap_or("") != state.alias {
-            nl.set_alias(index, &state.alias).map_err(nl_err)?;
+            step(&mut failed, "alias", nl.set_alias(index, &state.alias));
         }
         if now.master != state.master {
-            nl.set_master(index, state.master).map_err(nl_err)?;
+            step(&mut failed, "master", nl.set_master(index, state.master));
         }
-        if let Some(on) = state.hairpin {
-            if nl.hairpin(index).map_err(nl_err)? != Some(on) {
-                nl.set_hairpin(index, on).map_err(nl_err)?;
-            }
+        if let Some(port) = &state.port {
+            step(&mut failed, "bridge port", nl.set_bridge_port(index, port));
         }
         if now.promiscuous != state.promisc {
-            nl.set_promisc(index, state.promisc).map_err(nl_err)?;
+            step(&mut failed, "promisc", nl.set_promisc(index, state.promisc));
         }
         if now.up != state.up {
-            nl.set_link_up(index, state.up).map_err(nl_err)?;
+            step(&mut failed, "up", nl.set_link_up(index, state.up));
         }
-        if differing.is_empty() {
+        if failed.is_empty() {
             Ok(())
         } else {
-            log::warn!("link settings not restored: {}", differing.join(", "));
-            Err(CapError::Kernel(libc::EIO))
+            Err(CapError::Incomplete(failed.join("; ")))
         }
+    }
+
+    /// Deletes the addresses of link `index` that are not in `keep`.
+    fn prune_addresses(
+        &mut self,
+        kind: crate::netns::Kind,
+        index: u32,
+        keep: &[crate::netlink::AddrSpec],
+    ) -> Result<(), CapError> {
+        let nl_err = |e: crate::netlink::NlError| CapError::from(&e);
+        let nl = self.netlink(kind)?;
+        let now: Vec<crate::netlink::AddrSpec> = nl
+            .addresses(None)
+            .map_err(nl_err)?
+            .iter()
+            .filter_map(crate::netlink::AddrSpec::from_message)
+            .filter(|a| a.index == index)
+            .collect();
+        for a in now {
+            let kept = keep
+                .iter()
+                .any(|k| k.addr == a.addr && k.prefix_len == a.prefix_len);
+            if !kept {
+                match nl.delete_address(index, a.addr, a.prefix_len) {
+                    Ok(()) => {}
+                    Err(e) if e.errno() == libc::EADDRNOTAVAIL => {}
+                    Err(e) => return Err(nl_err(e)),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes a link this invocation created; but a bridge created for
+    /// the network stays if another attachment's link joined it meanwhile
+    /// (checked under the network lock, which enslaving also takes).
+    fn undo_create(&mut self, kind: crate::netns::Kind, index: u32) -> Result<(), CapError> {
+        let nl_err = |e: crate::netlink::NlError| CapError::from(&e);
+        let l = self.link(kind, index)?;
+        let _lock = if kind == crate::netns::Kind::Host
+            && l.alias.as_deref() == Some(self.marks.1.as_str())
+        {
+            let lock = crate::netlock::lock(&self.attachment.network);
+            let ports = self
+                .netlink(kind)?
+                .links()
+                .map_err(nl_err)?
+                .into_iter()
+                .filter(|m| super::link::Link::from_message(m.clone()).master == Some(index))
+                .count();
+            if ports > 0 {
+                log::info!(
+                    "kept bridge {:?}: {ports} link(s) of other attachments joined it",
+                    l.name
+                );
+                return Ok(());
+            }
+            lock
+        } else {
+            None
+        };
+        self.netlink(kind)?.delete_link(index).map_err(nl_err)
     }
 }

@@ -1,0 +1,52 @@
+//! Running another plugin (an IPAM plugin), as the reference plugins do
+//! with `invoke.DelegateAdd`: the host runs it with this invocation's
+//! environment and `CNI_COMMAND` set to the command given, in-process when
+//! it is a wasm plugin. Its changes join this invocation's journal.
+//!
+//! # Capabilities
+//! The plugin's policy must list the delegate (`delegates`, or
+//! `native-delegates` for a native binary from `CNI_PATH`).
+
+use crate::bindings::wasmcni::plugin::delegate::{self as wit, DelegateError};
+use crate::cni::{CniResult, Command, Error};
+use crate::net::HostError;
+
+/// Runs plugin `plugin_type` with `command` and `config` on stdin; returns
+/// its stdout. A delegate that fails gives its own CNI error, unchanged
+/// (as the reference passes on its IPAM's errors).
+pub fn run(plugin_type: &str, command: Command, config: &[u8]) -> Result<String, Error> {
+    if plugin_type.is_empty() {
+        return Err(Error::internal("no plugin name provided"));
+    }
+    let config = String::from_utf8_lossy(config);
+    match wit::run(plugin_type, command.as_str(), &config) {
+        Ok(out) => Ok(out),
+        Err(DelegateError::Failed(stdout)) => Err(Error::from_plugin_output(&stdout)),
+        Err(DelegateError::Host(code)) => Err(HostError {
+            operation: "delegate.run",
+            object: format!("{command} of plugin {plugin_type:?}"),
+            code,
+        }
+        .into()),
+    }
+}
+
+/// ADD through `plugin_type`; its result, converted from the version it
+/// answered in (its `cniVersion`, else `version`).
+pub fn add(plugin_type: &str, config: &[u8], version: &str) -> Result<CniResult, Error> {
+    let out = run(plugin_type, Command::Add, config)?;
+    let v: serde_json::Value = serde_json::from_str(&out)
+        .map_err(|e| Error::decode(format!("decoding the result of {plugin_type}: {e}")))?;
+    let answered = v
+        .get("cniVersion")
+        .and_then(|s| s.as_str())
+        .filter(|s| !s.is_empty())
+        .unwrap_or(version)
+        .to_owned();
+    CniResult::from_json(&v, &answered)
+}
+
+/// DEL, CHECK, GC or STATUS through `plugin_type`.
+pub fn exec(plugin_type: &str, command: Command, config: &[u8]) -> Result<(), Error> {
+    run(plugin_type, command, config).map(drop)
+}

@@ -1,0 +1,425 @@
+//! The CNI `bridge` plugin for wasmcni.
+//!
+//! Behaves like the reference plugin (containernetworking/plugins
+//! `plugins/main/bridge`, 1.1.1): a bridge on the node (created if needed,
+//! `cni0` by default), a veth pair with one end in the container and the
+//! other enslaved to the bridge, addresses and routes from the IPAM plugin,
+//! the gateway address on the bridge, forwarding on the node.
+//!
+//! Unlike the reference, a failed ADD leaves nothing behind: wasmcni's
+//! journal removes the veth and releases the IPAM reservation (the
+//! reference leaks the veth whenever IPAM or a later step fails). And the
+//! bridge, shared by every container on the network, is never reshaped or
+//! deleted by a plugin acting for one of them.
+//!
+//! `ipMasq` and `macspoofchk` need firewall rules, and `vlan` per-port
+//! VLAN filtering: wasmcni grants neither yet, so they are refused with an
+//! error saying so (code 2) rather than silently ignored.
+
+mod conf;
+
+use std::time::Duration;
+
+use guest_sdk::cni::{Cidr, CniResult, Command, Error, Interface, Route};
+use guest_sdk::net::{prefix, AddressOptions, IpFamily, LinkInfo, LinkOptions, Netns, OperState};
+use guest_sdk::skel::{self, Invocation, Plugin};
+use plugin_common::iface::{self, link_key};
+use plugin_common::{ipam, mac, veth};
+
+use conf::Conf;
+
+struct Bridge;
+
+/// Ensures the bridge exists, is a bridge, is up; returns it.
+fn ensure_bridge(host: &Netns, c: &Conf) -> Result<LinkInfo, Error> {
+    let name = &c.bridge;
+    let wrap = |e: String| Error::internal(format!("failed to create bridge {name:?}: {e}"));
+    let options = LinkOptions {
+        mtu: c.mtu(),
+        mac: None,
+    };
+    match host.create_bridge(
+        name,
+        &options,
+        guest_sdk::net::BridgeOptions {
+            vlan_filtering: c.vlan != 0,
+        },
+    ) {
+        Ok(_) => {}
+        // An existing bridge keeps its settings (as in the reference).
+        Err(e) if e.code == guest_sdk::net::ErrorCode::AlreadyExists => {}
+        Err(e) => return Err(wrap(format!("could not add {name:?}: {e}"))),
+    }
+    let br = host
+        .link(name)
+        .map_err(|e| wrap(format!("could not lookup {name:?}: {e}")))?;
+    if br.kind.as_deref() != Some("bridge") {
+        return Err(wrap(format!("{name:?} already exists but is not a bridge")));
+    }
+    if c.promisc_mode && !br.promiscuous {
+        host.set_promiscuous(br.index, true)
+            .map_err(|e| wrap(format!("could not set promiscuous mode on {name:?}: {e}")))?;
+    }
+    // Errors ignored, as in the reference (a shared bridge's setting may
+    // only be kept, not changed, by a plugin acting for one container).
+    let _ = host.set_sysctl(&link_key("ipv6", name, "accept_ra"), "0");
+    if !br.up {
+        host.set_up(br.index, true)
+            .map_err(|e| wrap(e.to_string()))?;
+    }
+    Ok(host.link_by_index(br.index)?)
+}
+
+/// Puts `gw` on the bridge (unless it is there), as the reference's
+/// `ensureAddr`: another IPv4 address, or an overlapping IPv6 one, is an
+/// error unless `forceAddress` (then it is removed). Then pins the bridge's
+/// hardware address to its current value.
+fn ensure_addr(host: &Netns, br: &LinkInfo, gw: Cidr, force: bool) -> Result<(), Error> {
+    let family = if gw.is_ipv4() {
+        IpFamily::Ipv4
+    } else {
+        IpFamily::Ipv6
+    };
+    let name = &br.name;
+    let addrs = host.addresses(Some(br), Some(family))?;
+    let mut present = false;
+    for a in &addrs {
+        let have = Cidr::new(
+            guest_sdk::net::to_ip(&a.prefix.address),
+            a.prefix.prefix_len,
+        )?;
+        if have == gw {
+            present = true;
+            continue;
+        }
+        let conflicts = gw.is_ipv4() || overlaps(have, gw);
+        if conflicts {
+            if force {
+                host.delete_address(br.index, a.prefix).map_err(|e| {
+                    Error::internal(format!("could not remove IP address from {name:?}: {e}"))
+                })?;
+            } else {
+                return Err(Error::internal(format!(
+                    "{name:?} already has an IP address different from {gw}"
+                )));
+            }
+        }
+    }
+    if !present {
+        match host.add_address(
+            br.index,
+            prefix(gw.addr(), gw.prefix_len()),
+            AddressOptions {
+                no_dad: false,
+                no_prefix_route: false,
+                scope: None,
+            },
+        ) {
+            Ok(()) => {}
+            Err(e) if e.code == guest_sdk::net::ErrorCode::AlreadyExists => {}
+            Err(e) => {
+                return Err(Error::internal(format!(
+                    "could not add IP address to {name:?}: {e}"
+                )))
+            }
+        }
+    }
+    let now = host.link_by_index(br.index)?;
+    host.set_mac(br.index, &now.mac)
+        .map_err(|e| Error::internal(format!("could not set bridge's mac: {e}")))?;
+    Ok(())
+}
+
+/// Whether two networks overlap (either contains the other's address).
+fn overlaps(a: Cidr, b: Cidr) -> bool {
+    a.contains(b.addr()) || b.contains(a.addr())
+}
+
+/// Waits for the host end of the veth to be operationally up, as the
+/// reference does before putting the gateway on the bridge.
+fn wait_oper_up(host: &Netns, index: u32) -> Result<(), Error> {
+    let mut state = OperState::Unknown;
+    for ms in [0, 50, 500, 1000, 1000] {
+        std::thread::sleep(Duration::from_millis(ms));
+        let l = host.link_by_index(index)?;
+        state = l.oper_state;
+        if state == OperState::Up {
+            return Ok(());
+        }
+    }
+    Err(Error::internal(format!(
+        "bridge port in error state: {state:?}"
+    )))
+}
+
+/// The reference's `calcGateways`: sets each address's interface (the
+/// container's, index 2), fills in gateways and the default routes, and
+/// returns the gateway addresses (with the address's prefix length) the
+/// bridge needs, IPv4 first.
+fn calc_gateways(result: &mut CniResult, c: &Conf) -> Result<Vec<Cidr>, Error> {
+    let mut gws4 = Vec::new();
+    let mut gws6 = Vec::new();
+    let (mut default4, mut default6) = (false, false);
+    for i in 0..result.ips.len() {
+        result.ips[i].interface = Some(2);
+        let addr = result.ips[i].address;
+        if result.ips[i].gateway.is_none() && c.is_gateway {
+            result.ips[i].gateway = Some(addr.first_host());
+        }
+        let v4 = addr.is_ipv4();
+        let default_done = if v4 { &mut default4 } else { &mut default6 };
+        if c.is_default_gateway && !*default_done {
+            let zero = Cidr::default_route(v4);
+            let has = result
+                .routes
+                .iter()
+                .any(|r| r.gw.is_some() && r.dst == zero);
+            if !has {
+                if let Some(gw) = result.ips[i].gateway {
+                    let mut r = Route::new(zero);
+                    r.gw = Some(gw);
+                    result.routes.push(r);
+                }
+            }
+            *default_done = true;
+        }
+        if c.is_gateway {
+            if let Some(gw) = result.ips[i].gateway {
+                let g = Cidr::new(gw, addr.prefix_len())?;
+                if v4 {
+                    gws4.push(g);
+                } else {
+                    gws6.push(g);
+                }
+            }
+        }
+    }
+    gws4.extend(gws6);
+    Ok(gws4)
+}
+
+impl Plugin for Bridge {
+    fn add(&self, inv: &Invocation) -> Result<CniResult, Error> {
+        let c = Conf::load(inv)?;
+        let host = Netns::host()?;
+        let br = ensure_bridge(&host, &c)?;
+        let container = Netns::container().map_err(|e| {
+            Error::internal(format!("failed to open netns {:?}: {e}", inv.env.netns))
+        })?;
+        let mac = c.mac(inv)?.map(|m| mac::parse(&m)).transpose()?;
+        let ifname = &inv.env.ifname;
+        let v = veth::setup(&container, &host, ifname, c.mtu(), mac)?;
+        host.set_master(v.host.index, Some(br.index)).map_err(|e| {
+            Error::internal(format!(
+                "failed to connect {:?} to bridge {}: {e}",
+                v.host.name, br.name
+            ))
+        })?;
+        host.set_hairpin(v.host.index, c.hairpin_mode)
+            .map_err(|e| {
+                Error::internal(format!(
+                    "failed to setup hairpin mode for {}: {e}",
+                    v.host.name
+                ))
+            })?;
+        let mut result = CniResult {
+            interfaces: vec![
+                Interface {
+                    mac: mac::format(&br.mac),
+                    ..Interface::new(br.name.clone())
+                },
+                Interface {
+                    mac: mac::format(&v.host.mac),
+                    ..Interface::new(v.host.name.clone())
+                },
+                Interface {
+                    mac: mac::format(&v.container.mac),
+                    sandbox: inv.env.netns.clone(),
+                    ..Interface::new(ifname.clone())
+                },
+            ],
+            ..CniResult::default()
+        };
+        if c.is_layer3(inv) {
+            let r = ipam::add(inv)?;
+            result.ips = r.ips;
+            result.routes = r.routes;
+            if result.ips.is_empty() {
+                return Err(Error::internal("IPAM plugin returned missing IP config"));
+            }
+            let gateways = calc_gateways(&mut result, &c)?;
+            let dad = if c.enabledad { "1" } else { "0" };
+            if c.enabledad {
+                let _ = container.set_sysctl(&link_key("ipv6", ifname, "enhanced_dad"), "1");
+            }
+            let _ = container.set_sysctl(&link_key("ipv6", ifname, "accept_dad"), dad);
+            let _ = container.set_sysctl(&link_key("ipv4", ifname, "arp_notify"), "1");
+            iface::configure(&container, ifname, &result)?;
+            wait_oper_up(&host, v.host.index)?;
+            if c.is_gateway {
+                for gw in &gateways {
+                    ensure_addr(&host, &br, *gw, c.force_address).map_err(|e| {
+                        Error::internal(format!("failed to set bridge addr: {}", e.msg))
+                    })?;
+                }
+                plugin_common::enable_forwarding(
+                    &host,
+                    gateways.iter().any(|g| g.is_ipv4()),
+                    gateways.iter().any(|g| !g.is_ipv4()),
+                )
+                .map_err(|e| Error::internal(format!("failed to enable forwarding: {e}")))?;
+            }
+        } else {
+            let link = container
+                .link(ifname)
+                .map_err(|e| Error::internal(format!("failed to retrieve link: {e}")))?;
+            container
+                .set_up(link.index, true)
+                .map_err(|e| Error::internal(format!("failed to set {ifname:?} up: {e}")))?;
+        }
+        let br_now = host.link_by_index(br.index)?;
+        result.interfaces[0].mac = mac::format(&br_now.mac);
+        result.dns = c.dns.clone().unwrap_or_default();
+        Ok(result)
+    }
+
+    fn del(&self, inv: &Invocation) -> Result<(), Error> {
+        let c = Conf::load(inv)?;
+        if !inv.env.netns.is_empty() {
+            match Netns::container() {
+                Ok(ns) => {
+                    if let Ok(link) = ns.link(&inv.env.ifname) {
+                        ns.delete_link(link.index).map_err(|e| {
+                            Error::internal(format!("failed to delete {:?}: {e}", inv.env.ifname))
+                        })?;
+                    }
+                }
+                // Gone already: nothing to remove there (the spec asks DEL
+                // to succeed), but the address is still released.
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        if c.is_layer3(inv) {
+            ipam::exec(inv, Command::Del)?;
+        }
+        Ok(())
+    }
+
+    fn check(&self, inv: &Invocation) -> Result<(), Error> {
+        let c = Conf::load(inv)?;
+        let container = Netns::container().map_err(|e| {
+            Error::internal(format!("failed to open netns {:?}: {e}", inv.env.netns))
+        })?;
+        ipam::exec(inv, Command::Check)?;
+        let prev = inv
+            .prev_result()?
+            .ok_or_else(|| Error::internal("Required prevResult missing"))?;
+        let host = Netns::host()?;
+        check_attachment(&host, &container, inv, &c, &prev)
+    }
+
+    fn gc(&self, inv: &Invocation) -> Result<(), Error> {
+        let c = Conf::load(inv)?;
+        if c.is_layer3(inv) {
+            ipam::exec(inv, Command::Gc)?;
+        }
+        Ok(())
+    }
+
+    fn status(&self, inv: &Invocation) -> Result<(), Error> {
+        let c = Conf::load(inv)?;
+        if c.is_layer3(inv) {
+            ipam::exec(inv, Command::Status)?;
+        }
+        Ok(())
+    }
+}
+
+/// CHECK: the bridge, the container's veth and its peer on the bridge,
+/// the addresses and routes of `prev`, as the reference checks them.
+fn check_attachment(
+    host: &Netns,
+    container: &Netns,
+    inv: &Invocation,
+    c: &Conf,
+    prev: &CniResult,
+) -> Result<(), Error> {
+    let ifname = &inv.env.ifname;
+    let br_entry = prev.interfaces.iter().find(|i| i.name == c.bridge);
+    let ctr_entry = prev
+        .interfaces
+        .iter()
+        .find(|i| i.name == *ifname && i.sandbox == inv.env.netns);
+    let Some(br_entry) = br_entry else {
+        return Err(Error::internal(format!(
+            "CNI created bridge {} in host namespace was not found",
+            c.bridge
+        )));
+    };
+    let br = host
+        .link(&br_entry.name)
+        .map_err(|_| Error::internal(format!("Interface name {} not found", br_entry.name)))?;
+    if br.kind.as_deref() != Some("bridge") {
+        return Err(Error::internal(format!(
+            "Interface {} does not have link type of bridge",
+            br.name
+        )));
+    }
+    if !br_entry.mac.is_empty() && br_entry.mac != mac::format(&br.mac) {
+        return Err(Error::internal(format!(
+            "Bridge interface {} Mac doesn't match: {}",
+            br.name, br_entry.mac
+        )));
+    }
+    if br.promiscuous != c.promisc_mode {
+        return Err(Error::internal(format!(
+            "Bridge interface {} configured Promisc Mode {} doesn't match current state: {} ",
+            br.name, c.promisc_mode, br.promiscuous
+        )));
+    }
+    let Some(ctr_entry) = ctr_entry else {
+        return Err(Error::internal(format!(
+            "Sandbox in prevResult  doesn't match configured netns: {}",
+            inv.env.netns
+        )));
+    };
+    let ctr = container
+        .link(&ctr_entry.name)
+        .map_err(|_| Error::internal(format!("Interface name {} not found", ctr_entry.name)))?;
+    if ctr.kind.as_deref() != Some("veth") {
+        return Err(Error::internal(format!(
+            "Error: Container interface {} not of type veth",
+            ctr.name
+        )));
+    }
+    if !ctr_entry.mac.is_empty() && ctr_entry.mac != mac::format(&ctr.mac) {
+        return Err(Error::internal(format!(
+            "Interface {} Mac {} doesn't match container Mac: {}",
+            ctr.name,
+            ctr_entry.mac,
+            mac::format(&ctr.mac)
+        )));
+    }
+    let peer = ctr.parent_index.ok_or_else(|| {
+        Error::internal(format!(
+            "Unable to obtain veth peer index for veth {}",
+            ctr.name
+        ))
+    })?;
+    let host_veth = host
+        .link_by_index(peer)
+        .ok()
+        .filter(|l| l.master == Some(br.index) && l.parent_index == Some(ctr.index));
+    if host_veth.is_none() {
+        return Err(Error::internal(format!(
+            "CNI veth created for bridge {} was not found",
+            c.bridge
+        )));
+    }
+    plugin_common::check::addresses_and_routes(container, &ctr, prev)
+}
+
+fn main() {
+    skel::run(Bridge, "CNI bridge plugin (wasmcni)");
+}

@@ -1,0 +1,43 @@
+//! What the standard plugins share (like containernetworking/plugins'
+//! `pkg/`): veth setup, configuring an interface from a result, IPAM
+//! delegation, MAC addresses, forwarding. Not part of the SDK third-party
+//! authors build on; the standard plugins' own toolbox.
+#![deny(missing_docs)]
+
+pub mod check;
+pub mod compat;
+pub mod iface;
+pub mod ipam;
+pub mod mac;
+pub mod veth;
+
+use guest_sdk::cni::Error;
+use guest_sdk::net::Netns;
+
+/// Enables IP forwarding in `ns` for the families given, writing only when
+/// it is not on already (`net.ipv4.ip_forward`,
+/// `net.ipv6.conf.all.forwarding`), as the reference does.
+pub fn enable_forwarding(ns: &Netns, v4: bool, v6: bool) -> Result<(), Error> {
+    for (on, key) in [
+        (v4, "net.ipv4.ip_forward"),
+        (v6, "net.ipv6.conf.all.forwarding"),
+    ] {
+        if !on {
+            continue;
+        }
+        let now = ns.sysctl(key)?;
+        if now.trim() != "1" {
+            ns.set_sysctl(key, "1")?;
+        }
+    }
+    Ok(())
+}
+
+/// 32 random bits, from the WASI random source (through std's hasher
+/// seeds, which wasm32-wasip2 draws from `wasi:random`).
+pub fn random_u32() -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(0x636e_6921);
+    (h.finish() >> 16) as u32
+}

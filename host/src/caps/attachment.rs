@@ -1,0 +1,211 @@
+//! Who an invocation acts for: its attachment (network, container ID,
+//! ifname), and how wasmcni marks the host objects that belong to one
+//! attachment or to a whole network.
+//!
+//! Host links carry their owner in their alias:
+//! - `wasmcni:<network>:<container id>:<ifname>`: a link of one attachment
+//!   (a host veth), which only a plugin acting for that attachment may
+//!   change, move or delete;
+//! - `wasmcni-net:<network>`: a link shared by the network's attachments
+//!   (a bridge), which a plugin acting for any of them may only use in ways
+//!   that do not disturb the others (bring it up, give it its gateway
+//!   address, enslave its own links to it), and never delete.
+//!
+//! Network names, container IDs and interface names that libcni accepts
+//! never contain `:`; anything else, or a mark longer than the kernel keeps
+//! (255 bytes), is replaced by a digest (`wasmcni:#<hex>`).
+
+use std::net::IpAddr;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::ipam::Owner;
+
+/// The alias prefix of a link one attachment owns.
+pub const ATTACHMENT_MARK: &str = "wasmcni:";
+/// The alias prefix of a link a network shares.
+pub const NETWORK_MARK: &str = "wasmcni-net:";
+
+/// The longest alias the kernel keeps.
+const MAX_MARK: usize = 255;
+
+/// The attachment an invocation acts for, and what it learns about it.
+#[derive(Debug, Clone, Default)]
+pub struct Attachment {
+    /// The network (the config's `name`).
+    pub network: String,
+    /// `CNI_CONTAINERID`.
+    pub container_id: String,
+    /// `CNI_IFNAME`.
+    pub ifname: String,
+    /// GC only: the attachments the runtime still holds
+    /// (`cni.dev/valid-attachments`, or `cni.dev/attachments`).
+    pub valid: Option<Vec<Owner>>,
+    /// The addresses this attachment's IPAM delegates gave it (their ADD
+    /// results, seen by the host because delegation runs through it).
+    pub addresses: Vec<IpAddr>,
+}
+
+fn plain(s: &str) -> bool {
+    s.bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+fn digest(parts: &[&str]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update(p.as_bytes());
+        h.update([0]);
+    }
+    hex::encode(&h.finalize()[..20])
+}
+
+impl Attachment {
+    /// The attachment of an invocation: `CNI_CONTAINERID` and `CNI_IFNAME`
+    /// from `env`, the network name and (GC) the valid attachments from
+    /// the config.
+    pub fn from_invocation(env: &[(String, String)], stdin: &[u8]) -> Attachment {
+        let var = |k: &str| {
+            env.iter()
+                .find(|(key, _)| key == k)
+                .map(|(_, v)| v.clone())
+                .unwrap_or_default()
+        };
+        let conf: Value = serde_json::from_slice(stdin).unwrap_or(Value::Null);
+        let network = conf
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
+        let valid = if var("CNI_COMMAND") == "GC" {
+            let list = conf
+                .get("cni.dev/valid-attachments")
+                .or_else(|| conf.get("cni.dev/attachments"))
+                .and_then(Value::as_array);
+            Some(
+                list.map(|l| {
+                    l.iter()
+                        .map(|a| Owner {
+                            container_id: a
+                                .get("containerID")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                                .to_owned(),
+                            ifname: a
+                                .get("ifname")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                                .to_owned(),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            )
+        } else {
+            None
+        };
+        Attachment {
+            network,
+            container_id: var("CNI_CONTAINERID"),
+            ifname: var("CNI_IFNAME"),
+            valid,
+            addresses: Vec::new(),
+        }
+    }
+
+    /// The mark of a host link this attachment owns.
+    pub fn mark(&self) -> String {
+        let parts = [
+            self.network.as_str(),
+            self.container_id.as_str(),
+            self.ifname.as_str(),
+        ];
+        let readable = format!("{ATTACHMENT_MARK}{}", parts.join(":"));
+        if parts.iter().all(|p| plain(p)) && readable.len() <= MAX_MARK {
+            readable
+        } else {
+            format!("{ATTACHMENT_MARK}#{}", digest(&parts))
+        }
+    }
+
+    /// The mark of a host link the network shares.
+    pub fn network_mark(&self) -> String {
+        let readable = format!("{NETWORK_MARK}{}", self.network);
+        if plain(&self.network) && readable.len() <= MAX_MARK {
+            readable
+        } else {
+            format!("{NETWORK_MARK}#{}", digest(&[&self.network]))
+        }
+    }
+
+    /// This attachment as a reservation holder.
+    pub fn owner(&self) -> Owner {
+        Owner {
+            container_id: self.container_id.clone(),
+            ifname: self.ifname.clone(),
+        }
+    }
+
+    /// GC: whether a reservation held by `holder` belongs to an attachment
+    /// the runtime still holds (outside GC: always, nothing is collected).
+    pub fn still_valid(&self, holder: &Owner) -> bool {
+        match &self.valid {
+            None => true,
+            Some(valid) => valid.iter().any(|v| v.holds(holder)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(cmd: &str) -> Vec<(String, String)> {
+        vec![
+            ("CNI_COMMAND".into(), cmd.into()),
+            ("CNI_CONTAINERID".into(), "c1".into()),
+            ("CNI_IFNAME".into(), "eth0".into()),
+        ]
+    }
+
+    #[test]
+    fn marks_name_the_attachment_and_the_network() {
+        let a = Attachment::from_invocation(&env("ADD"), br#"{"name":"net1"}"#);
+        assert_eq!(a.mark(), "wasmcni:net1:c1:eth0");
+        assert_eq!(a.network_mark(), "wasmcni-net:net1");
+        assert!(a.valid.is_none());
+        let odd = Attachment {
+            network: "a:b".into(),
+            ..a.clone()
+        };
+        assert!(odd.mark().starts_with("wasmcni:#"), "{}", odd.mark());
+        assert_ne!(odd.mark(), a.mark());
+        let long = Attachment {
+            container_id: "x".repeat(300),
+            ..a
+        };
+        assert!(long.mark().len() <= MAX_MARK);
+    }
+
+    #[test]
+    fn gc_reads_both_names_of_the_valid_attachments() {
+        for key in ["cni.dev/valid-attachments", "cni.dev/attachments"] {
+            let conf =
+                format!(r#"{{"name":"n","{key}":[{{"containerID":"c2","ifname":"eth1"}}]}}"#);
+            let a = Attachment::from_invocation(&env("GC"), conf.as_bytes());
+            let v = a.valid.as_ref().expect("valid list");
+            assert_eq!(v.len(), 1);
+            assert!(a.still_valid(&Owner {
+                container_id: "c2".into(),
+                ifname: "eth1".into()
+            }));
+            assert!(!a.still_valid(&Owner {
+                container_id: "c1".into(),
+                ifname: "eth0".into()
+            }));
+        }
+        let a = Attachment::from_invocation(&env("GC"), br#"{"name":"n"}"#);
+        assert_eq!(a.valid.as_deref(), Some(&[][..]));
+    }
+}

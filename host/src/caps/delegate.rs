@@ -1,0 +1,380 @@
+//! `wasmcni:plugin/delegate`: a plugin runs another plugin (its IPAM), as
+//! the reference plugins do with `invoke.DelegateAdd`.
+//!
+//! A wasm delegate runs in this process, in a fresh store, under its own
+//! policy entry and memory cap, within the process's one deadline (never
+//! re-armed). Its capability calls join the caller's journal: if the
+//! caller's ADD fails later, the delegate's changes are undone with the
+//! caller's; if the delegate itself fails, its own changes are undone
+//! before the call returns. A native delegate (from `CNI_PATH`, only where
+//! the policy lists it) is executed as the reference does; its ADD is
+//! undone by running its DEL.
+
+use std::io::{Read, Write};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command as Process, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::bindings::wasmcni::plugin::delegate::{DelegateError, Host};
+use super::bindings::wasmcni::plugin::types::ErrorCode;
+use super::{arg_str, Attachment, CapError, Command, Ctx, CtxParams, StoreData};
+use crate::audit::Audit;
+use crate::journal::Undo;
+use crate::plugins::{self, LookupError, Origin};
+pub use crate::runner::Runtime;
+use crate::runner::{self, Limits, Output};
+
+/// How deep delegates may nest (a plugin's IPAM's IPAM ...).
+const MAX_DEPTH: u32 = 4;
+
+/// The most a native delegate may write to stdout.
+const MAX_NATIVE_STDOUT: u64 = 1 << 20;
+
+/// The commands a plugin may delegate.
+const COMMANDS: &[&str] = &["ADD", "DEL", "CHECK", "GC", "STATUS"];
+
+/// A native delegate's invocation, kept to run its DEL when the ADD that
+/// ran it fails.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NativeCall {
+    /// The executable.
+    pub path: PathBuf,
+    /// Its environment (`CNI_*`, and `PATH`).
+    pub env: Vec<(String, String)>,
+    /// The config on its stdin.
+    pub config: Vec<u8>,
+}
+
+impl NativeCall {
+    /// Runs the delegate's DEL (the journal's undo of its ADD).
+    pub fn run_del(&self) -> Result<(), CapError> {
+        let env: Vec<(String, String)> = self
+            .env
+            .iter()
+            .map(|(k, v)| {
+                let v = if k == "CNI_COMMAND" {
+                    "DEL"
+                } else {
+                    v.as_str()
+                };
+                (k.clone(), v.to_owned())
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        match run_native(&self.path, &env, &self.config, deadline) {
+            Ok((0, _)) => Ok(()),
+            Ok(_) => Err(CapError::Kernel(libc::EIO)),
+            Err(e) => Err(CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO))),
+        }
+    }
+}
+
+/// Runs `path` with exactly `env` and `stdin`, killing it at `deadline`;
+/// returns its exit code and stdout.
+fn run_native(
+    path: &Path,
+    env: &[(String, String)],
+    stdin: &[u8],
+    deadline: Instant,
+) -> std::io::Result<(i32, Vec<u8>)> {
+    let mut child = Process::new(path)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    let mut input = child.stdin.take();
+    let data = stdin.to_vec();
+    let writer = std::thread::spawn(move || {
+        if let Some(i) = input.as_mut() {
+            let _ = i.write_all(&data);
+        }
+    });
+    let mut out = child.stdout.take();
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        if let Some(o) = out.as_mut() {
+            let _ = o.take(MAX_NATIVE_STDOUT).read_to_end(&mut buf);
+        }
+        buf
+    });
+    let status = loop {
+        if let Some(st) = child.try_wait()? {
+            break st;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(std::io::Error::from_raw_os_error(libc::ETIMEDOUT));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let _ = writer.join();
+    let stdout = reader.join().unwrap_or_default();
+    Ok((status.code().unwrap_or(1), stdout))
+}
+
+/// The executable `name` in one of the `CNI_PATH` directories.
+fn find_native(env: &[(String, String)], name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let cni_path = env.iter().find(|(k, _)| k == "CNI_PATH")?.1.clone();
+    cni_path
+        .split(':')
+        .filter(|d| Path::new(d).is_absolute())
+        .map(|d| Path::new(d).join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// The addresses an ADD result gives the attachment (`ips[].address` in
+/// 0.3.0 and later, `ip4.ip` / `ip6.ip` before).
+fn result_addresses(stdout: &[u8]) -> Vec<IpAddr> {
+    let v: Value = serde_json::from_slice(stdout).unwrap_or(Value::Null);
+    let cidr = |c: Option<&Value>| {
+        c.and_then(Value::as_str)
+            .and_then(|s| s.split('/').next())
+            .and_then(|ip| ip.parse::<IpAddr>().ok())
+    };
+    let mut out: Vec<IpAddr> = v
+        .get("ips")
+        .and_then(Value::as_array)
+        .map(|ips| {
+            ips.iter()
+                .filter_map(|ip| cidr(ip.get("address")))
+                .collect()
+        })
+        .unwrap_or_default();
+    for old in ["ip4", "ip6"] {
+        out.extend(cidr(v.get(old).and_then(|o| o.get("ip"))));
+    }
+    out
+}
+
+/// The environment of a delegate: the process's `CNI_*` variables with
+/// `CNI_COMMAND` replaced.
+fn delegate_env(env: &[(String, String)], command: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = env
+        .iter()
+        .filter(|(k, _)| k != "CNI_COMMAND")
+        .cloned()
+        .collect();
+    out.push(("CNI_COMMAND".into(), command.into()));
+    out
+}
+
+impl Ctx {
+    /// Runs delegate `name` with `command` and `config`: its stdout, or
+    /// (`Err` inside) the CNI error it printed.
+    fn delegate(
+        &mut self,
+        name: &str,
+        command: &str,
+        config: &[u8],
+    ) -> Result<Result<String, String>, CapError> {
+        if !plugins::valid_name(name) || !COMMANDS.contains(&command) {
+            return Err(ErrorCode::InvalidArgument.into());
+        }
+        let own = self.cni_command.as_str();
+        if command != own && !(own == "ADD" && command == "DEL") {
+            return Err(CapError::Denied(format!(
+                "a {own} may delegate only {own}{}",
+                if own == "ADD" {
+                    " (or DEL to clean up)"
+                } else {
+                    ""
+                }
+            )));
+        }
+        if self.depth + 1 > MAX_DEPTH {
+            return Err(CapError::Limit(format!(
+                "delegates nest deeper than {MAX_DEPTH}"
+            )));
+        }
+        let rt = self
+            .runtime
+            .clone()
+            .ok_or(CapError::Code(ErrorCode::NotSupported))?;
+        let wasm_ok = self.grant.delegates.iter().any(|d| d == name);
+        let native_ok = self.grant.native_delegates.iter().any(|d| d == name);
+        if !wasm_ok && !native_ok {
+            return Err(CapError::Denied(format!(
+                "the policy lists no delegate {name:?} (`delegates`, `native-delegates`)"
+            )));
+        }
+        if wasm_ok {
+            match plugins::find(name) {
+                Ok(plugin) => return self.delegate_wasm(&rt, &plugin, command, config),
+                Err(LookupError::NotFound { .. }) if native_ok => {}
+                Err(LookupError::NotFound { .. }) => return Err(ErrorCode::NotFound.into()),
+                Err(_) => return Err(ErrorCode::Other.into()),
+            }
+        }
+        self.delegate_native(&rt, name, command, config)
+    }
+
+    fn delegate_wasm(
+        &mut self,
+        rt: &std::sync::Arc<Runtime>,
+        plugin: &plugins::Plugin,
+        command: &str,
+        config: &[u8],
+    ) -> Result<Result<String, String>, CapError> {
+        let entry = rt
+            .policy
+            .entry_for(plugin.name(), *plugin.origin() == Origin::Bundled);
+        let version = crate::cni_error::version_for_errors(config);
+        let refuse = |e: crate::cni_error::CniError| Ok(Err(e.to_json(&version)));
+        if let Err(e) = runner::check_pin(&entry, plugin) {
+            return refuse(e);
+        }
+        let limits = match Limits::resolve(&entry) {
+            Ok(l) => l,
+            Err(e) => return refuse(e),
+        };
+        let (component, imports) = match runner::prepare(rt, plugin) {
+            Ok(p) => p,
+            Err(e) => return refuse(e),
+        };
+        let env = delegate_env(&rt.env, command);
+        let container = match &self.container {
+            Some(ns) => Some(
+                ns.try_clone()
+                    .map_err(|e| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO)))?,
+            ),
+            None => None,
+        };
+        let mut attachment = Attachment::from_invocation(&env, config);
+        attachment.addresses = std::mem::take(&mut self.attachment.addresses);
+        let mut child = Ctx::new(CtxParams {
+            grant: entry.grant(),
+            container,
+            audit: Audit::new(runner::identity(&env, plugin, command), rt.sink.clone()),
+            attachment,
+            command: Command::from_env(command),
+            cni_command: command.to_owned(),
+            runtime: Some(rt.clone()),
+        });
+        child.depth = self.depth + 1;
+        child.journal = std::mem::take(&mut self.journal);
+        child.stores = std::mem::take(&mut self.stores);
+        let mark = child.journal.len();
+        let (outcome, mut child) = runner::execute(
+            rt, &component, &imports, plugin, &env, config, &limits, child,
+        );
+        std::mem::forget(component);
+        let failed = !matches!(outcome, Ok(Output { code: 0, .. }));
+        let outcome = if failed && command == "ADD" && child.journal.len() > mark {
+            runner::undo_or_report(&mut child, mark, plugin.name(), outcome)
+        } else {
+            outcome
+        };
+        // Give back what the delegate added to the invocation's state.
+        self.journal = std::mem::take(&mut child.journal);
+        self.stores = std::mem::take(&mut child.stores);
+        self.attachment.addresses = std::mem::take(&mut child.attachment.addresses);
+        match outcome {
+            Ok(Output { code: 0, stdout }) => {
+                if command == "ADD" {
+                    self.attachment.addresses.extend(result_addresses(&stdout));
+                }
+                Ok(Ok(String::from_utf8_lossy(&stdout).into_owned()))
+            }
+            Ok(Output { stdout, .. }) => Ok(Err(String::from_utf8_lossy(&stdout).into_owned())),
+            Err(e) => Ok(Err(e.to_json(&version))),
+        }
+    }
+
+    fn delegate_native(
+        &mut self,
+        rt: &Runtime,
+        name: &str,
+        command: &str,
+        config: &[u8],
+    ) -> Result<Result<String, String>, CapError> {
+        let mut env = delegate_env(&rt.env, command);
+        let path = find_native(&env, name).ok_or(CapError::Code(ErrorCode::NotFound))?;
+        if let Some(p) = std::env::var_os("PATH").and_then(|p| p.into_string().ok()) {
+            env.push(("PATH".into(), p));
+        }
+        let (code, stdout) = run_native(&path, &env, config, rt.deadline)
+            .map_err(|e| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO)))?;
+        let text = String::from_utf8_lossy(&stdout).into_owned();
+        if code != 0 {
+            return Ok(Err(text));
+        }
+        if command == "ADD" {
+            self.attachment.addresses.extend(result_addresses(&stdout));
+            self.journal.record(Undo::NativeDel(NativeCall {
+                path,
+                env,
+                config: config.to_vec(),
+            }));
+        }
+        Ok(Ok(text))
+    }
+}
+
+impl Host for StoreData {
+    fn run(
+        &mut self,
+        plugin_type: String,
+        command: String,
+        config: String,
+    ) -> wasmtime::Result<Result<String, DelegateError>> {
+        let args = json!({
+            "plugin-type": arg_str(&plugin_type), "command": arg_str(&command),
+            "config-bytes": config.len(),
+        });
+        match self.cap("delegate.run", args, |c| {
+            c.delegate(&plugin_type, &command, config.as_bytes())
+        }) {
+            Ok(Ok(out)) => Ok(Ok(out)),
+            Ok(Err(failed)) => Ok(Err(DelegateError::Failed(failed))),
+            Err(CapError::Trap(t)) => Err(t),
+            Err(e) => Ok(Err(DelegateError::Host(
+                e.code().unwrap_or(ErrorCode::Other),
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_of_results_in_every_version() {
+        let new =
+            br#"{"cniVersion":"1.0.0","ips":[{"address":"10.1.0.2/24"},{"address":"fd00::2/64"}]}"#;
+        assert_eq!(
+            result_addresses(new),
+            vec![
+                "10.1.0.2".parse::<IpAddr>().expect("ip"),
+                "fd00::2".parse().expect("ip")
+            ]
+        );
+        let old = br#"{"cniVersion":"0.2.0","ip4":{"ip":"10.1.0.3/24"}}"#;
+        assert_eq!(
+            result_addresses(old),
+            vec!["10.1.0.3".parse::<IpAddr>().expect("ip")]
+        );
+        assert!(result_addresses(b"not json").is_empty());
+    }
+
+    #[test]
+    fn a_delegate_gets_the_environment_with_its_command() {
+        let env = vec![
+            ("CNI_COMMAND".to_owned(), "ADD".to_owned()),
+            ("CNI_IFNAME".to_owned(), "eth0".to_owned()),
+        ];
+        let d = delegate_env(&env, "DEL");
+        assert!(d.contains(&("CNI_COMMAND".into(), "DEL".into())));
+        assert!(d.contains(&("CNI_IFNAME".into(), "eth0".into())));
+        assert_eq!(d.len(), 2);
+    }
+}

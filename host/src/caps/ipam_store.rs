@@ -1,0 +1,371 @@
+//! `wasmcni:plugin/ipam-store`: a network's IPAM reservations, on disk in
+//! the reference host-local layout ([`crate::ipam`]), with its calls,
+//! their inverses ([`IpamUndo`]) and checks in one place.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use wasmtime::component::Resource;
+
+use super::address::{ip_from_wit, ip_to_wit};
+use super::bindings::wasmcni::plugin::ipam_store::{Host, HostStore, Owner, Reservation};
+use super::bindings::wasmcni::plugin::types::{ErrorCode, IpAddress};
+use super::{arg_str, CapError, Ctx, StoreData};
+use crate::ipam::{self, NetworkStore, StoreError};
+use crate::journal::Undo;
+
+/// The host side of a `store` resource: the open, locked network state.
+#[derive(Debug)]
+pub struct StoreHandle {
+    store: NetworkStore,
+}
+
+/// How the journal takes an IPAM change back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IpamUndo {
+    /// An address was reserved: release it (if its holder is still the
+    /// one that reserved it) and put the range's last-reserved address
+    /// back.
+    Unreserve {
+        /// The network's state directory.
+        dir: PathBuf,
+        /// The address.
+        address: IpAddr,
+        /// Who reserved it.
+        owner: ipam::Owner,
+        /// The range set.
+        range_id: String,
+        /// Its last-reserved address before.
+        last: Option<IpAddr>,
+    },
+    /// An address was released: reserve it again for its holder.
+    Rereserve {
+        /// The network's state directory.
+        dir: PathBuf,
+        /// The address.
+        address: IpAddr,
+        /// Its holder.
+        owner: ipam::Owner,
+    },
+}
+
+impl IpamUndo {
+    /// Carries it out. The lock is taken anew: the plugin's handle is
+    /// gone, and its deadline may have passed.
+    pub fn apply(&self) -> Result<(), CapError> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let io = |e: std::io::Error| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO));
+        let open = |dir: &PathBuf| {
+            NetworkStore::reopen(dir, deadline).map_err(|e| match e {
+                StoreError::Io(e) => io(e),
+                _ => CapError::Kernel(libc::EBUSY),
+            })
+        };
+        match self {
+            IpamUndo::Unreserve {
+                dir,
+                address,
+                owner,
+                range_id,
+                last,
+            } => {
+                let s = open(dir)?;
+                if s.holder(*address).map_err(io)?.as_ref() == Some(owner) {
+                    s.release(*address).map_err(io)?;
+                }
+                if s.last_reserved(range_id).map_err(io)? == Some(*address) {
+                    s.set_last_reserved(range_id, *last).map_err(io)?;
+                }
+                Ok(())
+            }
+            IpamUndo::Rereserve {
+                dir,
+                address,
+                owner,
+            } => {
+                let s = open(dir)?;
+                match s.holder(*address).map_err(io)? {
+                    None => s.restore(*address, owner).map_err(io),
+                    Some(h) if &h == owner => Ok(()),
+                    // Someone took it meanwhile: it cannot be given back.
+                    Some(_) => Err(CapError::Kernel(libc::EADDRINUSE)),
+                }
+            }
+        }
+    }
+}
+
+fn store_err(e: StoreError) -> CapError {
+    match e {
+        StoreError::Invalid(_) => ErrorCode::InvalidArgument.into(),
+        StoreError::Denied(m) => CapError::Denied(m),
+        StoreError::Busy(_) => ErrorCode::TryAgain.into(),
+        StoreError::Io(e) => CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO)),
+    }
+}
+
+fn io_err(e: std::io::Error) -> CapError {
+    CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+fn owner_to_wit(o: &ipam::Owner) -> Owner {
+    Owner {
+        container_id: o.container_id.clone(),
+        ifname: o.ifname.clone(),
+    }
+}
+
+impl Ctx {
+    /// Opens the state of this invocation's network under `data_dir`.
+    fn open_store(
+        &mut self,
+        data_dir: Option<&str>,
+        deadline: Instant,
+    ) -> Result<NetworkStore, CapError> {
+        if self.grant.ipam_roots.is_empty() {
+            return Err(CapError::Denied(
+                "the policy grants no IPAM state (`ipam-roots`)".into(),
+            ));
+        }
+        let data_dir = PathBuf::from(data_dir.unwrap_or(ipam::DEFAULT_DATA_DIR));
+        if !data_dir.is_absolute() {
+            return Err(ErrorCode::InvalidArgument.into());
+        }
+        let (root, rel) = ipam::under_root(&data_dir, &self.grant.ipam_roots).ok_or_else(|| {
+            CapError::Denied(format!(
+                "IPAM data dir {} lies under none of the grant's `ipam-roots`",
+                data_dir.display()
+            ))
+        })?;
+        let store = NetworkStore::open(root, &rel, &self.attachment.network, deadline)
+            .map_err(store_err)?;
+        if !self.stores.contains(&store.path().to_path_buf()) {
+            self.stores.push(store.path().to_path_buf());
+        }
+        Ok(store)
+    }
+
+    /// Whether this invocation may release a reservation held by `holder`:
+    /// its own, or in GC one of an attachment that is gone.
+    fn may_release(&self, holder: &ipam::Owner) -> Result<(), CapError> {
+        let mine = self.attachment.owner().holds(holder);
+        let collectable =
+            self.command == super::Command::Gc && !self.attachment.still_valid(holder);
+        if mine || collectable {
+            Ok(())
+        } else {
+            Err(CapError::Denied(format!(
+                "the reservation belongs to another attachment ({} {})",
+                holder.container_id, holder.ifname
+            )))
+        }
+    }
+
+    /// Addresses inside `net` that the network state opened in this
+    /// invocation reserves for another attachment: what a host route or
+    /// address must not point at.
+    pub(super) fn foreign_reservation_in(
+        &self,
+        net: ipnet::IpNet,
+    ) -> Result<Option<(IpAddr, ipam::Owner)>, CapError> {
+        let me = self.attachment.owner();
+        for dir in &self.stores {
+            let s = NetworkStore::read_only(dir).map_err(store_err)?;
+            for (ip, holder) in s.list().map_err(io_err)? {
+                if net.contains(&ip) && !me.holds(&holder) {
+                    return Ok(Some((ip, holder)));
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl Host for StoreData {}
+
+impl HostStore for StoreData {
+    fn open(&mut self, data_dir: Option<String>) -> Result<Resource<StoreHandle>, CapError> {
+        let deadline = self.deadline;
+        let args = json!({"data-dir": data_dir.as_deref().map(arg_str)});
+        let store = self.cap("ipam-store.[static]store.open", args, |c| {
+            if let Some(d) = &data_dir {
+                super::bounded("data dir", d, 4096)?;
+            }
+            c.open_store(data_dir.as_deref(), deadline)
+        })?;
+        self.table
+            .push(StoreHandle { store })
+            .map_err(|e| CapError::Trap(e.into()))
+    }
+
+    fn reserve(
+        &mut self,
+        h: Resource<StoreHandle>,
+        address: IpAddress,
+        range_id: String,
+    ) -> Result<bool, CapError> {
+        let ip = ip_from_wit(address);
+        let args = json!({"address": ip.to_string(), "range-id": arg_str(&range_id)});
+        let store = &self
+            .table
+            .get(&h)
+            .map_err(|e| CapError::Trap(e.into()))?
+            .store;
+        let caps = &mut self.caps;
+        super::StoreData::cap_with(caps, "ipam-store.[method]store.reserve", args, |c| {
+            if !ipam::valid_range_id(&range_id) {
+                return Err(ErrorCode::InvalidArgument.into());
+            }
+            let owner = c.attachment.owner();
+            let last = store.last_reserved(&range_id).map_err(io_err)?;
+            if !store.reserve(ip, &owner, &range_id).map_err(io_err)? {
+                return Ok(false);
+            }
+            c.journal.record(Undo::Ipam(IpamUndo::Unreserve {
+                dir: store.path().to_path_buf(),
+                address: ip,
+                owner,
+                range_id,
+                last,
+            }));
+            Ok(true)
+        })
+    }
+
+    fn last_reserved(
+        &mut self,
+        h: Resource<StoreHandle>,
+        range_id: String,
+    ) -> Result<Option<IpAddress>, CapError> {
+        let args = json!({"range-id": arg_str(&range_id)});
+        let store = &self
+            .table
+            .get(&h)
+            .map_err(|e| CapError::Trap(e.into()))?
+            .store;
+        super::StoreData::cap_with(
+            &mut self.caps,
+            "ipam-store.[method]store.last-reserved",
+            args,
+            |_| {
+                if !ipam::valid_range_id(&range_id) {
+                    return Err(ErrorCode::InvalidArgument.into());
+                }
+                Ok(store
+                    .last_reserved(&range_id)
+                    .map_err(io_err)?
+                    .map(ip_to_wit))
+            },
+        )
+    }
+
+    fn list(&mut self, h: Resource<StoreHandle>) -> Result<Vec<Reservation>, CapError> {
+        let store = &self
+            .table
+            .get(&h)
+            .map_err(|e| CapError::Trap(e.into()))?
+            .store;
+        super::StoreData::cap_with(
+            &mut self.caps,
+            "ipam-store.[method]store.list",
+            json!({}),
+            |_| {
+                Ok(store
+                    .list()
+                    .map_err(io_err)?
+                    .iter()
+                    .map(|(ip, o)| Reservation {
+                        address: ip_to_wit(*ip),
+                        owner: owner_to_wit(o),
+                    })
+                    .collect())
+            },
+        )
+    }
+
+    fn owned(&mut self, h: Resource<StoreHandle>) -> Result<Vec<IpAddress>, CapError> {
+        let store = &self
+            .table
+            .get(&h)
+            .map_err(|e| CapError::Trap(e.into()))?
+            .store;
+        super::StoreData::cap_with(
+            &mut self.caps,
+            "ipam-store.[method]store.owned",
+            json!({}),
+            |c| {
+                let me = c.attachment.owner();
+                Ok(store
+                    .list()
+                    .map_err(io_err)?
+                    .into_iter()
+                    .filter(|(_, o)| me.holds(o))
+                    .map(|(ip, _)| ip_to_wit(ip))
+                    .collect())
+            },
+        )
+    }
+
+    fn release(&mut self, h: Resource<StoreHandle>, address: IpAddress) -> Result<(), CapError> {
+        let ip = ip_from_wit(address);
+        let store = &self
+            .table
+            .get(&h)
+            .map_err(|e| CapError::Trap(e.into()))?
+            .store;
+        let args = json!({"address": ip.to_string()});
+        super::StoreData::cap_with(
+            &mut self.caps,
+            "ipam-store.[method]store.release",
+            args,
+            |c| {
+                let Some(holder) = store.holder(ip).map_err(io_err)? else {
+                    return Ok(());
+                };
+                c.may_release(&holder)?;
+                store.release(ip).map_err(io_err)?;
+                c.journal.record(Undo::Ipam(IpamUndo::Rereserve {
+                    dir: store.path().to_path_buf(),
+                    address: ip,
+                    owner: holder,
+                }));
+                Ok(())
+            },
+        )
+    }
+
+    fn release_owned(&mut self, h: Resource<StoreHandle>) -> Result<(), CapError> {
+        let store = &self
+            .table
+            .get(&h)
+            .map_err(|e| CapError::Trap(e.into()))?
+            .store;
+        super::StoreData::cap_with(
+            &mut self.caps,
+            "ipam-store.[method]store.release-owned",
+            json!({}),
+            |c| {
+                let me = c.attachment.owner();
+                for (ip, holder) in store.list().map_err(io_err)? {
+                    if me.holds(&holder) {
+                        store.release(ip).map_err(io_err)?;
+                        c.journal.record(Undo::Ipam(IpamUndo::Rereserve {
+                            dir: store.path().to_path_buf(),
+                            address: ip,
+                            owner: holder,
+                        }));
+                    }
+                }
+                Ok(())
+            },
+        )
+    }
+
+    fn drop(&mut self, h: Resource<StoreHandle>) -> wasmtime::Result<()> {
+        // Dropping the handle closes the lock file, which releases the lock.
+        self.table.delete(h)?;
+        Ok(())
+    }
+}

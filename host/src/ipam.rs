@@ -1,0 +1,514 @@
+//! IPAM reservation state on disk, in the reference `host-local` layout.
+//!
+//! `<data dir>/<network>/` holds one file per reserved address, named by
+//! the address and containing `<container id>\r\n<ifname>`;
+//! `last_reserved_ip.<range id>` holds the last address handed out in a
+//! range set; `lock` is the file `flock`ed around every change (the
+//! reference locks the same file, so native and wasm plugins exclude each
+//! other).
+//!
+//! Stronger than the reference: a reservation file is created unnamed
+//! (`O_TMPFILE`), written in full, and only then linked under its name
+//! (`linkat`, which fails if the name exists, as `O_EXCL` does), so a
+//! process killed at any instant leaves the reservation whole or absent,
+//! never an empty file that holds an address forever. The last-reserved
+//! file is replaced by `rename`.
+//!
+//! Every path stays inside the data directory: it is opened as a
+//! [`cap_std::fs::Dir`] below a root the policy grants, the network name is
+//! a single validated component, and files are only ever named by an
+//! address or a fixed name.
+
+use std::io::{self, Read, Write};
+use std::net::IpAddr;
+use std::os::fd::AsFd;
+use std::path::{Component, Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use cap_std::ambient_authority;
+use cap_std::fs::{Dir, DirBuilder, OpenOptions};
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::Mode;
+
+/// The reference's default data directory.
+pub const DEFAULT_DATA_DIR: &str = "/var/lib/cni/networks";
+
+/// What separates the container ID from the interface name in a file.
+const LINE_BREAK: &str = "\r\n";
+
+/// The prefix of the last-reserved files.
+const LAST_RESERVED: &str = "last_reserved_ip.";
+
+/// The largest file read back (an ID is at most a few hundred bytes).
+const MAX_FILE: u64 = 4096;
+
+/// Who holds a reservation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    /// `CNI_CONTAINERID`.
+    pub container_id: String,
+    /// `CNI_IFNAME`; empty in files that hold only a container ID (written
+    /// by old reference versions).
+    pub ifname: String,
+}
+
+impl Owner {
+    /// What a reservation file holds.
+    fn contents(&self) -> String {
+        format!("{}{LINE_BREAK}{}", self.container_id.trim(), self.ifname)
+    }
+
+    /// The owner a file's contents name.
+    fn parse(contents: &str) -> Owner {
+        let t = contents.trim();
+        match t.split_once(LINE_BREAK) {
+            Some((id, ifname)) => Owner {
+                container_id: id.trim().to_owned(),
+                ifname: ifname.to_owned(),
+            },
+            None => Owner {
+                container_id: t.to_owned(),
+                ifname: String::new(),
+            },
+        }
+    }
+
+    /// Whether a reservation held by `holder` is this attachment's: the
+    /// same ID and interface, or (an old file) the same ID alone.
+    pub fn holds(&self, holder: &Owner) -> bool {
+        holder.container_id == self.container_id.trim()
+            && (holder.ifname == self.ifname || holder.ifname.is_empty())
+    }
+}
+
+/// Why the state could not be opened or used.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A name or path is not acceptable.
+    #[error("{0}")]
+    Invalid(String),
+    /// The data directory lies under no granted root.
+    #[error("{0}")]
+    Denied(String),
+    /// The lock was not free before the deadline.
+    #[error("the lock of network {0:?} was held past the deadline")]
+    Busy(String),
+    /// The file system failed.
+    #[error("{0}")]
+    Io(#[from] io::Error),
+}
+
+/// A valid network name: what libcni accepts
+/// (`^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`), at most 255 bytes, and never `.`
+/// or `..` (so it is one plain path component).
+pub fn valid_network_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 255
+        && b[0].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-'))
+}
+
+/// A valid range id: digits, as the reference's range-set index.
+pub fn valid_range_id(id: &str) -> bool {
+    !id.is_empty() && id.len() <= 8 && id.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// The path of `data_dir` below the granted root that contains it, as
+/// normal components, or `None` if no root contains it. Both must be
+/// absolute and free of `.`/`..`; the match is by whole components.
+pub fn under_root<'a>(data_dir: &Path, roots: &'a [PathBuf]) -> Option<(&'a Path, PathBuf)> {
+    let normal = |p: &Path| {
+        p.is_absolute()
+            && p.components()
+                .all(|c| matches!(c, Component::RootDir | Component::Normal(_)))
+    };
+    if !normal(data_dir) {
+        return None;
+    }
+    roots.iter().filter(|r| normal(r)).find_map(|r| {
+        data_dir
+            .strip_prefix(r)
+            .ok()
+            .map(|rel| (r.as_path(), rel.to_owned()))
+    })
+}
+
+/// The locked state of one network.
+#[derive(Debug)]
+pub struct NetworkStore {
+    dir: Dir,
+    /// Held open (and `flock`ed) for as long as the store lives.
+    _lock: cap_std::fs::File,
+    path: PathBuf,
+}
+
+impl NetworkStore {
+    /// Opens (creating it if needed) `<data_dir>/<network>` below `root`,
+    /// where `rel` is `data_dir` relative to `root`, and takes its lock,
+    /// waiting until `deadline`.
+    ///
+    /// # Ambient Authority
+    /// Opens `root` by path: it comes from the policy, not the plugin.
+    pub fn open(
+        root: &Path,
+        rel: &Path,
+        network: &str,
+        deadline: Instant,
+    ) -> Result<NetworkStore, StoreError> {
+        if !valid_network_name(network) {
+            return Err(StoreError::Invalid(format!(
+                "network name {network:?} is not a valid file name"
+            )));
+        }
+        std::fs::create_dir_all(root)?;
+        let root_dir = Dir::open_ambient_dir(root, ambient_authority())?;
+        let mut builder = DirBuilder::new();
+        builder.recursive(true);
+        {
+            use cap_std::fs::DirBuilderExt;
+            builder.mode(0o755);
+        }
+        let net_rel = rel.join(network);
+        root_dir.create_dir_with(&net_rel, &builder)?;
+        let dir = root_dir.open_dir(&net_rel)?;
+        let mut opts = OpenOptions::new();
+        opts.read(true).write(true).create(true);
+        {
+            use cap_std::fs::OpenOptionsExt;
+            opts.mode(0o644);
+        }
+        let lock = dir.open_with("lock", &opts)?;
+        take_lock(&lock, deadline).map_err(|e| match e.kind() {
+            io::ErrorKind::TimedOut => StoreError::Busy(network.to_owned()),
+            _ => StoreError::Io(e),
+        })?;
+        Ok(NetworkStore {
+            dir,
+            _lock: lock,
+            path: root.join(net_rel),
+        })
+    }
+
+    /// Opens a network directory that [`NetworkStore::open`] opened
+    /// before (the journal's undo), and takes its lock.
+    ///
+    /// # Ambient Authority
+    /// `path` is one the host validated and recorded, never the plugin's.
+    pub fn reopen(path: &Path, deadline: Instant) -> Result<NetworkStore, StoreError> {
+        let dir = Dir::open_ambient_dir(path, ambient_authority())?;
+        let mut opts = OpenOptions::new();
+        opts.read(true).write(true).create(true);
+        let lock = dir.open_with("lock", &opts)?;
+        take_lock(&lock, deadline).map_err(|e| match e.kind() {
+            io::ErrorKind::TimedOut => StoreError::Busy(path.display().to_string()),
+            _ => StoreError::Io(e),
+        })?;
+        Ok(NetworkStore {
+            dir,
+            _lock: lock,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Opens a network directory opened before, to read it without the
+    /// lock (checking host routes against the reservations).
+    ///
+    /// # Ambient Authority
+    /// As [`NetworkStore::reopen`].
+    pub fn read_only(path: &Path) -> Result<NetworkStore, StoreError> {
+        let dir = Dir::open_ambient_dir(path, ambient_authority())?;
+        let lock = dir.open("lock")?;
+        Ok(NetworkStore {
+            dir,
+            _lock: lock,
+            path: path.to_owned(),
+        })
+    }
+
+    /// Puts a released reservation back (the journal's undo), leaving the
+    /// last-reserved record alone. False if the address is held.
+    pub fn restore(&self, ip: IpAddr, owner: &Owner) -> io::Result<()> {
+        if self.create_whole(&ip.to_string(), owner.contents().as_bytes())? {
+            Ok(())
+        } else {
+            Err(io::Error::from_raw_os_error(libc::EADDRINUSE))
+        }
+    }
+
+    /// The network's directory (for messages and for the journal).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Reserves `ip` for `owner`, and records it as the last reserved of
+    /// range set `range_id`. False if the address is held already.
+    pub fn reserve(&self, ip: IpAddr, owner: &Owner, range_id: &str) -> io::Result<bool> {
+        if !valid_range_id(range_id) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "bad range id"));
+        }
+        if !self.create_whole(&ip.to_string(), owner.contents().as_bytes())? {
+            return Ok(false);
+        }
+        if let Err(e) = self.set_last_reserved(range_id, Some(ip)) {
+            let _ = self.dir.remove_file(ip.to_string());
+            return Err(e);
+        }
+        Ok(true)
+    }
+
+    /// Creates file `name` holding `data`, whole or not at all; false if
+    /// the name exists.
+    fn create_whole(&self, name: &str, data: &[u8]) -> io::Result<bool> {
+        let dirfd = self.dir.as_fd();
+        match nix::fcntl::openat(
+            dirfd,
+            ".",
+            OFlag::O_TMPFILE | OFlag::O_WRONLY | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o644),
+        ) {
+            Ok(fd) => {
+                let mut f = std::fs::File::from(fd);
+                f.write_all(data)?;
+                f.sync_data()?;
+                // Give the finished file its name; EEXIST if taken.
+                let linked = nix::unistd::linkat(&f, "", dirfd, name, AtFlags::AT_EMPTY_PATH)
+                    .or_else(|_| {
+                        // Without CAP_DAC_READ_SEARCH, through /proc.
+                        let proc = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&f));
+                        nix::unistd::linkat(
+                            nix::fcntl::AT_FDCWD,
+                            proc.as_str(),
+                            dirfd,
+                            name,
+                            AtFlags::AT_SYMLINK_FOLLOW,
+                        )
+                    });
+                match linked {
+                    Ok(()) => Ok(true),
+                    Err(nix::errno::Errno::EEXIST) => Ok(false),
+                    Err(e) => Err(e.into()),
+                }
+            }
+            // A file system without O_TMPFILE: a named temporary file,
+            // linked, then removed (a kill may leave the temporary file,
+            // never a partial reservation).
+            Err(nix::errno::Errno::EOPNOTSUPP | nix::errno::Errno::EISDIR) => {
+                let tmp = format!(".wasmcni-tmp.{}.{name}", std::process::id());
+                let mut opts = OpenOptions::new();
+                opts.write(true).create(true).truncate(true);
+                let mut f = self.dir.open_with(&tmp, &opts)?;
+                f.write_all(data)?;
+                f.sync_data()?;
+                let r = self.dir.hard_link(&tmp, &self.dir, name);
+                let _ = self.dir.remove_file(&tmp);
+                match r {
+                    Ok(()) => Ok(true),
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+                    Err(e) => Err(e),
+                }
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The last address reserved in range set `range_id`.
+    pub fn last_reserved(&self, range_id: &str) -> io::Result<Option<IpAddr>> {
+        if !valid_range_id(range_id) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "bad range id"));
+        }
+        match self.read(&format!("{LAST_RESERVED}{range_id}")) {
+            Ok(s) => Ok(s.trim().parse().ok()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sets (or, with `None`, removes) the last reserved address of range
+    /// set `range_id`, replacing the file atomically.
+    pub fn set_last_reserved(&self, range_id: &str, ip: Option<IpAddr>) -> io::Result<()> {
+        if !valid_range_id(range_id) {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "bad range id"));
+        }
+        let name = format!("{LAST_RESERVED}{range_id}");
+        let Some(ip) = ip else {
+            return match self.dir.remove_file(&name) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            };
+        };
+        let tmp = format!(".{name}.tmp.{}", std::process::id());
+        let mut opts = OpenOptions::new();
+        opts.write(true).create(true).truncate(true);
+        {
+            use cap_std::fs::OpenOptionsExt;
+            opts.mode(0o644);
+        }
+        let mut f = self.dir.open_with(&tmp, &opts)?;
+        f.write_all(ip.to_string().as_bytes())?;
+        drop(f);
+        self.dir.rename(&tmp, &self.dir, &name)
+    }
+
+    fn read(&self, name: &str) -> io::Result<String> {
+        let mut s = String::new();
+        self.dir.open(name)?.take(MAX_FILE).read_to_string(&mut s)?;
+        Ok(s)
+    }
+
+    /// Who holds `ip`, if anyone.
+    pub fn holder(&self, ip: IpAddr) -> io::Result<Option<Owner>> {
+        match self.read(&ip.to_string()) {
+            Ok(s) => Ok(Some(Owner::parse(&s))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Every reservation: each file named by an address.
+    pub fn list(&self) -> io::Result<Vec<(IpAddr, Owner)>> {
+        let mut out = Vec::new();
+        for entry in self.dir.entries()? {
+            let entry = entry?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            let Ok(ip) = name.parse::<IpAddr>() else {
+                continue;
+            };
+            // A file can go between listing and reading (not under our
+            // lock, but a native plugin that ignores it): skip it.
+            if let Ok(s) = self.read(&name) {
+                out.push((ip, Owner::parse(&s)));
+            }
+        }
+        out.sort_by_key(|(ip, _)| *ip);
+        Ok(out)
+    }
+
+    /// Removes the reservation of `ip` (nothing if there is none).
+    pub fn release(&self, ip: IpAddr) -> io::Result<()> {
+        match self.dir.remove_file(ip.to_string()) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// `flock(LOCK_EX)` on `file`, polling without blocking so that the wait
+/// ends at `deadline` (a blocking flock would outlive the plugin's
+/// deadline: the alarm that ends it restarts interrupted calls).
+fn take_lock(file: &cap_std::fs::File, deadline: Instant) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut pause = Duration::from_micros(200);
+    loop {
+        // SAFETY: flock on a descriptor we own; no pointers involved.
+        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) && e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "lock held"));
+        }
+        std::thread::sleep(pause.min(deadline - now));
+        pause = (pause * 2).min(Duration::from_millis(10));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(dir: &Path) -> NetworkStore {
+        NetworkStore::open(
+            dir,
+            Path::new(""),
+            "net1",
+            Instant::now() + Duration::from_secs(5),
+        )
+        .expect("open")
+    }
+
+    fn me() -> Owner {
+        Owner {
+            container_id: "ctr1".into(),
+            ifname: "eth0".into(),
+        }
+    }
+
+    #[test]
+    fn reservations_are_files_in_the_reference_layout() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let s = store(tmp.path());
+        let ip: IpAddr = "10.1.0.2".parse().expect("ip");
+        assert!(s.reserve(ip, &me(), "0").expect("reserve"));
+        assert!(!s.reserve(ip, &me(), "0").expect("reserve again"));
+        let dir = tmp.path().join("net1");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("10.1.0.2")).expect("file"),
+            "ctr1\r\neth0"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("last_reserved_ip.0")).expect("file"),
+            "10.1.0.2"
+        );
+        assert!(dir.join("lock").exists());
+        assert_eq!(s.last_reserved("0").expect("last"), Some(ip));
+        assert_eq!(s.list().expect("list"), vec![(ip, me())]);
+        s.release(ip).expect("release");
+        s.release(ip).expect("release twice");
+        assert!(s.list().expect("list").is_empty());
+        let names: Vec<String> = std::fs::read_dir(&dir)
+            .expect("dir")
+            .map(|e| e.expect("entry").file_name().into_string().expect("utf8"))
+            .collect();
+        assert!(!names.iter().any(|n| n.starts_with('.')), "{names:?}");
+    }
+
+    #[test]
+    fn old_files_with_only_an_id_belong_to_it() {
+        let old = Owner::parse("ctr1\n");
+        assert_eq!(old.ifname, "");
+        assert!(me().holds(&old));
+        assert!(!me().holds(&Owner::parse("ctr1\r\neth1")));
+        assert!(me().holds(&Owner::parse(" ctr1\r\neth0")));
+        assert!(!me().holds(&Owner::parse("ctr2")));
+    }
+
+    #[test]
+    fn names_and_roots() {
+        assert!(valid_network_name("podman-default_1.0"));
+        for bad in ["", ".", "..", "../x", "a/b", "-x", "a b", "a\0"] {
+            assert!(!valid_network_name(bad), "{bad:?}");
+        }
+        let roots = vec![PathBuf::from("/var/lib/cni/networks")];
+        let rel = |p: &str| under_root(Path::new(p), &roots).map(|(_, r)| r);
+        assert_eq!(rel("/var/lib/cni/networks"), Some(PathBuf::new()));
+        assert_eq!(rel("/var/lib/cni/networks/x"), Some(PathBuf::from("x")));
+        assert_eq!(rel("/var/lib/cni/networks2"), None);
+        assert_eq!(rel("/var/lib/cni/networks/../../etc"), None);
+        assert_eq!(rel("var/lib/cni/networks"), None);
+        assert_eq!(rel("/etc"), None);
+    }
+
+    #[test]
+    fn the_lock_excludes_a_second_holder_until_the_deadline() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let _held = store(tmp.path());
+        let t = Instant::now();
+        let r = NetworkStore::open(
+            tmp.path(),
+            Path::new(""),
+            "net1",
+            Instant::now() + Duration::from_millis(100),
+        );
+        assert!(matches!(r, Err(StoreError::Busy(_))), "{r:?}");
+        assert!(t.elapsed() < Duration::from_secs(1));
+    }
+}

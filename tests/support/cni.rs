@@ -1,0 +1,139 @@
+//! Driving plugins the way a runtime does: the real libcni (Debian's
+//! golang-github-appc-cni-dev 1.1.2) through the Go driver in
+//! tests/libcni/, against an installed wasmcni bin dir or the reference
+//! plugins in /usr/lib/cni.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+use super::Netns;
+
+/// Builds the Go driver once per test binary, offline, from Debian's
+/// packages.
+pub fn driver() -> &'static Path {
+    static DRIVER: OnceLock<PathBuf> = OnceLock::new();
+    DRIVER.get_or_init(|| {
+        let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+        let out = tmp.join(format!("cnidriver-{}", std::process::id()));
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/libcni");
+        let st = Command::new("go")
+            .args(["build", "-o"])
+            .arg(&out)
+            .arg(".")
+            .current_dir(&src)
+            .env("GO111MODULE", "off")
+            .env("GOPATH", "/usr/share/gocode")
+            .env("GOCACHE", tmp.join("gocache"))
+            .status()
+            .expect("running `go` (apt-get install golang-go golang-github-appc-cni-dev)");
+        assert!(st.success(), "building the libcni driver failed");
+        out
+    })
+}
+
+/// An installed wasmcni bin dir (`wasmcni install`), shared by the tests
+/// of one test binary.
+pub fn bin_dir() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        super::require_root();
+        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("bin-{}", std::process::id()));
+        let out = Command::new(super::wasmcni())
+            .arg("install")
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "wasmcni install: {out:?}");
+        dir
+    })
+}
+
+/// What a driver run printed.
+#[derive(Debug)]
+pub struct Drive {
+    /// Exit code.
+    pub code: i32,
+    /// Stdout (the result, for ADD).
+    pub stdout: String,
+    /// Stderr (with a `CNI-ERROR: {json}` line for a plugin's error).
+    pub stderr: String,
+}
+
+impl Drive {
+    /// The result JSON of a successful ADD.
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("driver stdout is not JSON ({e}): {self:?}"))
+    }
+
+    /// The plugin's CNI error, if it failed with one.
+    pub fn cni_error(&self) -> Option<Value> {
+        self.stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("CNI-ERROR: "))
+            .and_then(|j| serde_json::from_str(j).ok())
+    }
+}
+
+/// One runtime call through libcni.
+pub struct Call<'a> {
+    /// Run inside this namespace (the node); plugins inherit it.
+    pub node: &'a Netns,
+    /// The plugin directory.
+    pub bin: &'a Path,
+    /// `add`, `check`, `del`.
+    pub cmd: &'a str,
+    /// The conflist file.
+    pub conflist: &'a Path,
+    /// The container's namespace.
+    pub netns: &'a Path,
+    /// Container ID.
+    pub cid: &'a str,
+    /// Interface name.
+    pub ifname: &'a str,
+    /// libcni's result cache.
+    pub cache: &'a Path,
+    /// CNI_ARGS.
+    pub args: &'a str,
+    /// Capability arguments (runtimeConfig), JSON.
+    pub capargs: &'a str,
+    /// Extra environment for the plugins (WASMCNI_*).
+    pub env: &'a [(String, String)],
+}
+
+impl Call<'_> {
+    /// Runs it.
+    pub fn run(&self) -> Drive {
+        let mut c = Command::new(super::ip_exe());
+        c.args(["netns", "exec", &self.node.name])
+            .arg(driver())
+            .args(["-cmd", self.cmd, "-bindir"])
+            .arg(self.bin)
+            .arg("-cachedir")
+            .arg(self.cache)
+            .arg("-conflist")
+            .arg(self.conflist)
+            .arg("-netns")
+            .arg(self.netns)
+            .args(["-cid", self.cid, "-ifname", self.ifname]);
+        if !self.args.is_empty() {
+            c.args(["-args", self.args]);
+        }
+        if !self.capargs.is_empty() {
+            c.args(["-capargs", self.capargs]);
+        }
+        c.env_clear()
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            .envs(self.env.iter().map(|(k, v)| (k, v)));
+        let out = c.output().expect("running the libcni driver");
+        Drive {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
