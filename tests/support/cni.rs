@@ -40,8 +40,8 @@ pub fn bin_dir() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
         super::require_root();
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("bin-{}", std::process::id()));
+        let dir =
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("bin-{}", std::process::id()));
         let out = Command::new(super::wasmcni())
             .arg("install")
             .arg(&dir)
