@@ -137,6 +137,7 @@ fn veth_peer_is_born_in_the_other_namespace() {
     let opts = LinkOpts {
         mtu: Some(1400),
         mac: Some(MAC_A.to_vec()),
+        txqlen: None,
     };
     nla.create_veth("va", &opts, "vb", hb.fd(), Some(&MAC_B))
         .expect("create veth");
@@ -182,6 +183,7 @@ fn veth_peer_is_born_in_the_other_namespace() {
     let short_mac = LinkOpts {
         mtu: None,
         mac: Some(vec![2, 0, 0, 0, 1]),
+        txqlen: None,
     };
     assert_eq!(
         errno(nla.create_veth("ok2", &short_mac, "ok3", hb.fd(), None)),
@@ -211,6 +213,7 @@ fn bridge_and_link_settings() {
         &LinkOpts {
             mtu: Some(1450),
             mac: Some(MAC_C.to_vec()),
+            txqlen: None,
         },
         false,
     )
@@ -378,6 +381,7 @@ fn dummy_vlan_filtering_ipvlan_vlan() {
         &LinkOpts {
             mtu: Some(9000),
             mac: Some(MAC_A.to_vec()),
+            txqlen: None,
         },
     );
     if kernel_has(&["pr0", "type", "dummy"]) {
@@ -459,6 +463,7 @@ fn macvlan_on_a_master() {
         &LinkOpts {
             mtu: Some(1400),
             mac: Some(MAC_A.to_vec()),
+            txqlen: None,
         },
         Some(hb.fd()),
     )
@@ -1219,6 +1224,7 @@ fn gratuitous_arp_reaches_the_neighbour() {
     let opts = LinkOpts {
         mtu: None,
         mac: Some(MAC_A.to_vec()),
+        txqlen: None,
     };
     nla.create_veth("va", &opts, "vb", hb.fd(), Some(&MAC_B))
         .unwrap();

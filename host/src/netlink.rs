@@ -235,6 +235,8 @@ pub struct LinkOpts {
     pub mtu: Option<u32>,
     /// `IFLA_ADDRESS`.
     pub mac: Option<Vec<u8>>,
+    /// `IFLA_TXQLEN`.
+    pub txqlen: Option<u32>,
 }
 
 /// A link created on a master link.
@@ -574,12 +576,20 @@ fn check_ether(mac: &[u8]) -> Result<(), NlError> {
 }
 
 /// A new-link message: name, MTU, hardware address.
-fn new_link(name: &str, mtu: Option<u32>, mac: Option<&[u8]>) -> Result<LinkMessage, NlError> {
+fn new_link(
+    name: &str,
+    mtu: Option<u32>,
+    mac: Option<&[u8]>,
+    txqlen: Option<u32>,
+) -> Result<LinkMessage, NlError> {
     check_ifname(name)?;
     let mut msg = LinkMessage::default();
     msg.attributes.push(LinkAttribute::IfName(name.to_owned()));
     if let Some(mtu) = mtu {
         msg.attributes.push(LinkAttribute::Mtu(mtu));
+    }
+    if let Some(q) = txqlen {
+        msg.attributes.push(LinkAttribute::TxQueueLen(q));
     }
     if let Some(mac) = mac {
         check_ether(mac)?;
@@ -709,12 +719,12 @@ impl Netlink {
         peer_ns: BorrowedFd<'_>,
         peer_mac: Option<&[u8]>,
     ) -> Result<(), NlError> {
-        let mut peer_msg = new_link(peer, opts.mtu, peer_mac)?;
+        let mut peer_msg = new_link(peer, opts.mtu, peer_mac, opts.txqlen)?;
         // The descriptor is borrowed for the whole (synchronous) request.
         peer_msg
             .attributes
             .push(LinkAttribute::NetNsFd(peer_ns.as_raw_fd()));
-        let mut msg = new_link(name, opts.mtu, opts.mac.as_deref())?;
+        let mut msg = new_link(name, opts.mtu, opts.mac.as_deref(), opts.txqlen)?;
         msg.attributes.push(link_info(
             InfoKind::Veth,
             Some(InfoData::Veth(InfoVeth::Peer(peer_msg))),
@@ -729,7 +739,7 @@ impl Netlink {
         opts: &LinkOpts,
         vlan_filtering: bool,
     ) -> Result<(), NlError> {
-        let mut msg = new_link(name, opts.mtu, opts.mac.as_deref())?;
+        let mut msg = new_link(name, opts.mtu, opts.mac.as_deref(), opts.txqlen)?;
         // Off is the kernel's default. IFLA_BR_VLAN_FILTERING is only sent
         // to turn it on: a kernel built without CONFIG_BRIDGE_VLAN_FILTERING
         // refuses the attribute (EOPNOTSUPP) whatever its value.
@@ -740,7 +750,7 @@ impl Netlink {
 
     /// Creates a dummy link.
     pub fn create_dummy(&mut self, name: &str, opts: &LinkOpts) -> Result<(), NlError> {
-        let mut msg = new_link(name, opts.mtu, opts.mac.as_deref())?;
+        let mut msg = new_link(name, opts.mtu, opts.mac.as_deref(), opts.txqlen)?;
         msg.attributes.push(link_info(InfoKind::Dummy, None));
         self.ack(RouteNetlinkMessage::NewLink(msg), CREATE_EXCL)
     }
@@ -756,7 +766,7 @@ impl Netlink {
         target: Option<BorrowedFd<'_>>,
     ) -> Result<(), NlError> {
         check_index(master)?;
-        let mut msg = new_link(name, opts.mtu, opts.mac.as_deref())?;
+        let mut msg = new_link(name, opts.mtu, opts.mac.as_deref(), opts.txqlen)?;
         msg.attributes.push(LinkAttribute::Link(master));
         if let Some(fd) = target {
             msg.attributes.push(LinkAttribute::NetNsFd(fd.as_raw_fd()));

@@ -37,6 +37,7 @@ fn ensure_bridge(host: &Netns, c: &Conf) -> Result<LinkInfo, Error> {
     let options = LinkOptions {
         mtu: c.mtu(),
         mac: None,
+        txqlen: None,
     };
     match host.create_bridge(
         name,

@@ -28,9 +28,12 @@ pub fn setup(
     mtu: Option<u32>,
     mac: Option<Vec<u8>>,
 ) -> Result<Veth, Error> {
+    // Both ends with no transmit queue length, as the reference creates
+    // them (a veth queues nothing: IFF_NO_QUEUE).
     let options = LinkOptions {
         mtu,
         mac: mac.clone(),
+        txqlen: Some(0),
     };
     let mut last = None;
     for _ in 0..TRIES {

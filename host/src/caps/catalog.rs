@@ -354,8 +354,11 @@ pub const ENTRIES: &[Entry] = &[
         authority: "run another plugin (IPAM) with this invocation's environment and a config: wasm in-process under its own policy, or a native binary from CNI_PATH",
         policy: "`delegates` (wasm) or `native-delegates` (native) names it; the same command as the plugin's own, or DEL during ADD",
         undo: "a wasm delegate's changes join the journal; a native delegate's ADD is undone by running its DEL",
-        mutates: true,
-        in_gc: true,
+        // What a delegate may change is decided by its own command, which
+        // must be the caller's (or DEL during ADD): a CHECK's delegate is
+        // read-only.
+        mutates: false,
+        in_gc: false,
     },
 ];
 

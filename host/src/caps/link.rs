@@ -131,11 +131,12 @@ fn opts(o: &LinkOptions) -> Result<LinkOpts, CapError> {
     Ok(LinkOpts {
         mtu: o.mtu,
         mac: o.mac.clone(),
+        txqlen: o.txqlen,
     })
 }
 
 fn opts_arg(o: &LinkOptions) -> serde_json::Value {
-    json!({"mtu": o.mtu, "mac": o.mac.as_deref().map(mac_arg)})
+    json!({"mtu": o.mtu, "mac": o.mac.as_deref().map(mac_arg), "txqlen": o.txqlen})
 }
 
 impl Ctx {

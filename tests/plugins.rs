@@ -1,0 +1,475 @@
+//! The standard plugins against the reference: every case file in
+//! tests/cases/<plugin>/ runs, for each spec version it names, through the
+//! real libcni (tests/libcni/) twice — once with Debian's reference plugins
+//! (/usr/lib/cni), once with an installed wasmcni bin dir — each in a
+//! sandbox of its own (a node namespace, which the plugins see as the
+//! host, and container namespaces). ADD, CHECK, DEL, DEL: results, errors
+//! and the kernel state of every namespace (links, addresses, routes of
+//! every table, the whole `net.` settings tree) and of the IPAM state
+//! directory must match after each step, modulo what differs by
+//! construction (random MACs and veth names, wasmcni's ownership marks).
+//! Where the reference leaks (a failed ADD leaves its veth), wasmcni must
+//! leave nothing: that is checked against the state before the ADD.
+//!
+//! A case file:
+//! ```json
+//! {"about": "...", "versions": ["0.3.1", "1.0.0"],
+//!  "plugins": [ {plugin config; "@data" stands for the IPAM data dir} ],
+//!  "args": "K=V;...", "capargs": {"ips": [...]},
+//!  "expect": "ok" | "error",
+//!  "ping": ["10.61.0.1"], "peers": 1}
+//! ```
+//! `ping`: addresses each container must reach after ADD; `peers`: more
+//! containers attached to the same network, which must reach each other.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+use support::cni::{bin_dir, Call, Drive};
+use support::{assert_same, Netns, REFERENCE_DIR};
+
+/// The standard plugins every one of which must have cases here.
+const PLUGINS: &[&str] = &["bridge", "ptp", "host-local", "static"];
+
+fn cases_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/cases")
+}
+
+/// Every case file, as (plugin, file name, case).
+fn cases() -> Vec<(String, String, Value)> {
+    let mut out = Vec::new();
+    for plugin in PLUGINS {
+        let dir = cases_dir().join(plugin);
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        files.sort();
+        for f in files {
+            let text = std::fs::read_to_string(&f).expect("case file");
+            let case: Value =
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            out.push((
+                (*plugin).to_owned(),
+                f.file_name().expect("name").to_string_lossy().into_owned(),
+                case,
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_standard_plugin_has_cases() {
+    let bundled: Vec<String> = std::process::Command::new(support::wasmcni())
+        .arg("list")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .expect("wasmcni list")
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .collect();
+    let cases = cases();
+    for p in &bundled {
+        if p == "loopback" {
+            continue; // tests/loopback.rs and tests/libcni.rs
+        }
+        assert!(
+            cases.iter().any(|(plugin, _, _)| plugin == p),
+            "no differential cases for the standard plugin {p} (tests/cases/{p}/)"
+        );
+    }
+    assert!(bundled.len() >= PLUGINS.len() + 1, "{bundled:?}");
+}
+
+/// One side of a comparison: a node, its containers, IPAM data, caches.
+struct Side {
+    node: Netns,
+    ctrs: Vec<Netns>,
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+impl Side {
+    fn new(tag: &str, bin: &Path, wasm: bool, containers: usize) -> Side {
+        let node = Netns::new(&format!("{tag}n"));
+        node.ip(&["link", "set", "lo", "up"]);
+        let ctrs = (0..containers)
+            .map(|i| Netns::new(&format!("{tag}c{i}")))
+            .collect();
+        let dir = support::private_tempdir();
+        let mut env = Vec::new();
+        if wasm {
+            let policy = dir.path().join("policy.json");
+            std::fs::write(
+                &policy,
+                json!({"plugins": {"host-local": {"ipam-roots": [dir.path().join("data")]}}})
+                    .to_string(),
+            )
+            .expect("policy");
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&policy, std::fs::Permissions::from_mode(0o600))
+                .expect("chmod");
+            env.push(("WASMCNI_POLICY".into(), policy.display().to_string()));
+            env.push((
+                "WASMCNI_AUDIT".into(),
+                dir.path().join("audit.jsonl").display().to_string(),
+            ));
+        }
+        Side {
+            node,
+            ctrs,
+            dir,
+            bin: bin.to_owned(),
+            env,
+        }
+    }
+
+    fn data(&self) -> PathBuf {
+        self.dir.path().join("data")
+    }
+
+    /// The conflist of `case` in `version`, written for this side.
+    fn conflist(&self, case: &Value, version: &str) -> PathBuf {
+        let text = json!({"cniVersion": version, "name": "diffnet", "plugins": case["plugins"]})
+            .to_string()
+            .replace(
+                "\"@data\"",
+                &Value::from(self.data().display().to_string()).to_string(),
+            );
+        let p = self.dir.path().join("net.conflist");
+        std::fs::write(&p, text).expect("conflist");
+        p
+    }
+
+    fn call(&self, cmd: &str, conflist: &Path, ctr: usize, case: &Value) -> Drive {
+        let capargs = match &case["capargs"] {
+            Value::Null => String::new(),
+            v => v.to_string(),
+        };
+        Call {
+            node: &self.node,
+            bin: &self.bin,
+            cmd,
+            conflist,
+            netns: &self.ctrs[ctr].path,
+            cid: &format!("ctr{ctr}"),
+            ifname: "eth0",
+            cache: &self.dir.path().join("cache"),
+            args: case["args"].as_str().unwrap_or(""),
+            capargs: &capargs,
+            env: &self.env,
+        }
+        .run()
+    }
+
+    /// Waits (up to 5 s) until no IPv6 address in the sandbox is still
+    /// running duplicate address detection: the kernel adds an address's
+    /// local route only when it is done.
+    fn settle(&self) {
+        let t = std::time::Instant::now();
+        for ns in std::iter::once(&self.node).chain(self.ctrs.iter()) {
+            while t.elapsed() < std::time::Duration::from_secs(5)
+                && !ns
+                    .ip(&["-6", "addr", "show", "tentative"])
+                    .trim()
+                    .is_empty()
+            {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+        }
+    }
+
+    /// The kernel state of every namespace and the IPAM state, normalized.
+    fn state(&self) -> Value {
+        self.settle();
+        let mut files = serde_json::Map::new();
+        if let Ok(rd) = std::fs::read_dir(self.data().join("diffnet")) {
+            for e in rd.flatten() {
+                let data = std::fs::read(e.path()).unwrap_or_default();
+                files.insert(
+                    e.file_name().to_string_lossy().into_owned(),
+                    Value::from(String::from_utf8_lossy(&data).into_owned()),
+                );
+            }
+        }
+        let mut v = json!({
+            "node": self.node.full_snapshot(),
+            "ctrs": self.ctrs.iter().map(Netns::full_snapshot).collect::<Vec<_>>(),
+            "ipam": files,
+        });
+        normalize(&mut v, self);
+        v
+    }
+
+    fn ping(&self, ctr: usize, to: &str) -> bool {
+        std::process::Command::new(support::ip_exe())
+            .args([
+                "netns",
+                "exec",
+                &self.ctrs[ctr].name,
+                "ping",
+                "-c",
+                "1",
+                "-W",
+                "2",
+                to,
+            ])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }
+}
+
+/// Replaces what differs between two runs by construction: MAC addresses
+/// (random), host veth names (random), IPv6 link-local addresses (from
+/// the MAC), namespace paths and names, link indexes, carrier state (it
+/// follows the ports after the kernel's link-watch delay); drops wasmcni's
+/// ownership marks (link aliases); counts wasmcni's host route protocol
+/// (87) as the reference's (`boot`); a result without `dns` as `{}`.
+fn normalize(v: &mut Value, side: &Side) {
+    fn text(s: &str, side: &Side) -> String {
+        let mut out = s.to_owned();
+        for ns in std::iter::once(&side.node).chain(side.ctrs.iter()) {
+            out = out.replace(&ns.path.display().to_string(), "<netns>");
+            out = out.replace(&ns.name, "<ns>");
+        }
+        out = out.replace(&side.data().display().to_string(), "<data>");
+        let mac = regex_lite_replace(&out, is_mac_at, 17, "<mac>");
+        let veth = regex_lite_replace(&mac, is_veth_at, 12, "<veth>");
+        if veth.starts_with("fe80::") {
+            return "<ll>".into();
+        }
+        veth
+    }
+    match v {
+        Value::Object(m) => {
+            for k in [
+                "tentative",
+                "ifindex",
+                "link_index",
+                "ifalias",
+                "addr_assign_type",
+                // Bridge identities embed the bridge's (random) MAC.
+                "bridge_id",
+                "root_id",
+                "designated_root",
+                "designated_bridge",
+            ] {
+                m.remove(k);
+            }
+            // Carrier follows the ports with the kernel's link-watch
+            // delay (up to a second): not the plugins' doing.
+            m.remove("operstate");
+            if let Some(Value::Array(flags)) = m.get_mut("flags") {
+                flags.retain(|f| {
+                    !matches!(f.as_str(), Some("NO-CARRIER" | "LOWER_UP" | "linkdown"))
+                });
+            }
+            // wasmcni's host routes carry protocol 87; the reference's
+            // `boot`, which `ip` does not print.
+            if m.get("protocol").and_then(Value::as_str) == Some("87") {
+                m.remove("protocol");
+            }
+            for (k, x) in m.iter_mut() {
+                normalize(x, side);
+                // Sorted by their text, which held random veth names.
+                if k.starts_with("routes") {
+                    if let Value::Array(a) = x {
+                        a.sort_by_key(|r| r.to_string());
+                    }
+                }
+            }
+        }
+        Value::Array(a) => {
+            a.iter_mut().for_each(|x| normalize(x, side));
+            // IPv6 link-local addresses and their routes come and go with
+            // carrier, after the kernel's link-watch delay: the kernel's
+            // doing, not the plugins'.
+            a.retain(|x| {
+                x.get("local") != Some(&json!("<ll>")) && x.get("dst") != Some(&json!("<ll>"))
+            });
+            // Lines of the settings tree: their order follows the names.
+            if a.iter().all(Value::is_string) {
+                a.sort_by(|x, y| x.as_str().cmp(&y.as_str()));
+            }
+        }
+        Value::String(s) => *s = text(s, side),
+        _ => {}
+    }
+}
+
+fn is_mac_at(b: &[u8], i: usize) -> bool {
+    b.len() >= i + 17
+        && (0..6).all(|k| {
+            let j = i + k * 3;
+            b[j].is_ascii_hexdigit() && b[j + 1].is_ascii_hexdigit() && (k == 5 || b[j + 2] == b':')
+        })
+}
+
+fn is_veth_at(b: &[u8], i: usize) -> bool {
+    b.len() >= i + 12
+        && &b[i..i + 4] == b"veth"
+        && b[i + 4..i + 12]
+            .iter()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+}
+
+/// Replaces every `len`-byte match of `at` in `s` with `with`.
+fn regex_lite_replace(s: &str, at: fn(&[u8], usize) -> bool, len: usize, with: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while i < b.len() {
+        if at(b, i) {
+            out.push_str(with);
+            i += len;
+        } else {
+            let ch = s[i..].chars().next().expect("char");
+            out.push(ch);
+            i += ch.len_utf8();
+        }
+    }
+    out
+}
+
+/// A result normalized for comparison.
+fn result(d: &Drive, side: &Side) -> Value {
+    let mut v = d.json();
+    if v.get("dns").is_none() {
+        v["dns"] = json!({});
+    }
+    normalize(&mut v, side);
+    v
+}
+
+fn outcome(d: &Drive) -> Value {
+    if d.code == 0 {
+        return json!("ok");
+    }
+    match d.cni_error() {
+        Some(e) => json!({"code": e["code"]}),
+        None => json!({"failed": d.stderr}),
+    }
+}
+
+/// Runs one case in one version; panics naming the first difference.
+fn run_case(plugin: &str, file: &str, case: &Value, version: &str) {
+    let what = format!("{plugin}/{file} {version}");
+    let peers = case["peers"].as_u64().unwrap_or(0) as usize;
+    let ctrs = 1 + peers;
+    let tag = format!("d{}", &file[..file.len().min(4)]);
+    let r = Side::new(&format!("{tag}r"), Path::new(REFERENCE_DIR), false, ctrs);
+    let w = Side::new(&format!("{tag}w"), bin_dir(), true, ctrs);
+    let (rl, wl) = (r.conflist(case, version), w.conflist(case, version));
+    assert_same(
+        &r.state(),
+        &w.state(),
+        &format!("{what}: the sandboxes differ to begin with"),
+    );
+    let expect_ok = case["expect"].as_str() != Some("error");
+
+    // ADD, for every container (with "expect": "error", the last fails).
+    for c in 0..ctrs {
+        let before = w.state();
+        let (ra, wa) = (r.call("add", &rl, c, case), w.call("add", &wl, c, case));
+        assert_eq!(
+            outcome(&ra),
+            outcome(&wa),
+            "{what}: ADD #{c}\nreference: {ra:?}\nwasmcni: {wa:?}"
+        );
+        if !expect_ok && c == ctrs - 1 {
+            assert_ne!(wa.code, 0, "{what}: expected an error: {wa:?}");
+            if let Some(msg) = case["msg"].as_str() {
+                let e = wa.cni_error().expect("a CNI error");
+                assert_eq!(e["msg"], msg, "{what}: {wa:?}");
+            }
+            // Where the reference may leak, wasmcni leaves nothing.
+            assert_same(
+                &before,
+                &w.state(),
+                &format!("{what}: a failed ADD left state"),
+            );
+            return;
+        }
+        assert_eq!(wa.code, 0, "{what}: ADD #{c}: {wa:?}");
+        assert_same(
+            &result(&ra, &r),
+            &result(&wa, &w),
+            &format!("{what}: ADD #{c} result"),
+        );
+    }
+    assert_same(&r.state(), &w.state(), &format!("{what}: state after ADD"));
+    // Connectivity, the same on both sides.
+    for c in 0..ctrs {
+        for to in case["ping"].as_array().into_iter().flatten() {
+            let to = to.as_str().expect("address");
+            assert!(
+                r.ping(c, to),
+                "{what}: reference container {c} cannot reach {to}"
+            );
+            assert!(
+                w.ping(c, to),
+                "{what}: wasmcni container {c} cannot reach {to}"
+            );
+        }
+    }
+    if peers > 0 && case["ping"].is_array() {
+        let addr_of = |s: &Side, c: usize| -> String {
+            let v: Value =
+                serde_json::from_str(&s.ctrs[c].ip(&["-j", "-4", "addr", "show", "eth0"]))
+                    .expect("json");
+            v[0]["addr_info"][0]["local"]
+                .as_str()
+                .expect("address")
+                .to_owned()
+        };
+        for (a, b) in [(0, 1), (1, 0)] {
+            assert!(r.ping(a, &addr_of(&r, b)), "{what}: reference {a} -> {b}");
+            assert!(w.ping(a, &addr_of(&w, b)), "{what}: wasmcni {a} -> {b}");
+        }
+    }
+    // CHECK (libcni allows it from 0.4.0).
+    if version == "0.4.0" || version.starts_with('1') {
+        for c in 0..ctrs {
+            let (rc, wc) = (r.call("check", &rl, c, case), w.call("check", &wl, c, case));
+            assert_eq!(outcome(&rc), outcome(&wc), "{what}: CHECK\n{rc:?}\n{wc:?}");
+        }
+    }
+    // DEL twice.
+    for round in 0..2 {
+        for c in 0..ctrs {
+            let (rd, wd) = (r.call("del", &rl, c, case), w.call("del", &wl, c, case));
+            assert_eq!(
+                outcome(&rd),
+                outcome(&wd),
+                "{what}: DEL #{round}\n{rd:?}\n{wd:?}"
+            );
+        }
+        assert_same(
+            &r.state(),
+            &w.state(),
+            &format!("{what}: state after DEL #{round}"),
+        );
+    }
+}
+
+#[test]
+fn standard_plugins_behave_as_the_reference_through_libcni() {
+    support::require_root();
+    let mut ran = 0;
+    for (plugin, file, case) in cases() {
+        let versions: Vec<&str> = case["versions"]
+            .as_array()
+            .map(|v| v.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_else(|| vec!["0.3.0", "0.3.1", "0.4.0", "1.0.0"]);
+        for version in versions {
+            run_case(&plugin, &file, &case, version);
+            ran += 1;
+        }
+    }
+    assert!(ran >= 20, "only {ran} case runs");
+}
