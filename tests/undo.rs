@@ -579,3 +579,46 @@ fn a_change_that_could_not_be_undone_is_refused() {
     }
     support::assert_same(&before, &world.snapshot(), "refused changes");
 }
+
+/// A bridge an ADD created for the network is shared as soon as another
+/// attachment's link joins it: if the first ADD then fails, its undo keeps
+/// the bridge (the other attachment's port stays where it was).
+#[test]
+fn a_failed_add_keeps_the_network_bridge_another_attachment_joined() {
+    let world = World::new("share");
+    let mut grant = wide();
+    grant["deadline-ms"] = json!(2500);
+    let policy = policy_with(grant);
+    let first = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
+        {"call": "link.create-bridge", "ns": "host", "name": "cnijoin0"},
+        {"call": "link.set-up", "ns": "host", "link": "cnijoin0", "up": true},
+    ], "fail": {"after": 4, "how": "sleep"}});
+    let second = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
+        {"call": "link.create-veth", "ns": "container", "name": "eth1", "peer-ns": "host", "peer-name": "vethjoin1"},
+        {"call": "link.set-master", "ns": "host", "link": "vethjoin1", "master": "cnijoin0"},
+    ]});
+    let (failed, joined) = std::thread::scope(|s| {
+        let (w, p, f) = (&world, &policy, &first);
+        let h = s.spawn(move || w.run("ADD", p, f, &[]));
+        // While the first ADD sleeps, another attachment joins its bridge.
+        std::thread::sleep(Duration::from_millis(800));
+        let joined = world.run(
+            "ADD",
+            &policy,
+            &second,
+            &[("CNI_CONTAINERID", "ctr-test-2")],
+        );
+        (h.join().expect("first"), joined)
+    });
+    failed.assert_cni_error(101, "deadline");
+    assert_eq!(joined.code, 0, "{joined:?}");
+    for i in 0..2 {
+        assert_ok(&joined, i);
+    }
+    let v: Value =
+        serde_json::from_str(&world.node.ip(&["-j", "link", "show", "vethjoin1"])).expect("json");
+    assert_eq!(
+        v[0]["master"], "cnijoin0",
+        "the other attachment's port: {v}"
+    );
+}

@@ -42,6 +42,26 @@ const LAST_RESERVED: &str = "last_reserved_ip.";
 /// The largest file read back (an ID is at most a few hundred bytes).
 const MAX_FILE: u64 = 4096;
 
+/// The prefix of wasmcni's temporary files in a network directory (a
+/// process killed at the wrong instant may leave one; the next to take the
+/// lock removes it).
+const TMP_PREFIX: &str = ".wasmcni-tmp.";
+
+/// Test builds only: kills the process at a named step of a reservation
+/// when `WASMCNI_FAULT` names it (`ipam:<step>`), to prove a kill at any
+/// instant leaves no partial state. Release builds compile it out.
+fn fault(step: &str) {
+    #[cfg(debug_assertions)]
+    if std::env::var("WASMCNI_FAULT").is_ok_and(|f| f == format!("ipam:{step}")) {
+        // SAFETY: kill(2) on our own pid; no memory is touched.
+        unsafe {
+            libc::kill(libc::getpid(), libc::SIGKILL);
+        }
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = step;
+}
+
 /// Who holds a reservation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owner {
@@ -184,11 +204,26 @@ impl NetworkStore {
             io::ErrorKind::TimedOut => StoreError::Busy(network.to_owned()),
             _ => StoreError::Io(e),
         })?;
-        Ok(NetworkStore {
+        let store = NetworkStore {
             dir,
             _lock: lock,
             path: root.join(net_rel),
-        })
+        };
+        store.remove_stale_tmp();
+        Ok(store)
+    }
+
+    /// Removes temporary files a killed process left (under the lock, no
+    /// one else is writing one).
+    fn remove_stale_tmp(&self) {
+        let Ok(entries) = self.dir.entries() else {
+            return;
+        };
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(TMP_PREFIX) {
+                let _ = self.dir.remove_file(e.file_name());
+            }
+        }
     }
 
     /// Opens a network directory that [`NetworkStore::open`] opened
@@ -272,6 +307,7 @@ impl NetworkStore {
                 let mut f = std::fs::File::from(fd);
                 f.write_all(data)?;
                 f.sync_data()?;
+                fault("written");
                 // Give the finished file its name; EEXIST if taken.
                 let linked = nix::unistd::linkat(&f, "", dirfd, name, AtFlags::AT_EMPTY_PATH)
                     .or_else(|_| {
@@ -286,7 +322,10 @@ impl NetworkStore {
                         )
                     });
                 match linked {
-                    Ok(()) => Ok(true),
+                    Ok(()) => {
+                        fault("linked");
+                        Ok(true)
+                    }
                     Err(nix::errno::Errno::EEXIST) => Ok(false),
                     Err(e) => Err(e.into()),
                 }
@@ -295,7 +334,7 @@ impl NetworkStore {
             // linked, then removed (a kill may leave the temporary file,
             // never a partial reservation).
             Err(nix::errno::Errno::EOPNOTSUPP | nix::errno::Errno::EISDIR) => {
-                let tmp = format!(".wasmcni-tmp.{}.{name}", std::process::id());
+                let tmp = format!("{TMP_PREFIX}{}.{name}", std::process::id());
                 let mut opts = OpenOptions::new();
                 opts.write(true).create(true).truncate(true);
                 let mut f = self.dir.open_with(&tmp, &opts)?;
@@ -338,7 +377,7 @@ impl NetworkStore {
                 _ => Ok(()),
             };
         };
-        let tmp = format!(".{name}.tmp.{}", std::process::id());
+        let tmp = format!("{TMP_PREFIX}{}.{name}", std::process::id());
         let mut opts = OpenOptions::new();
         opts.write(true).create(true).truncate(true);
         {
@@ -348,7 +387,10 @@ impl NetworkStore {
         let mut f = self.dir.open_with(&tmp, &opts)?;
         f.write_all(ip.to_string().as_bytes())?;
         drop(f);
-        self.dir.rename(&tmp, &self.dir, &name)
+        fault("last-written");
+        self.dir.rename(&tmp, &self.dir, &name)?;
+        fault("last-renamed");
+        Ok(())
     }
 
     fn read(&self, name: &str) -> io::Result<String> {
