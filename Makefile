@@ -6,7 +6,8 @@
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
-DEB_PACKAGES := iproute2 iputils-ping containernetworking-plugins golang-go golang-github-appc-cni-dev
+DEB_PACKAGES := iproute2 iputils-ping containernetworking-plugins golang-go golang-github-appc-cni-dev \
+	podman runc busybox-static
 GUESTS := $(notdir $(wildcard guests/*)) $(notdir $(wildcard tests/fixtures/*))
 
 .PHONY: setup demo test lint bench install docs hot-symbols

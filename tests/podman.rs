@@ -1,0 +1,55 @@
+//! A real runtime: Debian's podman (4.3, CNI backend) runs a container on a
+//! bridge + host-local network served by an installed wasmcni bin dir, and
+//! the container reaches its gateway; when it is removed, DEL leaves no
+//! veth and no reservation. Runs in a network and mount namespace of its
+//! own (tests/podman/run.sh), so the machine's network is never touched.
+
+mod support;
+
+use std::process::Command;
+
+#[test]
+fn podman_runs_a_container_on_a_wasmcni_bridge_network() {
+    support::require_root();
+    for tool in ["podman", "runc", "busybox"] {
+        assert!(
+            Command::new("sh")
+                .args(["-c", &format!("command -v {tool}")])
+                .output()
+                .is_ok_and(|o| o.status.success()),
+            "this test needs {tool} (apt-get install podman runc busybox-static; `make test` does)"
+        );
+    }
+    let work = support::private_tempdir();
+    let bin = work.path().join("bin");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/podman/run.sh");
+    let out = Command::new("unshare")
+        .args(["-n", "-m"])
+        .arg(&script)
+        .arg(support::wasmcni())
+        .arg(&bin)
+        .arg(work.path())
+        .output()
+        .expect("running podman in a sandbox");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("inet 10.59.0.2/24"),
+        "the container's address: {stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("1 packets transmitted, 1 packets received"),
+        "the container reaches its gateway: {stdout}\n{stderr}"
+    );
+    let after = stdout.split("== after").nth(1).unwrap_or("");
+    assert!(
+        after.contains("reservations: last_reserved_ip.0 lock \n"),
+        "DEL released the address: {after}"
+    );
+    assert!(after.contains("veths: 0"), "DEL removed the veth: {after}");
+    assert!(
+        !after.contains("audit: 0 "),
+        "the calls were audited: {after}"
+    );
+}
