@@ -253,3 +253,29 @@ fn install_makes_a_bin_dir_is_idempotent_and_refuses_foreign_files() {
     assert!(out.status.success(), "{out:?}");
     assert_eq!(std::fs::read_link(&lo).unwrap(), Path::new("wasmcni"));
 }
+
+/// `wasmcni demo` (what `make demo` runs) works end to end: loopback's
+/// steps, the refused ADD, and two containers on a bridge network that
+/// reach their gateway and each other, all in its own sandbox.
+#[test]
+fn the_demo_runs_end_to_end() {
+    support::require_root();
+    let out = std::process::Command::new(support::wasmcni())
+        .arg("demo")
+        .output()
+        .expect("run the demo");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for needle in [
+        "access denied by wasmcni policy",
+        "ping from demo-ctr-0 to 10.88.0.1: ok",
+        "ping from demo-ctr-1 to 10.88.0.2: ok",
+        "IPAM state after the DELs: last_reserved_ip.0 lock",
+    ] {
+        assert!(text.contains(needle), "{needle:?} not in:\n{text}");
+    }
+}

@@ -225,11 +225,157 @@ fn steps(base: &Path) -> anyhow::Result<()> {
             s("outcome")
         ));
     }
+    bridge_network(base, &exe, &bin, &cache, &audit, &out)?;
     out(format!(
-        "\ndone: ADD, CHECK, DEL, DEL and VERSION succeeded, the narrowed ADD was refused; artifacts \
-         and the audit log were kept in {} inside the sandbox and are gone with it.",
+        "\ndone: loopback's ADD, CHECK, DEL, DEL and VERSION succeeded, the narrowed ADD was \
+         refused, and two containers on a bridge + host-local network reached their gateway and \
+         each other; artifacts, IPAM state and the audit log were kept in {} inside the sandbox \
+         and are gone with it.",
         base.display()
     ));
+    Ok(())
+}
+
+/// The network config of the bridge part ("@data": the IPAM data dir).
+const BRIDGE_CONFIG: &str = r#"{
+  "cniVersion": "1.0.0",
+  "name": "demo-bridge",
+  "type": "bridge",
+  "bridge": "cni-demo0",
+  "isGateway": true,
+  "ipam": {
+    "type": "host-local",
+    "subnet": "10.88.0.0/24",
+    "routes": [{"dst": "0.0.0.0/0"}],
+    "dataDir": "@data"
+  }
+}"#;
+
+/// Part two: two containers on a bridge + host-local network, through the
+/// same path a runtime uses (the bridge plugin delegates to host-local,
+/// in-process), then a ping from each to its gateway and to the other.
+fn bridge_network(
+    base: &Path,
+    exe: &Path,
+    bin: &Path,
+    cache: &Path,
+    audit: &Path,
+    out: &dyn Fn(String),
+) -> anyhow::Result<()> {
+    let data = base.join("ipam");
+    let config = BRIDGE_CONFIG.replace(
+        "\"@data\"",
+        &serde_json::to_string(&data.display().to_string())?,
+    );
+    // host-local's embedded grant keeps state under /var/lib/cni/networks;
+    // the demo keeps it in its sandbox.
+    let policy = base.join("policy-ipam.json");
+    fs::write(
+        &policy,
+        serde_json::json!({"plugins": {"host-local": {"ipam-roots": [data]}}}).to_string(),
+    )?;
+    fs::set_permissions(&policy, fs::Permissions::from_mode(0o600))?;
+    out(format!(
+        "\n--- a bridge network: two containers, bridge + host-local ---\nnetwork config:\n{config}\n"
+    ));
+    let ctrs = [base.join("ctr-a"), base.join("ctr-b")];
+    for c in &ctrs {
+        make_netns(c)?;
+    }
+    let run = |command: &str, i: usize| -> anyhow::Result<(i32, String, f64)> {
+        let start = Instant::now();
+        let mut child = Command::new(exe)
+            .arg0(bin.join("bridge"))
+            .env_clear()
+            .env("CNI_COMMAND", command)
+            .env("CNI_CONTAINERID", format!("demo-ctr-{i}"))
+            .env("CNI_NETNS", &ctrs[i])
+            .env("CNI_IFNAME", "eth0")
+            .env("CNI_PATH", bin)
+            .env("WASMCNI_CACHE_DIR", cache)
+            .env("WASMCNI_AUDIT", audit)
+            .env("WASMCNI_POLICY", &policy)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        child
+            .stdin
+            .take()
+            .context("child stdin")?
+            .write_all(config.as_bytes())?;
+        let o = child.wait_with_output()?;
+        Ok((
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            start.elapsed().as_secs_f64() * 1e3,
+        ))
+    };
+    let mut addrs = Vec::new();
+    for i in 0..2 {
+        let (code, stdout, ms) = run("ADD", i)?;
+        let note = if i == 0 {
+            " (first run: compiles bridge and host-local, which runs inside the same process)"
+        } else {
+            ""
+        };
+        out(format!(
+            "$ CNI_COMMAND=ADD CNI_CONTAINERID=demo-ctr-{i} bridge < config   -> exit {code}, {ms:.1} ms{note}"
+        ));
+        out(indent(stdout.trim()));
+        if code != 0 {
+            bail!("bridge ADD failed with exit code {code}");
+        }
+        let v: serde_json::Value = serde_json::from_str(&stdout)?;
+        let a = v["ips"][0]["address"]
+            .as_str()
+            .and_then(|a| a.split('/').next())
+            .context("no address in the result")?
+            .to_owned();
+        addrs.push(a);
+    }
+    let files: Vec<String> = fs::read_dir(data.join("demo-bridge"))?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    out(format!(
+        "IPAM state (host-local's layout): {}",
+        files.join(" ")
+    ));
+    for (i, to) in [
+        (0, "10.88.0.1"),
+        (0, addrs[1].as_str()),
+        (1, addrs[0].as_str()),
+    ] {
+        let ok = Command::new("nsenter")
+            .arg(format!("--net={}", ctrs[i].display()))
+            .args(["ping", "-c", "1", "-W", "2", to])
+            .output()
+            .context("running nsenter + ping (util-linux, iputils-ping)")?
+            .status
+            .success();
+        out(format!(
+            "ping from demo-ctr-{i} to {to}: {}",
+            if ok { "ok" } else { "FAILED" }
+        ));
+        if !ok {
+            bail!("demo-ctr-{i} cannot reach {to}");
+        }
+    }
+    for i in 0..2 {
+        let (code, _, ms) = run("DEL", i)?;
+        out(format!(
+            "$ CNI_COMMAND=DEL CNI_CONTAINERID=demo-ctr-{i} bridge < config   -> exit {code}, {ms:.1} ms"
+        ));
+        if code != 0 {
+            bail!("bridge DEL failed with exit code {code}");
+        }
+    }
+    let mut left: Vec<String> = fs::read_dir(data.join("demo-bridge"))?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    out(format!("IPAM state after the DELs: {}", left.join(" ")));
     Ok(())
 }
 
