@@ -45,6 +45,7 @@ bench: setup
 	$(CARGO) build --release -p wasmcni
 	mkdir -p target/bench-bin && cp target/release/wasmcni target/bench-bin/wasmcni
 	WASMCNI_BIN=$(CURDIR)/target/bench-bin/wasmcni $(CARGO) bench -p wasmcni --bench loopback
+	WASMCNI_BIN=$(CURDIR)/target/bench-bin/wasmcni $(CARGO) bench -p wasmcni --bench bridge
 
 # Install into a CNI bin dir: make install DIR=/opt/cni/bin
 install: setup

@@ -16,24 +16,43 @@ cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 cargo build --release -p wasmcni
 bin=target/release/wasmcni
-work=$(mktemp -d)
+# Under target/: the policy file must sit in directories only root can write.
+mkdir -p target
+work=$(mktemp -d "$PWD/target/hot-symbols.XXXXXX")
 ns=wasmcni-hot-$$
+ctr=wasmcni-hotc-$$
 ip netns add "$ns"
-trap 'ip netns del "$ns" 2>/dev/null; rm -rf "$work"' EXIT
-echo '{"cniVersion":"1.0.0","name":"lo","type":"loopback"}' > "$work/conf.json"
+ip netns add "$ctr"
+ip -n "$ns" link set lo up
+trap 'ip netns del "$ns" 2>/dev/null; ip netns del "$ctr" 2>/dev/null; rm -rf "$work"' EXIT
+echo '{"cniVersion":"1.0.0","name":"lo","type":"loopback"}' > "$work/lo.json"
+cat > "$work/bridge.json" <<JSON
+{"cniVersion":"1.0.0","name":"hot","type":"bridge","bridge":"cnihot0","isGateway":true,
+ "ipam":{"type":"host-local","subnet":"10.49.0.0/24","dataDir":"$work/ipam","routes":[{"dst":"0.0.0.0/0"}]}}
+JSON
+echo "{\"plugins\":{\"host-local\":{\"ipam-roots\":[\"$work/ipam\"]}}}" > "$work/policy.json"
+chmod 600 "$work/policy.json"
+# run PLUGIN CONFIG NETNS IFNAME COMMAND OUT: one invocation under callgrind,
+# in the node namespace (the bridge goes there, not on the machine).
 run() {
-  CNI_COMMAND=$1 CNI_CONTAINERID=hot CNI_NETNS=/run/netns/$ns CNI_IFNAME=lo CNI_PATH=/opt/cni/bin \
-  WASMCNI_AUDIT="$work/audit.jsonl" WASMCNI_CACHE_DIR="$work/cache" \
-    valgrind --tool=callgrind --demangle=no --callgrind-out-file="$work/$2" \
-    "$bin" run loopback < "$work/conf.json" > /dev/null 2> "$work/vg.log"
+  ip netns exec "$ns" env CNI_COMMAND=$5 CNI_CONTAINERID=hot CNI_NETNS=/run/netns/$3 CNI_IFNAME=$4 \
+    CNI_PATH=/opt/cni/bin WASMCNI_POLICY="$work/policy.json" \
+    WASMCNI_AUDIT="$work/audit.jsonl" WASMCNI_CACHE_DIR="$work/cache" \
+    valgrind --tool=callgrind --demangle=no --callgrind-out-file="$work/$6" \
+    "$bin" run "$1" < "$work/$2" > /dev/null 2> "$work/vg.log"
 }
-# The first run compiles the plugin for valgrind's CPU and stores the
-# artifact; the warm runs (ADD, CHECK, DEL) are what a runtime does.
-run ADD cold.out
-run ADD add.out
-run CHECK check.out
-run DEL del.out
-python3 - "$bin" "$work"/add.out "$work"/check.out "$work"/del.out > host/hot-symbols.txt <<'PY'
+# The first runs compile the plugins for valgrind's CPU and store the
+# artifacts; the warm runs (ADD, CHECK, DEL of loopback, and of bridge with
+# host-local, which runs in the same process) are what a runtime does.
+run loopback lo.json "$ctr" lo ADD cold.out
+run loopback lo.json "$ctr" lo ADD add.out
+run loopback lo.json "$ctr" lo CHECK check.out
+run loopback lo.json "$ctr" lo DEL del.out
+run bridge bridge.json "$ctr" eth0 ADD bcold.out
+run bridge bridge.json "$ctr" eth0 DEL bdel0.out
+run bridge bridge.json "$ctr" eth0 ADD badd.out
+run bridge bridge.json "$ctr" eth0 DEL bdel.out
+python3 - "$bin" "$work"/add.out "$work"/check.out "$work"/del.out "$work"/badd.out "$work"/bdel.out > host/hot-symbols.txt <<'PY'
 import re, subprocess, sys
 names = set()
 for path in sys.argv[2:]:

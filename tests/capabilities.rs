@@ -1053,6 +1053,39 @@ fn audit_shows_identity_imports_grants_and_refusals() {
     ] {
         assert!(text.contains(needle), "{needle:?} not in:\n{text}");
     }
+    // The standard plugins' grants, as a reviewer sees them.
+    for (plugin, needles) in [
+        (
+            "bridge",
+            &[
+                "wasmcni:plugin/delegate@0.1.0",
+                "delegates  host-local, static (native: none)",
+                "create [veth, bridge]",
+                "bridges [cni*]",
+                "names [veth*, cni*]",
+            ][..],
+        ),
+        (
+            "host-local",
+            &[
+                "wasmcni:plugin/ipam-store@0.1.0",
+                "ipam state /var/lib/cni/networks",
+                "container  nothing",
+                "host       none",
+            ][..],
+        ),
+    ] {
+        let out = std::process::Command::new(support::wasmcni())
+            .args(["audit", plugin])
+            .env_remove("WASMCNI_POLICY")
+            .output()
+            .expect("run");
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{plugin}: {text}");
+        for needle in needles {
+            assert!(text.contains(needle), "{plugin}: {needle:?} not in:\n{text}");
+        }
+    }
     let out = std::process::Command::new(support::wasmcni())
         .args(["audit", "--json", &fixture("sockets").display().to_string()])
         .output()

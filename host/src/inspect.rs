@@ -61,6 +61,9 @@ pub fn report(plugin: &str, policy_file: Option<&Path>) -> anyhow::Result<Value>
             "host-calls": entry.grant().host_calls,
             "container": entry.container.to_string(),
             "host": entry.host.as_ref().map(|g| g.to_string()),
+            "ipam-roots": entry.ipam_roots,
+            "delegates": entry.delegates,
+            "native-delegates": entry.native_delegates,
             "raw": serde_json::to_value(&entry)?,
         },
         "imports": imports,
@@ -113,6 +116,23 @@ pub fn print(plugin: &str, as_json: bool, policy_file: Option<&Path>) -> anyhow:
     );
     println!("  container  {}", s(&pol["container"]));
     println!("  host       {}", s(&pol["host"]));
+    let list = |v: &Value| {
+        let items: Vec<String> = v
+            .as_array()
+            .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
+        if items.is_empty() {
+            "none".to_owned()
+        } else {
+            items.join(", ")
+        }
+    };
+    println!("  ipam state {}", list(&pol["ipam-roots"]));
+    println!(
+        "  delegates  {} (native: {})",
+        list(&pol["delegates"]),
+        list(&pol["native-delegates"])
+    );
     println!("\nimports");
     for imp in r["imports"].as_array().into_iter().flatten() {
         println!("  {}", s(&imp["interface"]));

@@ -12,18 +12,21 @@
 //! (`linkat`, which fails if the name exists, as `O_EXCL` does), so a
 //! process killed at any instant leaves the reservation whole or absent,
 //! never an empty file that holds an address forever. The last-reserved
-//! file is replaced by `rename`.
+//! file is replaced by `rename`. Nothing is synced to disk (as in the
+//! reference): a kill cannot lose what is in the page cache, and syncing
+//! would cost every ADD a disk flush; after a power loss the state of
+//! containers that no longer exist is stale anyway (GC releases it).
 //!
 //! Every path stays inside the data directory: it is opened as a
 //! [`cap_std::fs::Dir`] below a root the policy grants, the network name is
 //! a single validated component, and files are only ever named by an
 //! address or a fixed name.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::net::IpAddr;
 use std::os::fd::AsFd;
 use std::path::{Component, Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, DirBuilder, OpenOptions};
@@ -306,7 +309,6 @@ impl NetworkStore {
             Ok(fd) => {
                 let mut f = std::fs::File::from(fd);
                 f.write_all(data)?;
-                f.sync_data()?;
                 fault("written");
                 // Give the finished file its name; EEXIST if taken.
                 let linked = nix::unistd::linkat(&f, "", dirfd, name, AtFlags::AT_EMPTY_PATH)
@@ -339,7 +341,6 @@ impl NetworkStore {
                 opts.write(true).create(true).truncate(true);
                 let mut f = self.dir.open_with(&tmp, &opts)?;
                 f.write_all(data)?;
-                f.sync_data()?;
                 let r = self.dir.hard_link(&tmp, &self.dir, name);
                 let _ = self.dir.remove_file(&tmp);
                 match r {
@@ -393,10 +394,29 @@ impl NetworkStore {
         Ok(())
     }
 
+    /// Reads file `name` of the network directory: one `openat` (never
+    /// following a symlink, never leaving the directory: `name` is one
+    /// component, an address or a fixed name), one `read`, one `close` —
+    /// a listing reads every reservation, so this is the hot loop of an
+    /// ADD on a busy network.
     fn read(&self, name: &str) -> io::Result<String> {
-        let mut s = String::new();
-        self.dir.open(name)?.take(MAX_FILE).read_to_string(&mut s)?;
-        Ok(s)
+        if name.is_empty() || name.contains('/') || name == "." || name == ".." {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "bad file name"));
+        }
+        let fd = nix::fcntl::openat(
+            self.dir.as_fd(),
+            name,
+            OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK,
+            Mode::empty(),
+        )?;
+        // A regular file this small comes whole in one read.
+        let mut buf = [0u8; MAX_FILE as usize];
+        let n = nix::unistd::read(&fd, &mut buf)?;
+        if n == buf.len() {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "file too large"));
+        }
+        String::from_utf8(buf[..n].to_vec())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
     }
 
     /// Who holds `ip`, if anyone.
@@ -438,34 +458,55 @@ impl NetworkStore {
     }
 }
 
-/// `flock(LOCK_EX)` on `file`, polling without blocking so that the wait
-/// ends at `deadline` (a blocking flock would outlive the plugin's
-/// deadline: the alarm that ends it restarts interrupted calls).
+/// `flock(LOCK_EX)` on `file`, waiting at most until `deadline`. Free
+/// locks are taken at once; a held one is waited for by a thread blocked
+/// in `flock` on a second descriptor of the same open file, so the lock is
+/// taken the moment it is released (polling would leave it idle between
+/// polls, and 64 ADDs at once would queue behind the sleeps), while this
+/// thread stops waiting at the deadline. (A blocking `flock` here could
+/// outlive the deadline: the alarm that ends the plugin restarts
+/// interrupted calls.) A waiter that gives up leaves its thread blocked;
+/// the process exits soon after, and the lock, if it got it, with it.
 fn take_lock(file: &cap_std::fs::File, deadline: Instant) -> io::Result<()> {
     use std::os::fd::AsRawFd;
-    let mut pause = Duration::from_micros(200);
-    loop {
-        // SAFETY: flock on a descriptor we own; no pointers involved.
-        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if r == 0 {
-            return Ok(());
-        }
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EWOULDBLOCK) && e.raw_os_error() != Some(libc::EINTR) {
-            return Err(e);
-        }
-        let now = Instant::now();
-        if now >= deadline {
-            return Err(io::Error::new(io::ErrorKind::TimedOut, "lock held"));
-        }
-        std::thread::sleep(pause.min(deadline - now));
-        pause = (pause * 2).min(Duration::from_millis(10));
+    // SAFETY: flock on a descriptor we own; no pointers involved.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+        return Err(e);
+    }
+    // The same open file description: a lock taken through the copy is
+    // the lock of `file`.
+    let copy = file.as_fd().try_clone_to_owned()?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("wasmcni-lock".into())
+        .spawn(move || {
+            let r = loop {
+                // SAFETY: as above, on the copy this thread owns.
+                if unsafe { libc::flock(copy.as_raw_fd(), libc::LOCK_EX) } == 0 {
+                    break Ok(());
+                }
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() != Some(libc::EINTR) {
+                    break Err(e);
+                }
+            };
+            let _ = tx.send(r);
+        })?;
+    let wait = deadline.saturating_duration_since(Instant::now());
+    match rx.recv_timeout(wait) {
+        Ok(r) => r,
+        Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "lock held")),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn store(dir: &Path) -> NetworkStore {
         NetworkStore::open(

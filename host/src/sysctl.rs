@@ -64,6 +64,26 @@ pub fn read(ns: &NetNs, key: &str) -> io::Result<String> {
     })
 }
 
+/// Writes `value` to `key` unless it has it already, on one trip into the
+/// namespace; returns the value it had.
+pub fn exchange(ns: &NetNs, key: &str, value: &str) -> io::Result<String> {
+    if value.contains(['\n', '\0']) {
+        return Err(invalid(format!(
+            "sysctl value for {key:?} contains a newline or NUL"
+        )));
+    }
+    let (key, value) = (key.to_owned(), value.to_owned());
+    ns.run_inside(move || {
+        let old = read_here(&key).ok_or_else(|| {
+            io::Error::new(io::ErrorKind::NotFound, format!("sysctl {key:?} cannot be read"))
+        })?;
+        if old != value {
+            write_here(&key, &value)?;
+        }
+        Ok(old)
+    })
+}
+
 /// Writes `value` to dotted key `key`.
 pub fn write(ns: &NetNs, key: &str, value: &str) -> io::Result<()> {
     if value.contains(['\n', '\0']) {

@@ -126,7 +126,7 @@ impl Ctx {
         let msgs = self
             .netlink(kind)?
             .addresses(Some(family))
-            .map_err(|e| CapError::from(&e))?;
+            ?;
         Ok(msgs
             .iter()
             .filter_map(AddrSpec::from_message)
@@ -147,13 +147,13 @@ impl Host for StoreData {
             c.require(kind, |g| g.read, "read")?;
             let nl = c.netlink(kind)?;
             if let Some(index) = link_index {
-                nl.link_by_index(index).map_err(|e| CapError::from(&e))?;
+                nl.link_by_index(index)?;
             }
             let family = family.map(|f| match f {
                 IpFamily::Ipv4 => AddressFamily::Inet,
                 IpFamily::Ipv6 => AddressFamily::Inet6,
             });
-            let msgs = nl.addresses(family).map_err(|e| CapError::from(&e))?;
+            let msgs = nl.addresses(family)?;
             let mut out = Vec::with_capacity(msgs.len());
             for m in msgs {
                 if link_index.is_some_and(|i| i != m.header.index) {
@@ -223,7 +223,7 @@ impl Host for StoreData {
             };
             c.netlink(kind)?
                 .add_address(&spec)
-                .map_err(|e| CapError::from(&e))?;
+                ?;
             c.journal.record(Undo::DeleteAddress { ns: kind, spec });
             Ok(())
         })
@@ -260,7 +260,7 @@ impl Host for StoreData {
             c.preserving(kind, link_index, |c| {
                 c.netlink(kind)?
                     .delete_address(link_index, ip, len)
-                    .map_err(|e| CapError::from(&e))
+                    .map_err(CapError::from)
             })?;
             c.journal.record(Undo::AddAddress {
                 ns: kind,
@@ -294,7 +294,7 @@ impl Host for StoreData {
             let msgs = c
                 .netlink(kind)?
                 .addresses(Some(AddressFamily::Inet))
-                .map_err(|e| CapError::from(&e))?;
+                ?;
             let carries = msgs
                 .iter()
                 .any(|m| m.header.index == link_index && address_of(m) == Some(ip));

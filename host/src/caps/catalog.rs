@@ -23,8 +23,8 @@ pub struct Entry {
     pub in_gc: bool,
 }
 
-const HOST_LINK: &str =
-    "host: only links wasmcni created for this container (alias mark) or matching `links`";
+const HOST_LINK: &str = "host: only links of this attachment (alias mark, or created in the same call) or matching `links`; \
+     a bridge the network shares only as its row says";
 
 /// Every host function, in WIT order.
 pub const ENTRIES: &[Entry] = &[
@@ -376,22 +376,35 @@ pub fn markdown() -> String {
          what it can do, which policy field grants it, and what the journal does when ADD fails.\n\n\
          Invariants no policy can waive:\n\
          - a plugin acts only in the two namespaces it is handed (container from `CNI_NETNS`, host);\n\
-         - in the host namespace it may modify, move or delete only links wasmcni created \
-         for this container (alias `wasmcni:<container id>`) or links matching its `links` patterns; \
-         a `masters` link is used as a master and never changed (no passthru macvlan on it);\n\
+         - ownership is by attachment (network, container ID, ifname): in the host namespace a \
+         plugin controls only links of its own attachment (alias `wasmcni:<network>:<container id>:<ifname>`, \
+         or created in the same call) and links matching its `links` patterns; a bridge its network \
+         shares (alias `wasmcni-net:<network>`, or an admin's bridge matching `bridges`, and only if \
+         it really is a bridge) may only be brought up, made promiscuous, given an address, have \
+         its MAC pinned, and have the attachment's links enslaved; it is never deleted while another \
+         attachment's link is on it; a `masters` link is used as a master and never changed, also \
+         not through a link stacked on it;\n\
+         - new host links are named per `names` (default `veth*`, `cni*`);\n\
          - host addresses only on such links, and only those wasmcni added (IFA_PROTO 87) may be \
-         deleted; host routes only in the main table and through such \
-         links, and only routes wasmcni created (protocol 87) through such links may be replaced or \
-         deleted; a local, multipath or nexthop route in the way of a replace is never touched;\n\
+         deleted; host routes only in the main table and through links the plugin controls, and \
+         only routes wasmcni created (protocol 87) may be replaced or deleted; a local, multipath \
+         or nexthop route in the way of a replace is never touched; host addresses and route \
+         destinations lie in the grant's `prefixes` and never cover an address the network's IPAM \
+         state reserves for another attachment;\n\
          - sysctls only under `net.` and the grant's `sysctls` patterns (host `all`/`default` keys \
          only when a pattern names them literally); per-link host keys only for such links;\n\
-         - during ADD a plugin deletes only links it created in the same call; before a change the \
-         kernel follows with flushes (setting a link down, changing its MTU, deleting an address, \
-         moving it) the journal also records the link's addresses and routes, and before \
-         `conf.all.*` every link's value;\n\
+         - IPAM state only for the config's network, under the grant's `ipam-roots`, reserved for \
+         this attachment, released only by it (or in GC when its holder is not a valid attachment);\n\
+         - delegates only those the grant lists, each under its own policy entry, with the \
+         caller's command (or DEL during ADD); their changes join the caller's journal;\n\
+         - during ADD a plugin deletes only links it created in the same call (and that still \
+         exist); before a change the kernel follows with flushes the journal records what it \
+         flushes, and a change it could not undo (a link with a multipath route or a permanent \
+         neighbour entry set down or moved) is refused;\n\
          - a denied call returns `access-denied`, is audited and has no side effect; every call \
          counts against the `host-calls` budget.\n\n\
-         Calls that change the kernel are refused during CHECK, GC, STATUS and VERSION.\n\n\
+         Calls that change the kernel are refused during CHECK, GC, STATUS and VERSION (GC may release \
+         IPAM reservations of attachments that are gone).\n\n\
          | call | changes the kernel | authority | policy | undo on failed ADD |\n|---|---|---|---|---|\n",
     );
     for e in ENTRIES {

@@ -244,7 +244,7 @@ impl Ctx {
         let container = match &self.container {
             Some(ns) => Some(
                 ns.try_clone()
-                    .map_err(|e| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO)))?,
+                    ?,
             ),
             None => None,
         };
@@ -302,7 +302,7 @@ impl Ctx {
             env.push(("PATH".into(), p));
         }
         let (code, stdout) = run_native(&path, &env, config, rt.deadline)
-            .map_err(|e| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO)))?;
+            ?;
         let text = String::from_utf8_lossy(&stdout).into_owned();
         if code != 0 {
             return Ok(Err(text));

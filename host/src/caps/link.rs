@@ -158,7 +158,7 @@ impl Ctx {
         let msg = self
             .netlink(kind)?
             .link_by_name(name)
-            .map_err(|e| CapError::from(&e))?;
+            ?;
         Ok(msg.header.index)
     }
 
@@ -202,7 +202,7 @@ impl Ctx {
         undo: impl FnOnce(Link) -> Undo,
     ) -> Result<(), CapError> {
         let l = self.modifiable_or_shared(kind, index, shared_ok)?;
-        set(self.netlink(kind)?).map_err(|e| CapError::from(&e))?;
+        set(self.netlink(kind)?)?;
         self.journal.record(undo(l));
         Ok(())
     }
@@ -230,7 +230,7 @@ impl Ctx {
         let msg = self
             .netlink(kind)?
             .link_by_index(index)
-            .map_err(|e| CapError::from(&e))?;
+            ?;
         let (mut stacked, mut passthru) = (false, false);
         let (mut parent, mut nsid) = (None, None);
         for attr in &msg.attributes {
@@ -285,7 +285,7 @@ impl Ctx {
                         let theirs = self
                             .netlink(kind)?
                             .nsid_of(fd.as_fd())
-                            .map_err(|e| CapError::from(&e))?;
+                            ?;
                         (theirs == Some(id)).then_some(other)
                     }
                     Err(_) => None,
@@ -334,12 +334,12 @@ impl Ctx {
             Some(_) => self
                 .netlink(kind)?
                 .bridge_port(l.index)
-                .map_err(|e| CapError::from(&e))?,
+                ?,
             None => None,
         };
         let ns = self.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
         let sysctls = crate::sysctl::snapshot_link(ns, &l.name)
-            .map_err(|e| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO)))?;
+            ?;
         Ok(LinkState {
             up: l.up,
             mtu: l.mtu,
@@ -359,7 +359,7 @@ impl Ctx {
     pub(super) fn refresh_created(&mut self) -> Result<(), CapError> {
         let mut present = Vec::new();
         for ns in self.journal.created_namespaces() {
-            let links = self.netlink(ns)?.links().map_err(|e| CapError::from(&e))?;
+            let links = self.netlink(ns)?.links()?;
             present.extend(links.iter().map(|m| (ns, m.header.index)));
         }
         self.journal
@@ -414,7 +414,7 @@ impl Ctx {
         };
         self.netlink(master_kind)?
             .create_sub(master, sub, name, &o, target.as_ref().map(|f| f.as_fd()))
-            .map_err(|e| CapError::from(&e))?;
+            ?;
         self.created(kind, name, false)
     }
 }
@@ -431,7 +431,7 @@ impl Host for StoreData {
                 let msg = c
                     .netlink(kind)?
                     .link_by_name(&name)
-                    .map_err(|e| CapError::from(&e))?;
+                    ?;
                 Ok(c.with_owned(kind, LinkInfo::from_message(msg)))
             },
         )
@@ -454,7 +454,7 @@ impl Host for StoreData {
         let kind = self.ns_kind(&ns)?;
         self.cap("link.list", json!({"ns": ns_arg(kind)}), |c| {
             c.require(kind, |g| g.read, "read")?;
-            let links = c.netlink(kind)?.links().map_err(|e| CapError::from(&e))?;
+            let links = c.netlink(kind)?.links()?;
             Ok(links
                 .into_iter()
                 .map(|m| c.with_owned(kind, LinkInfo::from_message(m)))
@@ -490,7 +490,7 @@ impl Host for StoreData {
             let peer_fd = c.ns_fd(peer_kind)?;
             c.netlink(kind)?
                 .create_veth(&name, &o, &peer_name, peer_fd.as_fd(), peer_mac.as_deref())
-                .map_err(|e| CapError::from(&e))?;
+                ?;
             let index = c.created(kind, &name, false)?;
             // The peer goes with its end; it only needs the mark and to
             // count as created (so ADD may delete it).
@@ -519,7 +519,7 @@ impl Host for StoreData {
             let o = opts(&options)?;
             c.netlink(kind)?
                 .create_bridge(&name, &o, bridge.vlan_filtering)
-                .map_err(|e| CapError::from(&e))?;
+                ?;
             c.created(kind, &name, true)
         })
     }
@@ -539,7 +539,7 @@ impl Host for StoreData {
             let o = opts(&options)?;
             c.netlink(kind)?
                 .create_dummy(&name, &o)
-                .map_err(|e| CapError::from(&e))?;
+                ?;
             c.created(kind, &name, false)
         })
     }
@@ -566,10 +566,10 @@ impl Host for StoreData {
             let index = c.created(kind, &name, false)?;
             let nl = c.netlink(kind)?;
             if let Some(mtu) = o.mtu {
-                nl.set_mtu(index, mtu).map_err(|e| CapError::from(&e))?;
+                nl.set_mtu(index, mtu)?;
             }
             if let Some(mac) = &o.mac {
-                nl.set_mac(index, mac).map_err(|e| CapError::from(&e))?;
+                nl.set_mac(index, mac)?;
             }
             Ok(index)
         })
@@ -729,7 +729,7 @@ impl Host for StoreData {
                 }
                 c.netlink(kind)?
                     .set_netns(index, fd.as_fd(), new_name.as_deref(), None)
-                    .map_err(|e| CapError::from(&e))
+                    .map_err(CapError::from)
             })?;
             let now = c.index_of(target_kind, new_name.as_deref().unwrap_or(&l.name))?;
             // The link keeps its identity in the journal at its new place.
@@ -767,7 +767,7 @@ impl Host for StoreData {
                     let flags = c
                         .netlink(kind)?
                         .link_by_index(index)
-                        .map_err(|e| CapError::from(&e))?
+                        ?
                         .header
                         .flags;
                     // A master (a bridge, a bond) makes its ports
@@ -782,7 +782,7 @@ impl Host for StoreData {
                 let set = |c: &mut Ctx| {
                     c.netlink(kind)?
                         .set_link_up(index, up)
-                        .map_err(|e| CapError::from(&e))
+                        .map_err(CapError::from)
                 };
                 if !up && l.up {
                     // Down flushes the link's routes and neighbours.
@@ -814,7 +814,7 @@ impl Host for StoreData {
                 c.preserving(kind, index, |c| {
                     c.netlink(kind)?
                         .set_mtu(index, mtu)
-                        .map_err(|e| CapError::from(&e))
+                        .map_err(CapError::from)
                 })?;
                 c.journal.record(Undo::SetMtu {
                     ns: kind,
@@ -923,9 +923,9 @@ impl Host for StoreData {
                 let nl = c.netlink(kind)?;
                 let old = nl
                     .hairpin(index)
-                    .map_err(|e| CapError::from(&e))?
+                    ?
                     .ok_or(CapError::Code(ErrorCode::NotSupported))?;
-                nl.set_hairpin(index, on).map_err(|e| CapError::from(&e))?;
+                nl.set_hairpin(index, on)?;
                 c.journal.record(Undo::SetHairpin {
                     ns: kind,
                     index,
@@ -1042,7 +1042,7 @@ impl Host for StoreData {
                 }
                 c.netlink(kind)?
                     .delete_link(index)
-                    .map_err(|e| CapError::from(&e))?;
+                    ?;
                 c.journal.forget_link(kind, index);
                 // What the kernel removed with it (a veth's peer, ...)
                 // must leave the created set too.

@@ -217,7 +217,7 @@ impl Ctx {
     fn netlink(&mut self, kind: Kind) -> Result<&mut Netlink, CapError> {
         if !self.sockets.contains_key(&kind) {
             let ns = self.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
-            let sock = Netlink::open(ns).map_err(|e| CapError::from(&e))?;
+            let sock = Netlink::open(ns)?;
             self.sockets.insert(kind, sock);
         }
         self.sockets
@@ -233,7 +233,7 @@ impl Ctx {
         let msg = self
             .netlink(kind)?
             .link_by_index(index)
-            .map_err(|e| CapError::from(&e))?;
+            ?;
         Ok(link::Link::from_message(msg))
     }
 
@@ -325,8 +325,8 @@ impl Ctx {
     /// be undone is not done.
     fn preserve_link_state(&mut self, kind: Kind, index: u32) -> Result<(), CapError> {
         let nl = self.netlink(kind)?;
-        let routes = nl.routes(None).map_err(|e| CapError::from(&e))?;
-        let addresses = nl.addresses(None).map_err(|e| CapError::from(&e))?;
+        let routes = nl.routes(None)?;
+        let addresses = nl.addresses(None)?;
         if let Some(m) = routes.iter().find(|m| {
             m.header.kind == netlink_packet_route::route::RouteType::Unicast
                 && crate::netlink::route_uses_link(m, index)
@@ -370,7 +370,7 @@ impl Ctx {
         let n = self
             .netlink(kind)?
             .permanent_neighbours(index)
-            .map_err(|e| CapError::from(&e))?;
+            ?;
         if n > 0 {
             return Err(CapError::Denied(format!(
                 "link {index} has {n} permanent neighbour entries the kernel would drop \
@@ -385,8 +385,8 @@ impl Ctx {
     /// anywhere), to be put back after the settings (each only if missing).
     fn preserve_namespace_state(&mut self, kind: Kind) -> Result<(), CapError> {
         let nl = self.netlink(kind)?;
-        let routes = nl.routes(None).map_err(|e| CapError::from(&e))?;
-        let addresses = nl.addresses(None).map_err(|e| CapError::from(&e))?;
+        let routes = nl.routes(None)?;
+        let addresses = nl.addresses(None)?;
         for spec in routes
             .iter()
             .filter_map(crate::netlink::RouteSpec::from_message)
@@ -433,7 +433,7 @@ impl Ctx {
         };
         self.netlink(kind)?
             .set_alias(index, &mark)
-            .map_err(|e| CapError::from(&e))
+            .map_err(CapError::from)
     }
 }
 
@@ -543,6 +543,18 @@ pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
 impl From<&NlError> for CapError {
     fn from(e: &NlError) -> Self {
         CapError::Kernel(e.errno())
+    }
+}
+
+impl From<NlError> for CapError {
+    fn from(e: NlError) -> Self {
+        CapError::Kernel(e.errno())
+    }
+}
+
+impl From<std::io::Error> for CapError {
+    fn from(e: std::io::Error) -> Self {
+        CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO))
     }
 }
 

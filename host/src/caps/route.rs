@@ -116,7 +116,7 @@ impl Ctx {
         };
         self.netlink(kind)?
             .routes(Some(family))
-            .map_err(|e| CapError::from(&e))
+            .map_err(CapError::from)
     }
 
     /// Route changes: `routes` granted; in the host namespace only in the
@@ -208,7 +208,7 @@ impl Host for StoreData {
             let msgs = c
                 .netlink(kind)?
                 .routes(family)
-                .map_err(|e| CapError::from(&e))?;
+                ?;
             Ok(msgs
                 .iter()
                 .filter_map(RouteSpec::from_message)
@@ -230,7 +230,7 @@ impl Host for StoreData {
             c.route_target(kind, &spec)?;
             c.netlink(kind)?
                 .add_route(&spec, RouteAdd::Exclusive)
-                .map_err(|e| CapError::from(&e))?;
+                ?;
             c.journal.record(Undo::DeleteRoute { ns: kind, spec });
             Ok(())
         })
@@ -257,7 +257,7 @@ impl Host for StoreData {
             }
             c.netlink(kind)?
                 .add_route(&spec, RouteAdd::Replace)
-                .map_err(|e| CapError::from(&e))?;
+                ?;
             c.journal.record(match old {
                 Some(old) => Undo::RestoreRoute {
                     ns: kind,
@@ -290,7 +290,7 @@ impl Host for StoreData {
             c.replaceable(kind, &raw)?;
             c.netlink(kind)?
                 .delete_route(&old)
-                .map_err(|e| CapError::from(&e))?;
+                ?;
             c.journal.record(Undo::AddRoute {
                 ns: kind,
                 spec: old,

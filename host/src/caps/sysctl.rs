@@ -86,7 +86,7 @@ impl Ctx {
                 let msg = self
                     .netlink(kind)?
                     .link_by_name(&name)
-                    .map_err(|e| CapError::from(&e))?;
+                    ?;
                 let l = super::link::Link::from_message(msg);
                 if self.check_host_link(kind, &l).is_err() && self.shared(kind, &l) {
                     return Ok(true);
@@ -124,7 +124,7 @@ impl Ctx {
                 let index = self
                     .netlink(kind)?
                     .link_by_name(&name)
-                    .map_err(|e| CapError::from(&e))?
+                    ?
                     .header
                     .index;
                 if journaling && !self.journal.created(kind, index) {
@@ -161,6 +161,21 @@ impl Ctx {
         Ok(())
     }
 
+    /// Whether a write of `key` needs no inverse: outside ADD, or a key of
+    /// one link created in this call (deleting the link undoes it).
+    fn needs_no_journal(&mut self, kind: Kind, key: &str) -> Result<bool, CapError> {
+        if self.command != super::Command::Add {
+            return Ok(true);
+        }
+        let Scope::Link(name) = key_scope(key) else {
+            return Ok(false);
+        };
+        match self.netlink(kind)?.link_by_name(&name) {
+            Ok(m) => Ok(self.journal.created(kind, m.header.index)),
+            Err(_) => Ok(false),
+        }
+    }
+
     fn sysctl_read(&self, kind: Kind, key: &str) -> Result<String, CapError> {
         let ns = self.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
         crate::sysctl::read(ns, key)
@@ -189,6 +204,13 @@ impl Host for StoreData {
             bounded("sysctl value", &value, MAX_VALUE)?;
             if value.contains(['\n', '\0']) {
                 return Err(ErrorCode::InvalidArgument.into());
+            }
+            // One trip into the namespace when nothing needs journaling:
+            // a key of a link this call created, or outside ADD.
+            if !shared && c.needs_no_journal(kind, &key)? {
+                let ns = c.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
+                crate::sysctl::exchange(ns, &key, &value)?;
+                return Ok(());
             }
             let old = c.sysctl_read(kind, &key)?;
             if old == value {

@@ -88,7 +88,7 @@ impl Ctx {
         self.netlink(kind)?
             .link_by_name(name)
             .map(|m| m.header.index)
-            .map_err(|e| CapError::from(&e))
+            .map_err(CapError::from)
     }
 
     fn apply(&mut self, u: &Undo) -> Result<(), CapError> {

@@ -1,4 +1,4 @@
-//! A small typed, synchronous rtnetlink client.
+//! A small typed, synchronous rtnetlink (`NETLINK_ROUTE`) client.
 //!
 //! Why synchronous (and not `rtnetlink`'s async API): every host call a
 //! plugin makes is synchronous, one at a time, and every CNI invocation is a

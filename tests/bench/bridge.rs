@@ -1,0 +1,344 @@
+//! Benchmark: bridge + host-local, wasmcni vs the reference Go plugins,
+//! through the real libcni (tests/libcni/ driver), interleaved in one run.
+//!
+//! Run: `make bench` (as root), or `cargo bench -p wasmcni --bench bridge`
+//! with `WASMCNI_BIN` pointing at the release executable.
+//! Options (env): `BENCH_RUNS` (interleaved ADD/DEL pairs, default 100),
+//! `BENCH_SEQ` (sequential ADDs on one /16, default 1000), `BENCH_PAR`
+//! (parallel ADDs, default 64).
+//!
+//! Prints:
+//! - ADD and DEL medians through libcni (exec of the driver to its exit;
+//!   the reference runs bridge, which execs host-local; wasmcni runs
+//!   host-local inside the bridge process), and the ratios;
+//! - `BENCH_SEQ` sequential ADDs of distinct containers on one network:
+//!   the median of the last 100 against the first 100 (what grows with
+//!   the number of attachments);
+//! - `BENCH_PAR` ADDs at once, each through its own libcni process: total
+//!   wall time of both;
+//! - peak RSS of one ADD, executed directly: wasmcni's one process against
+//!   the reference bridge and host-local processes (each, and summed).
+//!
+//! Floors checked: ADD ≤ 0.8× and DEL ≤ 0.8× the reference; last-100 ≤
+//! 1.2× first-100.
+
+#[path = "../support/mod.rs"]
+#[allow(dead_code, unused_imports)]
+mod support;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use serde_json::json;
+use support::cni::Call;
+use support::Netns;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn env_num(k: &str, d: usize) -> usize {
+    std::env::var(k)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(d)
+}
+
+/// One side: a node, a container namespace, a data dir, its plugins.
+struct Side {
+    node: Netns,
+    ctr: Netns,
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+    env: Vec<(String, String)>,
+}
+
+impl Side {
+    fn new(tag: &str, bin: &Path, wasm: bool) -> Side {
+        let node = Netns::new(&format!("{tag}n"));
+        node.ip(&["link", "set", "lo", "up"]);
+        let ctr = Netns::new(&format!("{tag}c"));
+        let dir = support::private_tempdir();
+        let mut env = vec![];
+        if wasm {
+            let policy = dir.path().join("policy.json");
+            std::fs::write(
+                &policy,
+                json!({"plugins": {"host-local": {"ipam-roots": [dir.path().join("data")]}}})
+                    .to_string(),
+            )
+            .unwrap();
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&policy, std::fs::Permissions::from_mode(0o600)).unwrap();
+            env.push(("WASMCNI_POLICY".to_owned(), policy.display().to_string()));
+            // The audit log stays on, in its usual place's stead.
+            env.push((
+                "WASMCNI_AUDIT".to_owned(),
+                dir.path().join("audit.jsonl").display().to_string(),
+            ));
+        }
+        Side {
+            node,
+            ctr,
+            dir,
+            bin: bin.to_owned(),
+            env,
+        }
+    }
+
+    fn conflist(&self, subnet: &str) -> PathBuf {
+        let p = self
+            .dir
+            .path()
+            .join(format!("{}.conflist", subnet.replace('/', "_")));
+        std::fs::write(
+            &p,
+            json!({"cniVersion": "1.0.0", "name": "benchnet", "plugins": [
+                {"type": "bridge", "bridge": "cnibench0", "isGateway": true,
+                 "ipam": {"type": "host-local", "subnet": subnet,
+                          "dataDir": self.dir.path().join("data")}}]})
+            .to_string(),
+        )
+        .unwrap();
+        p
+    }
+
+    /// One libcni call; its wall time in ms. Panics if it fails.
+    fn call(&self, cmd: &str, conflist: &Path, ctr: &Netns, cid: &str, ifname: &str) -> f64 {
+        let t = Instant::now();
+        let d = Call {
+            node: &self.node,
+            bin: &self.bin,
+            cmd,
+            conflist,
+            netns: &ctr.path,
+            cid,
+            ifname,
+            cache: &self.dir.path().join("cache"),
+            args: "",
+            capargs: "",
+            env: &self.env,
+        }
+        .run();
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        assert_eq!(d.code, 0, "{cmd} {cid}: {d:?}");
+        ms
+    }
+}
+
+/// Peak RSS (KiB) of `exe` run directly with the CNI environment, in
+/// `node`: the process and the children it waited for (the kernel reports
+/// the larger of them).
+#[allow(clippy::zombie_processes)]
+fn peak_rss(
+    exe: &Path,
+    node: &Netns,
+    ctr: &Netns,
+    conf: &[u8],
+    command: &str,
+    env: &[(String, String)],
+) -> i64 {
+    let mut cmd = Command::new(support::ip_exe());
+    cmd.args(["netns", "exec", &node.name])
+        .arg(exe)
+        .env_clear()
+        .env("CNI_COMMAND", command)
+        .env("CNI_CONTAINERID", "rss")
+        .env("CNI_NETNS", &ctr.path)
+        .env("CNI_IFNAME", "rss0")
+        .env("CNI_PATH", "/usr/lib/cni")
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null());
+    let mut child = cmd.spawn().unwrap();
+    child.stdin.take().unwrap().write_all(conf).unwrap();
+    let pid = child.id() as libc::pid_t;
+    let mut status = 0;
+    // SAFETY: rusage is plain data; wait4 fills it for our own child.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+    assert_eq!(r, pid);
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "{exe:?} {command}"
+    );
+    usage.ru_maxrss
+}
+
+fn main() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "the benchmark needs root (network namespaces)"
+    );
+    let runs = env_num("BENCH_RUNS", 100);
+    let seq = env_num("BENCH_SEQ", 1000);
+    let par = env_num("BENCH_PAR", 64);
+    let wasmcni = std::env::var_os("WASMCNI_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_wasmcni")));
+    println!("wasmcni under test: {}", wasmcni.display());
+    let work = support::private_tempdir();
+    let bin = work.path().join("bin");
+    let out = Command::new(&wasmcni)
+        .arg("install")
+        .arg(&bin)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "wasmcni install: {out:?}");
+    support::cni::driver();
+
+    // ADD / DEL, interleaved.
+    let r = Side::new("bref", Path::new("/usr/lib/cni"), false);
+    let w = Side::new("bwas", &bin, true);
+    let (rl, wl) = (r.conflist("10.40.0.0/24"), w.conflist("10.40.0.0/24"));
+    for s in [(&r, &rl), (&w, &wl)] {
+        // Warm-up (and the bridge's creation) outside the measurement.
+        s.0.call("add", s.1, &s.0.ctr, "warm", "eth0");
+        s.0.call("del", s.1, &s.0.ctr, "warm", "eth0");
+    }
+    let (mut ra, mut wa, mut rd, mut wd) = (vec![], vec![], vec![], vec![]);
+    for i in 0..runs {
+        let cid = format!("c{i}");
+        if i % 2 == 0 {
+            ra.push(r.call("add", &rl, &r.ctr, &cid, "eth0"));
+            wa.push(w.call("add", &wl, &w.ctr, &cid, "eth0"));
+            rd.push(r.call("del", &rl, &r.ctr, &cid, "eth0"));
+            wd.push(w.call("del", &wl, &w.ctr, &cid, "eth0"));
+        } else {
+            wa.push(w.call("add", &wl, &w.ctr, &cid, "eth0"));
+            ra.push(r.call("add", &rl, &r.ctr, &cid, "eth0"));
+            wd.push(w.call("del", &wl, &w.ctr, &cid, "eth0"));
+            rd.push(r.call("del", &rl, &r.ctr, &cid, "eth0"));
+        }
+    }
+    let (ram, wam, rdm, wdm) = (median(ra), median(wa), median(rd), median(wd));
+    println!("bridge + host-local through libcni, {runs} interleaved ADD/DEL pairs");
+    println!(
+        "  ADD: wasmcni {wam:6.2} ms  reference {ram:6.2} ms  ratio {:.2}x",
+        wam / ram
+    );
+    println!(
+        "  DEL: wasmcni {wdm:6.2} ms  reference {rdm:6.2} ms  ratio {:.2}x",
+        wdm / rdm
+    );
+
+    // Peak RSS of one ADD, executed directly.
+    let single = |list: &Path| -> Vec<u8> {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(list).unwrap()).unwrap();
+        let mut plugin = v["plugins"][0].clone();
+        plugin["cniVersion"] = json!("1.0.0");
+        plugin["name"] = json!("benchnet");
+        plugin.to_string().into_bytes()
+    };
+    let (wconf, rconf) = (single(&wl), single(&rl));
+    let (mut wr, mut rr, mut hr) = (vec![], vec![], vec![]);
+    for _ in 0..10 {
+        wr.push(
+            peak_rss(&bin.join("bridge"), &w.node, &w.ctr, &wconf, "ADD", &w.env) as f64 / 1024.0,
+        );
+        peak_rss(&bin.join("bridge"), &w.node, &w.ctr, &wconf, "DEL", &w.env);
+        rr.push(
+            peak_rss(
+                Path::new("/usr/lib/cni/bridge"),
+                &r.node,
+                &r.ctr,
+                &rconf,
+                "ADD",
+                &[],
+            ) as f64
+                / 1024.0,
+        );
+        peak_rss(
+            Path::new("/usr/lib/cni/bridge"),
+            &r.node,
+            &r.ctr,
+            &rconf,
+            "DEL",
+            &[],
+        );
+        hr.push(
+            peak_rss(
+                Path::new("/usr/lib/cni/host-local"),
+                &r.node,
+                &r.ctr,
+                &rconf,
+                "ADD",
+                &[],
+            ) as f64
+                / 1024.0,
+        );
+        peak_rss(
+            Path::new("/usr/lib/cni/host-local"),
+            &r.node,
+            &r.ctr,
+            &rconf,
+            "DEL",
+            &[],
+        );
+    }
+    let (wrm, rrm, hrm) = (median(wr), median(rr), median(hr));
+    println!(
+        "  peak RSS of one ADD: wasmcni {wrm:.1} MiB (one process); reference bridge {rrm:.1} MiB \
+         + host-local {hrm:.1} MiB = {:.1} MiB (two processes); ratio {:.2}x of the pair",
+        rrm + hrm,
+        wrm / (rrm + hrm)
+    );
+
+    // Parallel ADDs, each its own libcni process, then the DELs.
+    let pr = Side::new("pref", Path::new("/usr/lib/cni"), false);
+    let pw = Side::new("pwas", &bin, true);
+    let (prl, pwl) = (pr.conflist("10.41.0.0/24"), pw.conflist("10.41.0.0/24"));
+    let mut totals = vec![];
+    for (s, l) in [(&pr, &prl), (&pw, &pwl)] {
+        let t = Instant::now();
+        std::thread::scope(|sc| {
+            for i in 0..par {
+                sc.spawn(move || s.call("add", l, &s.ctr, &format!("p{i}"), &format!("eth{i}")));
+            }
+        });
+        totals.push(t.elapsed().as_secs_f64() * 1e3);
+        std::thread::scope(|sc| {
+            for i in 0..par {
+                sc.spawn(move || s.call("del", l, &s.ctr, &format!("p{i}"), &format!("eth{i}")));
+            }
+        });
+    }
+    println!(
+        "  {par} parallel ADDs: wasmcni {:.0} ms  reference {:.0} ms  ratio {:.2}x",
+        totals[1],
+        totals[0],
+        totals[1] / totals[0]
+    );
+
+    // Sequential ADDs on one /16: does an ADD slow down as the network fills?
+    let sw = Side::new("swas", &bin, true);
+    let sl = sw.conflist("10.42.0.0/16");
+    let mut times = Vec::with_capacity(seq);
+    for i in 0..seq {
+        times.push(sw.call("add", &sl, &sw.ctr, &format!("s{i}"), &format!("e{i}")));
+    }
+    let first = median(times[..100.min(seq)].to_vec());
+    let last = median(times[seq.saturating_sub(100)..].to_vec());
+    println!(
+        "  {seq} sequential ADDs on a /16: first 100 median {first:.2} ms, last 100 median \
+         {last:.2} ms, ratio {:.2}x",
+        last / first
+    );
+
+    let checks = [
+        ("ADD <= 0.8x reference", wam <= 0.8 * ram),
+        ("DEL <= 0.8x reference", wdm <= 0.8 * rdm),
+        ("last 100 <= 1.2x first 100", last <= 1.2 * first),
+    ];
+    let mut ok = true;
+    for (what, pass) in checks {
+        println!("  {} {what}", if pass { "PASS" } else { "FAIL" });
+        ok &= pass;
+    }
+    if !ok {
+        std::process::exit(1);
+    }
+}
