@@ -31,6 +31,18 @@ pub fn lock(network: &str) -> Option<NetworkLock> {
     if !crate::ipam::valid_network_name(network) {
         return None;
     }
+    lock_named(network)
+}
+
+/// The lock that serializes writes of settings that apply to all links of
+/// the namespace with inode `ino` (see `caps::sysctl`): concurrent ADDs
+/// that all find `ip_forward` off then write it once, not each with its
+/// own record of the whole settings tree.
+pub fn sysctl_lock(ino: u64) -> Option<NetworkLock> {
+    lock_named(&format!(".sysctl-{ino}"))
+}
+
+fn lock_named(network: &str) -> Option<NetworkLock> {
     let dir = std::env::var_os("WASMCNI_RUN_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(DEFAULT_RUN_DIR))

@@ -68,7 +68,7 @@ fn ensure_bridge(host: &Netns, c: &Conf) -> Result<LinkInfo, Error> {
         host.set_up(br.index, true)
             .map_err(|e| wrap(e.to_string()))?;
     }
-    Ok(host.link_by_index(br.index)?)
+    Ok(br)
 }
 
 /// Puts `gw` on the bridge (unless it is there), as the reference's
@@ -125,10 +125,21 @@ fn ensure_addr(host: &Netns, br: &LinkInfo, gw: Cidr, force: bool) -> Result<(),
             }
         }
     }
-    let now = host.link_by_index(br.index)?;
-    host.set_mac(br.index, &now.mac)
-        .map_err(|e| Error::internal(format!("could not set bridge's mac: {e}")))?;
-    Ok(())
+    // Until it is pinned, the bridge's address follows its ports: another
+    // container's ADD may change it between our read and our write, and a
+    // shared bridge may only be pinned to the address it has. Read again
+    // and retry then.
+    let mut tries = 0;
+    loop {
+        let now = host.link_by_index(br.index)?;
+        match host.set_mac(br.index, &now.mac) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.code == guest_sdk::net::ErrorCode::AccessDenied && tries < 5 => {
+                tries += 1;
+            }
+            Err(e) => return Err(Error::internal(format!("could not set bridge's mac: {e}"))),
+        }
+    }
 }
 
 /// Whether two networks overlap (either contains the other's address).

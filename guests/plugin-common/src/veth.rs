@@ -40,8 +40,7 @@ pub fn setup(
         let host_name = format!("veth{:08x}", crate::random_u32());
         match container.create_veth(ifname, host, &host_name, &options, None) {
             Ok(pair) => {
-                let host_link = host.link_by_index(pair.peer_index)?;
-                host.set_up(host_link.index, true)?;
+                host.set_up(pair.peer_index, true)?;
                 // Errors ignored, as the reference does (no IPv6 at all).
                 let _ = host.set_sysctl(
                     &format!("net.ipv6.conf.{}.accept_ra", host_name.replace('.', "/")),

@@ -203,7 +203,7 @@ impl Ctx {
     ) -> Result<(), CapError> {
         let l = self.modifiable_or_shared(kind, index, shared_ok)?;
         set(self.netlink(kind)?)?;
-        self.journal.record(undo(l));
+        self.record_for(kind, index, undo(l));
         Ok(())
     }
 
@@ -793,7 +793,7 @@ impl Host for StoreData {
                 } else {
                     set(c)?;
                 }
-                c.journal.record(Undo::SetUp {
+                c.record_for(kind, index, Undo::SetUp {
                     ns: kind,
                     index,
                     up: l.up,
@@ -816,7 +816,7 @@ impl Host for StoreData {
                         .set_mtu(index, mtu)
                         .map_err(CapError::from)
                 })?;
-                c.journal.record(Undo::SetMtu {
+                c.record_for(kind, index, Undo::SetMtu {
                     ns: kind,
                     index,
                     mtu: l.mtu,
@@ -920,17 +920,19 @@ impl Host for StoreData {
             json!({"ns": ns_arg(kind), "index": index, "on": on}),
             |c| {
                 c.modifiable(kind, index)?;
+                let journaling = c.journaling_for(kind, index);
                 let nl = c.netlink(kind)?;
                 let old = nl
-                    .hairpin(index)
-                    ?
+                    .hairpin(index)?
                     .ok_or(CapError::Code(ErrorCode::NotSupported))?;
                 nl.set_hairpin(index, on)?;
-                c.journal.record(Undo::SetHairpin {
-                    ns: kind,
-                    index,
-                    on: old,
-                });
+                if journaling {
+                    c.journal.record(Undo::SetHairpin {
+                        ns: kind,
+                        index,
+                        on: old,
+                    });
+                }
                 Ok(())
             },
         )

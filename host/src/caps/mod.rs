@@ -411,6 +411,9 @@ impl Ctx {
         index: u32,
         f: impl FnOnce(&mut Ctx) -> Result<T, CapError>,
     ) -> Result<T, CapError> {
+        if !self.journaling_for(kind, index) {
+            return f(self);
+        }
         let mark = self.journal.len();
         self.preserve_link_state(kind, index)?;
         let r = f(self);
@@ -418,6 +421,21 @@ impl Ctx {
             self.journal.truncate(mark);
         }
         r
+    }
+
+    /// Whether a change to link `index` needs an inverse: only in ADD (the
+    /// only command undone), and not for a link created in the same call
+    /// (the undo deletes it, and all its state with it).
+    fn journaling_for(&self, kind: Kind, index: u32) -> bool {
+        self.command == Command::Add && !self.journal.created(kind, index)
+    }
+
+    /// Records `undo`, an inverse of a change to link `index`, if it is
+    /// needed ([`Ctx::journaling_for`]).
+    fn record_for(&mut self, kind: Kind, index: u32, undo: Undo) {
+        if self.journaling_for(kind, index) {
+            self.journal.record(undo);
+        }
     }
 
     /// Marks a link wasmcni created (or moved) in the host namespace as

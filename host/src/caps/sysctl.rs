@@ -139,6 +139,19 @@ impl Ctx {
             }
             _ => journaling,
         };
+        // Concurrent ADDs writing the same setting for all links (the
+        // first containers on a node all find `ip_forward` off): one at a
+        // time, and the others find it done.
+        let _lock = if global {
+            let ns = self.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
+            let lock = crate::netlock::sysctl_lock(ns.ino());
+            if crate::sysctl::read(ns, key)? == value {
+                return Ok(());
+            }
+            lock
+        } else {
+            None
+        };
         let before = if global {
             self.preserve_namespace_state(kind)?;
             let ns = self.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;

@@ -20,8 +20,9 @@ use netlink_packet_route::address::{
     AddressScope,
 };
 use netlink_packet_route::link::{
-    InfoBridge, InfoData, InfoIpVlan, InfoKind, InfoMacVlan, InfoVeth, InfoVlan, IpVlanMode,
-    LinkAttribute, LinkFlags, LinkInfo, LinkMessage, LinkProtoInfoBridge, MacVlanMode,
+    InfoBridge, InfoBridgePort, InfoData, InfoIpVlan, InfoKind, InfoMacVlan, InfoPortData,
+    InfoVeth, InfoVlan, IpVlanMode, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
+    LinkProtoInfoBridge, MacVlanMode,
 };
 use netlink_packet_route::neighbour::{NeighbourMessage, NeighbourState};
 use netlink_packet_route::nsid::{NsidAttribute, NsidMessage};
@@ -898,43 +899,22 @@ impl Netlink {
     }
 
     /// The bridge port's hairpin mode (`IFLA_BRPORT_MODE`), `None` if the
-    /// link is not a bridge port.
+    /// link is not a bridge port: read from the link's own
+    /// `IFLA_INFO_SLAVE_DATA` (one lookup, whatever the bridge's size).
     pub fn hairpin(&mut self, index: u32) -> Result<Option<bool>, NlError> {
         check_index(index)?;
-        let mut req = LinkMessage::default();
-        req.header.interface_family = AddressFamily::Bridge;
-        // An AF_BRIDGE dump lists exactly the bridge ports, each with its
-        // IFLA_PROTINFO (the IFLA_BRPORT_* attributes).
-        let answers = self.request(RouteNetlinkMessage::GetLink(req), NLM_F_DUMP)?;
-        let port = answers.into_iter().find_map(|m| match m {
-            RouteNetlinkMessage::NewLink(l) if l.header.index == index => Some(l),
-            _ => None,
-        });
-        let Some(port) = port else {
-            // Not a port; but a link that does not exist is an error.
-            self.link_by_index(index)?;
-            return Ok(None);
-        };
-        for attr in &port.attributes {
-            let LinkAttribute::ProtoInfoBridge(infos) = attr else {
+        let msg = self.link_by_index(index)?;
+        for attr in &msg.attributes {
+            let LinkAttribute::LinkInfo(infos) = attr else {
                 continue;
             };
             for info in infos {
-                if let LinkProtoInfoBridge::Other(nla) = info {
-                    if nla.kind() & NLA_TYPE_MASK == IFLA_BRPORT_MODE {
-                        let mut value = vec![0; nla.value_len()];
-                        nla.emit_value(&mut value);
-                        return match value.first() {
-                            Some(v) => Ok(Some(*v != 0)),
-                            None => Err(NlError::Decode("empty IFLA_BRPORT_MODE".into())),
-                        };
-                    }
+                if let LinkInfo::PortData(InfoPortData::BridgePort(port)) = info {
+                    return Ok(Some(port.iter().any(|p| matches!(p, InfoBridgePort::HairpinMode(true)))));
                 }
             }
         }
-        Err(NlError::Decode(
-            "bridge port without IFLA_BRPORT_MODE".into(),
-        ))
+        Ok(None)
     }
 
     /// Sets hairpin mode on a bridge port (`AF_BRIDGE` `RTM_SETLINK` with
