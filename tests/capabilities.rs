@@ -1083,7 +1083,10 @@ fn audit_shows_identity_imports_grants_and_refusals() {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{plugin}: {text}");
         for needle in needles {
-            assert!(text.contains(needle), "{plugin}: {needle:?} not in:\n{text}");
+            assert!(
+                text.contains(needle),
+                "{plugin}: {needle:?} not in:\n{text}"
+            );
         }
     }
     let out = std::process::Command::new(support::wasmcni())

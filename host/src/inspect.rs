@@ -119,7 +119,11 @@ pub fn print(plugin: &str, as_json: bool, policy_file: Option<&Path>) -> anyhow:
     let list = |v: &Value| {
         let items: Vec<String> = v
             .as_array()
-            .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_owned))
+                    .collect()
+            })
             .unwrap_or_default();
         if items.is_empty() {
             "none".to_owned()

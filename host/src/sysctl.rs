@@ -75,7 +75,10 @@ pub fn exchange(ns: &NetNs, key: &str, value: &str) -> io::Result<String> {
     let (key, value) = (key.to_owned(), value.to_owned());
     ns.run_inside(move || {
         let old = read_here(&key).ok_or_else(|| {
-            io::Error::new(io::ErrorKind::NotFound, format!("sysctl {key:?} cannot be read"))
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("sysctl {key:?} cannot be read"),
+            )
         })?;
         if old != value {
             write_here(&key, &value)?;

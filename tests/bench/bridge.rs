@@ -23,7 +23,7 @@
 //! 1.2× first-100.
 
 #[path = "../support/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod support;
 
 use std::io::Write;

@@ -123,10 +123,7 @@ impl Ctx {
         } else {
             AddressFamily::Inet6
         };
-        let msgs = self
-            .netlink(kind)?
-            .addresses(Some(family))
-            ?;
+        let msgs = self.netlink(kind)?.addresses(Some(family))?;
         Ok(msgs
             .iter()
             .filter_map(AddrSpec::from_message)
@@ -221,9 +218,7 @@ impl Host for StoreData {
                     0
                 },
             };
-            c.netlink(kind)?
-                .add_address(&spec)
-                ?;
+            c.netlink(kind)?.add_address(&spec)?;
             c.journal.record(Undo::DeleteAddress { ns: kind, spec });
             Ok(())
         })
@@ -291,10 +286,7 @@ impl Host for StoreData {
             if l.mac.len() != 6 {
                 return Err(ErrorCode::NotSupported.into());
             }
-            let msgs = c
-                .netlink(kind)?
-                .addresses(Some(AddressFamily::Inet))
-                ?;
+            let msgs = c.netlink(kind)?.addresses(Some(AddressFamily::Inet))?;
             let carries = msgs
                 .iter()
                 .any(|m| m.header.index == link_index && address_of(m) == Some(ip));

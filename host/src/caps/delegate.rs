@@ -242,10 +242,7 @@ impl Ctx {
         };
         let env = delegate_env(&rt.env, command);
         let container = match &self.container {
-            Some(ns) => Some(
-                ns.try_clone()
-                    ?,
-            ),
+            Some(ns) => Some(ns.try_clone()?),
             None => None,
         };
         let mut attachment = Attachment::from_invocation(&env, config);
@@ -301,8 +298,7 @@ impl Ctx {
         if let Some(p) = std::env::var_os("PATH").and_then(|p| p.into_string().ok()) {
             env.push(("PATH".into(), p));
         }
-        let (code, stdout) = run_native(&path, &env, config, rt.deadline)
-            ?;
+        let (code, stdout) = run_native(&path, &env, config, rt.deadline)?;
         let text = String::from_utf8_lossy(&stdout).into_owned();
         if code != 0 {
             return Ok(Err(text));

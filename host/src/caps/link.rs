@@ -155,10 +155,7 @@ impl Ctx {
     }
 
     fn index_of(&mut self, kind: Kind, name: &str) -> Result<u32, CapError> {
-        let msg = self
-            .netlink(kind)?
-            .link_by_name(name)
-            ?;
+        let msg = self.netlink(kind)?.link_by_name(name)?;
         Ok(msg.header.index)
     }
 
@@ -227,10 +224,7 @@ impl Ctx {
     /// not given), its index there, and whether the link is a passthru
     /// macvlan. Changes to such a link reach its lower device.
     fn lower_of(&mut self, kind: Kind, index: u32) -> Result<Option<Lower>, CapError> {
-        let msg = self
-            .netlink(kind)?
-            .link_by_index(index)
-            ?;
+        let msg = self.netlink(kind)?.link_by_index(index)?;
         let (mut stacked, mut passthru) = (false, false);
         let (mut parent, mut nsid) = (None, None);
         for attr in &msg.attributes {
@@ -282,10 +276,7 @@ impl Ctx {
                 };
                 match self.ns_fd(other) {
                     Ok(fd) => {
-                        let theirs = self
-                            .netlink(kind)?
-                            .nsid_of(fd.as_fd())
-                            ?;
+                        let theirs = self.netlink(kind)?.nsid_of(fd.as_fd())?;
                         (theirs == Some(id)).then_some(other)
                     }
                     Err(_) => None,
@@ -331,15 +322,11 @@ impl Ctx {
     /// What a move resets, recorded before it (see [`LinkState`]).
     fn link_state(&mut self, kind: Kind, l: &Link) -> Result<LinkState, CapError> {
         let port = match l.master {
-            Some(_) => self
-                .netlink(kind)?
-                .bridge_port(l.index)
-                ?,
+            Some(_) => self.netlink(kind)?.bridge_port(l.index)?,
             None => None,
         };
         let ns = self.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
-        let sysctls = crate::sysctl::snapshot_link(ns, &l.name)
-            ?;
+        let sysctls = crate::sysctl::snapshot_link(ns, &l.name)?;
         Ok(LinkState {
             up: l.up,
             mtu: l.mtu,
@@ -412,9 +399,13 @@ impl Ctx {
         } else {
             Some(self.ns_fd(kind)?)
         };
-        self.netlink(master_kind)?
-            .create_sub(master, sub, name, &o, target.as_ref().map(|f| f.as_fd()))
-            ?;
+        self.netlink(master_kind)?.create_sub(
+            master,
+            sub,
+            name,
+            &o,
+            target.as_ref().map(|f| f.as_fd()),
+        )?;
         self.created(kind, name, false)
     }
 }
@@ -428,10 +419,7 @@ impl Host for StoreData {
             |c| {
                 c.require(kind, |g| g.read, "read")?;
                 check_name(&name)?;
-                let msg = c
-                    .netlink(kind)?
-                    .link_by_name(&name)
-                    ?;
+                let msg = c.netlink(kind)?.link_by_name(&name)?;
                 Ok(c.with_owned(kind, LinkInfo::from_message(msg)))
             },
         )
@@ -488,9 +476,13 @@ impl Host for StoreData {
                 check_mac(m)?;
             }
             let peer_fd = c.ns_fd(peer_kind)?;
-            c.netlink(kind)?
-                .create_veth(&name, &o, &peer_name, peer_fd.as_fd(), peer_mac.as_deref())
-                ?;
+            c.netlink(kind)?.create_veth(
+                &name,
+                &o,
+                &peer_name,
+                peer_fd.as_fd(),
+                peer_mac.as_deref(),
+            )?;
             let index = c.created(kind, &name, false)?;
             // The peer goes with its end; it only needs the mark and to
             // count as created (so ADD may delete it).
@@ -518,8 +510,7 @@ impl Host for StoreData {
             c.check_new_name(kind, &name)?;
             let o = opts(&options)?;
             c.netlink(kind)?
-                .create_bridge(&name, &o, bridge.vlan_filtering)
-                ?;
+                .create_bridge(&name, &o, bridge.vlan_filtering)?;
             c.created(kind, &name, true)
         })
     }
@@ -537,9 +528,7 @@ impl Host for StoreData {
             c.require_create(kind, LinkKind::Dummy)?;
             c.check_new_name(kind, &name)?;
             let o = opts(&options)?;
-            c.netlink(kind)?
-                .create_dummy(&name, &o)
-                ?;
+            c.netlink(kind)?.create_dummy(&name, &o)?;
             c.created(kind, &name, false)
         })
     }
@@ -764,12 +753,7 @@ impl Host for StoreData {
                 if up && !l.up {
                     // Bringing a stacked link up passes its promiscuity and
                     // allmulti (a passthru macvlan: its state) to the lower.
-                    let flags = c
-                        .netlink(kind)?
-                        .link_by_index(index)
-                        ?
-                        .header
-                        .flags;
+                    let flags = c.netlink(kind)?.link_by_index(index)?.header.flags;
                     // A master (a bridge, a bond) makes its ports
                     // promiscuous, and the port passes it on.
                     let passes = flags.intersects(LinkFlags::Promisc | LinkFlags::Allmulti)
@@ -793,11 +777,15 @@ impl Host for StoreData {
                 } else {
                     set(c)?;
                 }
-                c.record_for(kind, index, Undo::SetUp {
-                    ns: kind,
+                c.record_for(
+                    kind,
                     index,
-                    up: l.up,
-                });
+                    Undo::SetUp {
+                        ns: kind,
+                        index,
+                        up: l.up,
+                    },
+                );
                 Ok(())
             },
         )
@@ -812,15 +800,17 @@ impl Host for StoreData {
                 let l = c.modifiable(kind, index)?;
                 // A small MTU drops IPv6 (< 1280) or IPv4 (< 68) config.
                 c.preserving(kind, index, |c| {
-                    c.netlink(kind)?
-                        .set_mtu(index, mtu)
-                        .map_err(CapError::from)
+                    c.netlink(kind)?.set_mtu(index, mtu).map_err(CapError::from)
                 })?;
-                c.record_for(kind, index, Undo::SetMtu {
-                    ns: kind,
+                c.record_for(
+                    kind,
                     index,
-                    mtu: l.mtu,
-                });
+                    Undo::SetMtu {
+                        ns: kind,
+                        index,
+                        mtu: l.mtu,
+                    },
+                );
                 Ok(())
             },
         )
@@ -1042,9 +1032,7 @@ impl Host for StoreData {
                             .into(),
                     ));
                 }
-                c.netlink(kind)?
-                    .delete_link(index)
-                    ?;
+                c.netlink(kind)?.delete_link(index)?;
                 c.journal.forget_link(kind, index);
                 // What the kernel removed with it (a veth's peer, ...)
                 // must leave the created set too.

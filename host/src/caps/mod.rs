@@ -230,10 +230,7 @@ impl Ctx {
         if index == 0 {
             return Err(ErrorCode::NotFound.into());
         }
-        let msg = self
-            .netlink(kind)?
-            .link_by_index(index)
-            ?;
+        let msg = self.netlink(kind)?.link_by_index(index)?;
         Ok(link::Link::from_message(msg))
     }
 
@@ -367,10 +364,7 @@ impl Ctx {
     /// Refuses a change that drops link `index`'s permanent neighbour
     /// entries (down, move): the journal does not keep them.
     fn check_neighbours(&mut self, kind: Kind, index: u32) -> Result<(), CapError> {
-        let n = self
-            .netlink(kind)?
-            .permanent_neighbours(index)
-            ?;
+        let n = self.netlink(kind)?.permanent_neighbours(index)?;
         if n > 0 {
             return Err(CapError::Denied(format!(
                 "link {index} has {n} permanent neighbour entries the kernel would drop \

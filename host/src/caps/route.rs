@@ -205,10 +205,7 @@ impl Host for StoreData {
                 IpFamily::Ipv4 => AddressFamily::Inet,
                 IpFamily::Ipv6 => AddressFamily::Inet6,
             });
-            let msgs = c
-                .netlink(kind)?
-                .routes(family)
-                ?;
+            let msgs = c.netlink(kind)?.routes(family)?;
             Ok(msgs
                 .iter()
                 .filter_map(RouteSpec::from_message)
@@ -228,9 +225,7 @@ impl Host for StoreData {
         self.cap("route.add", args, |c| {
             let spec = spec?;
             c.route_target(kind, &spec)?;
-            c.netlink(kind)?
-                .add_route(&spec, RouteAdd::Exclusive)
-                ?;
+            c.netlink(kind)?.add_route(&spec, RouteAdd::Exclusive)?;
             c.journal.record(Undo::DeleteRoute { ns: kind, spec });
             Ok(())
         })
@@ -255,9 +250,7 @@ impl Host for StoreData {
             for m in &in_the_way {
                 old = Some(c.replaceable(kind, m)?);
             }
-            c.netlink(kind)?
-                .add_route(&spec, RouteAdd::Replace)
-                ?;
+            c.netlink(kind)?.add_route(&spec, RouteAdd::Replace)?;
             c.journal.record(match old {
                 Some(old) => Undo::RestoreRoute {
                     ns: kind,
@@ -288,9 +281,7 @@ impl Host for StoreData {
                 .find(|m| RouteSpec::from_message(m).as_ref() == Some(&old))
                 .ok_or(CapError::Kernel(libc::ESRCH))?;
             c.replaceable(kind, &raw)?;
-            c.netlink(kind)?
-                .delete_route(&old)
-                ?;
+            c.netlink(kind)?.delete_route(&old)?;
             c.journal.record(Undo::AddRoute {
                 ns: kind,
                 spec: old,

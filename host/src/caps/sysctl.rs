@@ -83,10 +83,7 @@ impl Ctx {
                 }
             }
             if let Scope::Link(name) = key_scope(key) {
-                let msg = self
-                    .netlink(kind)?
-                    .link_by_name(&name)
-                    ?;
+                let msg = self.netlink(kind)?.link_by_name(&name)?;
                 let l = super::link::Link::from_message(msg);
                 if self.check_host_link(kind, &l).is_err() && self.shared(kind, &l) {
                     return Ok(true);
@@ -121,12 +118,7 @@ impl Ctx {
         let mark = self.journal.len();
         let global = match key_scope(key) {
             Scope::Link(name) => {
-                let index = self
-                    .netlink(kind)?
-                    .link_by_name(&name)
-                    ?
-                    .header
-                    .index;
+                let index = self.netlink(kind)?.link_by_name(&name)?.header.index;
                 if journaling && !self.journal.created(kind, index) {
                     self.preserve_link_state(kind, index)?;
                     self.journal.record(Undo::SetSysctl {

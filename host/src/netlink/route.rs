@@ -910,7 +910,10 @@ impl Netlink {
             };
             for info in infos {
                 if let LinkInfo::PortData(InfoPortData::BridgePort(port)) = info {
-                    return Ok(Some(port.iter().any(|p| matches!(p, InfoBridgePort::HairpinMode(true)))));
+                    return Ok(Some(
+                        port.iter()
+                            .any(|p| matches!(p, InfoBridgePort::HairpinMode(true))),
+                    ));
                 }
             }
         }
