@@ -620,6 +620,71 @@ fn during_add_only_links_created_in_the_same_call_can_be_deleted() {
     assert!(run.json()["results"][0].get("ok").is_some(), "{run:?}");
 }
 
+/// Outside ADD a deletion returns before the kernel has freed the link
+/// (its `rcu_barrier()` overlaps what the plugin does next), but never
+/// before the link, its peer and their routes are gone: what the plugin
+/// sees next is the state after the deletion.
+#[test]
+fn a_deletion_outside_add_is_complete_when_the_call_returns() {
+    let world = World::new("dela");
+    world.node.ip(&[
+        "link",
+        "add",
+        "cnitestdv",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "eth0",
+        "netns",
+        world.ctr.path.to_str().unwrap(),
+    ]);
+    world.node.ip(&["link", "set", "cnitestdv", "up"]);
+    world
+        .node
+        .ip(&["route", "add", "10.123.45.0/24", "dev", "cnitestdv"]);
+    for _ in 0..3 {
+        let run = world.run(
+            "DEL",
+            &policy_with(wide()),
+            &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
+                {"call": "route.list", "ns": "host"},
+                {"call": "link.delete", "ns": "container", "link": "eth0"},
+                {"call": "route.list", "ns": "host"},
+                {"call": "link.get-by-name", "ns": "host", "name": "cnitestdv"},
+                {"call": "link.get-by-name", "ns": "container", "name": "eth0"},
+            ]}),
+            &[],
+        );
+        let r = run.json();
+        let results = &r["results"];
+        assert!(results[1].get("ok").is_some(), "the deletion failed: {r}");
+        let (before, after) = (
+            results[0]["ok"].as_u64().expect("route count"),
+            results[2]["ok"].as_u64().expect("route count"),
+        );
+        assert_eq!(after + 1, before, "the route through the peer is gone: {r}");
+        assert_eq!(results[3]["error"], "not-found", "the peer is gone: {r}");
+        assert_eq!(results[4]["error"], "not-found", "the link is gone: {r}");
+        world.node.ip(&[
+            "link",
+            "add",
+            "cnitestdv",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            world.ctr.path.to_str().unwrap(),
+        ]);
+        world.node.ip(&["link", "set", "cnitestdv", "up"]);
+        world
+            .node
+            .ip(&["route", "add", "10.123.45.0/24", "dev", "cnitestdv"]);
+    }
+}
+
 /// The S6 plugin's work: a bridge, a veth into the container, addresses,
 /// routes, sysctls, moves, in both namespaces.
 fn s6_ops() -> Value {

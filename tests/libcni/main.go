@@ -37,6 +37,7 @@ func main() {
 		cniArgs  = flag.String("args", "", "CNI_ARGS as K=V;K2=V2 (optional)")
 		capArgs  = flag.String("capargs", "", "capability arguments as a JSON object, e.g. {\"ips\":[\"10.1.0.9/24\"]} (optional)")
 		timeout  = flag.Duration("timeout", 60*time.Second, "overall timeout")
+		timing   = flag.Bool("timing", false, "print the wall time of the libcni call (add/check/del) to stderr as `cnidriver-elapsed-us: N`")
 	)
 	flag.Parse()
 
@@ -103,9 +104,18 @@ func main() {
 		}
 	}
 
+	// What a runtime waits for: the libcni call alone, not this process's
+	// own start-up.
+	start := time.Now()
+	elapsed := func() {
+		if *timing {
+			fmt.Fprintf(os.Stderr, "cnidriver-elapsed-us: %d\n", time.Since(start).Microseconds())
+		}
+	}
 	switch *cmd {
 	case "add":
 		res, err := cni.AddNetworkList(ctx, list, rt)
+		elapsed()
 		if err != nil {
 			fail(err)
 		}
@@ -119,11 +129,15 @@ func main() {
 		}
 		fmt.Println() // PrintTo does not end with a newline
 	case "check":
-		if err := cni.CheckNetworkList(ctx, list, rt); err != nil {
+		err := cni.CheckNetworkList(ctx, list, rt)
+		elapsed()
+		if err != nil {
 			fail(err)
 		}
 	case "del":
-		if err := cni.DelNetworkList(ctx, list, rt); err != nil {
+		err := cni.DelNetworkList(ctx, list, rt)
+		elapsed()
+		if err != nil {
 			fail(err)
 		}
 	}

@@ -61,6 +61,9 @@ pub struct Drive {
     pub stdout: String,
     /// Stderr (with a `CNI-ERROR: {json}` line for a plugin's error).
     pub stderr: String,
+    /// Wall time of the libcni call alone in µs (`-timing`), without the
+    /// driver's own start-up: what a runtime calling libcni waits for.
+    pub elapsed_us: Option<u64>,
 }
 
 impl Drive {
@@ -119,7 +122,7 @@ impl Call<'_> {
             .arg(self.conflist)
             .arg("-netns")
             .arg(self.netns)
-            .args(["-cid", self.cid, "-ifname", self.ifname]);
+            .args(["-cid", self.cid, "-ifname", self.ifname, "-timing"]);
         if !self.args.is_empty() {
             c.args(["-args", self.args]);
         }
@@ -130,10 +133,23 @@ impl Call<'_> {
             .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
             .envs(self.env.iter().map(|(k, v)| (k, v)));
         let out = c.output().expect("running the libcni driver");
+        let mut elapsed_us = None;
+        let stderr = String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .filter(|l| match l.strip_prefix("cnidriver-elapsed-us: ") {
+                Some(n) => {
+                    elapsed_us = n.trim().parse().ok();
+                    false
+                }
+                None => true,
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
         Drive {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            stderr,
+            elapsed_us,
         }
     }
 }

@@ -123,7 +123,9 @@ impl Ctx {
         } else {
             AddressFamily::Inet6
         };
-        let msgs = self.netlink(kind)?.addresses(Some(family))?;
+        let msgs = self
+            .netlink(kind)?
+            .addresses_of(Some(family), Some(index))?;
         Ok(msgs
             .iter()
             .filter_map(AddrSpec::from_message)
@@ -150,7 +152,7 @@ impl Host for StoreData {
                 IpFamily::Ipv4 => AddressFamily::Inet,
                 IpFamily::Ipv6 => AddressFamily::Inet6,
             });
-            let msgs = nl.addresses(family)?;
+            let msgs = nl.addresses_of(family, link_index)?;
             let mut out = Vec::with_capacity(msgs.len());
             for m in msgs {
                 if link_index.is_some_and(|i| i != m.header.index) {
@@ -286,7 +288,9 @@ impl Host for StoreData {
             if l.mac.len() != 6 {
                 return Err(ErrorCode::NotSupported.into());
             }
-            let msgs = c.netlink(kind)?.addresses(Some(AddressFamily::Inet))?;
+            let msgs = c
+                .netlink(kind)?
+                .addresses_of(Some(AddressFamily::Inet), Some(link_index))?;
             let carries = msgs
                 .iter()
                 .any(|m| m.header.index == link_index && address_of(m) == Some(ip));

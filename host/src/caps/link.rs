@@ -1032,7 +1032,13 @@ impl Host for StoreData {
                             .into(),
                     ));
                 }
-                c.netlink(kind)?.delete_link(index)?;
+                if c.command == super::Command::Add {
+                    c.netlink(kind)?.delete_link(index)?;
+                } else {
+                    // Outside ADD nothing waits on the kernel freeing it.
+                    let ns = c.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
+                    crate::netlink::route::Netlink::delete_link_detached(ns, index)?;
+                }
                 c.journal.forget_link(kind, index);
                 // What the kernel removed with it (a veth's peer, ...)
                 // must leave the created set too.
