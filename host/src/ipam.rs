@@ -45,9 +45,13 @@ const LAST_RESERVED: &str = "last_reserved_ip.";
 /// The largest file read back (an ID is at most a few hundred bytes).
 const MAX_FILE: u64 = 4096;
 
-/// The prefix of wasmcni's temporary files in a network directory (a
-/// process killed at the wrong instant may leave one; the next to take the
-/// lock removes it).
+/// The prefix of wasmcni's temporary files in a network directory. Each
+/// has a fixed name (`.wasmcni-tmp.last_reserved_ip.0`), written only under
+/// the lock: a process killed at the wrong instant leaves at most that one
+/// file, which the next writer truncates and reuses, and the next listing
+/// under the lock removes (no listing of its own at every open: on a busy
+/// network a listing of the directory costs more than the rest of a
+/// reservation).
 const TMP_PREFIX: &str = ".wasmcni-tmp.";
 
 /// Test builds only: kills the process at a named step of a reservation
@@ -164,6 +168,8 @@ pub struct NetworkStore {
     dir: Dir,
     /// Held open (and `flock`ed) for as long as the store lives.
     _lock: cap_std::fs::File,
+    /// Whether `_lock` is held (not for [`NetworkStore::read_only`]).
+    locked: bool,
     path: PathBuf,
 }
 
@@ -207,26 +213,12 @@ impl NetworkStore {
             io::ErrorKind::TimedOut => StoreError::Busy(network.to_owned()),
             _ => StoreError::Io(e),
         })?;
-        let store = NetworkStore {
+        Ok(NetworkStore {
             dir,
             _lock: lock,
+            locked: true,
             path: root.join(net_rel),
-        };
-        store.remove_stale_tmp();
-        Ok(store)
-    }
-
-    /// Removes temporary files a killed process left (under the lock, no
-    /// one else is writing one).
-    fn remove_stale_tmp(&self) {
-        let Ok(entries) = self.dir.entries() else {
-            return;
-        };
-        for e in entries.flatten() {
-            if e.file_name().to_string_lossy().starts_with(TMP_PREFIX) {
-                let _ = self.dir.remove_file(e.file_name());
-            }
-        }
+        })
     }
 
     /// Opens a network directory that [`NetworkStore::open`] opened
@@ -246,6 +238,7 @@ impl NetworkStore {
         Ok(NetworkStore {
             dir,
             _lock: lock,
+            locked: true,
             path: path.to_owned(),
         })
     }
@@ -261,6 +254,7 @@ impl NetworkStore {
         Ok(NetworkStore {
             dir,
             _lock: lock,
+            locked: false,
             path: path.to_owned(),
         })
     }
@@ -336,7 +330,7 @@ impl NetworkStore {
             // linked, then removed (a kill may leave the temporary file,
             // never a partial reservation).
             Err(nix::errno::Errno::EOPNOTSUPP | nix::errno::Errno::EISDIR) => {
-                let tmp = format!("{TMP_PREFIX}{}.{name}", std::process::id());
+                let tmp = format!("{TMP_PREFIX}{name}");
                 let mut opts = OpenOptions::new();
                 opts.write(true).create(true).truncate(true);
                 let mut f = self.dir.open_with(&tmp, &opts)?;
@@ -378,7 +372,7 @@ impl NetworkStore {
                 _ => Ok(()),
             };
         };
-        let tmp = format!("{TMP_PREFIX}{}.{name}", std::process::id());
+        let tmp = format!("{TMP_PREFIX}{name}");
         let mut opts = OpenOptions::new();
         opts.write(true).create(true).truncate(true);
         {
@@ -430,6 +424,16 @@ impl NetworkStore {
 
     /// Every reservation: each file named by an address.
     pub fn list(&self) -> io::Result<Vec<(IpAddr, Owner)>> {
+        self.list_within(None)
+    }
+
+    /// The reservations of addresses in `net` (all if `None`): only their
+    /// files are read, and for a single address only its own.
+    pub fn list_within(&self, net: Option<ipnet::IpNet>) -> io::Result<Vec<(IpAddr, Owner)>> {
+        if let Some(n) = net.filter(|n| n.prefix_len() == n.max_prefix_len()) {
+            let ip = n.addr();
+            return Ok(self.holder(ip)?.map(|o| (ip, o)).into_iter().collect());
+        }
         let mut out = Vec::new();
         for entry in self.dir.entries()? {
             let entry = entry?;
@@ -437,8 +441,16 @@ impl NetworkStore {
                 continue;
             };
             let Ok(ip) = name.parse::<IpAddr>() else {
+                // What a killed process left; under the lock no one is
+                // writing it.
+                if self.locked && name.starts_with(TMP_PREFIX) {
+                    let _ = self.dir.remove_file(&name);
+                }
                 continue;
             };
+            if net.is_some_and(|n| !n.contains(&ip)) {
+                continue;
+            }
             // A file can go between listing and reading (not under our
             // lock, but a native plugin that ignores it): skip it.
             if let Ok(s) = self.read(&name) {

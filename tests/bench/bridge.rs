@@ -5,7 +5,9 @@
 //! with `WASMCNI_BIN` pointing at the release executable.
 //! Options (env): `BENCH_RUNS` (interleaved ADD/DEL pairs, default 100),
 //! `BENCH_SEQ` (sequential ADDs on one /16, default 1000), `BENCH_PAR`
-//! (parallel ADDs, default 64).
+//! (parallel ADDs, default 64), `BENCH_SEQ_IPAM=static` (the sequential
+//! run with static IPAM instead of host-local: no IPAM state, only what the
+//! kernel and bridge do).
 //!
 //! Prints:
 //! - ADD and DEL medians through libcni (the reference runs bridge, which
@@ -112,6 +114,34 @@ impl Side {
     /// One libcni call: (the libcni call alone, the driver process from
     /// exec to exit), in ms. Panics if it fails.
     fn call(&self, cmd: &str, conflist: &Path, ctr: &Netns, cid: &str, ifname: &str) -> (f64, f64) {
+        self.call_with(cmd, conflist, ctr, cid, ifname, "")
+    }
+
+    /// A network with `static` IPAM (no state): the address comes in
+    /// CNI_ARGS.
+    fn conflist_static(&self) -> PathBuf {
+        let p = self.dir.path().join("static.conflist");
+        std::fs::write(
+            &p,
+            json!({"cniVersion": "1.0.0", "name": "benchnet", "plugins": [
+                {"type": "bridge", "bridge": "cnibench0", "isGateway": true,
+                 "ipam": {"type": "static"}}]})
+            .to_string(),
+        )
+        .unwrap();
+        p
+    }
+
+    /// [`Side::call`] with CNI_ARGS.
+    fn call_with(
+        &self,
+        cmd: &str,
+        conflist: &Path,
+        ctr: &Netns,
+        cid: &str,
+        ifname: &str,
+        args: &str,
+    ) -> (f64, f64) {
         let t = Instant::now();
         let d = Call {
             node: &self.node,
@@ -122,7 +152,7 @@ impl Side {
             cid,
             ifname,
             cache: &self.dir.path().join("cache"),
-            args: "",
+            args,
             capargs: "",
             env: &self.env,
         }
@@ -356,13 +386,32 @@ fn main() {
     // (as on a node): does an ADD slow down as the network fills? Both,
     // one after the other (each on a node of its own), so the growth the
     // kernel adds (more links, ports, namespaces) shows on both.
+    // `BENCH_SEQ_IPAM=static`: the same with static IPAM (no IPAM state
+    // at all), which leaves only what the kernel and the bridge plugin do.
+    let static_ipam = std::env::var("BENCH_SEQ_IPAM").as_deref() == Ok("static");
     let sequential = |side: &Side| -> (f64, f64) {
-        let l = side.conflist("10.42.0.0/16");
+        let l = if static_ipam {
+            side.conflist_static()
+        } else {
+            side.conflist("10.42.0.0/16")
+        };
         let mut times = Vec::with_capacity(seq);
         let mut ctrs = Vec::with_capacity(seq);
         for i in 0..seq {
             let ctr = Netns::new("sq");
-            times.push(side.call("add", &l, &ctr, &format!("s{i}"), "eth0").0);
+            let args = if static_ipam {
+                format!(
+                    "IgnoreUnknown=1;IP=10.42.{}.{}/16",
+                    (i + 2) / 256,
+                    (i + 2) % 256
+                )
+            } else {
+                String::new()
+            };
+            times.push(
+                side.call_with("add", &l, &ctr, &format!("s{i}"), "eth0", &args)
+                    .0,
+            );
             ctrs.push(ctr);
         }
         let first = median(times[..100.min(seq)].to_vec());
@@ -376,8 +425,9 @@ fn main() {
     let (rfirst, rlast) = sequential(&sr);
     drop(sr);
     println!(
-        "  {seq} sequential ADDs on a /16: wasmcni first 100 median {first:.2} ms, last 100 \
+        "  {seq} sequential ADDs on a /16{}: wasmcni first 100 median {first:.2} ms, last 100 \
          {last:.2} ms ({:.2}x); reference {rfirst:.2} ms, {rlast:.2} ms ({:.2}x)",
+        if static_ipam { " (static IPAM)" } else { "" },
         last / first,
         rlast / rfirst
     );

@@ -173,8 +173,8 @@ impl Ctx {
         let me = self.attachment.owner();
         for dir in &self.stores {
             let s = NetworkStore::read_only(dir).map_err(store_err)?;
-            for (ip, holder) in s.list().map_err(io_err)? {
-                if net.contains(&ip) && !me.holds(&holder) {
+            for (ip, holder) in s.list_within(Some(net)).map_err(io_err)? {
+                if !me.holds(&holder) {
                     return Ok(Some((ip, holder)));
                 }
             }
