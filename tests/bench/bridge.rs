@@ -203,6 +203,50 @@ fn peak_rss(
     usage.ru_maxrss
 }
 
+/// Waits until `node` has no veth left (the kernel deletes a deleted
+/// namespace's veths, and their peers, in the background).
+fn settle(node: &Netns) {
+    let start = Instant::now();
+    while !node
+        .ip(&["-o", "link", "show", "type", "veth"])
+        .trim()
+        .is_empty()
+    {
+        assert!(
+            start.elapsed().as_secs() < 300,
+            "the kernel did not finish tearing down the namespaces"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Waits until the kernel's background teardown of deleted network
+/// namespaces is done: the number of live ones (active `net_namespace`
+/// objects in /proc/slabinfo, freed only at the end of the teardown) stays
+/// the same for a second.
+fn settle_namespaces() {
+    let count = || {
+        std::fs::read_to_string("/proc/slabinfo")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find(|l| l.starts_with("net_namespace "))
+                    .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            })
+            .unwrap_or(0)
+    };
+    let start = Instant::now();
+    let mut last = count();
+    loop {
+        std::thread::sleep(std::time::Duration::from_secs(1));
+        let now = count();
+        if now == last || start.elapsed().as_secs() > 300 {
+            return;
+        }
+        last = now;
+    }
+}
+
 fn main() {
     assert!(
         nix::unistd::geteuid().is_root(),
@@ -383,47 +427,62 @@ fn main() {
     );
 
     // Sequential ADDs on one /16, each container in a namespace of its own
-    // (as on a node): does an ADD slow down as the network fills? Both,
-    // one after the other (each on a node of its own), so the growth the
-    // kernel adds (more links, ports, namespaces) shows on both.
+    // (as on a node): does an ADD slow down as the network fills? Both
+    // sides at once, each on a node of its own, taking turns (the order
+    // alternating), so both see the same machine: the growth the kernel
+    // adds (more links, ports, namespaces) and the VM's own ups and downs.
     // `BENCH_SEQ_IPAM=static`: the same with static IPAM (no IPAM state
     // at all), which leaves only what the kernel and the bridge plugin do.
     let static_ipam = std::env::var("BENCH_SEQ_IPAM").as_deref() == Ok("static");
-    let sequential = |side: &Side| -> (f64, f64) {
-        let l = if static_ipam {
-            side.conflist_static()
-        } else {
-            side.conflist("10.42.0.0/16")
-        };
-        let mut times = Vec::with_capacity(seq);
-        let mut ctrs = Vec::with_capacity(seq);
-        for i in 0..seq {
-            let ctr = Netns::new("sq");
-            let args = if static_ipam {
-                format!(
-                    "IgnoreUnknown=1;IP=10.42.{}.{}/16",
-                    (i + 2) / 256,
-                    (i + 2) % 256
-                )
+    settle_namespaces();
+    let sides = [
+        Side::new("swas", &bin, true),
+        Side::new("sref", Path::new("/usr/lib/cni"), false),
+    ];
+    let lists: Vec<PathBuf> = sides
+        .iter()
+        .map(|side| {
+            if static_ipam {
+                side.conflist_static()
             } else {
-                String::new()
-            };
-            times.push(
-                side.call_with("add", &l, &ctr, &format!("s{i}"), "eth0", &args)
-                    .0,
-            );
+                side.conflist("10.42.0.0/16")
+            }
+        })
+        .collect();
+    let mut times = [Vec::with_capacity(seq), Vec::with_capacity(seq)];
+    let mut ctrs = Vec::with_capacity(2 * seq);
+    for i in 0..seq {
+        let args = if static_ipam {
+            format!(
+                "IgnoreUnknown=1;IP=10.42.{}.{}/16",
+                (i + 2) / 256,
+                (i + 2) % 256
+            )
+        } else {
+            String::new()
+        };
+        let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
+        for k in order {
+            let ctr = Netns::new("sq");
+            let t = sides[k].call_with("add", &lists[k], &ctr, &format!("s{i}"), "eth0", &args);
+            times[k].push(t.0);
             ctrs.push(ctr);
         }
-        let first = median(times[..100.min(seq)].to_vec());
-        let last = median(times[seq.saturating_sub(100)..].to_vec());
-        (first, last)
+    }
+    let growth = |t: &[f64]| {
+        (
+            median(t[..100.min(seq)].to_vec()),
+            median(t[seq.saturating_sub(100)..].to_vec()),
+        )
     };
-    let sw = Side::new("swas", &bin, true);
-    let (first, last) = sequential(&sw);
-    drop(sw);
-    let sr = Side::new("sref", Path::new("/usr/lib/cni"), false);
-    let (rfirst, rlast) = sequential(&sr);
-    drop(sr);
+    let ((first, last), (rfirst, rlast)) = (growth(&times[0]), growth(&times[1]));
+    // The kernel tears the namespaces down in the background, with their
+    // links: let it finish before the process exits.
+    drop(ctrs);
+    for side in &sides {
+        settle(&side.node);
+    }
+    drop(sides);
     println!(
         "  {seq} sequential ADDs on a /16{}: wasmcni first 100 median {first:.2} ms, last 100 \
          {last:.2} ms ({:.2}x); reference {rfirst:.2} ms, {rlast:.2} ms ({:.2}x)",
