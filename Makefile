@@ -19,6 +19,7 @@ setup:
 	  echo "installing Debian packages:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+	@tests/vm/setup
 
 demo: setup
 	$(CARGO) run --release -p wasmcni -- demo

@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod cni;
+pub mod vm;
 pub mod world;
 
 use std::io::Write;
@@ -116,10 +117,35 @@ impl Netns {
                 serde_json::from_str(&s).unwrap()
             }
         };
+        // Links, addresses and IPv4 routes from one `ip -batch` (one
+        // exec fewer each counts under the VM's emulation).
+        let out = Command::new("ip")
+            .args(["-n", &self.name, "-j", "-d", "-batch", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                c.stdin
+                    .take()
+                    .expect("stdin")
+                    .write_all(b"link show\naddr show\nroute show table all\n")?;
+                c.wait_with_output()
+            })
+            .unwrap();
+        assert!(out.status.success(), "ip -n {} -batch: {out:?}", self.name);
+        let mut dumps = serde_json::Deserializer::from_slice(&out.stdout).into_iter::<Value>();
+        let mut next = |what: &str| -> Value {
+            dumps
+                .next()
+                .unwrap_or_else(|| panic!("ip -batch printed no {what}: {out:?}"))
+                .unwrap_or_else(|e| panic!("ip -batch {what}: {e}"))
+        };
+        let (links, addrs, routes4) = (next("links"), next("addresses"), next("routes"));
         let mut v = serde_json::json!({
-            "links": j(&["-j", "-d", "link", "show"]),
-            "addrs": j(&["-j", "addr", "show"]),
-            "routes4": j(&["-j", "-4", "route", "show", "table", "all"]),
+            "links": links,
+            "addrs": addrs,
+            "routes4": routes4,
             "routes6": j(&["-j", "-6", "route", "show", "table", "all"]),
         });
         scrub(&mut v);
@@ -138,22 +164,25 @@ impl Netns {
     /// file under `/proc/sys/net` (the whole tree, so that any propagation
     /// of a write shows up), as sorted `path:value` lines.
     pub fn sysctls(&self) -> Vec<String> {
-        let out = Command::new("ip")
-            .args(["netns", "exec", &self.name])
-            .args(["find", "/proc/sys/net", "-type", "f", "-perm", "-600"])
-            .args(["-exec", "grep", "-Hs", "", "{}", "+"])
-            .output()
-            .unwrap();
-        let mut lines: Vec<String> = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(str::to_owned)
-            .collect();
+        // Read in-process by a thread that joined the namespace (what
+        // /proc/sys/net shows follows the reading thread's namespace): no
+        // exec per snapshot, which counts under the VM's emulation.
+        let ns = std::fs::File::open(&self.path).expect("open netns");
+        let mut lines = std::thread::scope(|s| {
+            s.spawn(|| {
+                nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+                let mut lines = Vec::new();
+                read_settings(Path::new("/proc/sys/net"), &mut lines);
+                lines
+            })
+            .join()
+            .expect("sysctl reader")
+        });
         assert!(
             lines.len() > 100,
-            "reading /proc/sys/net in {} gave {} settings: {}",
+            "reading /proc/sys/net in {} gave {} settings",
             self.name,
             lines.len(),
-            String::from_utf8_lossy(&out.stderr)
         );
         lines.sort();
         lines
@@ -190,6 +219,28 @@ impl Drop for Netns {
         let _ = Command::new("ip")
             .args(["netns", "del", &self.name])
             .status();
+    }
+}
+
+/// Appends `path:line` for every line of every setting under `dir` that
+/// its owner may read and write (as `find -perm -600 -exec grep -H`).
+fn read_settings(dir: &Path, out: &mut Vec<String>) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let path = e.path();
+        let Ok(meta) = e.metadata() else { continue };
+        if meta.is_dir() {
+            read_settings(&path, out);
+        } else if meta.permissions().mode() & 0o600 == 0o600 {
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                for line in text.lines() {
+                    out.push(format!("{}:{line}", path.display()));
+                }
+            }
+        }
     }
 }
 

@@ -515,6 +515,10 @@ impl StoreData {
             }
             return Err(CapError::Trap(BudgetExceeded(budget).into()));
         }
+        if let Some(e) = injected_fault() {
+            caps.audit.record(call, &args, &e.outcome());
+            return Err(e);
+        }
         // Only ADD and DEL change the kernel: CHECK, GC, STATUS and
         // VERSION get read-only authority whatever the policy says (GC may
         // release IPAM reservations and run its delegates' GC).
@@ -545,6 +549,43 @@ impl StoreData {
             .map(|h| h.kind())
             .map_err(|e| CapError::Trap(e.into()))
     }
+}
+
+/// Test builds only: `WASMCNI_FAULT=call:K` makes the K-th capability
+/// call of the process (a delegate's calls count too) trap before it acts,
+/// and `call:K:error` makes it fail with EIO instead, so that a test can
+/// end a real plugin's ADD at every step and check the undo (S6 through
+/// each plugin, `tests/fault.rs`). Release builds compile it out.
+fn injected_fault() -> Option<CapError> {
+    #[cfg(debug_assertions)]
+    {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        use std::sync::OnceLock;
+        static SPEC: OnceLock<Option<(u64, bool)>> = OnceLock::new();
+        static CALLS: AtomicU64 = AtomicU64::new(0);
+        let spec = SPEC.get_or_init(|| {
+            let v = std::env::var("WASMCNI_FAULT").ok()?;
+            let rest = v.strip_prefix("call:")?;
+            let (k, error) = match rest.strip_suffix(":error") {
+                Some(k) => (k, true),
+                None => (rest, false),
+            };
+            Some((k.parse().ok()?, error))
+        });
+        let (k, error) = (*spec)?;
+        if CALLS.fetch_add(1, Ordering::SeqCst) + 1 != k {
+            return None;
+        }
+        Some(if error {
+            CapError::Kernel(libc::EIO)
+        } else {
+            CapError::Trap(wasmtime::Error::msg(format!(
+                "fault injected at host call {k} (WASMCNI_FAULT)"
+            )))
+        })
+    }
+    #[cfg(not(debug_assertions))]
+    None
 }
 
 /// Adds wasmcni's capability interfaces to a linker.
