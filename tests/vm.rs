@@ -22,8 +22,15 @@ fn the_vm_runs_a_command_on_a_kernel_with_every_link_kind_and_returns_its_status
         ip -br link show type dummy | grep -c . ; \
         ip netns add t1; ip -n t1 link set lo up; ip netns del t1; \
         test -x \"$1\"; \
+        mkdir -p /mnt/host; mount -t virtiofs root /mnt/host; mount -o remount,rw /mnt/host; \
+        if touch \"/mnt/host$2\"; then echo host-writable; fi; \
+        touch \"$2\"; test -f \"$2\"; \
         echo \"in-vm=$WASMCNI_IN_VM passed=$PASSED_ON cwd=$(pwd)\"; \
         exit 7";
+    // A file the VM writes (under its RAM overlay, and straight to the
+    // shared files, which must be read-only).
+    let probe = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("vm-probe-{}", std::process::id()));
     let t = std::time::Instant::now();
     let out = Command::new(support::vm::runner())
         .env("WASMCNI_PASSED_ON", "yes")
@@ -35,6 +42,7 @@ fn the_vm_runs_a_command_on_a_kernel_with_every_link_kind_and_returns_its_status
             "sh",
         ])
         .arg(support::wasmcni())
+        .arg(&probe)
         .output()
         .expect("tests/vm/run");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -48,6 +56,8 @@ fn the_vm_runs_a_command_on_a_kernel_with_every_link_kind_and_returns_its_status
         Some(7),
         "stdout:\n{stdout}\nstderr:\n{stderr}"
     );
+    assert!(!stdout.contains("host-writable"), "{stdout}");
+    assert!(!probe.exists(), "the VM wrote {}", probe.display());
     // `numdummies=0`: only the dummy the script made.
     assert!(stdout.lines().any(|l| l.trim() == "1"), "{stdout}");
     let cwd = std::env::current_dir().expect("cwd");
