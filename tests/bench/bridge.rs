@@ -156,7 +156,7 @@ impl Side {
             capargs: "",
             env: &self.env,
         }
-        .run();
+        .run_setns();
         let ms = t.elapsed().as_secs_f64() * 1e3;
         assert_eq!(d.code, 0, "{cmd} {cid}: {d:?}");
         let libcni = d.elapsed_us.expect("the driver's -timing line") as f64 / 1e3;
