@@ -1306,3 +1306,60 @@ fn gratuitous_arp_reaches_the_neighbour() {
     announce::gratuitous_arp(&hb, vb, &MAC_B, Ipv4Addr::new(10, 0, 0, 3))
         .expect("gratuitous ARP from the other namespace");
 }
+
+/// A deletion outside ADD (`delete_link_detached`, carried out by a child
+/// process): the kernel's refusal comes back as the error, a deleted link
+/// is gone when the call returns, and the child holds no descriptor of
+/// ours (the caller's pipes reach EOF, its locks are free).
+#[test]
+fn a_detached_deletion_reports_refusals_and_holds_nothing() {
+    use std::os::fd::AsRawFd;
+    let a = Netns::new("nl-detach");
+    let (ha, mut nl) = open(&a);
+    // lo cannot be deleted: EOPNOTSUPP, from the child.
+    assert_eq!(
+        errno(Netlink::delete_link_detached(&ha, 1)),
+        libc::EOPNOTSUPP
+    );
+    assert_eq!(
+        errno(Netlink::delete_link_detached(&ha, 999_999)),
+        libc::ENODEV
+    );
+    // A lock held through a descriptor, and the write end of a pipe, open
+    // while the deletion runs. The child closes its copies before it sends
+    // the deletion, so before the call returns.
+    let dir = support::private_tempdir();
+    let lock = std::fs::File::create(dir.path().join("lock")).expect("lock file");
+    // SAFETY: flock(2) on an open descriptor.
+    assert_eq!(
+        unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) },
+        0
+    );
+    let (rd, wr) = nix::unistd::pipe().expect("pipe");
+    let p0 = veth_here(&mut nl, &ha, "dt0", "dt0-peer");
+    Netlink::delete_link_detached(&ha, p0).expect("delete");
+    assert!(!has_link(&a, "dt0") && !has_link(&a, "dt0-peer"));
+    // Closed without unlocking: the lock lives as long as any copy of the
+    // descriptor does.
+    drop(lock);
+    drop(wr);
+    let again = std::fs::File::open(dir.path().join("lock")).expect("lock file");
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { libc::flock(again.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) },
+        0,
+        "a copy of the locked descriptor outlived the call"
+    );
+    let mut pfd = libc::pollfd {
+        fd: rd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    unsafe { libc::poll(&mut pfd, 1, 0) };
+    assert_ne!(
+        pfd.revents & libc::POLLHUP,
+        0,
+        "a copy of the pipe's write end outlived the call"
+    );
+}

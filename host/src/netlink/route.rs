@@ -653,6 +653,141 @@ fn deletes(buf: &[u8], index: u32) -> bool {
     })
 }
 
+/// Who carries out a detached deletion, and how its answer comes back.
+enum Deleter {
+    /// A child process; its answer (0 or an errno) comes through a pipe.
+    Child(std::fs::File),
+    /// A thread of this process.
+    Thread(std::sync::mpsc::Receiver<Result<(), NlError>>),
+}
+
+impl Deleter {
+    /// The deletion's answer, if it has come.
+    fn try_result(&self) -> Option<Result<(), NlError>> {
+        match self {
+            Deleter::Child(pipe) => {
+                let mut pfd = libc::pollfd {
+                    fd: pipe.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd.
+                if unsafe { libc::poll(&mut pfd, 1, 0) } <= 0 {
+                    return None;
+                }
+                Some(self.result())
+            }
+            Deleter::Thread(rx) => match rx.try_recv() {
+                Ok(done) => Some(done),
+                Err(std::sync::mpsc::TryRecvError::Disconnected) => Some(Err(NlError::Io(
+                    io::Error::other("the deleting thread stopped"),
+                ))),
+                Err(std::sync::mpsc::TryRecvError::Empty) => None,
+            },
+        }
+    }
+
+    /// Waits for the deletion's answer.
+    fn result(&self) -> Result<(), NlError> {
+        match self {
+            Deleter::Child(pipe) => {
+                let mut code = [0u8; 4];
+                let mut r = pipe;
+                match io::Read::read_exact(&mut r, &mut code) {
+                    Ok(()) => match i32::from_ne_bytes(code) {
+                        0 => Ok(()),
+                        errno => Err(NlError::Kernel(errno)),
+                    },
+                    Err(e) => Err(NlError::Io(io::Error::other(format!(
+                        "the deleting process stopped: {e}"
+                    )))),
+                }
+            }
+            Deleter::Thread(rx) => rx.recv().unwrap_or_else(|_| {
+                Err(NlError::Io(io::Error::other("the deleting thread stopped")))
+            }),
+        }
+    }
+}
+
+/// Forks a child that sends `msg` (`RTM_DELLINK`) on `del`'s socket,
+/// waits for the kernel's answer, writes it (0 or the errno, 4 bytes) to a
+/// pipe and exits. Returns the pipe's read end, or `None` where `fork`
+/// fails. The child makes system calls only (no allocation, no lock: the
+/// parent has other threads) and closes every other descriptor first:
+/// stdout and stderr (a runtime reads the plugin's output to EOF) and any
+/// IPAM lock (a flock lives as long as any descriptor of it).
+fn fork_deleter(del: &Netlink, msg: LinkMessage) -> Result<Option<std::fs::File>, NlError> {
+    const NLMSG_ERROR: u16 = 2;
+    let mut header = NetlinkHeader::default();
+    header.flags = NLM_F_REQUEST | NLM_F_ACK;
+    header.sequence_number = 1;
+    let mut req = NetlinkMessage::new(
+        header,
+        NetlinkPayload::from(RouteNetlinkMessage::DelLink(msg)),
+    );
+    req.finalize();
+    let mut out = vec![0u8; req.buffer_len()];
+    req.serialize(&mut out);
+    let sock = del.socket.as_raw_fd();
+    let (rd, wr) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| NlError::Io(io::Error::from(e)))?;
+    let wr_fd = wr.as_raw_fd();
+    // SAFETY: the child only makes async-signal-safe system calls on
+    // memory prepared before the fork, then `_exit`s.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: system calls on descriptors and buffers owned here.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+            let (lo, hi) = (sock.min(wr_fd), sock.max(wr_fd));
+            if lo > 0 {
+                libc::syscall(libc::SYS_close_range, 0u32, (lo - 1) as u32, 0u32);
+            }
+            if hi > lo + 1 {
+                libc::syscall(
+                    libc::SYS_close_range,
+                    (lo + 1) as u32,
+                    (hi - 1) as u32,
+                    0u32,
+                );
+            }
+            libc::syscall(libc::SYS_close_range, (hi + 1) as u32, u32::MAX, 0u32);
+            let code: i32 = if libc::send(sock, out.as_ptr().cast(), out.len(), 0) < 0 {
+                *libc::__errno_location()
+            } else {
+                let mut buf = [0u8; 4096];
+                loop {
+                    let n = libc::recv(sock, buf.as_mut_ptr().cast(), buf.len(), 0);
+                    if n < 0 {
+                        let e = *libc::__errno_location();
+                        if e == libc::EINTR || e == libc::ENOBUFS {
+                            continue;
+                        }
+                        break e;
+                    }
+                    // struct nlmsgerr after the header: `error` at 16.
+                    let n = n as usize;
+                    if n >= 20
+                        && u16::from_ne_bytes([buf[4], buf[5]]) == NLMSG_ERROR
+                        && u32::from_ne_bytes([buf[8], buf[9], buf[10], buf[11]]) == 1
+                    {
+                        break -i32::from_ne_bytes([buf[16], buf[17], buf[18], buf[19]]);
+                    }
+                }
+            };
+            let bytes = code.to_ne_bytes();
+            libc::write(wr_fd, bytes.as_ptr().cast(), 4);
+            libc::_exit(0);
+        }
+    }
+    drop(wr);
+    if pid < 0 {
+        return Ok(None);
+    }
+    Ok(Some(std::fs::File::from(rd)))
+}
+
 /// Whether `buf` holds the answer to request `seq`.
 fn answers(buf: &[u8], seq: u32) -> bool {
     messages(buf)
@@ -1084,11 +1219,14 @@ impl Netlink {
     /// it: the link, and what goes with it (a veth's peer, their addresses
     /// and routes), is out of every namespace. It does not wait for the
     /// kernel to free the link: the kernel acknowledges a deletion only
-    /// after an `rcu_barrier()` (10–25 ms measured here, most of a DEL), so
-    /// a thread of its own waits for that acknowledgement, and what the
-    /// caller does next overlaps it. The process cannot exit before that
-    /// thread is done (a thread in a system call finishes it first), so a
-    /// runtime still sees the deletion complete when the plugin exits.
+    /// after an `rcu_barrier()` (10–25 ms measured here, most of a DEL).
+    /// A child process of its own (forked, it makes system calls only)
+    /// sends the deletion and waits for that acknowledgement, so neither
+    /// what the caller does next nor the plugin's exit waits for the
+    /// barrier; the child closes every descriptor but its socket and a
+    /// pipe first, so a runtime reading the plugin's output does not wait
+    /// for it either, and holds no lock. Where `fork` fails, a thread does
+    /// it (and the process then exits after the barrier).
     ///
     /// "Done" is the kernel's `RTM_DELLINK` notice for `index`, then one
     /// request that needs the RTNL lock, which the deleting call holds
@@ -1103,20 +1241,22 @@ impl Netlink {
             Ok(s)
         })?;
         let mut del = Netlink::open(ns)?;
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        std::thread::Builder::new()
-            .name("wasmcni-delete".into())
-            .spawn(move || {
-                let _ = tx.send(del.ack(RouteNetlinkMessage::DelLink(msg), 0));
-            })?;
+        let done = match fork_deleter(&del, msg.clone())? {
+            Some(done) => Deleter::Child(done),
+            None => {
+                let (tx, rx) = std::sync::mpsc::sync_channel(1);
+                std::thread::Builder::new()
+                    .name("wasmcni-delete".into())
+                    .spawn(move || {
+                        let _ = tx.send(del.ack(RouteNetlinkMessage::DelLink(msg), 0));
+                    })?;
+                Deleter::Thread(rx)
+            }
+        };
         let mut buf = vec![0u8; 32 * 1024];
         loop {
-            match rx.try_recv() {
-                Ok(done) => return done,
-                Err(std::sync::mpsc::TryRecvError::Disconnected) => {
-                    return Err(NlError::Io(io::Error::other("the deleting thread stopped")))
-                }
-                Err(std::sync::mpsc::TryRecvError::Empty) => {}
+            if let Some(done) = done.try_result() {
+                return done;
             }
             // A failed deletion sends no notice; its answer is seen within
             // the millisecond.
@@ -1135,11 +1275,7 @@ impl Netlink {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 // Notices lost (ENOBUFS) or the socket failed: wait for
                 // the acknowledgement instead.
-                Err(_) => {
-                    return rx.recv().unwrap_or_else(|_| {
-                        Err(NlError::Io(io::Error::other("the deleting thread stopped")))
-                    })
-                }
+                Err(_) => return done.result(),
             }
         }
         // The notice is sent while the deleting call still unregisters its
