@@ -1335,31 +1335,45 @@ fn a_detached_deletion_reports_refusals_and_holds_nothing() {
         unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) },
         0
     );
-    let (rd, wr) = nix::unistd::pipe().expect("pipe");
+    let (rd, wr) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
     let p0 = veth_here(&mut nl, &ha, "dt0", "dt0-peer");
     Netlink::delete_link_detached(&ha, p0).expect("delete");
     assert!(!has_link(&a, "dt0") && !has_link(&a, "dt0-peer"));
     // Closed without unlocking: the lock lives as long as any copy of the
-    // descriptor does.
+    // descriptor does. (Other tests of this binary spawn processes: a copy
+    // may live in one for the instant between its fork and exec, hence a
+    // few tries; the deleting child would hold them for the kernel's
+    // rcu_barrier, milliseconds.)
     drop(lock);
     drop(wr);
     let again = std::fs::File::open(dir.path().join("lock")).expect("lock file");
-    // SAFETY: as above.
-    assert_eq!(
-        unsafe { libc::flock(again.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) },
-        0,
+    let free = |f: &std::fs::File| {
+        (0..20).any(|_| {
+            // SAFETY: flock(2) on an open descriptor.
+            let ok = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+            if !ok {
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            }
+            ok
+        })
+    };
+    assert!(
+        free(&again),
         "a copy of the locked descriptor outlived the call"
     );
-    let mut pfd = libc::pollfd {
-        fd: rd.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one valid pollfd.
-    unsafe { libc::poll(&mut pfd, 1, 0) };
-    assert_ne!(
-        pfd.revents & libc::POLLHUP,
-        0,
-        "a copy of the pipe's write end outlived the call"
-    );
+    let hung_up = (0..20).any(|_| {
+        let mut pfd = libc::pollfd {
+            fd: rd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        unsafe { libc::poll(&mut pfd, 1, 0) };
+        let ok = pfd.revents & libc::POLLHUP != 0;
+        if !ok {
+            std::thread::sleep(std::time::Duration::from_micros(100));
+        }
+        ok
+    });
+    assert!(hung_up, "a copy of the pipe's write end outlived the call");
 }
