@@ -204,9 +204,23 @@ fn install_makes_a_bin_dir_is_idempotent_and_refuses_foreign_files() {
     assert!(bin.join("wasmcni").is_file());
     // One artifact per standard plugin, each linked.
     let arts = artifacts(&bin.join(".wasmcni-cache"));
-    let standard = ["bridge", "host-local", "loopback", "ptp", "static"];
+    // Every bundled plugin (`wasmcni list`), the first five at least.
+    let listed = std::process::Command::new(support::wasmcni())
+        .arg("list")
+        .output()
+        .unwrap();
+    let standard: Vec<String> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .collect();
+    for p in ["bridge", "host-local", "loopback", "ptp", "static"] {
+        assert!(
+            standard.iter().any(|s| s == p),
+            "{p} not listed: {standard:?}"
+        );
+    }
     assert_eq!(arts.len(), standard.len(), "{arts:?}");
-    for p in standard {
+    for p in &standard {
         assert_eq!(
             std::fs::read_link(bin.join(p)).unwrap(),
             Path::new("wasmcni"),

@@ -193,3 +193,70 @@ fn s6_ptp_add_is_undone_at_every_host_call() {
         "s6_ptp_add_is_undone_at_every_host_call",
     );
 }
+
+#[test]
+fn s6_tap_add_is_undone_at_every_host_call() {
+    sweep_where_possible(
+        &Subject {
+            plugin: "tap",
+            conf: json!({"mtu": 1400, "mac": "0a:58:0a:44:00:09", "multiQueue": true,
+                         "owner": 4242, "group": 4343, "ipam": host_local("10.68.0.0/24")}),
+            node: &[],
+            needs: None,
+        },
+        "s6_tap_add_is_undone_at_every_host_call",
+    );
+}
+
+#[test]
+fn s6_dummy_add_is_undone_at_every_host_call() {
+    sweep_where_possible(
+        &Subject {
+            plugin: "dummy",
+            conf: json!({"ipam": host_local("10.69.0.0/24")}),
+            node: &[],
+            needs: Some("dummy"),
+        },
+        "s6_dummy_add_is_undone_at_every_host_call",
+    );
+}
+
+#[test]
+fn s6_macvlan_add_is_undone_at_every_host_call() {
+    sweep_where_possible(
+        &Subject {
+            plugin: "macvlan",
+            conf: json!({"master": "uplink", "mode": "bridge", "mtu": 1400,
+                         "ipam": host_local("10.71.0.0/24")}),
+            node: &[],
+            needs: None,
+        },
+        "s6_macvlan_add_is_undone_at_every_host_call",
+    );
+}
+
+#[test]
+fn s6_ipvlan_add_is_undone_at_every_host_call() {
+    sweep_where_possible(
+        &Subject {
+            plugin: "ipvlan",
+            conf: json!({"master": "uplink", "mode": "l2", "ipam": host_local("10.72.0.0/24")}),
+            node: &[],
+            needs: Some("ipvlan"),
+        },
+        "s6_ipvlan_add_is_undone_at_every_host_call",
+    );
+}
+
+#[test]
+fn s6_vlan_add_is_undone_at_every_host_call() {
+    sweep_where_possible(
+        &Subject {
+            plugin: "vlan",
+            conf: json!({"master": "uplink", "vlanId": 42, "ipam": host_local("10.73.0.0/24")}),
+            node: &[],
+            needs: Some("vlan"),
+        },
+        "s6_vlan_add_is_undone_at_every_host_call",
+    );
+}

@@ -90,8 +90,12 @@ fn every_standard_plugin_has_cases() {
         .collect();
     let cases = cases();
     for p in &bundled {
-        if p == "loopback" {
-            continue; // tests/loopback.rs and tests/libcni.rs
+        // No differential: loopback has tests/loopback.rs and
+        // tests/libcni.rs; dummy and tap are newer than the reference
+        // (Debian's 1.1.1 has neither): tests/device_plugins.rs checks
+        // their results and kernel state against upstream's behaviour.
+        if matches!(p.as_str(), "loopback" | "dummy" | "tap") {
+            continue;
         }
         assert!(
             cases.iter().any(|(plugin, _, _)| plugin == p),
@@ -308,8 +312,12 @@ fn normalize(v: &mut Value, side: &Side) {
             // IPv6 link-local addresses and their routes come and go with
             // carrier, after the kernel's link-watch delay: the kernel's
             // doing, not the plugins'.
+            // So do the per-link multicast routes (`ff00::/8`, table
+            // local), a moment after a link comes up.
             a.retain(|x| {
-                x.get("local") != Some(&json!("<ll>")) && x.get("dst") != Some(&json!("<ll>"))
+                x.get("local") != Some(&json!("<ll>"))
+                    && x.get("dst") != Some(&json!("<ll>"))
+                    && x.get("dst") != Some(&json!("ff00::/8"))
             });
             // Lines of the settings tree: their order follows the names.
             if a.iter().all(Value::is_string) {
@@ -355,6 +363,16 @@ fn regex_lite_replace(s: &str, at: fn(&[u8], usize) -> bool, len: usize, with: &
     out
 }
 
+/// Both sides' states, taken at once (each waits for duplicate address
+/// detection, and under tests/vm/ each costs seconds).
+fn states(r: &Side, w: &Side) -> (Value, Value) {
+    std::thread::scope(|s| {
+        let rt = s.spawn(|| r.state());
+        let ws = w.state();
+        (rt.join().expect("reference state"), ws)
+    })
+}
+
 /// A result normalized for comparison.
 fn result(d: &Drive, side: &Side) -> Value {
     let mut v = d.json();
@@ -394,16 +412,19 @@ fn run_case(plugin: &str, file: &str, case: &Value, version: &str) {
         w.node.ip(&args);
     }
     let (rl, wl) = (r.conflist(case, version), w.conflist(case, version));
+    let (rs, ws) = states(&r, &w);
     assert_same(
-        &r.state(),
-        &w.state(),
+        &rs,
+        &ws,
         &format!("{what}: the sandboxes differ to begin with"),
     );
     let expect_ok = case["expect"].as_str() != Some("error");
 
     // ADD, for every container (with "expect": "error", the last fails).
     for c in 0..ctrs {
-        let before = w.state();
+        // The state a failed ADD must leave (taken only where one is
+        // expected: each snapshot costs seconds in tests/vm/).
+        let before = (!expect_ok && c == ctrs - 1).then(|| w.state());
         let (ra, wa) = (r.call("add", &rl, c, case), w.call("add", &wl, c, case));
         assert_eq!(
             outcome(&ra),
@@ -418,7 +439,7 @@ fn run_case(plugin: &str, file: &str, case: &Value, version: &str) {
             }
             // Where the reference may leak, wasmcni leaves nothing.
             assert_same(
-                &before,
+                &before.expect("the state before the failing ADD"),
                 &w.state(),
                 &format!("{what}: a failed ADD left state"),
             );
@@ -431,7 +452,8 @@ fn run_case(plugin: &str, file: &str, case: &Value, version: &str) {
             &format!("{what}: ADD #{c} result"),
         );
     }
-    assert_same(&r.state(), &w.state(), &format!("{what}: state after ADD"));
+    let (rs, ws) = states(&r, &w);
+    assert_same(&rs, &ws, &format!("{what}: state after ADD"));
     // Connectivity, the same on both sides.
     for c in 0..ctrs {
         for to in case["ping"].as_array().into_iter().flatten() {
@@ -478,11 +500,8 @@ fn run_case(plugin: &str, file: &str, case: &Value, version: &str) {
                 "{what}: DEL #{round}\n{rd:?}\n{wd:?}"
             );
         }
-        assert_same(
-            &r.state(),
-            &w.state(),
-            &format!("{what}: state after DEL #{round}"),
-        );
+        let (rs, ws) = states(&r, &w);
+        assert_same(&rs, &ws, &format!("{what}: state after DEL #{round}"));
     }
 }
 
@@ -508,10 +527,19 @@ fn run_cases(pick: impl Fn(&Value) -> bool) -> usize {
     for (plugin, file, case) in cases().into_iter().filter(|(p, f, c)| {
         pick(c) && (only.is_empty() || only.iter().any(|o| format!("{p}/{f}").starts_with(o)))
     }) {
+        // In tests/vm/ (cases that need a link kind) a case-version costs
+        // ~45 s: two versions, one of each result format (0.3.x and 1.x;
+        // the conversion is the SDK's, run in every version here by the
+        // other plugins' cases).
+        let default: &[&str] = if needs(&case).is_empty() {
+            &["0.3.0", "0.3.1", "0.4.0", "1.0.0"]
+        } else {
+            &["0.3.1", "1.0.0"]
+        };
         let versions: Vec<&str> = case["versions"]
             .as_array()
             .map(|v| v.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_else(|| vec!["0.3.0", "0.3.1", "0.4.0", "1.0.0"]);
+            .unwrap_or_else(|| default.to_vec());
         for version in versions {
             eprintln!("case {plugin}/{file} {version}");
             run_case(&plugin, &file, &case, version);

@@ -461,7 +461,7 @@ impl<'a> Invoke<'a> {
 /// The environment every wasmcni run in the tests gets: the shared
 /// artifact cache, and the audit log in target/ (never the node's).
 fn test_env() -> Vec<(String, String)> {
-    vec![
+    let mut env = vec![
         (
             "WASMCNI_CACHE_DIR".into(),
             cache_dir().display().to_string(),
@@ -473,7 +473,14 @@ fn test_env() -> Vec<(String, String)> {
                 .display()
                 .to_string(),
         ),
-    ]
+    ];
+    // Under the VM's emulation a debug build compiles a plugin (cache
+    // miss) slower than the default deadline allows; tests that check
+    // deadlines set their own and do not run there.
+    if vm::inside() {
+        env.push(("WASMCNI_DEADLINE_MS".into(), "600000".into()));
+    }
+    env
 }
 
 /// The absolute path of `ip` (the tests clear the environment).

@@ -9,6 +9,7 @@ pub mod compat;
 pub mod iface;
 pub mod ipam;
 pub mod mac;
+pub mod stacked;
 pub mod veth;
 
 use guest_sdk::cni::Error;

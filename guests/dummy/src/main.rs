@@ -1,0 +1,163 @@
+//! The CNI `dummy` plugin for wasmcni.
+//!
+//! Behaves like the upstream plugin (containernetworking/plugins
+//! `plugins/main/dummy`, added after 1.1.1): a `dummy` link named
+//! `CNI_IFNAME` in the container, carrying every address the IPAM plugin
+//! returns and its routes. An IPAM section is required. CHECK verifies the
+//! link is a dummy, up, with the prevResult's MAC and addresses; DEL runs
+//! the IPAM DEL and deletes the link (a missing link or namespace is no
+//! error).
+//!
+//! Unlike the reference, a failed ADD leaves nothing behind (wasmcni's
+//! journal removes the link and releases the reservation), and GC is
+//! forwarded to the IPAM plugin.
+
+use guest_sdk::cni::{CniResult, Command, Error, Interface};
+use guest_sdk::net::{LinkOptions, Netns};
+use guest_sdk::skel::{self, Invocation, Plugin};
+use plugin_common::{iface, ipam, mac};
+
+struct Dummy;
+
+/// The config needs an IPAM section naming a plugin.
+fn require_ipam(inv: &Invocation) -> Result<(), Error> {
+    if ipam::plugin_type(inv).is_empty() {
+        return Err(Error::invalid_config(
+            "dummy interface requires an IPAM configuration (\"ipam\" with a \"type\")",
+        ));
+    }
+    Ok(())
+}
+
+fn open_container(inv: &Invocation) -> Result<Netns, Error> {
+    Netns::container()
+        .map_err(|e| Error::internal(format!("failed to open netns {:?}: {e}", inv.env.netns)))
+}
+
+impl Plugin for Dummy {
+    fn add(&self, inv: &Invocation) -> Result<CniResult, Error> {
+        require_ipam(inv)?;
+        let container = open_container(inv)?;
+        let ifname = &inv.env.ifname;
+        let options = LinkOptions {
+            mtu: None,
+            mac: None,
+            txqlen: None,
+        };
+        let index = container
+            .create_dummy(ifname, &options)
+            .map_err(|e| Error::internal(format!("failed to create dummy: {e}")))?;
+        let link = container
+            .link_by_index(index)
+            .map_err(|e| Error::internal(format!("failed to fetch dummy {ifname:?}: {e}")))?;
+        let mut result = ipam::add(inv)?;
+        if result.ips.is_empty() {
+            return Err(Error::internal("IPAM plugin returned missing IP config"));
+        }
+        for ip in &mut result.ips {
+            ip.interface = Some(0);
+        }
+        result.interfaces = vec![Interface {
+            mac: mac::format(&link.mac),
+            sandbox: inv.env.netns.clone(),
+            ..Interface::new(ifname.clone())
+        }];
+        iface::configure(&container, ifname, &result)?;
+        Ok(result)
+    }
+
+    fn del(&self, inv: &Invocation) -> Result<(), Error> {
+        ipam::exec(inv, Command::Del)?;
+        if inv.env.netns.is_empty() {
+            return Ok(());
+        }
+        match Netns::container() {
+            Ok(ns) => {
+                if let Ok(link) = ns.link(&inv.env.ifname) {
+                    match ns.delete_link(link.index) {
+                        Ok(()) => {}
+                        Err(e) if e.is_not_found() => {}
+                        Err(e) => {
+                            return Err(Error::internal(format!(
+                                "failed to delete {:?}: {e}",
+                                inv.env.ifname
+                            )))
+                        }
+                    }
+                }
+                Ok(())
+            }
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn check(&self, inv: &Invocation) -> Result<(), Error> {
+        require_ipam(inv)?;
+        let container = open_container(inv)?;
+        ipam::exec(inv, Command::Check)?;
+        let prev = inv
+            .prev_result()?
+            .ok_or_else(|| Error::internal("dummy: Required prevResult missing"))?;
+        let ifname = &inv.env.ifname;
+        let entry = prev
+            .interfaces
+            .iter()
+            .find(|i| i.name == *ifname && i.sandbox == inv.env.netns)
+            .ok_or_else(|| {
+                Error::internal(format!(
+                    "Sandbox in prevResult  doesn't match configured netns: {}",
+                    inv.env.netns
+                ))
+            })?;
+        let link = container.link(&entry.name).map_err(|_| {
+            Error::internal(format!(
+                "Container Interface name in prevResult: {} not found",
+                entry.name
+            ))
+        })?;
+        if link.kind.as_deref() != Some("dummy") {
+            return Err(Error::internal(format!(
+                "Error: Container interface {} not of type dummy",
+                link.name
+            )));
+        }
+        if !entry.mac.is_empty() && entry.mac != mac::format(&link.mac) {
+            return Err(Error::internal(format!(
+                "Interface {} Mac {} doesn't match container Mac: {}",
+                link.name,
+                entry.mac,
+                mac::format(&link.mac)
+            )));
+        }
+        if !link.up {
+            return Err(Error::internal(format!("Interface {} is down", link.name)));
+        }
+        let addrs = container.addresses(Some(&link), None)?;
+        for ip in &prev.ips {
+            let found = addrs.iter().any(|a| {
+                guest_sdk::net::to_ip(&a.prefix.address) == ip.address.addr()
+                    && a.prefix.prefix_len == ip.address.prefix_len()
+            });
+            if !found {
+                return Err(Error::internal(format!(
+                    "Failed to match addr {} on interface {}",
+                    ip.address, link.name
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn gc(&self, inv: &Invocation) -> Result<(), Error> {
+        ipam::exec(inv, Command::Gc)
+    }
+
+    fn status(&self, inv: &Invocation) -> Result<(), Error> {
+        ipam::exec(inv, Command::Status)
+    }
+}
+
+fn main() {
+    skel::run(Dummy, "CNI dummy plugin (wasmcni)");
+}

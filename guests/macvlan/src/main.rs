@@ -1,0 +1,214 @@
+//! The CNI `macvlan` plugin for wasmcni.
+//!
+//! Behaves like the reference plugin (containernetworking/plugins
+//! `plugins/main/macvlan`, 1.1.1): a macvlan named `CNI_IFNAME` on
+//! `master` (default: the link of the node's default route), born in the
+//! container, in `mode` (`bridge` by default, `private`, `vepa`,
+//! `passthru`), with `mtu` (0: the master's; at most the master's) and
+//! `mac` (also from `CNI_ARGS` `MAC=` and `runtimeConfig.mac`, which wins).
+//! With an IPAM section, its addresses and routes go on the link; without
+//! one the link is only brought up (L2) and the result lists the interface
+//! only. `linkInContainer` (added upstream after 1.1.1) takes the master
+//! from the container's namespace.
+//!
+//! Unlike the reference, a failed ADD leaves nothing behind (wasmcni's
+//! journal removes the link and releases the reservation), GC and STATUS
+//! are forwarded to the IPAM plugin, and CHECK cannot compare the macvlan
+//! mode (the link interface does not report it). Under the default policy
+//! a node link is a master only: `passthru` on a node link is refused
+//! (it changes the master).
+
+use guest_sdk::cni::{CniResult, Command, Error};
+use guest_sdk::net::{LinkOptions, MacvlanMode, Netns};
+use guest_sdk::skel::{self, Invocation, Plugin};
+use plugin_common::stacked::{self, Kind};
+use plugin_common::{compat, iface, ipam, mac};
+use serde::Deserialize;
+
+/// `runtimeConfig` as macvlan reads it.
+#[derive(Debug, Clone, Default, Deserialize)]
+struct RuntimeConfig {
+    #[serde(default)]
+    mac: String,
+}
+
+/// What macvlan reads from the network config.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Conf {
+    /// The master link's name; empty: the default route's link.
+    #[serde(default)]
+    master: String,
+    /// `bridge` (also empty), `private`, `vepa` or `passthru`.
+    #[serde(default)]
+    mode: String,
+    /// MTU of the macvlan, 0..=the master's.
+    #[serde(default)]
+    mtu: i64,
+    /// The macvlan's MAC address.
+    #[serde(default)]
+    mac: String,
+    /// The master is in the container's namespace.
+    #[serde(default)]
+    link_in_container: bool,
+    #[serde(default)]
+    runtime_config: RuntimeConfig,
+}
+
+/// The loaded config with its master resolved.
+struct Loaded {
+    conf: Conf,
+    master_ns: Netns,
+    master: guest_sdk::net::LinkInfo,
+    mtu: Option<u32>,
+}
+
+impl Conf {
+    /// As the reference's `loadConf`: the master (default: the default
+    /// route's link) must exist and `mtu` fit it; `MAC` from `CNI_ARGS`,
+    /// then `runtimeConfig.mac`, override `mac`.
+    fn load(inv: &Invocation) -> Result<Loaded, Error> {
+        let mut c: Conf = inv
+            .conf
+            .plugin_config()
+            .map_err(|e| Error::internal(format!("failed to load netconf: {}", e.msg)))?;
+        let master_ns = stacked::master_ns(inv, c.link_in_container)?;
+        if c.master.is_empty() {
+            c.master = stacked::default_route_link(&master_ns)?;
+        }
+        let master = stacked::lookup_master(&master_ns, &c.master)?;
+        let mtu = stacked::check_mtu(c.mtu, &master)?;
+        let mut env_mac = None;
+        compat::load_args(&inv.env.args, &["MAC"], |_, v| {
+            env_mac = Some(v.to_owned());
+            Ok(())
+        })?;
+        if let Some(m) = env_mac.filter(|m| !m.is_empty()) {
+            c.mac = m;
+        }
+        if !c.runtime_config.mac.is_empty() {
+            c.mac = c.runtime_config.mac.clone();
+        }
+        Ok(Loaded {
+            conf: c,
+            master_ns,
+            master,
+            mtu,
+        })
+    }
+}
+
+/// The mode named in the config, as the reference's `modeFromString`.
+fn mode(s: &str) -> Result<MacvlanMode, Error> {
+    match s {
+        "" | "bridge" => Ok(MacvlanMode::Bridge),
+        "private" => Ok(MacvlanMode::Private),
+        "vepa" => Ok(MacvlanMode::Vepa),
+        "passthru" => Ok(MacvlanMode::Passthru),
+        _ => Err(Error::internal(format!("unknown macvlan mode: {s:?}"))),
+    }
+}
+
+fn is_layer3(inv: &Invocation) -> bool {
+    !ipam::plugin_type(inv).is_empty()
+}
+
+struct Macvlan;
+
+impl Plugin for Macvlan {
+    fn add(&self, inv: &Invocation) -> Result<CniResult, Error> {
+        let l = Conf::load(inv)?;
+        let container = stacked::open_container(inv)?;
+        let mode = mode(&l.conf.mode)?;
+        let mac = if l.conf.mac.is_empty() {
+            None
+        } else {
+            Some(mac::parse(&l.conf.mac).map_err(|e| {
+                Error::internal(format!(
+                    "invalid args {} for MAC addr: {}",
+                    l.conf.mac, e.msg
+                ))
+            })?)
+        };
+        let options = LinkOptions {
+            mtu: l.mtu,
+            mac,
+            // The reference asks for a transmit queue length of 0.
+            txqlen: Some(0),
+        };
+        let entry = stacked::create(
+            inv,
+            &container,
+            &l.master_ns,
+            &l.master,
+            Kind::Macvlan(mode),
+            &options,
+        )?;
+        let ifname = &inv.env.ifname;
+        let mut result = CniResult {
+            interfaces: vec![entry],
+            ..CniResult::default()
+        };
+        if is_layer3(inv) {
+            let r = ipam::add(inv)?;
+            if r.ips.is_empty() {
+                return Err(Error::internal("IPAM plugin returned missing IP config"));
+            }
+            result.ips = r.ips;
+            result.routes = r.routes;
+            for ip in &mut result.ips {
+                ip.interface = Some(0);
+            }
+            stacked::arp_notify(&container, ifname);
+            iface::configure(&container, ifname, &result)?;
+        } else {
+            let link = container.link(ifname).map_err(|e| {
+                Error::internal(format!("failed to find interface name {ifname:?}: {e}"))
+            })?;
+            container
+                .set_up(link.index, true)
+                .map_err(|e| Error::internal(format!("failed to set {ifname:?} UP: {e}")))?;
+        }
+        result.dns = inv.conf.dns.clone().unwrap_or_default();
+        Ok(result)
+    }
+
+    fn del(&self, inv: &Invocation) -> Result<(), Error> {
+        Conf::load(inv)?;
+        if is_layer3(inv) {
+            ipam::exec(inv, Command::Del)?;
+        }
+        stacked::delete(inv)
+    }
+
+    fn check(&self, inv: &Invocation) -> Result<(), Error> {
+        Conf::load(inv)?;
+        let container = stacked::open_container(inv)?;
+        if is_layer3(inv) {
+            ipam::exec(inv, Command::Check)?;
+        }
+        let prev = inv
+            .prev_result()?
+            .ok_or_else(|| Error::internal("Required prevResult missing"))?;
+        stacked::check_interface(inv, &container, &prev, "macvlan")?;
+        Ok(())
+    }
+
+    fn gc(&self, inv: &Invocation) -> Result<(), Error> {
+        if is_layer3(inv) {
+            ipam::exec(inv, Command::Gc)?;
+        }
+        Ok(())
+    }
+
+    fn status(&self, inv: &Invocation) -> Result<(), Error> {
+        if is_layer3(inv) {
+            ipam::exec(inv, Command::Status)?;
+        }
+        Ok(())
+    }
+}
+
+fn main() {
+    skel::run(Macvlan, "CNI macvlan plugin (wasmcni)");
+}
