@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 use support::cni::{bin_dir, Call, Drive};
-use support::world::{policy_with, World};
+use support::world::{assert_denied, default_entry, policy_with, World};
 use support::{Invoke, Netns};
 
 const VERSIONS: [&str; 4] = ["0.3.0", "0.3.1", "0.4.0", "1.0.0"];
@@ -494,15 +494,6 @@ fn dummy_needs_ipam_and_a_failed_add_leaves_nothing() {
     support::assert_same(&before, &net.ctr.snapshot(), "a failed ADD left something");
 }
 
-/// The default-policy entry of `plugin`.
-fn default_entry(plugin: &str) -> Value {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/default-policy.json");
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
-    let e = v["plugins"][plugin].clone();
-    assert!(e.is_object(), "no default-policy entry for {plugin}");
-    e
-}
-
 /// S2 for the default grants of tap and dummy: a plugin holding exactly
 /// that grant (the scripted fixture) is denied every operation just
 /// outside it — another link kind, the host namespace, moving links,
@@ -550,36 +541,13 @@ fn s2_tap_and_dummy_default_grants_deny_everything_outside_them() {
     ];
     let world = World::new("s2dev");
     for (plugin, op) in &cases {
-        let before = world.snapshot();
-        let _ = std::fs::remove_file(world.audit_path());
-        let run = world.run(
-            "ADD",
-            &policy_with(default_entry(plugin)),
-            &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [op]}),
-            &[],
-        );
-        assert_eq!(run.code, 0, "{plugin} {op}: {run:?}");
-        let report = run.json();
-        let last = report["results"].as_array().and_then(|r| r.last()).cloned();
-        assert_eq!(
-            last.as_ref().map(|l| &l["error"]),
-            Some(&json!("access-denied")),
-            "{plugin} {op}: {report}"
-        );
-        assert!(
-            world.audit().iter().any(|r| r["outcome"] == "denied"
-                && (r["call"] == op["call"]
-                        // No right at all in the host namespace: its
-                        // handle is refused already.
-                        || (["ns", "peer-ns", "target"].iter().any(|k| op[*k] == "host")
-                            && r["call"].as_str().is_some_and(|c| c.starts_with("netns."))))),
-            "{plugin} {op}: no denied audit record"
-        );
-        support::assert_same(
-            &before,
-            &world.snapshot(),
-            &format!("{plugin} {op}: state changed"),
-        );
+        assert_denied(&world, plugin, &default_entry(plugin), op, |r| {
+            r["call"] == op["call"]
+                // No right at all in the host namespace: its handle is
+                // refused already.
+                || (["ns", "peer-ns", "target"].iter().any(|k| op[*k] == "host")
+                    && r["call"].as_str().is_some_and(|c| c.starts_with("netns.")))
+        });
     }
     // Inside the grant: tap makes a tap in the container (undone: exit 1).
     let before = world.snapshot();

@@ -13,19 +13,8 @@
 
 mod support;
 
-use std::path::Path;
-
 use serde_json::{json, Value};
-use support::world::{policy_with, World};
-
-/// The default-policy entry of `plugin`.
-fn default_entry(plugin: &str) -> Value {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/default-policy.json");
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
-    let e = v["plugins"][plugin].clone();
-    assert!(e.is_object(), "no default-policy entry for {plugin}");
-    e
-}
+use support::world::{assert_denied, default_entry, policy_with, World};
 
 /// Creating a link of `kind` named `name` in `ns` on the node's `uplink`.
 fn create(kind: &str, ns: &str, name: &str) -> Value {
@@ -74,34 +63,9 @@ fn s2_macvlan_ipvlan_vlan_default_grants_deny_everything_outside_them() {
     let world = World::new("s2ifp");
     for plugin in ["macvlan", "ipvlan", "vlan"] {
         for op in hostile(plugin) {
-            let before = world.snapshot();
-            let _ = std::fs::remove_file(world.audit_path());
-            let run = world.run(
-                "ADD",
-                &policy_with(default_entry(plugin)),
-                &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [op]}),
-                &[],
-            );
-            assert_eq!(run.code, 0, "{plugin} {op}: {run:?}");
-            let report = run.json();
-            let last = report["results"].as_array().and_then(|r| r.last()).cloned();
-            assert_eq!(
-                last.as_ref().map(|l| &l["error"]),
-                Some(&json!("access-denied")),
-                "{plugin} {op}: {report}"
-            );
-            assert!(
-                world
-                    .audit()
-                    .iter()
-                    .any(|r| r["outcome"] == "denied" && r["call"] == op["call"]),
-                "{plugin} {op}: no denied audit record"
-            );
-            support::assert_same(
-                &before,
-                &world.snapshot(),
-                &format!("{plugin} {op}: state changed"),
-            );
+            assert_denied(&world, plugin, &default_entry(plugin), &op, |r| {
+                r["call"] == op["call"]
+            });
         }
     }
 }

@@ -74,7 +74,7 @@ fn the_vm_runs_a_command_on_a_kernel_with_every_link_kind_and_returns_its_status
 }
 
 #[test]
-fn this_kernel_lacks_what_the_vm_is_for_or_we_are_in_it() {
+fn kernel_has_tells_link_kinds_apart_and_the_vm_has_them_all() {
     support::require_root();
     // If this machine's kernel ever gains these kinds, the VM tests run
     // here directly; the runner test above still checks the VM.

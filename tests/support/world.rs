@@ -213,6 +213,56 @@ pub fn wide() -> Value {
     })
 }
 
+/// The embedded default-policy entry of `plugin` (host/src/default-policy.json).
+pub fn default_entry(plugin: &str) -> Value {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/default-policy.json");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    let e = v["plugins"][plugin].clone();
+    assert!(e.is_object(), "no default-policy entry for {plugin}");
+    e
+}
+
+/// S2 under one grant: the scripted plugin holding `entry` (as plugin
+/// `who`, for messages) runs `op` in an ADD; the call must return
+/// `access-denied`, leave an audit record `audited` accepts, and change
+/// nothing anywhere.
+pub fn assert_denied(
+    world: &World,
+    who: &str,
+    entry: &Value,
+    op: &Value,
+    audited: impl Fn(&Value) -> bool,
+) {
+    let before = world.snapshot();
+    let _ = std::fs::remove_file(world.audit_path());
+    let run = world.run(
+        "ADD",
+        &policy_with(entry.clone()),
+        &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [op]}),
+        &[],
+    );
+    assert_eq!(run.code, 0, "{who} {op}: {run:?}");
+    let report = run.json();
+    let last = report["results"].as_array().and_then(|r| r.last()).cloned();
+    assert_eq!(
+        last.as_ref().map(|l| &l["error"]),
+        Some(&json!("access-denied")),
+        "{who} {op}: {report}"
+    );
+    assert!(
+        world
+            .audit()
+            .iter()
+            .any(|r| r["outcome"] == "denied" && audited(r)),
+        "{who} {op}: no denied audit record"
+    );
+    super::assert_same(
+        &before,
+        &world.snapshot(),
+        &format!("{who} {op}: state changed"),
+    );
+}
+
 pub fn policy_with(entry: Value) -> Value {
     json!({"plugins": {"scripted": entry}})
 }

@@ -13,9 +13,9 @@
 //! forwarded to the IPAM plugin.
 
 use guest_sdk::cni::{CniResult, Command, Error, Interface};
-use guest_sdk::net::{LinkOptions, Netns};
+use guest_sdk::net::LinkOptions;
 use guest_sdk::skel::{self, Invocation, Plugin};
-use plugin_common::{iface, ipam, mac};
+use plugin_common::{check, iface, ipam, mac};
 
 struct Dummy;
 
@@ -29,15 +29,10 @@ fn require_ipam(inv: &Invocation) -> Result<(), Error> {
     Ok(())
 }
 
-fn open_container(inv: &Invocation) -> Result<Netns, Error> {
-    Netns::container()
-        .map_err(|e| Error::internal(format!("failed to open netns {:?}: {e}", inv.env.netns)))
-}
-
 impl Plugin for Dummy {
     fn add(&self, inv: &Invocation) -> Result<CniResult, Error> {
         require_ipam(inv)?;
-        let container = open_container(inv)?;
+        let container = iface::open_container(inv)?;
         let ifname = &inv.env.ifname;
         let options = LinkOptions {
             mtu: None,
@@ -68,85 +63,22 @@ impl Plugin for Dummy {
 
     fn del(&self, inv: &Invocation) -> Result<(), Error> {
         ipam::exec(inv, Command::Del)?;
-        if inv.env.netns.is_empty() {
-            return Ok(());
-        }
-        match Netns::container() {
-            Ok(ns) => {
-                if let Ok(link) = ns.link(&inv.env.ifname) {
-                    match ns.delete_link(link.index) {
-                        Ok(()) => {}
-                        Err(e) if e.is_not_found() => {}
-                        Err(e) => {
-                            return Err(Error::internal(format!(
-                                "failed to delete {:?}: {e}",
-                                inv.env.ifname
-                            )))
-                        }
-                    }
-                }
-                Ok(())
-            }
-            Err(e) if e.is_not_found() => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        iface::delete_link(inv)
     }
 
     fn check(&self, inv: &Invocation) -> Result<(), Error> {
         require_ipam(inv)?;
-        let container = open_container(inv)?;
+        let container = iface::open_container(inv)?;
         ipam::exec(inv, Command::Check)?;
         let prev = inv
             .prev_result()?
             .ok_or_else(|| Error::internal("dummy: Required prevResult missing"))?;
-        let ifname = &inv.env.ifname;
-        let entry = prev
-            .interfaces
-            .iter()
-            .find(|i| i.name == *ifname && i.sandbox == inv.env.netns)
-            .ok_or_else(|| {
-                Error::internal(format!(
-                    "Sandbox in prevResult  doesn't match configured netns: {}",
-                    inv.env.netns
-                ))
-            })?;
-        let link = container.link(&entry.name).map_err(|_| {
-            Error::internal(format!(
-                "Container Interface name in prevResult: {} not found",
-                entry.name
-            ))
-        })?;
-        if link.kind.as_deref() != Some("dummy") {
-            return Err(Error::internal(format!(
-                "Error: Container interface {} not of type dummy",
-                link.name
-            )));
-        }
-        if !entry.mac.is_empty() && entry.mac != mac::format(&link.mac) {
-            return Err(Error::internal(format!(
-                "Interface {} Mac {} doesn't match container Mac: {}",
-                link.name,
-                entry.mac,
-                mac::format(&link.mac)
-            )));
-        }
+        let link = check::interface(inv, &container, &prev, "dummy")?;
         if !link.up {
             return Err(Error::internal(format!("Interface {} is down", link.name)));
         }
-        let addrs = container.addresses(Some(&link), None)?;
-        for ip in &prev.ips {
-            let found = addrs.iter().any(|a| {
-                guest_sdk::net::to_ip(&a.prefix.address) == ip.address.addr()
-                    && a.prefix.prefix_len == ip.address.prefix_len()
-            });
-            if !found {
-                return Err(Error::internal(format!(
-                    "Failed to match addr {} on interface {}",
-                    ip.address, link.name
-                )));
-            }
-        }
-        Ok(())
+        // Addresses only, as upstream (not the routes).
+        check::addresses(&container, &link, &prev)
     }
 
     fn gc(&self, inv: &Invocation) -> Result<(), Error> {

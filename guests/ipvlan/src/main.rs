@@ -103,7 +103,7 @@ struct Ipvlan;
 impl Plugin for Ipvlan {
     fn add(&self, inv: &Invocation) -> Result<CniResult, Error> {
         let (c, prev) = Conf::load(inv, false)?;
-        let container = stacked::open_container(inv)?;
+        let container = iface::open_container(inv)?;
         let mode = mode(&c.mode)?;
         let (master_ns, master) = lookup_master(inv, &c)?;
         let options = LinkOptions {
@@ -147,12 +147,12 @@ impl Plugin for Ipvlan {
         if !ipam::plugin_type(inv).is_empty() {
             ipam::exec(inv, Command::Del)?;
         }
-        stacked::delete(inv)
+        iface::delete_link(inv)
     }
 
     fn check(&self, inv: &Invocation) -> Result<(), Error> {
         let (c, _) = Conf::load(inv, true)?;
-        let container = stacked::open_container(inv)?;
+        let container = iface::open_container(inv)?;
         if !ipam::plugin_type(inv).is_empty() {
             ipam::exec(inv, Command::Check)?;
         }

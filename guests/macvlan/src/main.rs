@@ -22,7 +22,7 @@ use guest_sdk::cni::{CniResult, Command, Error};
 use guest_sdk::net::{LinkOptions, MacvlanMode, Netns};
 use guest_sdk::skel::{self, Invocation, Plugin};
 use plugin_common::stacked::{self, Kind};
-use plugin_common::{compat, iface, ipam, mac};
+use plugin_common::{iface, ipam, mac};
 use serde::Deserialize;
 
 /// `runtimeConfig` as macvlan reads it.
@@ -78,17 +78,7 @@ impl Conf {
         }
         let master = stacked::lookup_master(&master_ns, &c.master)?;
         let mtu = stacked::check_mtu(c.mtu, &master)?;
-        let mut env_mac = None;
-        compat::load_args(&inv.env.args, &["MAC"], |_, v| {
-            env_mac = Some(v.to_owned());
-            Ok(())
-        })?;
-        if let Some(m) = env_mac.filter(|m| !m.is_empty()) {
-            c.mac = m;
-        }
-        if !c.runtime_config.mac.is_empty() {
-            c.mac = c.runtime_config.mac.clone();
-        }
+        c.mac = mac::requested(inv, &c.mac, &c.runtime_config.mac)?;
         Ok(Loaded {
             conf: c,
             master_ns,
@@ -118,7 +108,7 @@ struct Macvlan;
 impl Plugin for Macvlan {
     fn add(&self, inv: &Invocation) -> Result<CniResult, Error> {
         let l = Conf::load(inv)?;
-        let container = stacked::open_container(inv)?;
+        let container = iface::open_container(inv)?;
         let mode = mode(&l.conf.mode)?;
         let mac = if l.conf.mac.is_empty() {
             None
@@ -178,12 +168,12 @@ impl Plugin for Macvlan {
         if is_layer3(inv) {
             ipam::exec(inv, Command::Del)?;
         }
-        stacked::delete(inv)
+        iface::delete_link(inv)
     }
 
     fn check(&self, inv: &Invocation) -> Result<(), Error> {
         Conf::load(inv)?;
-        let container = stacked::open_container(inv)?;
+        let container = iface::open_container(inv)?;
         if is_layer3(inv) {
             ipam::exec(inv, Command::Check)?;
         }

@@ -2,10 +2,62 @@
 
 use guest_sdk::cni::{CniResult, Error};
 use guest_sdk::net::{LinkInfo, Netns};
+use guest_sdk::skel::Invocation;
+
+use crate::mac;
+
+/// The prevResult's entry for `CNI_IFNAME` in this sandbox, and the link of
+/// that name in `ns`: of `kind` (`IFLA_INFO_KIND`), with the entry's MAC
+/// (the reference's texts).
+pub fn interface(
+    inv: &Invocation,
+    ns: &Netns,
+    prev: &CniResult,
+    kind: &str,
+) -> Result<LinkInfo, Error> {
+    let ifname = &inv.env.ifname;
+    let entry = prev
+        .interfaces
+        .iter()
+        .find(|i| i.name == *ifname && i.sandbox == inv.env.netns)
+        .ok_or_else(|| {
+            Error::internal(format!(
+                "Sandbox in prevResult  doesn't match configured netns: {}",
+                inv.env.netns
+            ))
+        })?;
+    let link = ns.link(&entry.name).map_err(|_| {
+        Error::internal(format!(
+            "Container Interface name in prevResult: {} not found",
+            entry.name
+        ))
+    })?;
+    if link.kind.as_deref() != Some(kind) {
+        return Err(Error::internal(format!(
+            "Error: Container interface {} not of type {kind}",
+            link.name
+        )));
+    }
+    if !entry.mac.is_empty() && entry.mac != mac::format(&link.mac) {
+        return Err(Error::internal(format!(
+            "Interface {} Mac {} doesn't match container Mac: {}",
+            link.name,
+            entry.mac,
+            mac::format(&link.mac)
+        )));
+    }
+    Ok(link)
+}
 
 /// Every address of `prev` is on `link`, and every route of `prev` is in
 /// the container's main table.
 pub fn addresses_and_routes(ns: &Netns, link: &LinkInfo, prev: &CniResult) -> Result<(), Error> {
+    addresses(ns, link, prev)?;
+    routes(ns, prev)
+}
+
+/// Every address of `prev` is on `link`.
+pub fn addresses(ns: &Netns, link: &LinkInfo, prev: &CniResult) -> Result<(), Error> {
     let addrs = ns.addresses(Some(link), None)?;
     for ip in &prev.ips {
         let found = addrs.iter().any(|a| {
@@ -19,6 +71,11 @@ pub fn addresses_and_routes(ns: &Netns, link: &LinkInfo, prev: &CniResult) -> Re
             )));
         }
     }
+    Ok(())
+}
+
+/// Every route of `prev` is in the main table of `ns`.
+pub fn routes(ns: &Netns, prev: &CniResult) -> Result<(), Error> {
     let routes = ns.routes(None, Some(254))?;
     for r in &prev.routes {
         let found = routes.iter().any(|ri| {

@@ -7,6 +7,39 @@ use std::time::{Duration, Instant};
 
 use guest_sdk::cni::{CniResult, Error};
 use guest_sdk::net::{from_ip, prefix, AddressOptions, IpFamily, Netns, Route, Scope};
+use guest_sdk::skel::Invocation;
+
+/// The container's namespace, with the reference's error text.
+pub fn open_container(inv: &Invocation) -> Result<Netns, Error> {
+    Netns::container()
+        .map_err(|e| Error::internal(format!("failed to open netns {:?}: {e}", inv.env.netns)))
+}
+
+/// DEL's link part for a plugin whose interface is one link in the
+/// container (macvlan, ipvlan, vlan, dummy, tap): deletes `CNI_IFNAME`
+/// there; no namespace path, a namespace that is gone or a missing link is
+/// no error.
+pub fn delete_link(inv: &Invocation) -> Result<(), Error> {
+    if inv.env.netns.is_empty() {
+        return Ok(());
+    }
+    let ns = match Netns::container() {
+        Ok(ns) => ns,
+        Err(e) if e.is_not_found() => return Ok(()),
+        Err(e) => return Err(e.into()),
+    };
+    let Ok(link) = ns.link(&inv.env.ifname) else {
+        return Ok(());
+    };
+    match ns.delete_link(link.index) {
+        Ok(()) => Ok(()),
+        Err(e) if e.is_not_found() => Ok(()),
+        Err(e) => Err(Error::internal(format!(
+            "failed to delete {:?}: {e}",
+            inv.env.ifname
+        ))),
+    }
+}
 
 /// The sysctl key of `link`'s `setting` in `family` (`ipv4`/`ipv6`).
 pub fn link_key(family: &str, link: &str, setting: &str) -> String {

@@ -1,6 +1,26 @@
 //! MAC addresses as CNI writes them (`aa:bb:cc:dd:ee:ff`).
 
 use guest_sdk::cni::Error;
+use guest_sdk::skel::Invocation;
+
+/// The MAC a container interface is asked for, in the reference's order of
+/// precedence: `runtimeConfig.mac`, else `MAC=` in `CNI_ARGS`, else the
+/// config's `mac` (empty: none).
+pub fn requested(inv: &Invocation, config: &str, runtime: &str) -> Result<String, Error> {
+    if !runtime.is_empty() {
+        return Ok(runtime.to_owned());
+    }
+    let mut arg = String::new();
+    crate::compat::load_args(&inv.env.args, &["MAC"], |_, v| {
+        arg = v.to_owned();
+        Ok(())
+    })?;
+    Ok(if arg.is_empty() {
+        config.to_owned()
+    } else {
+        arg
+    })
+}
 
 /// Parses `aa:bb:cc:dd:ee:ff` (also `-` separated), as Go's
 /// `net.ParseMAC` does for 6-byte addresses.

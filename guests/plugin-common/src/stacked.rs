@@ -33,17 +33,11 @@ impl Kind {
     }
 }
 
-/// The container's namespace, with the reference's error text.
-pub fn open_container(inv: &Invocation) -> Result<Netns, Error> {
-    Netns::container()
-        .map_err(|e| Error::internal(format!("failed to open netns {:?}: {e}", inv.env.netns)))
-}
-
 /// The namespace the master lives in: the container's when
 /// `link_in_container`, else the node's.
 pub fn master_ns(inv: &Invocation, link_in_container: bool) -> Result<Netns, Error> {
     if link_in_container {
-        open_container(inv)
+        crate::iface::open_container(inv)
     } else {
         Ok(Netns::host()?)
     }
@@ -129,33 +123,6 @@ pub fn arp_notify(ns: &Netns, ifname: &str) {
     let _ = ns.set_sysctl(&crate::iface::link_key("ipv4", ifname, "arp_notify"), "1");
 }
 
-/// DEL's link part: deletes `CNI_IFNAME` in the container; no namespace
-/// path, a namespace that is gone or a missing link is no error.
-pub fn delete(inv: &Invocation) -> Result<(), Error> {
-    if inv.env.netns.is_empty() {
-        return Ok(());
-    }
-    match Netns::container() {
-        Ok(ns) => {
-            if let Ok(link) = ns.link(&inv.env.ifname) {
-                match ns.delete_link(link.index) {
-                    Ok(()) => {}
-                    Err(e) if e.is_not_found() => {}
-                    Err(e) => {
-                        return Err(Error::internal(format!(
-                            "failed to delete {:?}: {e}",
-                            inv.env.ifname
-                        )))
-                    }
-                }
-            }
-            Ok(())
-        }
-        Err(e) if e.is_not_found() => Ok(()),
-        Err(e) => Err(e.into()),
-    }
-}
-
 /// CHECK's common part: the prevResult's entry for `CNI_IFNAME` in this
 /// sandbox, the link of that name in `container`, of `kind`, with the
 /// entry's MAC; then its addresses and routes.
@@ -165,37 +132,7 @@ pub fn check_interface(
     prev: &guest_sdk::cni::CniResult,
     kind: &str,
 ) -> Result<LinkInfo, Error> {
-    let ifname = &inv.env.ifname;
-    let entry = prev
-        .interfaces
-        .iter()
-        .find(|i| i.name == *ifname && i.sandbox == inv.env.netns)
-        .ok_or_else(|| {
-            Error::internal(format!(
-                "Sandbox in prevResult  doesn't match configured netns: {}",
-                inv.env.netns
-            ))
-        })?;
-    let link = container.link(&entry.name).map_err(|_| {
-        Error::internal(format!(
-            "Container Interface name in prevResult: {} not found",
-            entry.name
-        ))
-    })?;
-    if link.kind.as_deref() != Some(kind) {
-        return Err(Error::internal(format!(
-            "Error: Container interface {} not of type {kind}",
-            link.name
-        )));
-    }
-    if !entry.mac.is_empty() && entry.mac != mac::format(&link.mac) {
-        return Err(Error::internal(format!(
-            "Interface {} Mac {} doesn't match container Mac: {}",
-            link.name,
-            entry.mac,
-            mac::format(&link.mac)
-        )));
-    }
+    let link = crate::check::interface(inv, container, prev, kind)?;
     crate::check::addresses_and_routes(container, &link, prev)?;
     Ok(link)
 }

@@ -19,9 +19,9 @@
 //! given). A failed ADD leaves nothing behind; GC is forwarded to the IPAM.
 
 use guest_sdk::cni::{CniResult, Command, Dns, Error, Interface};
-use guest_sdk::net::{LinkOptions, Netns, TapOptions};
+use guest_sdk::net::{LinkOptions, TapOptions};
 use guest_sdk::skel::{self, Invocation, Plugin};
-use plugin_common::{compat, iface, ipam, mac};
+use plugin_common::{iface, ipam, mac};
 use serde::Deserialize;
 
 /// `runtimeConfig` keys tap reads.
@@ -61,17 +61,7 @@ impl Conf {
             .conf
             .plugin_config()
             .map_err(|e| Error::internal(format!("failed to load netconf: {}", e.msg)))?;
-        let mut arg_mac = String::new();
-        compat::load_args(&inv.env.args, &["MAC"], |_, v| {
-            arg_mac = v.to_string();
-            Ok(())
-        })?;
-        if !arg_mac.is_empty() {
-            c.mac = arg_mac;
-        }
-        if !c.runtime_config.mac.is_empty() {
-            c.mac = c.runtime_config.mac.clone();
-        }
+        c.mac = mac::requested(inv, &c.mac, &c.runtime_config.mac)?;
         if !c.selinux_context.is_empty() {
             return Err(Error::unsupported_field(
                 "tap option \"selinuxContext\" is not supported by wasmcni: it needs an SELinux \
@@ -99,16 +89,11 @@ impl Conf {
 
 struct Tap;
 
-fn open_container(inv: &Invocation) -> Result<Netns, Error> {
-    Netns::container()
-        .map_err(|e| Error::internal(format!("failed to open netns {:?}: {e}", inv.env.netns)))
-}
-
 impl Plugin for Tap {
     fn add(&self, inv: &Invocation) -> Result<CniResult, Error> {
         let c = Conf::load(inv)?;
         let layer3 = !ipam::plugin_type(inv).is_empty();
-        let container = open_container(inv)?;
+        let container = iface::open_container(inv)?;
         let ifname = &inv.env.ifname;
         let options = LinkOptions {
             mtu: u32::try_from(c.mtu).ok().filter(|m| *m > 0),
@@ -180,33 +165,12 @@ impl Plugin for Tap {
         if !ipam::plugin_type(inv).is_empty() {
             ipam::exec(inv, Command::Del)?;
         }
-        if inv.env.netns.is_empty() {
-            return Ok(());
-        }
-        match Netns::container() {
-            Ok(ns) => {
-                if let Ok(link) = ns.link(&inv.env.ifname) {
-                    match ns.delete_link(link.index) {
-                        Ok(()) => {}
-                        Err(e) if e.is_not_found() => {}
-                        Err(e) => {
-                            return Err(Error::internal(format!(
-                                "failed to delete {:?}: {e}",
-                                inv.env.ifname
-                            )))
-                        }
-                    }
-                }
-                Ok(())
-            }
-            Err(e) if e.is_not_found() => Ok(()),
-            Err(e) => Err(e.into()),
-        }
+        iface::delete_link(inv)
     }
 
     fn check(&self, inv: &Invocation) -> Result<(), Error> {
         Conf::load(inv)?;
-        let container = open_container(inv)?;
+        let container = iface::open_container(inv)?;
         if !ipam::plugin_type(inv).is_empty() {
             ipam::exec(inv, Command::Check)?;
         }

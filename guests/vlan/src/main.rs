@@ -80,7 +80,7 @@ struct Vlan;
 impl Plugin for Vlan {
     fn add(&self, inv: &Invocation) -> Result<CniResult, Error> {
         let l = Conf::load(inv)?;
-        let container = stacked::open_container(inv)?;
+        let container = iface::open_container(inv)?;
         let options = LinkOptions {
             mtu: l.mtu,
             mac: None,
@@ -118,12 +118,12 @@ impl Plugin for Vlan {
     fn del(&self, inv: &Invocation) -> Result<(), Error> {
         Conf::load(inv)?;
         ipam::exec(inv, Command::Del)?;
-        stacked::delete(inv)
+        iface::delete_link(inv)
     }
 
     fn check(&self, inv: &Invocation) -> Result<(), Error> {
         let l = Conf::load(inv)?;
-        let container = stacked::open_container(inv)?;
+        let container = iface::open_container(inv)?;
         ipam::exec(inv, Command::Check)?;
         let prev = inv
             .prev_result()?
