@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use support::Netns;
 use wasmcni::netlink::{
-    address_of, AddrFlags, AddrSpec, LinkOpts, Netlink, NlError, RouteAdd, RouteSpec, SubKind,
+    address_of, AddrFlags, AddrSpec, LinkOpts, Netlink, NlError, PortVlan, RouteAdd, RouteSpec,
+    SubKind,
 };
 use wasmcni::netns::NetNs;
 use wasmcni::{announce, sysctl, tuntap};
@@ -1376,4 +1377,204 @@ fn a_detached_deletion_reports_refusals_and_holds_nothing() {
         ok
     });
     assert!(hung_up, "a copy of the pipe's write end outlived the call");
+}
+
+/// `bridge -n NS -j vlan show dev NAME`: the port's VLANs as the kernel
+/// reports them to iproute2, as (vid, pvid, untagged), ranges expanded.
+fn bridge_vlans(ns: &Netns, dev: &str) -> Vec<(u16, bool, bool)> {
+    let out = std::process::Command::new("bridge")
+        .args(["-n", &ns.name, "-j", "vlan", "show", "dev", dev])
+        .output()
+        .expect("iproute2's bridge");
+    assert!(out.status.success(), "bridge vlan show dev {dev}: {out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("bridge vlan show dev {dev}: {e}: {out:?}"));
+    let mut vlans = Vec::new();
+    for port in v.as_array().unwrap() {
+        assert_eq!(port["ifname"], dev);
+        for e in port["vlans"].as_array().unwrap() {
+            let flags: Vec<&str> = e["flags"]
+                .as_array()
+                .map(|f| f.iter().map(|f| f.as_str().unwrap()).collect())
+                .unwrap_or_default();
+            let start = e["vlan"].as_u64().unwrap() as u16;
+            let end = e
+                .get("vlanEnd")
+                .map_or(start, |x| x.as_u64().unwrap() as u16);
+            for vid in start..=end {
+                vlans.push((
+                    vid,
+                    flags.contains(&"PVID"),
+                    flags.contains(&"Egress Untagged"),
+                ));
+            }
+        }
+    }
+    vlans
+}
+
+/// Per-port bridge VLANs (`bridge vlan show|add|del dev PORT master`)
+/// through [`Netlink`], checked against iproute2's `bridge`. This
+/// machine's kernel has no bridge VLAN filtering: what it must do without
+/// it (no entries, EOPNOTSUPP for an addition) is checked here, and the
+/// test runs again in tests/vm/, whose kernel has it.
+#[test]
+fn bridge_port_vlans_are_read_added_and_deleted() {
+    if support::vm::kernel_has("bridge-vlan") {
+        port_vlans_with_filtering();
+    } else {
+        assert!(
+            !support::vm::inside(),
+            "the VM's kernel lacks bridge vlan filtering"
+        );
+        port_vlans_without_filtering();
+        support::vm::rerun_this_test("bridge_port_vlans_are_read_added_and_deleted");
+    }
+}
+
+fn pv(vid: u16, pvid: bool, untagged: bool) -> PortVlan {
+    PortVlan {
+        vid,
+        pvid,
+        untagged,
+    }
+}
+
+fn port_vlans_with_filtering() {
+    let a = Netns::new("nl-brvlan");
+    let (_ha, mut nl) = open(&a);
+    a.ip(&[
+        "link",
+        "add",
+        "br0",
+        "type",
+        "bridge",
+        "vlan_filtering",
+        "1",
+    ]);
+    a.ip(&["link", "add", "br1", "type", "bridge"]);
+    a.ip(&["link", "add", "v0", "type", "veth", "peer", "name", "v1"]);
+    a.ip(&["link", "set", "v0", "master", "br0"]);
+    let (br0, br1) = (index(&mut nl, "br0"), index(&mut nl, "br1"));
+    let (v0, v1) = (index(&mut nl, "v0"), index(&mut nl, "v1"));
+
+    // The kernel's default: VID 1, PVID, egress untagged.
+    assert_eq!(nl.port_vlans(v0).unwrap(), [pv(1, true, true)]);
+    assert_eq!(bridge_vlans(&a, "v0"), [(1, true, true)]);
+
+    nl.add_port_vlan(v0, &pv(100, true, true)).unwrap();
+    // The PVID moved to 100; 1 stays, untagged.
+    assert_eq!(
+        nl.port_vlans(v0).unwrap(),
+        [pv(1, false, true), pv(100, true, true)]
+    );
+    nl.add_port_vlan(v0, &pv(200, false, false)).unwrap();
+    nl.del_port_vlan(v0, 1).unwrap();
+    let want = [pv(100, true, true), pv(200, false, false)];
+    assert_eq!(nl.port_vlans(v0).unwrap(), want);
+    assert_eq!(
+        bridge_vlans(&a, "v0"),
+        [(100, true, true), (200, false, false)],
+        "the kernel agrees"
+    );
+    // The entry is plain data (it crosses the WIT boundary and the journal).
+    let json = serde_json::to_value(&want).unwrap();
+    assert_eq!(
+        json[0],
+        serde_json::json!({"vid": 100, "pvid": true, "untagged": true})
+    );
+    assert_eq!(serde_json::from_value::<Vec<PortVlan>>(json).unwrap(), want);
+
+    // Adding again changes the flags.
+    nl.add_port_vlan(v0, &pv(200, false, true)).unwrap();
+    assert_eq!(bridge_vlans(&a, "v0")[1], (200, false, true));
+    nl.add_port_vlan(v0, &pv(200, false, false)).unwrap();
+    assert_eq!(nl.port_vlans(v0).unwrap(), want);
+
+    // A range (the kernel sends it compressed, begin and end): one entry
+    // per VID.
+    let st = std::process::Command::new("bridge")
+        .args([
+            "-n", &a.name, "vlan", "add", "dev", "v0", "vid", "300-310", "untagged", "master",
+        ])
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let vlans = nl.port_vlans(v0).unwrap();
+    assert_eq!(vlans.len(), 2 + 11);
+    assert_eq!(vlans[..2], want);
+    assert!(vlans[2..]
+        .iter()
+        .zip(300..=310)
+        .all(|(v, vid)| *v == pv(vid, false, true)));
+    let ours: Vec<_> = vlans.iter().map(|v| (v.vid, v.pvid, v.untagged)).collect();
+    assert_eq!(bridge_vlans(&a, "v0"), ours);
+    for vid in 300..=310 {
+        nl.del_port_vlan(v0, vid).unwrap();
+    }
+    assert_eq!(nl.port_vlans(v0).unwrap(), want);
+    // The bridge ignores a VID the port does not have.
+    nl.del_port_vlan(v0, 300).unwrap();
+    assert_eq!(nl.port_vlans(v0).unwrap(), want);
+
+    // Not a VLAN id: refused before anything is sent.
+    for vid in [0, 4095, u16::MAX] {
+        assert_eq!(
+            errno(nl.add_port_vlan(v0, &pv(vid, false, false))),
+            libc::EINVAL
+        );
+        assert_eq!(errno(nl.del_port_vlan(v0, vid)), libc::EINVAL);
+    }
+    assert_eq!(nl.port_vlans(v0).unwrap(), want);
+
+    // Links that are no bridge port: the bridge itself, the free peer.
+    assert_eq!(nl.port_vlans(br0).unwrap(), []);
+    assert_eq!(nl.port_vlans(v1).unwrap(), []);
+    assert_eq!(
+        errno(nl.add_port_vlan(v1, &pv(100, false, false))),
+        libc::EOPNOTSUPP
+    );
+    assert_eq!(errno(nl.del_port_vlan(v1, 100)), libc::EOPNOTSUPP);
+    assert_eq!(errno(nl.port_vlans(99_999)), libc::ENODEV);
+    assert_eq!(errno(nl.port_vlans(0)), libc::ENODEV);
+    assert_eq!(
+        errno(nl.add_port_vlan(0, &pv(5, false, false))),
+        libc::ENODEV
+    );
+
+    // A port of a bridge that does not filter still has its entries.
+    a.ip(&["link", "set", "v1", "master", "br1"]);
+    assert_eq!(nl.port_vlans(v1).unwrap(), [pv(1, true, true)]);
+    nl.add_port_vlan(v1, &pv(7, false, false)).unwrap();
+    assert_eq!(bridge_vlans(&a, "v1"), [(1, true, true), (7, false, false)]);
+    assert_eq!(nl.port_vlans(v0).unwrap(), want, "each port its own");
+
+    assert_eq!(nl.bridge_vlan_filtering(br0).unwrap(), Some(true));
+    assert_eq!(nl.bridge_vlan_filtering(br1).unwrap(), Some(false));
+    assert_eq!(nl.bridge_vlan_filtering(v0).unwrap(), None);
+    assert_eq!(errno(nl.bridge_vlan_filtering(99_999)), libc::ENODEV);
+}
+
+/// Without bridge VLAN filtering in the kernel: ports have no entries,
+/// additions are refused, ids are still checked.
+fn port_vlans_without_filtering() {
+    let a = Netns::new("nl-brvlan-no");
+    let (_ha, mut nl) = open(&a);
+    a.ip(&["link", "add", "br0", "type", "bridge"]);
+    a.ip(&["link", "add", "v0", "type", "veth", "peer", "name", "v1"]);
+    a.ip(&["link", "set", "v0", "master", "br0"]);
+    let (br0, v0) = (index(&mut nl, "br0"), index(&mut nl, "v0"));
+    assert_eq!(nl.port_vlans(v0).unwrap(), []);
+    assert_eq!(bridge_vlans(&a, "v0"), []);
+    assert_eq!(
+        errno(nl.add_port_vlan(v0, &pv(100, true, true))),
+        libc::EOPNOTSUPP
+    );
+    assert_eq!(
+        errno(nl.add_port_vlan(v0, &pv(0, false, false))),
+        libc::EINVAL
+    );
+    assert_eq!(errno(nl.del_port_vlan(v0, 4095)), libc::EINVAL);
+    assert_eq!(nl.bridge_vlan_filtering(br0).unwrap(), Some(false));
+    assert_eq!(nl.bridge_vlan_filtering(v0).unwrap(), None);
 }

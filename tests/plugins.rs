@@ -25,6 +25,13 @@
 //! containers attached to the same network, which must reach each other.
 //! `node`: `ip` commands run in both sides' node namespaces first (the
 //! node's own links: a master, a device to move).
+//! `deliberate`: where wasmcni differs from the reference on purpose:
+//! `"restores-on-del"` — the reference returns a device it moved in
+//! without its addresses, routes and state, wasmcni exactly as it was:
+//! after each DEL wasmcni's namespaces must be as before the ADD, and the
+//! reference's are not compared; `"del-idempotent"` — the reference's
+//! second DEL fails (the device is gone from the container), wasmcni's
+//! succeeds, as the spec asks.
 //! `needs`: link kinds (`ip link add … type KIND`) the case uses. Cases
 //! needing a kind this kernel lacks run in tests/vm/, a VM whose kernel
 //! has every kind (`cases_needing_other_link_types_…`); nothing is skipped.
@@ -138,6 +145,10 @@ impl Side {
             env.push((
                 "WASMCNI_AUDIT".into(),
                 dir.path().join("audit.jsonl").display().to_string(),
+            ));
+            env.push((
+                "WASMCNI_STATE_DIR".into(),
+                dir.path().join("state").display().to_string(),
             ));
         }
         Side {
@@ -412,12 +423,17 @@ fn run_case(plugin: &str, file: &str, case: &Value, version: &str) {
         w.node.ip(&args);
     }
     let (rl, wl) = (r.conflist(case, version), w.conflist(case, version));
-    let (rs, ws) = states(&r, &w);
+    let (rs, initial) = states(&r, &w);
     assert_same(
         &rs,
-        &ws,
+        &initial,
         &format!("{what}: the sandboxes differ to begin with"),
     );
+    let deliberate = |what: &str| {
+        case["deliberate"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x == what))
+    };
     let expect_ok = case["expect"].as_str() != Some("error");
 
     // ADD, for every container (with "expect": "error", the last fails).
@@ -494,11 +510,26 @@ fn run_case(plugin: &str, file: &str, case: &Value, version: &str) {
     for round in 0..2 {
         for c in 0..ctrs {
             let (rd, wd) = (r.call("del", &rl, c, case), w.call("del", &wl, c, case));
+            if round == 1 && deliberate("del-idempotent") {
+                assert_eq!(wd.code, 0, "{what}: DEL #{round} must succeed: {wd:?}");
+                continue;
+            }
             assert_eq!(
                 outcome(&rd),
                 outcome(&wd),
                 "{what}: DEL #{round}\n{rd:?}\n{wd:?}"
             );
+        }
+        if deliberate("restores-on-del") {
+            let now = w.state();
+            for part in ["node", "ctrs"] {
+                assert_same(
+                    &initial[part],
+                    &now[part],
+                    &format!("{what}: wasmcni after DEL #{round} ({part}) is not as before ADD"),
+                );
+            }
+            continue;
         }
         let (rs, ws) = states(&r, &w);
         assert_same(&rs, &ws, &format!("{what}: state after DEL #{round}"));

@@ -13,7 +13,8 @@ use crate::cni::Error;
 
 pub use crate::bindings::wasmcni::plugin::address::{AddressInfo, AddressOptions};
 pub use crate::bindings::wasmcni::plugin::link::{
-    BridgeOptions, IpvlanMode, LinkInfo, LinkOptions, MacvlanMode, OperState, TapOptions, VethPair,
+    BridgeOptions, DeviceSelector, IpvlanMode, LinkInfo, LinkOptions, MacvlanMode, OperState,
+    TapOptions, VethPair,
 };
 pub use crate::bindings::wasmcni::plugin::netns::NetnsKind;
 pub use crate::bindings::wasmcni::plugin::route::{Route, RouteInfo};
@@ -176,6 +177,17 @@ impl Netns {
     /// Every link.
     pub fn links(&self) -> Result<Vec<LinkInfo>, HostError> {
         link::list(&self.inner).map_err(self.err("link.list", "links"))
+    }
+
+    /// The links a sysfs device path or PCI address names, sorted by name
+    /// (host namespace only; `not-found` when the device, or its `net/`
+    /// directory, does not exist).
+    pub fn find_devices(&self, selector: &DeviceSelector) -> Result<Vec<LinkInfo>, HostError> {
+        let what = match selector {
+            DeviceSelector::KernelPath(p) => format!("device {p:?}"),
+            DeviceSelector::PciAddress(a) => format!("PCI device {a:?}"),
+        };
+        link::find_devices(&self.inner, selector).map_err(self.err("link.find-devices", what))
     }
 
     /// Sets a link administratively up or down.

@@ -113,6 +113,11 @@ impl Audit {
         }
     }
 
+    /// The plugin the log speaks for.
+    pub fn plugin(&self) -> &str {
+        &self.who.plugin
+    }
+
     /// Records one call, at once: a record must not depend on the process
     /// living to the end of the invocation (a runtime may kill it).
     pub fn record(&mut self, call: &str, args: &Value, outcome: &Outcome) {

@@ -8,7 +8,12 @@ use crate::netlink::{AddrSpec, RouteSpec};
 use crate::netns::Kind;
 
 /// How to take one change back. Links are named by (namespace, index).
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Serializable so the host can keep inverses past the process that
+/// recorded them (the attachment record, [`crate::record`]); the two
+/// variants that hold a process's own handles are not.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case", rename_all_fields = "kebab-case")]
 pub enum Undo {
     /// A link was created: delete it (a veth takes its peer along).
     DeleteLink {
@@ -176,8 +181,10 @@ pub enum Undo {
         changes: Vec<crate::sysctl::Change>,
     },
     /// An IPAM reservation changed (see [`crate::caps`]'s ipam-store).
+    #[serde(skip)]
     Ipam(crate::caps::IpamUndo),
     /// A native delegate's ADD succeeded: run its DEL.
+    #[serde(skip)]
     NativeDel(crate::caps::delegate::NativeCall),
     /// A sysctl was written: write the old value back.
     SetSysctl {
@@ -193,7 +200,8 @@ pub enum Undo {
 /// What the kernel resets when a link moves to another namespace (it is
 /// closed, leaves its master, and its per-link settings are recreated from
 /// the new namespace's defaults), recorded before the move.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
 pub struct LinkState {
     /// Administratively up.
     pub up: bool,
@@ -294,7 +302,7 @@ impl Undo {
 pub type LinkId = u32;
 
 /// One inverse, with the identities of the links it names.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Entry {
     /// How to take the change back.
     pub undo: Undo,
@@ -471,6 +479,37 @@ impl Journal {
                 self.identify(to.0, to.1);
             }
         }
+    }
+
+    /// The links this invocation moved out of namespace `from` that are
+    /// elsewhere now, each as (where it is now, its name in `from`, the
+    /// entries that put it back: its move back and every inverse recorded
+    /// about it while it was in `from`, oldest first).
+    pub fn moved_out_of(&self, from: Kind) -> Vec<((Kind, u32), String, Vec<Entry>)> {
+        let mut out = Vec::new();
+        for e in &self.entries {
+            let (Undo::MoveBack { to, name, .. }, Some(id)) = (&e.undo, e.link) else {
+                continue;
+            };
+            let Some(now) = self.place(id).filter(|(ns, _)| *ns != from) else {
+                continue;
+            };
+            if *to != from || out.iter().any(|(at, _, _)| *at == now) {
+                continue;
+            }
+            let restore = self
+                .entries
+                .iter()
+                .filter(|x| {
+                    x.link == Some(id)
+                        && (matches!(x.undo, Undo::MoveBack { .. })
+                            || x.undo.link().is_some_and(|(ns, _)| ns == from))
+                })
+                .cloned()
+                .collect();
+            out.push((now, name.clone(), restore));
+        }
+        out
     }
 
     /// Takes the entries out, newest first.

@@ -69,6 +69,46 @@ impl LinkKind {
     }
 }
 
+/// A key of the network config that names a device of the node, as the
+/// reference `host-device` plugin reads it. A grant's `config-links` lists
+/// the keys whose device the plugin may take (move, change) although
+/// wasmcni did not create it: the runtime's config, which the host reads
+/// itself, names the device, not the plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ConfigKey {
+    /// `device`: the link of that name.
+    #[serde(rename = "device")]
+    Device,
+    /// `hwaddr`: the first link with that hardware address.
+    #[serde(rename = "hwaddr")]
+    Hwaddr,
+    /// `kernelpath`: the network devices of that sysfs device
+    /// (`<kernelpath>/net/`, below `/sys/devices/`).
+    #[serde(rename = "kernelpath")]
+    Kernelpath,
+    /// `pciBusID`: the network devices of that PCI device
+    /// (`/sys/bus/pci/devices/<id>/net/`, or its `virtio*/net/`).
+    #[serde(rename = "pciBusID")]
+    PciBusId,
+    /// `runtimeConfig.deviceID`: as `pciBusID`, set by the runtime (e.g.
+    /// an SR-IOV device plugin's allocation).
+    #[serde(rename = "runtimeConfig.deviceID")]
+    DeviceId,
+}
+
+impl ConfigKey {
+    /// The key, as in the config and the policy file.
+    pub fn name(self) -> &'static str {
+        match self {
+            ConfigKey::Device => "device",
+            ConfigKey::Hwaddr => "hwaddr",
+            ConfigKey::Kernelpath => "kernelpath",
+            ConfigKey::PciBusId => "pciBusID",
+            ConfigKey::DeviceId => "runtimeConfig.deviceID",
+        }
+    }
+}
+
 /// A name pattern: `*` matches any run of characters, everything else
 /// itself (`cni*`, `net.ipv6.conf.*.accept_ra`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -134,6 +174,13 @@ fn glob_match(pat: &[u8], s: &[u8]) -> bool {
 ///   destinations of the routes it adds or replaces must lie in, e.g. the
 ///   cluster's pod range. Empty: none, so a plugin given `routes` on the
 ///   host cannot steer the node's traffic with a broad route (`0.0.0.0/1`).
+/// - `config-links`: (host) keys of the network config (`device`,
+///   `hwaddr`, `kernelpath`, `pciBusID`, `runtimeConfig.deviceID`) whose
+///   device the plugin may take as if `links` named it — and move back
+///   into the host namespace under the name `device` gives. The host reads
+///   the config itself, so the plugin cannot widen it; this is how one
+///   default entry serves every `host-device` network without naming any
+///   node device.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct NsGrant {
@@ -168,6 +215,9 @@ pub struct NsGrant {
     /// absent: [`DEFAULT_HOST_NAMES`].
     #[serde(skip_serializing_if = "Option::is_none")]
     pub names: Option<Vec<Pattern>>,
+    /// (Host) config keys whose device it may take as if `links` named it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub config_links: Vec<ConfigKey>,
 }
 
 /// The names a plugin may give the links it creates, moves in or renames
@@ -629,6 +679,10 @@ impl fmt::Display for NsGrant {
         }
         if let Some(names) = &self.names {
             parts.push(format!("names [{}]", list(names)));
+        }
+        if !self.config_links.is_empty() {
+            let keys: Vec<&str> = self.config_links.iter().map(|k| k.name()).collect();
+            parts.push(format!("config-links [{}]", keys.join(", ")));
         }
         if parts.is_empty() {
             f.write_str("nothing")

@@ -261,11 +261,32 @@ pub fn invoke(
         &rt, &component, &imports, &plugin, &rt.env, stdin, &limits, caps,
     );
     let failed = !matches!(outcome, Ok(Output { code: 0, .. }));
-    let outcome = if command == "ADD" && failed && caps.journal_len() > 0 {
+    let outcome = match command.as_str() {
         // A failed ADD leaves nothing behind.
-        undo_or_report(&mut caps, 0, plugin.name(), outcome)
-    } else {
-        outcome
+        "ADD" if failed && caps.journal_len() > 0 => {
+            undo_or_report(&mut caps, 0, plugin.name(), outcome)
+        }
+        // A host link the ADD took is out only with the record that
+        // brings it back.
+        "ADD" if !failed => match caps.keep_record() {
+            Ok(()) => outcome,
+            Err(why) => undo_or_report(
+                &mut caps,
+                0,
+                plugin.name(),
+                Err(CniError::new(Code::Io, format!("wasmcni: {why}"))),
+            ),
+        },
+        // Whatever the plugin's DEL left of what the record holds, the
+        // host returns.
+        "DEL" => match caps.finish_del() {
+            Ok(()) => outcome,
+            Err(why) => Err(CniError::new(
+                Code::Internal,
+                format!("wasmcni: host links this attachment took could not be returned: {why}"),
+            )),
+        },
+        _ => outcome,
     };
     // The process exits right after this; unmapping the code and the
     // engine's type registry would only add to every call's latency.

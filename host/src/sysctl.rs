@@ -271,7 +271,7 @@ fn restore_rank(key: &str) -> (u8, bool) {
 }
 
 /// One setting a write changed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Change {
     /// The dotted key.
     pub key: String,

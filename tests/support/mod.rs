@@ -473,6 +473,15 @@ fn test_env() -> Vec<(String, String)> {
                 .display()
                 .to_string(),
         ),
+        // Attachment records stay in target/, never in the machine's
+        // /var/lib/wasmcni (tests that read them set their own).
+        (
+            "WASMCNI_STATE_DIR".into(),
+            PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+                .join("wasmcni-state")
+                .display()
+                .to_string(),
+        ),
     ];
     // Under the VM's emulation a debug build compiles a plugin (cache
     // miss) slower than the default deadline allows; tests that check

@@ -103,8 +103,9 @@ impl World {
     }
 
     /// Everything a plugin could change: both namespaces (links,
-    /// addresses, routes, the `net.` settings tree) and the IPAM state
-    /// (every file under the state root, with its contents).
+    /// addresses, routes, the `net.` settings tree), the IPAM state
+    /// (every file under the state root, with its contents) and the
+    /// attachment records.
     pub fn snapshot(&self) -> Value {
         let mut files = serde_json::Map::new();
         fn walk(
@@ -134,7 +135,10 @@ impl World {
             }
         }
         walk(&self.ipam_dir(), &self.ipam_dir(), &mut files);
-        json!({"node": self.node.full_snapshot(), "ctr": self.ctr.full_snapshot(), "ipam": files})
+        let mut records = serde_json::Map::new();
+        walk(&self.state_dir(), &self.state_dir(), &mut records);
+        json!({"node": self.node.full_snapshot(), "ctr": self.ctr.full_snapshot(), "ipam": files,
+               "records": records})
     }
 
     pub fn audit_path(&self) -> PathBuf {
@@ -176,12 +180,18 @@ impl World {
             .cni(command, &self.ctr.path, "eth0")
             .env("WASMCNI_POLICY", self.policy(policy).display().to_string())
             .env("WASMCNI_AUDIT", self.audit_path().display().to_string())
+            .env("WASMCNI_STATE_DIR", self.state_dir().display().to_string())
             .env("WASMCNI_PLUGIN_DIR", fixtures)
             .in_netns(&self.node);
         for (k, v) in extra {
             inv = inv.env(k, v);
         }
         inv.run()
+    }
+
+    /// The state root of this world's attachment records.
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
     }
 
     pub fn audit(&self) -> Vec<Value> {
@@ -233,14 +243,25 @@ pub fn assert_denied(
     op: &Value,
     audited: impl Fn(&Value) -> bool,
 ) {
+    assert_denied_with(world, who, entry, &json!({}), op, audited)
+}
+
+/// [`assert_denied`] with more keys in the network config (`conf`).
+pub fn assert_denied_with(
+    world: &World,
+    who: &str,
+    entry: &Value,
+    conf: &Value,
+    op: &Value,
+    audited: impl Fn(&Value) -> bool,
+) {
     let before = world.snapshot();
     let _ = std::fs::remove_file(world.audit_path());
-    let run = world.run(
-        "ADD",
-        &policy_with(entry.clone()),
-        &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [op]}),
-        &[],
-    );
+    let mut config = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [op]});
+    for (k, v) in conf.as_object().into_iter().flatten() {
+        config[k] = v.clone();
+    }
+    let run = world.run("ADD", &policy_with(entry.clone()), &config, &[]);
     assert_eq!(run.code, 0, "{who} {op}: {run:?}");
     let report = run.json();
     let last = report["results"].as_array().and_then(|r| r.last()).cloned();

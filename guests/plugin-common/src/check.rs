@@ -15,6 +15,19 @@ pub fn interface(
     prev: &CniResult,
     kind: &str,
 ) -> Result<LinkInfo, Error> {
+    let link = any_interface(inv, ns, prev)?;
+    if link.kind.as_deref() != Some(kind) {
+        return Err(Error::internal(format!(
+            "Error: Container interface {} not of type {kind}",
+            link.name
+        )));
+    }
+    Ok(link)
+}
+
+/// [`interface`] of any kind (a device moved in from the node: a NIC, a
+/// veth, ...).
+pub fn any_interface(inv: &Invocation, ns: &Netns, prev: &CniResult) -> Result<LinkInfo, Error> {
     let ifname = &inv.env.ifname;
     let entry = prev
         .interfaces
@@ -32,12 +45,6 @@ pub fn interface(
             entry.name
         ))
     })?;
-    if link.kind.as_deref() != Some(kind) {
-        return Err(Error::internal(format!(
-            "Error: Container interface {} not of type {kind}",
-            link.name
-        )));
-    }
     if !entry.mac.is_empty() && entry.mac != mac::format(&link.mac) {
         return Err(Error::internal(format!(
             "Interface {} Mac {} doesn't match container Mac: {}",

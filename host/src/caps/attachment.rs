@@ -45,6 +45,83 @@ pub struct Attachment {
     /// The addresses this attachment's IPAM delegates gave it (their ADD
     /// results, seen by the host because delegation runs through it).
     pub addresses: Vec<IpAddr>,
+    /// The node devices the config names (`host-device`'s keys).
+    pub devices: ConfigDevices,
+}
+
+/// The node devices a network config names, by the keys the reference
+/// `host-device` plugin reads (see [`crate::policy::ConfigKey`]). Read by
+/// the host from the config on stdin, so a plugin cannot change them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigDevices {
+    /// `device`.
+    pub device: Option<String>,
+    /// `hwaddr`, parsed (`None` if absent or not a MAC address).
+    pub hwaddr: Option<Vec<u8>>,
+    /// `kernelpath`.
+    pub kernelpath: Option<String>,
+    /// `pciBusID`.
+    pub pci_bus_id: Option<String>,
+    /// `runtimeConfig.deviceID`.
+    pub device_id: Option<String>,
+}
+
+impl ConfigDevices {
+    fn from_config(conf: &Value) -> ConfigDevices {
+        let text = |v: Option<&Value>| {
+            v.and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(str::to_owned)
+        };
+        ConfigDevices {
+            device: text(conf.get("device")),
+            hwaddr: text(conf.get("hwaddr")).and_then(|m| parse_mac(&m)),
+            kernelpath: text(conf.get("kernelpath")),
+            pci_bus_id: text(conf.get("pciBusID")),
+            device_id: text(conf.get("runtimeConfig").and_then(|r| r.get("deviceID"))),
+        }
+    }
+
+    /// Whether the config names link `name` with hardware address `mac`
+    /// by `key`. Sysfs-based keys are resolved now (see
+    /// [`crate::devices`]); a path that does not resolve names nothing.
+    pub fn names(&self, key: crate::policy::ConfigKey, name: &str, mac: &[u8]) -> bool {
+        use crate::policy::ConfigKey;
+        let listed = |r: std::io::Result<Vec<String>>| r.is_ok_and(|v| v.iter().any(|n| n == name));
+        match key {
+            ConfigKey::Device => self.device.as_deref() == Some(name),
+            ConfigKey::Hwaddr => self.hwaddr.as_deref() == Some(mac),
+            ConfigKey::Kernelpath => self
+                .kernelpath
+                .as_deref()
+                .is_some_and(|p| listed(crate::devices::of_kernel_path(p))),
+            ConfigKey::PciBusId => self
+                .pci_bus_id
+                .as_deref()
+                .is_some_and(|p| listed(crate::devices::of_pci_address(p))),
+            ConfigKey::DeviceId => self
+                .device_id
+                .as_deref()
+                .is_some_and(|p| listed(crate::devices::of_pci_address(p))),
+        }
+    }
+}
+
+/// A MAC address as Go's `net.ParseMAC` takes the common forms
+/// (`aa:bb:cc:dd:ee:ff`, `aa-bb-…`).
+fn parse_mac(s: &str) -> Option<Vec<u8>> {
+    let parts: Vec<&str> = s.split([':', '-']).collect();
+    if !matches!(parts.len(), 6 | 8 | 20) {
+        return None;
+    }
+    parts
+        .iter()
+        .map(|p| {
+            (p.len() == 2)
+                .then(|| u8::from_str_radix(p, 16).ok())
+                .flatten()
+        })
+        .collect()
 }
 
 fn plain(s: &str) -> bool {
@@ -111,6 +188,7 @@ impl Attachment {
             ifname: var("CNI_IFNAME"),
             valid,
             addresses: Vec::new(),
+            devices: ConfigDevices::from_config(&conf),
         }
     }
 

@@ -77,6 +77,14 @@ pub const ENTRIES: &[Entry] = &[
         in_gc: false,
     },
     Entry {
+        call: "link.find-devices",
+        authority: "read the links a sysfs device path or PCI address names (host only)",
+        policy: "`read`",
+        undo: "none (no side effect)",
+        mutates: false,
+        in_gc: false,
+    },
+    Entry {
         call: "link.create-veth",
         authority: "create a veth pair, peer born in the other namespace",
         policy: "`create: [veth]` in both namespaces; host end named per `names`, marked",
@@ -136,7 +144,7 @@ pub const ENTRIES: &[Entry] = &[
     Entry {
         call: "link.move-to",
         authority: "move a link between the two namespaces",
-        policy: "`move` in both; host source: own or `links`; moved into host: named per `names`, marked",
+        policy: "`move` in both; host source: own, `links` or `config-links`; moved into host: named per `names` (or the config's `device`), marked; a link the attachment's ADD took from the host: back under its recorded name",
         undo: "move it back under its old name and index, then restore its per-link sysctls, MTU, MAC, alias, master and hairpin, promiscuity, admin state, addresses and routes (all tables)",
         mutates: true,
         in_gc: false,

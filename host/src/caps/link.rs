@@ -10,8 +10,8 @@ use serde_json::json;
 use wasmtime::component::Resource;
 
 use super::bindings::wasmcni::plugin::link::{
-    BridgeOptions, Host, IpvlanMode, LinkInfo, LinkOptions, MacvlanMode, OperState, TapOptions,
-    VethPair,
+    BridgeOptions, DeviceSelector, Host, IpvlanMode, LinkInfo, LinkOptions, MacvlanMode, OperState,
+    TapOptions, VethPair,
 };
 use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::{arg_str, bounded, ns_arg, CapError, Ctx, NsHandle, StoreData, MAX_ALIAS};
@@ -210,7 +210,11 @@ impl Ctx {
     fn check_new_name(&self, kind: Kind, name: &str) -> Result<(), CapError> {
         check_name(name)?;
         let g = self.ns_grant(kind);
-        if kind == Kind::Host && !g.may_name(name) {
+        // The name the config's `device` gives, where the grant lets the
+        // config name the plugin's device.
+        let configured = g.config_links.contains(&crate::policy::ConfigKey::Device)
+            && self.attachment.devices.device.as_deref() == Some(name);
+        if kind == Kind::Host && !g.may_name(name) && !configured {
             return Err(CapError::Denied(format!(
                 "host link name {name:?} matches none of the grant's `names` ({})",
                 g.names_in_effect()
@@ -262,11 +266,7 @@ impl Ctx {
         };
         // The host namespace is wasmcni's own: it may look there even for
         // a plugin that holds no handle to it.
-        if self.host.is_none() {
-            self.host = Some(
-                crate::netns::NetNs::open_host().map_err(|_| CapError::Code(ErrorCode::Other))?,
-            );
-        }
+        self.open_host()?;
         let ns = match nsid {
             None => Some(kind),
             Some(id) => {
@@ -447,6 +447,43 @@ impl Host for StoreData {
                 .into_iter()
                 .map(|m| c.with_owned(kind, LinkInfo::from_message(m)))
                 .collect())
+        })
+    }
+
+    fn find_devices(
+        &mut self,
+        ns: Resource<NsHandle>,
+        selector: DeviceSelector,
+    ) -> Result<Vec<LinkInfo>, CapError> {
+        let kind = self.ns_kind(&ns)?;
+        let (what, value) = match &selector {
+            DeviceSelector::KernelPath(p) => ("kernel-path", p),
+            DeviceSelector::PciAddress(a) => ("pci-address", a),
+        };
+        let args = json!({"ns": ns_arg(kind), what: arg_str(value)});
+        self.cap("link.find-devices", args, |c| {
+            c.require(kind, |g| g.read, "read")?;
+            if kind != Kind::Host {
+                return Err(ErrorCode::NotSupported.into());
+            }
+            let names = match &selector {
+                DeviceSelector::KernelPath(p) => crate::devices::of_kernel_path(p),
+                DeviceSelector::PciAddress(a) => crate::devices::of_pci_address(a),
+            }
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::InvalidInput => CapError::Code(ErrorCode::InvalidArgument),
+                std::io::ErrorKind::NotFound => CapError::Code(ErrorCode::NotFound),
+                _ => CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO)),
+            })?;
+            let mut out = Vec::new();
+            for name in names.iter().filter(|n| valid_ifname(n)) {
+                match c.netlink(kind)?.link_by_name(name) {
+                    Ok(msg) => out.push(c.with_owned(kind, LinkInfo::from_message(msg))),
+                    Err(e) if e.errno() == libc::ENODEV => {}
+                    Err(e) => return Err(CapError::from(&e)),
+                }
+            }
+            Ok(out)
         })
     }
 
@@ -692,6 +729,13 @@ impl Host for StoreData {
             c.require(target_kind, |g| g.move_links, "move")?;
             if kind == target_kind {
                 return Err(ErrorCode::InvalidArgument.into());
+            }
+            // A link this attachment's ADD took from the host goes back
+            // exactly as it was.
+            if target_kind == Kind::Host {
+                if let Some(at) = c.return_borrowed(index, new_name.as_deref())? {
+                    return Ok(at);
+                }
             }
             let l = c.link(kind, index)?;
             c.check_host_link(kind, &l)?;

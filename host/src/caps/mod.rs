@@ -32,6 +32,7 @@ use crate::policy::{Grant, NsGrant};
 
 mod address;
 mod attachment;
+mod borrowed;
 pub mod catalog;
 pub mod delegate;
 mod error;
@@ -213,6 +214,17 @@ impl Ctx {
         }
     }
 
+    /// Opens wasmcni's own (host) namespace for the host's own use, if the
+    /// plugin has not asked for it: what the host checks or returns there
+    /// needs no handle of the plugin's.
+    fn open_host(&mut self) -> Result<(), CapError> {
+        if self.host.is_none() {
+            let ns = NetNs::open_host().map_err(|_| CapError::Code(ErrorCode::Other))?;
+            self.host = Some(ns);
+        }
+        Ok(())
+    }
+
     /// The netlink socket for a namespace, opened on first use.
     fn netlink(&mut self, kind: Kind) -> Result<&mut Netlink, CapError> {
         if !self.sockets.contains_key(&kind) {
@@ -268,6 +280,7 @@ impl Ctx {
             || self.owned(l)
             || self.journal.created(kind, l.index)
             || self.ns_grant(kind).names_link(&l.name)
+            || self.config_names(kind, l)
         {
             return Ok(());
         }
@@ -289,6 +302,16 @@ impl Ctx {
             "host link {:?} (index {}) {whose}",
             l.name, l.index
         )))
+    }
+
+    /// Whether the network config names `l` by one of the keys the
+    /// grant's `config-links` lists (a `host-device` network's device).
+    fn config_names(&self, kind: Kind, l: &link::Link) -> bool {
+        let devices = &self.attachment.devices;
+        self.ns_grant(kind)
+            .config_links
+            .iter()
+            .any(|&key| devices.names(key, &l.name, &l.mac))
     }
 
     /// Whether `l` belongs to this attachment: its alias is this

@@ -33,8 +33,26 @@ impl Ctx {
     /// Undoes the changes recorded after the first `mark` journal entries
     /// (a delegate that failed), newest first, as [`Ctx::undo`] does.
     pub fn undo_from(&mut self, mark: usize) -> Vec<String> {
+        let entries = self.journal.drain_reverse_from(mark);
+        let failures = self.replay(entries, "journal.undo");
+        if mark > 0 {
+            // The invocation goes on: links the undo deleted are no longer
+            // "created in this call".
+            let _ = self.refresh_created();
+        }
+        failures
+    }
+
+    /// Carries out `entries`, newest first, each step audited as `label`;
+    /// keeps going past failures and returns them. A link moved back
+    /// under another index than it had has the older entries about it
+    /// follow it.
+    pub(super) fn replay(
+        &mut self,
+        mut entries: Vec<crate::journal::Entry>,
+        label: &str,
+    ) -> Vec<String> {
         let mut failures = Vec::new();
-        let mut entries = self.journal.drain_reverse_from(mark);
         for i in 0..entries.len() {
             let entry = entries[i].clone();
             let u = &entry.undo;
@@ -68,18 +86,13 @@ impl Ctx {
                 Err(e) => e.outcome(),
             };
             self.audit
-                .record("journal.undo", &json!({ "undo": u.describe() }), &outcome);
+                .record(label, &json!({ "undo": u.describe() }), &outcome);
             if let Err(e) = result {
                 failures.push(match e {
                     CapError::Incomplete(what) => format!("{}: {what}", u.describe()),
                     _ => u.describe(),
                 });
             }
-        }
-        if mark > 0 {
-            // The invocation goes on: links the undo deleted are no longer
-            // "created in this call".
-            let _ = self.refresh_created();
         }
         failures
     }

@@ -2,6 +2,8 @@
 //! neighbours, namespace ids) today; netfilter and traffic control will
 //! sit beside it, each over its own socket.
 
+pub mod bridge_vlan;
 pub mod route;
 
+pub use bridge_vlan::PortVlan;
 pub use route::*;

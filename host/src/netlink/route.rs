@@ -88,7 +88,7 @@ impl Netlink {
 
     /// Sends one request and collects every answer until the kernel says it
     /// is done (a dump) or acknowledges it.
-    fn request(
+    pub(super) fn request(
         &mut self,
         msg: RouteNetlinkMessage,
         flags: u16,
@@ -271,7 +271,7 @@ pub enum SubKind {
 }
 
 /// Address flags a plugin may ask for.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AddrFlags {
     /// `IFA_F_NODAD`.
     pub no_dad: bool,
@@ -281,7 +281,7 @@ pub struct AddrFlags {
 
 /// A unicast route, as wasmcni models it (what the WIT `route` carries,
 /// plus the protocol that marks wasmcni's own routes).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RouteSpec {
     /// Destination address (network).
     pub dst: IpAddr,
@@ -462,7 +462,7 @@ pub enum RouteAdd {
 }
 
 /// An address as listed, enough to add it back exactly.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct AddrSpec {
     /// Link index.
     pub index: u32,

@@ -1,0 +1,361 @@
+//! The attachment record: what the host keeps from a successful ADD until
+//! the attachment's DEL, because only the host may be trusted to put it
+//! back.
+//!
+//! Today a record holds the links an ADD moved from the host namespace
+//! into the container's (a `host-device` device), each with the journal's
+//! inverses that return it exactly as it was: moved back under its old
+//! name and index, then its per-link settings, MTU, MAC, alias, master and
+//! bridge-port settings, promiscuity, admin state, addresses and routes.
+//! The record is the host's: it lives under the state root, which no
+//! plugin can name (a plugin has no files), and a plugin can neither read,
+//! forge nor erase it. The attachment-record work (links, reservations,
+//! rules of every attachment, host-enforced DEL and GC) grows this same
+//! file.
+//!
+//! Layout: `<state root>/attachments/<network>/<container id>/<ifname>/<plugin>.json`
+//! (state root `$WASMCNI_STATE_DIR`, default [`DEFAULT_STATE_DIR`];
+//! directories 0700, files 0600). Each component is the name as given when
+//! it is a plain file name, else a digest, so no name reaches outside its
+//! directory. A record is written whole to a temporary file, synced, then
+//! renamed over the old one and the directory synced: a crash or `kill -9`
+//! at any instant leaves the old record or the new one, never half of one.
+//!
+//! A record is valid for the boot it was written in (`boot_id`) and the
+//! container namespace it names (its nsfs inode): a link index means
+//! nothing in another boot or namespace.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use cap_std::ambient_authority;
+use cap_std::fs::{Dir, DirBuilder, OpenOptions};
+use serde::{Deserialize, Serialize};
+
+use crate::caps::Attachment;
+use crate::journal::Entry;
+
+/// Where records live when `$WASMCNI_STATE_DIR` is not set.
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/wasmcni";
+
+/// The record format's version.
+const VERSION: u32 = 1;
+
+/// The largest record file read (a record holds a few links' state).
+const MAX_RECORD: u64 = 4 << 20;
+
+/// What the host keeps about one attachment's ADD by one plugin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Record {
+    /// The format's version.
+    pub version: u32,
+    /// The network (the config's `name`).
+    pub network: String,
+    /// `CNI_CONTAINERID`.
+    pub container_id: String,
+    /// `CNI_IFNAME`.
+    pub ifname: String,
+    /// The plugin the runtime executed.
+    pub plugin: String,
+    /// `/proc/sys/kernel/random/boot_id` when it was written.
+    pub boot_id: String,
+    /// The nsfs inode of the container namespace of the ADD.
+    pub netns: u64,
+    /// Links the ADD moved from the host namespace into the container's.
+    pub borrowed: Vec<Borrowed>,
+}
+
+/// A link an ADD moved from the host namespace into the container's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Borrowed {
+    /// Its name in the host namespace before the ADD.
+    pub name: String,
+    /// Its index in the container namespace when the ADD ended.
+    pub index: u32,
+    /// The inverses that put it back, oldest first, as the journal held
+    /// them: its move back and every change recorded while it was in the
+    /// host namespace (its state, addresses and routes).
+    pub restore: Vec<Entry>,
+}
+
+/// Where a record lives, and how to write it.
+#[derive(Debug, Clone)]
+pub struct Location {
+    /// The state root.
+    root: PathBuf,
+    /// Below it: `attachments/<network>/<container id>/<ifname>`.
+    dir: PathBuf,
+    /// `<plugin>.json`.
+    file: String,
+}
+
+/// A path component for `name`: itself if it is a plain file name
+/// (letters, digits, `_`, `.`, `-`, not starting with `.`, at most 128
+/// bytes), else `#` and a digest.
+fn component(name: &str) -> String {
+    let plain = !name.is_empty()
+        && name.len() <= 128
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+    if plain {
+        name.to_owned()
+    } else {
+        use sha2::{Digest, Sha256};
+        format!("#{}", hex::encode(&Sha256::digest(name.as_bytes())[..20]))
+    }
+}
+
+/// This boot's id.
+pub fn boot_id() -> io::Result<String> {
+    Ok(std::fs::read_to_string("/proc/sys/kernel/random/boot_id")?
+        .trim()
+        .to_owned())
+}
+
+impl Location {
+    /// The record of `attachment`'s ADD by `plugin`, below `root`.
+    pub fn new(root: &Path, attachment: &Attachment, plugin: &str) -> Location {
+        Location {
+            root: root.to_owned(),
+            dir: Path::new("attachments")
+                .join(component(&attachment.network))
+                .join(component(&attachment.container_id))
+                .join(component(&attachment.ifname)),
+            file: format!("{}.json", component(plugin)),
+        }
+    }
+
+    /// The state root in force: `$WASMCNI_STATE_DIR`, else
+    /// [`DEFAULT_STATE_DIR`].
+    ///
+    /// # Ambient Authority
+    /// Reads the process environment (the runtime's, never the plugin's).
+    pub fn root_from_env() -> PathBuf {
+        std::env::var_os("WASMCNI_STATE_DIR")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR))
+    }
+
+    /// The record's path, for messages.
+    pub fn path(&self) -> PathBuf {
+        self.root.join(&self.dir).join(&self.file)
+    }
+
+    /// The record, if there is one.
+    ///
+    /// # Ambient Authority
+    /// Opens the state root by path (the host's setting).
+    pub fn load(&self) -> io::Result<Option<Record>> {
+        let root = match Dir::open_ambient_dir(&self.root, ambient_authority()) {
+            Ok(d) => d,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let file = match root.open(self.dir.join(&self.file)) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let mut text = Vec::new();
+        io::Read::read_to_end(&mut io::Read::take(file, MAX_RECORD), &mut text)?;
+        let record: Record = serde_json::from_slice(&text).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{}: {e}", self.path().display()),
+            )
+        })?;
+        if record.version != VERSION {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!(
+                    "{}: record version {} (this wasmcni reads {VERSION})",
+                    self.path().display(),
+                    record.version
+                ),
+            ));
+        }
+        Ok(Some(record))
+    }
+
+    /// Writes `record` whole (temporary file, sync, rename, sync of the
+    /// directory), or removes the file when it holds nothing.
+    ///
+    /// # Ambient Authority
+    /// Creates the state root by path (the host's setting).
+    pub fn store(&self, record: &Record) -> io::Result<()> {
+        if record.borrowed.is_empty() {
+            return self.remove();
+        }
+        std::fs::create_dir_all(&self.root)?;
+        let root = Dir::open_ambient_dir(&self.root, ambient_authority())?;
+        let mut builder = DirBuilder::new();
+        builder.recursive(true);
+        {
+            use cap_std::fs::DirBuilderExt;
+            builder.mode(0o700);
+        }
+        root.create_dir_with(&self.dir, &builder)?;
+        let dir = root.open_dir(&self.dir)?;
+        let tmp = format!(".{}.tmp", self.file);
+        let mut opts = OpenOptions::new();
+        opts.write(true).create(true).truncate(true);
+        {
+            use cap_std::fs::OpenOptionsExt;
+            opts.mode(0o600);
+        }
+        let mut f = dir.open_with(&tmp, &opts)?;
+        let text = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
+        f.write_all(&text)?;
+        f.sync_all()?;
+        drop(f);
+        dir.rename(&tmp, &dir, &self.file)?;
+        dir.open(".")?.sync_all()
+    }
+
+    /// Removes the record, and the directories above it it leaves empty
+    /// (up to the state root's `attachments`).
+    ///
+    /// # Ambient Authority
+    /// Opens the state root by path (the host's setting).
+    pub fn remove(&self) -> io::Result<()> {
+        let root = match Dir::open_ambient_dir(&self.root, ambient_authority()) {
+            Ok(d) => d,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        match root.remove_file(self.dir.join(&self.file)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        let mut d = self.dir.clone();
+        while d.parent().is_some() && d != Path::new("attachments") {
+            // Not empty (another plugin's record, another attachment): stop.
+            if root.remove_dir(&d).is_err() {
+                break;
+            }
+            d.pop();
+        }
+        Ok(())
+    }
+}
+
+impl Record {
+    /// An empty record for `attachment`'s ADD by `plugin` in the container
+    /// namespace whose nsfs inode is `netns`.
+    pub fn new(attachment: &Attachment, plugin: &str, netns: u64) -> io::Result<Record> {
+        Ok(Record {
+            version: VERSION,
+            network: attachment.network.clone(),
+            container_id: attachment.container_id.clone(),
+            ifname: attachment.ifname.clone(),
+            plugin: plugin.to_owned(),
+            boot_id: boot_id()?,
+            netns,
+            borrowed: Vec::new(),
+        })
+    }
+
+    /// Whether the record speaks of this boot and of the container
+    /// namespace with nsfs inode `netns`.
+    pub fn applies_to(&self, netns: u64) -> bool {
+        self.netns == netns && boot_id().is_ok_and(|b| b == self.boot_id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::Undo;
+    use crate::netns::Kind;
+
+    fn attachment(network: &str, cid: &str, ifname: &str) -> Attachment {
+        Attachment {
+            network: network.into(),
+            container_id: cid.into(),
+            ifname: ifname.into(),
+            ..Attachment::default()
+        }
+    }
+
+    #[test]
+    fn a_record_round_trips_and_removal_leaves_no_directories() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let a = attachment("net1", "c1", "eth0");
+        let loc = Location::new(root.path(), &a, "host-device");
+        assert_eq!(loc.load().expect("load"), None);
+        let mut r = Record::new(&a, "host-device", 42).expect("record");
+        r.borrowed.push(Borrowed {
+            name: "eth9".into(),
+            index: 3,
+            restore: vec![Entry {
+                undo: Undo::MoveBack {
+                    ns: Kind::Container,
+                    index: 3,
+                    to: Kind::Host,
+                    from_index: 7,
+                    name: "eth9".into(),
+                },
+                link: Some(1),
+                master: None,
+            }],
+        });
+        loc.store(&r).expect("store");
+        assert_eq!(loc.load().expect("load"), Some(r.clone()));
+        assert!(r.applies_to(42));
+        assert!(!r.applies_to(43));
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(loc.path())
+            .expect("file")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        r.borrowed.clear();
+        loc.store(&r).expect("store empty");
+        assert_eq!(loc.load().expect("load"), None);
+        let left: Vec<_> = std::fs::read_dir(root.path().join("attachments"))
+            .expect("attachments")
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+
+    #[test]
+    fn hostile_names_stay_inside_their_directory() {
+        let root = Path::new("/state");
+        for (net, cid, ifname, plugin) in [
+            ("../../etc", "c", "eth0", "p"),
+            ("n", "..", "eth0", "p"),
+            ("n", "c", "a/b", "p"),
+            ("n", "c", "eth0", "../../../x"),
+            ("n", ".hidden", "eth0", "p"),
+        ] {
+            let loc = Location::new(root, &attachment(net, cid, ifname), plugin);
+            let p = loc.path();
+            assert!(
+                p.components()
+                    .all(|c| !matches!(c, std::path::Component::ParentDir)),
+                "{p:?}"
+            );
+            assert!(p.starts_with("/state/attachments/"), "{p:?}");
+            assert_eq!(p.components().count(), 7, "{p:?}");
+        }
+    }
+
+    #[test]
+    fn a_corrupt_record_is_an_error_not_a_panic() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let a = attachment("n", "c", "eth0");
+        let loc = Location::new(root.path(), &a, "p");
+        std::fs::create_dir_all(loc.path().parent().expect("dir")).expect("mkdir");
+        for bad in ["", "{", "{\"version\": 1}", "[]", "\u{0}"] {
+            std::fs::write(loc.path(), bad).expect("write");
+            let e = loc.load().expect_err(bad);
+            assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{bad:?}");
+        }
+    }
+}
