@@ -228,6 +228,22 @@ fn s6_dummy_add_is_undone_at_every_host_call() {
     );
 }
 
+/// bridge with a VLAN gateway: port VLANs, the `<bridge>.<vlan>` pair
+/// handed to the network, all undone at every host call (in tests/vm/).
+#[test]
+fn s6_bridge_vlan_gateway_add_is_undone_at_every_host_call() {
+    sweep_where_possible(
+        &Subject {
+            plugin: "bridge",
+            conf: json!({"bridge": "cnifaultv0", "vlan": 300, "isGateway": true,
+                         "vlanTrunk": [{"id": 301}], "ipam": host_local("10.75.0.0/24")}),
+            node: &[],
+            needs: Some("bridge-vlan"),
+        },
+        "s6_bridge_vlan_gateway_add_is_undone_at_every_host_call",
+    );
+}
+
 /// host-device takes a node device with state worth returning: the
 /// failed ADD must give it back as it was, at every host call.
 #[test]

@@ -24,7 +24,8 @@ fn conf(ops: Value) -> Value {
     json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "device": "mst0", "ops": ops})
 }
 
-/// Gives the node's `mst0` some state worth returning.
+/// Gives the node's `mst0` some state worth returning: admin state, MTU,
+/// addresses of both families, a route through it, per-link settings.
 fn dress(world: &World) {
     for args in [
         &["link", "set", "mst0", "mtu", "1300"][..],
@@ -43,6 +44,20 @@ fn dress(world: &World) {
         ],
     ] {
         world.node.ip(args);
+    }
+    // Per-link settings the move resets to the container's defaults.
+    for (key, value) in [
+        ("ipv4/conf/mst0/arp_notify", "1"),
+        ("ipv6/conf/mst0/accept_ra", "0"),
+        ("ipv4/neigh/mst0/base_reachable_time_ms", "12345"),
+    ] {
+        let ok = std::process::Command::new("ip")
+            .args(["netns", "exec", &world.node.name, "sh", "-c"])
+            .arg(format!("echo {value} > /proc/sys/net/{key}"))
+            .status()
+            .expect("ip netns exec")
+            .success();
+        assert!(ok, "setting {key}");
     }
 }
 

@@ -14,7 +14,7 @@ use crate::cni::Error;
 pub use crate::bindings::wasmcni::plugin::address::{AddressInfo, AddressOptions};
 pub use crate::bindings::wasmcni::plugin::link::{
     BridgeOptions, DeviceSelector, IpvlanMode, LinkInfo, LinkOptions, MacvlanMode, OperState,
-    TapOptions, VethPair,
+    PortVlan, TapOptions, VethPair,
 };
 pub use crate::bindings::wasmcni::plugin::netns::NetnsKind;
 pub use crate::bindings::wasmcni::plugin::route::{Route, RouteInfo};
@@ -327,6 +327,25 @@ impl Netns {
             "link.move-to",
             format_args!("link #{index} (to {})", kind_name(target.kind)),
         ))
+    }
+
+    /// The VLANs of bridge port `index`.
+    pub fn port_vlans(&self, index: u32) -> Result<Vec<PortVlan>, HostError> {
+        link::port_vlans(&self.inner, index)
+            .map_err(self.err("link.port-vlans", format_args!("port #{index}")))
+    }
+
+    /// Makes the VLANs of bridge port `index` exactly `vlans`.
+    pub fn set_port_vlans(&self, index: u32, vlans: &[PortVlan]) -> Result<(), HostError> {
+        link::set_port_vlans(&self.inner, index, vlans)
+            .map_err(self.err("link.set-port-vlans", format_args!("port #{index}")))
+    }
+
+    /// Hands link `index`, created by this call in the host namespace, to
+    /// the network (shared by its attachments, like its bridge).
+    pub fn share(&self, index: u32) -> Result<(), HostError> {
+        link::share(&self.inner, index)
+            .map_err(self.err("link.share", format_args!("link #{index}")))
     }
 
     /// Sets a link's MTU.

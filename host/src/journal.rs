@@ -67,6 +67,15 @@ pub enum Undo {
         /// The old mode.
         on: bool,
     },
+    /// A bridge port's VLANs changed: put the old list back.
+    SetPortVlans {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old VLANs.
+        vlans: Vec<crate::netlink::PortVlan>,
+    },
     /// `IFF_PROMISC` changed: restore.
     SetPromisc {
         /// Where.
@@ -232,6 +241,7 @@ impl Undo {
             | Undo::SetMac { ns, index, .. }
             | Undo::SetMaster { ns, index, .. }
             | Undo::SetHairpin { ns, index, .. }
+            | Undo::SetPortVlans { ns, index, .. }
             | Undo::SetPromisc { ns, index, .. }
             | Undo::SetName { ns, index, .. }
             | Undo::SetAlias { ns, index, .. }

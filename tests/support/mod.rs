@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod cni;
+pub mod net;
 pub mod vm;
 pub mod world;
 
@@ -204,7 +205,24 @@ impl Netns {
     pub fn full_snapshot(&self) -> Value {
         let mut v = self.snapshot();
         v["sysctls"] = serde_json::json!(self.sysctls());
+        v["vlans"] = self.bridge_vlans();
         v
+    }
+
+    /// The VLANs of every bridge and bridge port (`bridge -j vlan show`;
+    /// empty on a kernel without bridge VLAN filtering).
+    pub fn bridge_vlans(&self) -> Value {
+        let out = Command::new("bridge")
+            .args(["-n", &self.name, "-j", "vlan", "show"])
+            .output()
+            .expect("bridge (iproute2)");
+        assert!(out.status.success(), "bridge vlan show: {out:?}");
+        let text = String::from_utf8_lossy(&out.stdout);
+        if text.trim().is_empty() {
+            Value::Array(vec![])
+        } else {
+            serde_json::from_str(&text).expect("bridge -j vlan show")
+        }
     }
 
     /// Whether `lo` is administratively up.

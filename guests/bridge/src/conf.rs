@@ -1,6 +1,7 @@
 //! The bridge plugin's configuration (reference 1.1.1 options).
 
 use guest_sdk::cni::{Dns, Error};
+use guest_sdk::net::PortVlan;
 use guest_sdk::skel::Invocation;
 use serde::Deserialize;
 
@@ -32,9 +33,17 @@ pub struct Conf {
     /// The bridge in promiscuous mode.
     #[serde(default)]
     pub promisc_mode: bool,
-    /// 802.1Q VLAN of the port (0: none).
+    /// 802.1Q VLAN of the port (0: none): its PVID, untagged.
     #[serde(default)]
     pub vlan: i64,
+    /// More VLANs the port carries tagged (upstream v1.3+).
+    #[serde(default)]
+    pub vlan_trunk: Option<Vec<Trunk>>,
+    /// Keep the VLANs a new port has (VLAN 1, the bridge's default PVID)
+    /// beside `vlan` / `vlanTrunk` (upstream v1.3+; default true, as
+    /// upstream until v1.8 and as 1.1.1 behaves, which always keeps it).
+    #[serde(default)]
+    pub preserve_default_vlan: Option<bool>,
     /// MAC spoofing protection (needs firewall rules).
     #[serde(default)]
     pub macspoofchk: bool,
@@ -50,6 +59,20 @@ pub struct Conf {
     /// `runtimeConfig.mac`.
     #[serde(default)]
     pub runtime_config: Option<RuntimeConfig>,
+}
+
+/// One `vlanTrunk` entry: a range (`minID`..=`maxID`) and/or one `id`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Trunk {
+    /// First VLAN of a range.
+    #[serde(default, rename = "minID")]
+    pub min_id: Option<i64>,
+    /// Last VLAN of a range.
+    #[serde(default, rename = "maxID")]
+    pub max_id: Option<i64>,
+    /// One VLAN.
+    #[serde(default)]
+    pub id: Option<i64>,
 }
 
 /// `args`.
@@ -94,6 +117,7 @@ impl Conf {
                 c.vlan
             )));
         }
+        c.trunk_vids()?;
         inv.env
             .args
             .check_known(&["MAC"])
@@ -113,11 +137,6 @@ impl Conf {
                 "macspoofchk",
                 "MAC spoof checking needs firewall rules",
             ),
-            (
-                c.vlan != 0,
-                "vlan",
-                "VLAN tagging needs bridge VLAN filtering",
-            ),
         ] {
             if on {
                 return Err(Error::unsupported_field(format!(
@@ -127,6 +146,112 @@ impl Conf {
             }
         }
         Ok(c)
+    }
+
+    /// The VIDs of `vlanTrunk`, sorted and without repeats, checked as
+    /// upstream checks them (its messages).
+    pub fn trunk_vids(&self) -> Result<Vec<u16>, Error> {
+        let valid = |v: i64| (1..=4094).contains(&v);
+        let mut out = Vec::new();
+        for t in self.vlan_trunk.iter().flatten() {
+            match (t.min_id, t.max_id) {
+                (Some(min), Some(max)) => {
+                    if !valid(min) {
+                        return Err(Error::internal("incorrect trunk minID parameter"));
+                    }
+                    if !valid(max) {
+                        return Err(Error::internal("incorrect trunk maxID parameter"));
+                    }
+                    if max < min {
+                        return Err(Error::internal(
+                            "minID is greater than maxID in trunk parameter",
+                        ));
+                    }
+                    out.extend(min..=max);
+                }
+                (None, Some(_)) => {
+                    return Err(Error::internal(
+                        "minID and maxID should be configured simultaneously, minID is missing",
+                    ))
+                }
+                (Some(_), None) => {
+                    return Err(Error::internal(
+                        "minID and maxID should be configured simultaneously, maxID is missing",
+                    ))
+                }
+                (None, None) => {}
+            }
+            if let Some(id) = t.id {
+                if !valid(id) {
+                    return Err(Error::internal("incorrect trunk id parameter"));
+                }
+                out.push(id);
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        Ok(out
+            .into_iter()
+            .filter_map(|v| u16::try_from(v).ok())
+            .collect())
+    }
+
+    /// Whether the bridge, if this call creates it, filters by VLAN: a
+    /// `vlan`, or any `vlanTrunk` (even an empty one, as upstream).
+    pub fn vlan_filtering(&self) -> bool {
+        self.vlan != 0 || self.vlan_trunk.is_some()
+    }
+
+    /// The VLANs a port gets, given the ones it has (`current`: VLAN 1,
+    /// PVID, untagged, on a new port): `None` when the config asks for
+    /// none. `vlan` becomes the PVID, untagged; trunk VLANs are tagged
+    /// (after `vlan`, so a trunk VLAN equal to `vlan` ends tagged, as
+    /// upstream's later add does); a trunk with no `vlan` keeps VLAN 1 as
+    /// the native (PVID, untagged) VLAN (upstream v1.8); the port's own
+    /// VLANs stay unless `preserveDefaultVlan` is false.
+    pub fn port_vlans(
+        &self,
+        vid: u16,
+        trunk: &[u16],
+        current: Vec<PortVlan>,
+    ) -> Option<Vec<PortVlan>> {
+        if vid == 0 && trunk.is_empty() {
+            return None;
+        }
+        let mut set = if self.preserve_default_vlan.unwrap_or(true) {
+            current
+        } else {
+            Vec::new()
+        };
+        let mut upsert = |v: PortVlan| {
+            if v.pvid {
+                set.iter_mut().for_each(|x| x.pvid = false);
+            }
+            match set.iter_mut().find(|x| x.vid == v.vid) {
+                Some(x) => *x = v,
+                None => set.push(v),
+            }
+        };
+        let access = |vid| PortVlan {
+            vid,
+            pvid: true,
+            untagged: true,
+        };
+        if vid != 0 {
+            upsert(access(vid));
+        }
+        for &t in trunk {
+            upsert(PortVlan {
+                vid: t,
+                pvid: false,
+                untagged: false,
+            });
+        }
+        if vid == 0 {
+            upsert(access(1));
+        }
+        set.sort_by_key(|v| v.vid);
+        Some(set)
     }
 
     /// The MTU to set, if any.

@@ -12,9 +12,16 @@
 //! bridge, shared by every container on the network, is never reshaped or
 //! deleted by a plugin acting for one of them.
 //!
-//! `ipMasq` and `macspoofchk` need firewall rules, and `vlan` per-port
-//! VLAN filtering: wasmcni grants neither yet, so they are refused with an
-//! error saying so (code 2) rather than silently ignored.
+//! VLANs: `vlan` (the port's PVID, untagged), and from upstream's later
+//! versions `vlanTrunk` (tagged VLANs) and `preserveDefaultVlan` (default
+//! true: VLAN 1 stays on the port, as 1.1.1 leaves it). With `isGateway`,
+//! the gateway address of a VLAN sits on `<bridge>.<vlan>`, one end of a
+//! veth pair whose other end is a port of that VLAN, shared by the
+//! network and kept after DEL, as the reference does.
+//!
+//! `ipMasq` and `macspoofchk` need firewall rules, which wasmcni does not
+//! grant plugins yet: they are refused with an error saying so (code 2)
+//! rather than silently ignored.
 
 mod conf;
 
@@ -43,7 +50,7 @@ fn ensure_bridge(host: &Netns, c: &Conf) -> Result<LinkInfo, Error> {
         name,
         &options,
         guest_sdk::net::BridgeOptions {
-            vlan_filtering: c.vlan != 0,
+            vlan_filtering: c.vlan_filtering(),
         },
     ) {
         Ok(_) => {}
@@ -147,6 +154,54 @@ fn overlaps(a: Cidr, b: Cidr) -> bool {
     a.contains(b.addr()) || b.contains(a.addr())
 }
 
+/// Gives `port` the VLANs the config asks for (none: leaves it as the
+/// kernel made it).
+fn set_port_vlans(
+    host: &Netns,
+    port: &LinkInfo,
+    c: &Conf,
+    vid: u16,
+    trunk: &[u16],
+) -> Result<(), Error> {
+    let wrap = |e: guest_sdk::net::HostError| {
+        Error::internal(format!(
+            "failed to setup vlan tag on interface {:?}: {e}",
+            port.name
+        ))
+    };
+    let current = host.port_vlans(port.index).map_err(wrap)?;
+    match c.port_vlans(vid, trunk, current) {
+        Some(vlans) => host.set_port_vlans(port.index, &vlans).map_err(wrap),
+        None => Ok(()),
+    }
+}
+
+/// The gateway link of VLAN `vid`, as the reference's
+/// `ensureVlanInterface`: `<bridge>.<vid>` if it exists, else one end of a
+/// new veth pair (the bridge's MTU) whose other end is a port of the
+/// bridge in VLAN `vid`; both handed to the network, which shares them.
+fn ensure_vlan_gateway(host: &Netns, br: &LinkInfo, c: &Conf, vid: u16) -> Result<LinkInfo, Error> {
+    let name = format!("{}.{vid}", br.name);
+    if let Ok(l) = host.link(&name) {
+        return Ok(l);
+    }
+    let v = veth::setup(host, host, &name, Some(br.mtu), None).map_err(|e| {
+        Error::internal(format!("faild to create vlan gateway {name:?}: {}", e.msg))
+    })?;
+    host.set_master(v.host.index, Some(br.index)).map_err(|e| {
+        Error::internal(format!(
+            "failed to connect {:?} to bridge {}: {e}",
+            v.host.name, br.name
+        ))
+    })?;
+    set_port_vlans(host, &v.host, c, vid, &[])?;
+    host.share(v.host.index)?;
+    host.share(v.container.index)?;
+    host.set_up(v.container.index, true)
+        .map_err(|e| Error::internal(format!("failed to set {name:?} up: {e}")))?;
+    Ok(host.link_by_index(v.container.index)?)
+}
+
 /// Waits for the host end of the veth to be operationally up, as the
 /// reference does before putting the gateway on the bridge, and as long
 /// (2.55 s in all), but looking every few milliseconds instead of after
@@ -240,6 +295,8 @@ impl Plugin for Bridge {
                     v.host.name
                 ))
             })?;
+        let vid = u16::try_from(c.vlan).unwrap_or(0);
+        set_port_vlans(&host, &v.host, &c, vid, &c.trunk_vids()?)?;
         let mut result = CniResult {
             interfaces: vec![
                 Interface {
@@ -274,12 +331,32 @@ impl Plugin for Bridge {
             let _ = container.set_sysctl(&link_key("ipv4", ifname, "arp_notify"), "1");
             iface::configure(&container, ifname, &result)?;
             wait_oper_up(&host, v.host.index)?;
-            if c.is_gateway {
+            if c.is_gateway && vid != 0 {
+                // A VLAN's gateway lives on its own `<bridge>.<vlan>` port.
+                let gwl = ensure_vlan_gateway(&host, &br, &c, vid).map_err(|e| {
+                    Error::internal(format!("failed to create vlan interface: {}", e.msg))
+                })?;
+                for gw in &gateways {
+                    ensure_addr(&host, &gwl, *gw, c.force_address).map_err(|e| {
+                        Error::internal(format!(
+                            "failed to set vlan interface for bridge with addr: {}",
+                            e.msg
+                        ))
+                    })?;
+                }
+                let now = host.link_by_index(gwl.index)?;
+                result.interfaces.push(Interface {
+                    mac: mac::format(&now.mac),
+                    ..Interface::new(now.name.clone())
+                });
+            } else if c.is_gateway {
                 for gw in &gateways {
                     ensure_addr(&host, &br, *gw, c.force_address).map_err(|e| {
                         Error::internal(format!("failed to set bridge addr: {}", e.msg))
                     })?;
                 }
+            }
+            if c.is_gateway {
                 plugin_common::enable_forwarding(
                     &host,
                     gateways.iter().any(|g| g.is_ipv4()),

@@ -143,7 +143,7 @@ impl Plugin for Ipvlan {
     }
 
     fn del(&self, inv: &Invocation) -> Result<(), Error> {
-        Conf::load(inv, false)?;
+        stacked::load_for_del(inv, || Conf::load(inv, false))?;
         if !ipam::plugin_type(inv).is_empty() {
             ipam::exec(inv, Command::Del)?;
         }

@@ -164,7 +164,7 @@ impl Plugin for Macvlan {
     }
 
     fn del(&self, inv: &Invocation) -> Result<(), Error> {
-        Conf::load(inv)?;
+        stacked::load_for_del(inv, || Conf::load(inv))?;
         if is_layer3(inv) {
             ipam::exec(inv, Command::Del)?;
         }

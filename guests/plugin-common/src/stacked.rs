@@ -43,6 +43,24 @@ pub fn master_ns(inv: &Invocation, link_in_container: bool) -> Result<Netns, Err
     }
 }
 
+/// DEL's config check: `load`'s error, unless the container's namespace is
+/// gone (or none was given) — then a master inside it (`linkInContainer`)
+/// cannot be looked up, nothing of the attachment is left there, and the
+/// spec asks DEL to succeed.
+pub fn load_for_del<T>(
+    inv: &Invocation,
+    load: impl FnOnce() -> Result<T, Error>,
+) -> Result<(), Error> {
+    match load() {
+        Ok(_) => Ok(()),
+        Err(_) if inv.env.netns.is_empty() => Ok(()),
+        Err(e) => match Netns::container() {
+            Err(gone) if gone.is_not_found() => Ok(()),
+            _ => Err(e),
+        },
+    }
+}
+
 /// The link of the first default route of `ns`'s main table, as the
 /// reference's `getDefaultRouteInterfaceName` (`no default route interface
 /// found` when there is none).

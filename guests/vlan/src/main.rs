@@ -116,7 +116,7 @@ impl Plugin for Vlan {
     }
 
     fn del(&self, inv: &Invocation) -> Result<(), Error> {
-        Conf::load(inv)?;
+        stacked::load_for_del(inv, || Conf::load(inv))?;
         ipam::exec(inv, Command::Del)?;
         iface::delete_link(inv)
     }

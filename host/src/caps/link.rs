@@ -6,12 +6,12 @@ use netlink_packet_route::link::{
     InfoData, InfoKind, InfoMacVlan, InfoMacVtap, LinkAttribute, LinkFlags, LinkInfo as NlInfo,
     LinkMessage, MacVlanMode, MacVtapMode, State,
 };
-use serde_json::json;
+use serde_json::{json, Value};
 use wasmtime::component::Resource;
 
 use super::bindings::wasmcni::plugin::link::{
     BridgeOptions, DeviceSelector, Host, IpvlanMode, LinkInfo, LinkOptions, MacvlanMode, OperState,
-    TapOptions, VethPair,
+    PortVlan, TapOptions, VethPair,
 };
 use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::{arg_str, bounded, ns_arg, CapError, Ctx, NsHandle, StoreData, MAX_ALIAS};
@@ -19,6 +19,9 @@ use crate::journal::{LinkState, Undo};
 use crate::netlink::{LinkOpts, Netlink, NlError, SubKind};
 use crate::netns::Kind;
 use crate::policy::LinkKind;
+
+/// The highest VLAN ID.
+const MAX_VID: u16 = 4094;
 
 /// The longest hardware address accepted (`MAX_ADDR_LEN`).
 const MAX_MAC: usize = 32;
@@ -696,7 +699,9 @@ impl Host for StoreData {
             "name": arg_str(&name), "vlan-id": vlan_id, "options": opts_arg(&options),
         });
         self.cap("link.create-vlan", args, |c| {
-            if !(1..=4094).contains(&vlan_id) {
+            // 0 is a priority-tagged vlan (802.1p), as the kernel and the
+            // reference plugin accept it; 4095 is reserved.
+            if vlan_id > MAX_VID {
                 return Err(ErrorCode::InvalidArgument.into());
             }
             c.create_sub(
@@ -968,6 +973,103 @@ impl Host for StoreData {
                     });
                 }
                 Ok(())
+            },
+        )
+    }
+
+    fn port_vlans(
+        &mut self,
+        ns: Resource<NsHandle>,
+        index: u32,
+    ) -> Result<Vec<PortVlan>, CapError> {
+        let kind = self.ns_kind(&ns)?;
+        self.cap(
+            "link.port-vlans",
+            json!({"ns": ns_arg(kind), "index": index}),
+            |c| {
+                c.require(kind, |g| g.read, "read")?;
+                let vlans = c.netlink(kind)?.port_vlans(index)?;
+                Ok(vlans
+                    .into_iter()
+                    .map(|v| PortVlan {
+                        vid: v.vid,
+                        pvid: v.pvid,
+                        untagged: v.untagged,
+                    })
+                    .collect())
+            },
+        )
+    }
+
+    fn set_port_vlans(
+        &mut self,
+        ns: Resource<NsHandle>,
+        index: u32,
+        vlans: Vec<PortVlan>,
+    ) -> Result<(), CapError> {
+        let kind = self.ns_kind(&ns)?;
+        let listed: Vec<Value> = vlans
+            .iter()
+            .take(16)
+            .map(|v| json!({"vid": v.vid, "pvid": v.pvid, "untagged": v.untagged}))
+            .collect();
+        let args =
+            json!({"ns": ns_arg(kind), "index": index, "vlans": listed, "count": vlans.len()});
+        self.cap("link.set-port-vlans", args, |c| {
+            if vlans.len() > usize::from(MAX_VID) {
+                return Err(CapError::Limit(format!("{} VLANs", vlans.len())));
+            }
+            let mut seen = std::collections::BTreeSet::new();
+            let valid = vlans
+                .iter()
+                .all(|v| (1..=MAX_VID).contains(&v.vid) && seen.insert(v.vid))
+                && vlans.iter().filter(|v| v.pvid).count() <= 1;
+            if !valid {
+                return Err(ErrorCode::InvalidArgument.into());
+            }
+            // A shared link's VLANs are the network's: never changed.
+            let l = c.modifiable(kind, index)?;
+            if l.master.is_none() {
+                return Err(ErrorCode::InvalidArgument.into());
+            }
+            let want: Vec<crate::netlink::PortVlan> = vlans
+                .iter()
+                .map(|v| crate::netlink::PortVlan {
+                    vid: v.vid,
+                    pvid: v.pvid,
+                    untagged: v.untagged,
+                })
+                .collect();
+            let old = c.netlink(kind)?.port_vlans(index)?;
+            // Recorded first: a change that stops half-way is undone too.
+            c.record_for(
+                kind,
+                index,
+                Undo::SetPortVlans {
+                    ns: kind,
+                    index,
+                    vlans: old,
+                },
+            );
+            c.netlink(kind)?.set_port_vlans(index, &want)?;
+            Ok(())
+        })
+    }
+
+    fn share(&mut self, ns: Resource<NsHandle>, index: u32) -> Result<(), CapError> {
+        let kind = self.ns_kind(&ns)?;
+        self.cap(
+            "link.share",
+            json!({"ns": ns_arg(kind), "index": index}),
+            |c| {
+                c.require(kind, |g| g.modify, "modify")?;
+                if kind != Kind::Host || !c.journal.created(kind, index) {
+                    return Err(CapError::Denied(format!(
+                        "link {index} was not created in the host namespace by this call: \
+                         only such a link can be handed to the network"
+                    )));
+                }
+                c.mark(kind, index, true)
             },
         )
     }

@@ -321,15 +321,16 @@ impl Ctx {
         l.alias.as_deref() == Some(self.marks.0.as_str())
     }
 
-    /// Whether `l` is a host bridge this attachment's network shares: one
-    /// wasmcni created for the network (its network mark) or one the grant
-    /// lets it adopt (`bridges`), and in both cases really a bridge (a
-    /// veth called `cni0` is not one).
+    /// Whether `l` is a host link this attachment's network shares: one
+    /// wasmcni made the network's (its network mark: a bridge, or a link
+    /// handed to the network with `link.share`), or a bridge the grant
+    /// lets it adopt (`bridges`) that really is a bridge (a veth called
+    /// `cni0` is not one).
     fn shared(&self, kind: Kind, l: &link::Link) -> bool {
         kind == Kind::Host
-            && l.kind.as_deref() == Some("bridge")
             && (l.alias.as_deref() == Some(self.marks.1.as_str())
-                || self.ns_grant(kind).names_bridge(&l.name))
+                || (l.kind.as_deref() == Some("bridge")
+                    && self.ns_grant(kind).names_bridge(&l.name)))
     }
 
     /// Journals what the kernel drops along with some changes to link

@@ -125,6 +125,10 @@ impl Ctx {
             Undo::SetHairpin { ns, index, on } => {
                 self.netlink(*ns)?.set_hairpin(*index, *on).map_err(nl_err)
             }
+            Undo::SetPortVlans { ns, index, vlans } => self
+                .netlink(*ns)?
+                .set_port_vlans(*index, vlans)
+                .map_err(nl_err),
             Undo::SetPromisc { ns, index, on } => {
                 self.netlink(*ns)?.set_promisc(*index, *on).map_err(nl_err)
             }

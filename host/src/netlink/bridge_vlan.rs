@@ -16,7 +16,7 @@ use netlink_packet_route::link::{
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use serde::{Deserialize, Serialize};
 
-use super::route::{Netlink, NlError};
+use super::route::{check_index, Netlink, NlError};
 
 /// One VLAN of a bridge port, as `bridge vlan show dev PORT` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -155,6 +155,32 @@ impl Netlink {
             .map(drop)
     }
 
+    /// Makes the VLAN entries of bridge port `index` exactly `vlans`:
+    /// deletes the VIDs not listed, then adds each listed entry whose
+    /// flags differ from what the port has (the one with `pvid` last, so
+    /// the PVID ends there).
+    pub fn set_port_vlans(&mut self, index: u32, vlans: &[PortVlan]) -> Result<(), NlError> {
+        let now = self.port_vlans(index)?;
+        for old in &now {
+            if !vlans.iter().any(|v| v.vid == old.vid) {
+                self.del_port_vlan(index, old.vid)?;
+            }
+        }
+        // The PVID first leaves the entry that has it (adding another
+        // entry with the flag moves it there), then every entry is added
+        // as asked (re-adding a VID replaces its flags).
+        for v in vlans
+            .iter()
+            .filter(|v| !v.pvid)
+            .chain(vlans.iter().filter(|v| v.pvid))
+        {
+            if !now.contains(v) {
+                self.add_port_vlan(index, v)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Whether bridge `index` filters by VLAN (`IFLA_BR_VLAN_FILTERING` in
     /// its `IFLA_LINKINFO` / `IFLA_INFO_DATA`, read with `RTM_GETLINK`);
     /// `None` if the link is no bridge. A bridge that does not report the
@@ -207,16 +233,6 @@ fn port_vlan_message(
         AfSpecBridge::VlanInfo(BridgeVlanInfo { flags, vid }),
     ]));
     Ok(msg)
-}
-
-/// A link index the kernel will look up by index: 0 (or one negative as
-/// the kernel's `int`) would make it fall back to a lookup by name.
-fn check_index(index: u32) -> Result<(), NlError> {
-    if index == 0 || i32::try_from(index).is_err() {
-        Err(NlError::Kernel(libc::ENODEV))
-    } else {
-        Ok(())
-    }
 }
 
 /// A VLAN range the kernel would never send (an end without a begin, a

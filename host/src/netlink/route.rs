@@ -578,7 +578,7 @@ fn check_ifname(name: &str) -> Result<(), NlError> {
 /// A link index the kernel will look up by index. Index 0 (or one that is
 /// negative as the kernel's `int`) would make it fall back to looking the
 /// link up by `IFLA_IFNAME`, i.e. act on some other link.
-fn check_index(index: u32) -> Result<(), NlError> {
+pub(super) fn check_index(index: u32) -> Result<(), NlError> {
     if index == 0 || i32::try_from(index).is_err() {
         Err(NlError::Kernel(libc::ENODEV))
     } else {
