@@ -90,6 +90,20 @@ fn invariant_cases() -> Vec<Case> {
             wide(),
             json!([{"call": "link.move-to", "ns": "host", "link": "other0", "target": "container"}]),
         ),
+        // Handing another attachment's link, or one of its own made
+        // before this call, to the network.
+        Case::new(
+            "link.share",
+            wide(),
+            json!([{"call": "link.share", "ns": "host", "link": "other0"}]),
+        ),
+        // A shared link's VLANs are the network's.
+        Case::new(
+            "link.set-port-vlans",
+            wide(),
+            json!([{"call": "link.set-port-vlans", "ns": "host", "link": "cnishared0",
+                    "vlans": [{"vid": 5}]}]),
+        ),
         // `conf.*.forwarding` does not grant `conf.all.forwarding`.
         Case::new(
             "sysctl.set",
@@ -253,6 +267,41 @@ fn cases() -> Vec<Case> {
             call: "link.list",
             grant: without(&["host"], "read"),
             ops: host("link.list", json!({})),
+            command: "ADD",
+            undo_setup: false,
+        },
+        Case {
+            call: "link.find-devices",
+            grant: without(&["host"], "read"),
+            ops: host(
+                "link.find-devices",
+                json!({"kernel-path": "/sys/devices/virtual"}),
+            ),
+            command: "ADD",
+            undo_setup: false,
+        },
+        Case {
+            call: "link.port-vlans",
+            grant: without(&["host"], "read"),
+            // By index: a lookup by name would be the denied call.
+            ops: host("link.port-vlans", json!({"link": 1})),
+            command: "ADD",
+            undo_setup: false,
+        },
+        Case {
+            call: "link.set-port-vlans",
+            grant: w(),
+            ops: host(
+                "link.set-port-vlans",
+                json!({"link": "uplink", "vlans": [{"vid": 5, "pvid": true, "untagged": true}]}),
+            ),
+            command: "ADD",
+            undo_setup: false,
+        },
+        Case {
+            call: "link.share",
+            grant: w(),
+            ops: host("link.share", json!({"link": "cnitestpre"})),
             command: "ADD",
             undo_setup: false,
         },

@@ -109,8 +109,13 @@ fn s2_host_device_default_grant_takes_only_the_device_the_config_names() {
         json!({"call": "address.add", "ns": "host", "link": "mst0", "prefix": "10.9.9.9/32"}),
         json!({"call": "link.create-veth", "ns": "container", "name": "eth9",
                "peer-ns": "host", "peer-name": "veth9"}),
-        // A container link moved out under the config's name squats
-        // nothing else: any other name is outside `names`.
+        // Nothing moves into the node under a name of the plugin's
+        // choosing (`names` is empty): not the config's device name (free
+        // while the device is out), not a `veth*` or `cni*` one.
+        json!({"call": "link.move-to", "ns": "container", "link": "lo", "target": "host",
+               "new-name": "mst0"}),
+        json!({"call": "link.move-to", "ns": "container", "link": "lo", "target": "host",
+               "new-name": "veth0"}),
         json!({"call": "link.move-to", "ns": "container", "link": "lo", "target": "host",
                "new-name": "eth1"}),
     ];
@@ -274,4 +279,127 @@ fn an_add_whose_record_cannot_be_written_fails_and_leaves_the_device() {
         "{add:?}"
     );
     support::assert_same(&before, &world.snapshot(), "a failed record left state");
+}
+
+/// The index of `name` in `ns`.
+fn index_of(ns: &support::Netns, name: &str) -> u64 {
+    let v: Value = serde_json::from_str(&ns.ip(&["-j", "link", "show", name])).expect("json");
+    v[0]["ifindex"].as_u64().expect("ifindex")
+}
+
+/// Whether `ns` has a link called `name`.
+fn has(ns: &support::Netns, name: &str) -> bool {
+    let v: Value = serde_json::from_str(&ns.ip(&["-j", "link", "show"])).expect("json");
+    v.as_array()
+        .expect("links")
+        .iter()
+        .any(|l| l["ifname"] == name)
+}
+
+/// A container root that deletes the device and makes a link of its own
+/// at the device's index (`ip link add … index N`): the host never moves
+/// that link to the node under the device's name and with its addresses.
+#[test]
+fn a_link_made_at_a_recorded_index_is_never_returned_to_the_node() {
+    support::require_root();
+    let world = World::new("hdimp");
+    dress(&world);
+    let policy = policy_with(default_entry("host-device"));
+    let add = world.run("ADD", &policy, &conf(take()), &[]);
+    assert_eq!(add.code, 0, "{add:?}");
+    let index = index_of(&world.ctr, "eth0").to_string();
+    world.ctr.ip(&["link", "del", "eth0"]);
+    world.ctr.ip(&[
+        "link", "add", "eth0", "index", &index, "type", "veth", "peer", "name", "imp0",
+    ]);
+    assert_eq!(index_of(&world.ctr, "eth0").to_string(), index);
+    let del = world.run("DEL", &policy, &conf(json!([])), &[]);
+    assert_eq!(del.code, 0, "{del:?}");
+    assert!(
+        has(&world.ctr, "eth0"),
+        "the impostor left the container: {del:?}"
+    );
+    assert!(
+        !has(&world.node, "mst0"),
+        "a link took mst0's place on the node"
+    );
+    assert!(del.stderr.contains("no longer in the container"), "{del:?}");
+    assert!(records(&world).is_empty(), "{:?}", records(&world));
+    // Nor can the plugin's own DEL return it through the record.
+    let add2 = world.run("ADD", &policy, &conf(json!([])), &[]);
+    assert_eq!(add2.code, 0, "{add2:?}");
+}
+
+/// A hostile DEL can neither delete the device nor take it again after
+/// the host returned it.
+#[test]
+fn a_del_can_neither_delete_nor_retake_the_device() {
+    support::require_root();
+    let world = World::new("hddel");
+    dress(&world);
+    let before = world.snapshot();
+    let policy = policy_with(default_entry("host-device"));
+    let add = world.run("ADD", &policy, &conf(take()), &[]);
+    assert_eq!(add.code, 0, "{add:?}");
+    let del = world.run(
+        "DEL",
+        &policy,
+        &conf(json!([
+            {"call": "link.delete", "ns": "container", "link": "eth0"},
+            {"call": "link.move-to", "ns": "container", "link": "eth0", "target": "host"},
+            {"call": "link.move-to", "ns": "host", "link": "mst0", "target": "container",
+             "new-name": "eth0"},
+        ])),
+        &[],
+    );
+    assert_eq!(del.code, 0, "{del:?}");
+    let results = del.json()["results"].clone();
+    assert_eq!(results[0]["error"], "access-denied", "delete: {results}");
+    assert!(results[1].get("ok").is_some(), "return: {results}");
+    assert_eq!(results[2]["error"], "access-denied", "retake: {results}");
+    support::assert_same(&before, &world.snapshot(), "after a hostile DEL");
+}
+
+/// A plugin that may delegate to one holding `config-links` cannot point
+/// it at another device: the delegate's devices are the runtime's config's,
+/// not the config its caller hands it.
+#[test]
+fn a_delegate_takes_only_the_device_of_the_runtimes_config() {
+    support::require_root();
+    let world = World::new("hddlg");
+    let before = world.snapshot();
+    let mut entry = default_entry("host-device");
+    entry["delegates"] = json!(["scripted"]);
+    let to_ctr = |link: &str| {
+        json!({"call": "link.move-to", "ns": "host", "link": link, "target": "container",
+               "new-name": "eth9"})
+    };
+    let inner = |link: &str| {
+        json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "device": link,
+               "ops": [to_ctr(link)]})
+    };
+    let run = world.run(
+        "ADD",
+        &policy_with(entry),
+        &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "device": "mst0",
+                "exit": 1,
+                "ops": [{"call": "delegate.run", "type": "scripted", "command": "ADD",
+                         "config": inner("uplink")},
+                        {"call": "delegate.run", "type": "scripted", "command": "ADD",
+                         "config": inner("mst0")}]}),
+        &[],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    let results = run.json()["results"].clone();
+    let out: Value =
+        serde_json::from_str(results[0]["ok"].as_str().expect("delegate output")).expect("json");
+    assert_eq!(
+        out["results"][0]["error"], "access-denied",
+        "uplink: {results}"
+    );
+    let out: Value =
+        serde_json::from_str(results[1]["ok"].as_str().expect("delegate output")).expect("json");
+    assert!(out["results"][0].get("ok").is_some(), "mst0: {results}");
+    // The caller fails (exit 1): everything is undone.
+    support::assert_same(&before, &world.snapshot(), "after the failed ADD");
 }

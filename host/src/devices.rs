@@ -73,6 +73,48 @@ pub fn of_pci_address(address: &str) -> io::Result<Vec<String>> {
     }
 }
 
+/// The network interfaces of the namespace sysfs shows, in index order,
+/// with their hardware addresses (`/sys/class/net/*/{ifindex,address}`).
+fn interfaces_by_index() -> io::Result<Vec<(String, Vec<u8>)>> {
+    let mut out: Vec<(u32, String, Vec<u8>)> = Vec::new();
+    for e in std::fs::read_dir("/sys/class/net")?.flatten() {
+        let Ok(name) = e.file_name().into_string() else {
+            continue;
+        };
+        let read = |f: &str| std::fs::read_to_string(e.path().join(f)).unwrap_or_default();
+        let Ok(index) = read("ifindex").trim().parse::<u32>() else {
+            continue;
+        };
+        let mac = read("address")
+            .trim()
+            .split(':')
+            .map(|b| u8::from_str_radix(b, 16))
+            .collect::<Result<Vec<u8>, _>>()
+            .unwrap_or_default();
+        out.push((index, name, mac));
+    }
+    out.sort();
+    Ok(out.into_iter().map(|(_, n, m)| (n, m)).collect())
+}
+
+/// The name of the first interface with hardware address `mac`, in index
+/// order (as the reference `host-device` walks the link list).
+pub fn by_mac(mac: &[u8]) -> io::Result<Option<String>> {
+    Ok(interfaces_by_index()?
+        .into_iter()
+        .find(|(_, m)| m == mac)
+        .map(|(n, _)| n))
+}
+
+/// The first of `names` (sorted) that is an interface of the namespace
+/// sysfs shows.
+pub fn first_present(names: &[String]) -> Option<String> {
+    names
+        .iter()
+        .find(|n| Path::new("/sys/class/net").join(n).exists())
+        .cloned()
+}
+
 fn list(dir: &Path) -> io::Result<Vec<String>> {
     let mut names: Vec<String> = std::fs::read_dir(dir)?
         .flatten()

@@ -175,12 +175,15 @@ fn glob_match(pat: &[u8], s: &[u8]) -> bool {
 ///   cluster's pod range. Empty: none, so a plugin given `routes` on the
 ///   host cannot steer the node's traffic with a broad route (`0.0.0.0/1`).
 /// - `config-links`: (host) keys of the network config (`device`,
-///   `hwaddr`, `kernelpath`, `pciBusID`, `runtimeConfig.deviceID`) whose
-///   device the plugin may take as if `links` named it — and move back
-///   into the host namespace under the name `device` gives. The host reads
-///   the config itself, so the plugin cannot widen it; this is how one
-///   default entry serves every `host-device` network without naming any
-///   node device.
+///   `hwaddr`, `kernelpath`, `pciBusID`, `runtimeConfig.deviceID`): during
+///   ADD the plugin may take (move out) the one node device the config
+///   names by the first of them it sets, picked as the reference
+///   `host-device` picks it. The host reads the runtime's config itself
+///   (a delegate gets its caller's runtime config, not the one its caller
+///   hands it), so the plugin cannot widen it; this is how one default
+///   entry serves every `host-device` network without naming any node
+///   device. The device comes back through the attachment record, not by
+///   name.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct NsGrant {

@@ -74,11 +74,38 @@ pub struct Borrowed {
     pub name: String,
     /// Its index in the container namespace when the ADD ended.
     pub index: u32,
+    /// What tells it from a link someone makes at that index later.
+    pub identity: LinkIdentity,
     /// The inverses that put it back, oldest first, as the journal held
     /// them: its move back and every change recorded while it was in the
     /// host namespace (its state, addresses and routes).
     pub restore: Vec<Entry>,
 }
+
+/// What tells a link apart from another that later takes its index in
+/// the same namespace (a container's root can delete a virtual device and
+/// make its own link at that index, `ip link add … index N`): its kind,
+/// its permanent hardware address and parent device (a NIC's, which no one
+/// can forge), and the link under it or its veth peer when that is in the
+/// host namespace (where nothing in the container can put one).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct LinkIdentity {
+    /// `IFLA_INFO_KIND` (none for a physical device).
+    pub kind: Option<String>,
+    /// `IFLA_PERM_ADDRESS`, when the device has one.
+    pub perm_address: Option<Vec<u8>>,
+    /// `IFLA_PARENT_DEV_BUS_NAME` and `IFLA_PARENT_DEV_NAME`
+    /// (`pci/0000:00:04.0`), when it has a parent device.
+    pub parent: Option<String>,
+    /// `IFLA_LINK` (a veth's peer, a vlan's or macvlan's lower link) when
+    /// that link is in the host namespace.
+    pub host_link: Option<u32>,
+}
+
+/// The most links one record holds (a record is rewritten whole on every
+/// change; an ADD takes a device or two).
+pub const MAX_BORROWED: usize = 64;
 
 /// Where a record lives, and how to write it.
 #[derive(Debug, Clone)]
@@ -191,6 +218,12 @@ impl Location {
         if record.borrowed.is_empty() {
             return self.remove();
         }
+        if record.borrowed.len() > MAX_BORROWED {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("more than {MAX_BORROWED} links in one record"),
+            ));
+        }
         std::fs::create_dir_all(&self.root)?;
         let root = Dir::open_ambient_dir(&self.root, ambient_authority())?;
         let mut builder = DirBuilder::new();
@@ -210,6 +243,12 @@ impl Location {
         }
         let mut f = dir.open_with(&tmp, &opts)?;
         let text = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
+        if text.len() as u64 > MAX_RECORD {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("a record of {} bytes (at most {MAX_RECORD})", text.len()),
+            ));
+        }
         f.write_all(&text)?;
         f.sync_all()?;
         drop(f);
@@ -293,6 +332,11 @@ mod tests {
         r.borrowed.push(Borrowed {
             name: "eth9".into(),
             index: 3,
+            identity: LinkIdentity {
+                kind: Some("veth".into()),
+                host_link: Some(8),
+                ..LinkIdentity::default()
+            },
             restore: vec![Entry {
                 undo: Undo::MoveBack {
                     ns: Kind::Container,

@@ -264,18 +264,24 @@ pub fn invoke(
     let outcome = match command.as_str() {
         // A failed ADD leaves nothing behind.
         "ADD" if failed && caps.journal_len() > 0 => {
-            undo_or_report(&mut caps, 0, plugin.name(), outcome)
+            let outcome = undo_or_report(&mut caps, 0, plugin.name(), outcome);
+            caps.drop_record();
+            outcome
         }
         // A host link the ADD took is out only with the record that
         // brings it back.
         "ADD" if !failed => match caps.keep_record() {
             Ok(()) => outcome,
-            Err(why) => undo_or_report(
-                &mut caps,
-                0,
-                plugin.name(),
-                Err(CniError::new(Code::Io, format!("wasmcni: {why}"))),
-            ),
+            Err(why) => {
+                let outcome = undo_or_report(
+                    &mut caps,
+                    0,
+                    plugin.name(),
+                    Err(CniError::new(Code::Io, format!("wasmcni: {why}"))),
+                );
+                caps.drop_record();
+                outcome
+            }
         },
         // Whatever the plugin's DEL left of what the record holds, the
         // host returns.
@@ -412,6 +418,14 @@ impl HasData for HasIo {
 
 /// The engine whose epoch the deadline timer advances.
 static DEADLINE_ENGINE: std::sync::OnceLock<Engine> = std::sync::OnceLock::new();
+
+/// The deadline has passed: advance the epoch now (what the timer's
+/// signal does), so the plugin traps at its next epoch check.
+pub(crate) fn expire_deadline() {
+    if let Some(engine) = DEADLINE_ENGINE.get() {
+        engine.increment_epoch();
+    }
+}
 
 extern "C" fn on_deadline(_: libc::c_int) {
     // Signal-safe: an atomic load, then an atomic increment (wasmtime

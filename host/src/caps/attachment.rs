@@ -82,28 +82,46 @@ impl ConfigDevices {
         }
     }
 
-    /// Whether the config names link `name` with hardware address `mac`
-    /// by `key`. Sysfs-based keys are resolved now (see
-    /// [`crate::devices`]); a path that does not resolve names nothing.
-    pub fn names(&self, key: crate::policy::ConfigKey, name: &str, mac: &[u8]) -> bool {
+    /// The one node device the config names, as the reference
+    /// `host-device` picks it: by the first key set of `device`, `hwaddr`,
+    /// `kernelpath`, `pciBusID` (`runtimeConfig.deviceID` overriding it) —
+    /// and only if `granted` lists that key. `device` is a name; `hwaddr`
+    /// the first interface with that address in index order; `kernelpath`
+    /// and the PCI keys the first interface of the device (sorted by name)
+    /// that is one of the node's. Resolved through the sysfs of wasmcni's
+    /// own mount namespace (the node's).
+    pub fn resolve(&self, granted: &[crate::policy::ConfigKey]) -> Option<String> {
         use crate::policy::ConfigKey;
-        let listed = |r: std::io::Result<Vec<String>>| r.is_ok_and(|v| v.iter().any(|n| n == name));
-        match key {
-            ConfigKey::Device => self.device.as_deref() == Some(name),
-            ConfigKey::Hwaddr => self.hwaddr.as_deref() == Some(mac),
-            ConfigKey::Kernelpath => self
-                .kernelpath
-                .as_deref()
-                .is_some_and(|p| listed(crate::devices::of_kernel_path(p))),
-            ConfigKey::PciBusId => self
-                .pci_bus_id
-                .as_deref()
-                .is_some_and(|p| listed(crate::devices::of_pci_address(p))),
-            ConfigKey::DeviceId => self
-                .device_id
-                .as_deref()
-                .is_some_and(|p| listed(crate::devices::of_pci_address(p))),
-        }
+        let first = |r: std::io::Result<Vec<String>>| {
+            r.ok().and_then(|v| crate::devices::first_present(&v))
+        };
+        let (key, name) = if let Some(d) = &self.device {
+            (ConfigKey::Device, Some(d.clone()))
+        } else if let Some(m) = &self.hwaddr {
+            (ConfigKey::Hwaddr, crate::devices::by_mac(m).ok().flatten())
+        } else if let Some(p) = &self.kernelpath {
+            (
+                ConfigKey::Kernelpath,
+                first(crate::devices::of_kernel_path(p)),
+            )
+        } else if let Some(id) = &self.device_id {
+            (
+                ConfigKey::DeviceId,
+                first(crate::devices::of_pci_address(id)),
+            )
+        } else if let Some(id) = &self.pci_bus_id {
+            (
+                ConfigKey::PciBusId,
+                first(crate::devices::of_pci_address(id)),
+            )
+        } else {
+            return None;
+        };
+        // The runtime's `deviceID` overrides `pciBusID`: either key of the
+        // grant admits it.
+        let admitted = granted.contains(&key)
+            || (key == ConfigKey::DeviceId && granted.contains(&ConfigKey::PciBusId));
+        name.filter(|_| admitted)
     }
 }
 

@@ -2,22 +2,30 @@
 //! and how DEL returns them exactly as they were: the attachment record
 //! ([`crate::record`]) keeps the journal's inverses for them past the ADD.
 //!
-//! - A successful ADD that moved host links into the container writes the
-//!   record ([`Ctx::keep_record`]); if it cannot, the ADD fails and is
-//!   undone, so a device is never out without the means to bring it back.
+//! - The moment an ADD moves a host link into the container, the record
+//!   is written ([`Ctx::keep_record`]; again when the ADD succeeds): a
+//!   process killed after the move leaves the means to bring it back. If
+//!   the record cannot be written the move fails, and so does the ADD; a
+//!   failed ADD's undo returns the link and drops it from the record
+//!   ([`Ctx::drop_record`]).
 //! - A DEL that moves such a link back ([`Ctx::return_borrowed`], from
 //!   `link.move-to`) replays its inverses: back under its old name and
-//!   index, then its state, addresses and routes.
+//!   index, then its state, addresses and routes. The plugin cannot delete
+//!   it instead ([`Ctx::holds`]).
 //! - After the plugin's DEL, whatever the record still holds is returned
 //!   by the host ([`Ctx::finish_del`]): a plugin whose DEL forgets the
 //!   device, or fails, leaves nothing out.
+//! - A recorded link is known by its index in the container namespace
+//!   *and* its identity ([`LinkIdentity`]): a link someone made at that
+//!   index later is not it, and is never moved to the node.
 
+use netlink_packet_route::link::LinkAttribute;
 use serde_json::json;
 
 use super::{CapError, Ctx};
 use crate::audit::Outcome;
 use crate::netns::Kind;
-use crate::record::{Borrowed, Location, Record};
+use crate::record::{Borrowed, LinkIdentity, Location, Record};
 
 impl Ctx {
     fn record_location(&self) -> Location {
@@ -32,45 +40,97 @@ impl Ctx {
         self.container.as_ref().map(crate::netns::NetNs::ino)
     }
 
-    /// After a successful ADD: records the links it moved from the host
-    /// namespace into the container's, with the inverses that put each
-    /// back (added to a record an earlier ADD of the attachment left in
-    /// the same namespace). The error says why it could not.
+    /// The identity of link `index` of the container namespace.
+    fn identity(&mut self, index: u32) -> Result<LinkIdentity, CapError> {
+        let msg = self.netlink(Kind::Container)?.link_by_index(index)?;
+        let kind = super::link::Link::from_message(msg.clone()).kind;
+        let mut id = LinkIdentity {
+            kind,
+            ..LinkIdentity::default()
+        };
+        let (mut lower, mut nsid, mut bus, mut dev) = (None, None, None, None);
+        for a in &msg.attributes {
+            match a {
+                LinkAttribute::PermAddress(m) if m.iter().any(|b| *b != 0) => {
+                    id.perm_address = Some(m.clone())
+                }
+                LinkAttribute::ParentDevBusName(b) => bus = Some(b.clone()),
+                LinkAttribute::ParentDevName(d) => dev = Some(d.clone()),
+                LinkAttribute::Link(l) => lower = Some(*l),
+                LinkAttribute::LinkNetNsId(n) => nsid = Some(*n),
+                _ => {}
+            }
+        }
+        id.parent = dev.map(|d| format!("{}/{d}", bus.unwrap_or_default()));
+        if let (Some(lower), Some(nsid)) = (lower, nsid) {
+            self.open_host()?;
+            let host = self.ns_fd(Kind::Host)?;
+            let host_nsid = self
+                .netlink(Kind::Container)?
+                .nsid_of(std::os::fd::AsFd::as_fd(&host))?;
+            if host_nsid == Some(nsid) {
+                id.host_link = Some(lower);
+            }
+        }
+        Ok(id)
+    }
+
+    /// Whether link `index` of the container namespace is there and is
+    /// the link `b` recorded.
+    fn is_recorded_link(&mut self, b: &Borrowed) -> bool {
+        self.identity(b.index).is_ok_and(|id| id == b.identity)
+    }
+
+    /// Records the links this ADD has moved from the host namespace into
+    /// the container's, with the inverses that put each back (beside what
+    /// the record already holds for this attachment in this namespace,
+    /// whose links are still there). Called at each such move and when the
+    /// ADD succeeds. The error says why it could not.
     pub fn keep_record(&mut self) -> Result<(), String> {
-        let moved: Vec<Borrowed> = self
+        let moved: Vec<((Kind, u32), String, Vec<crate::journal::Entry>)> = self
             .journal
             .moved_out_of(Kind::Host)
             .into_iter()
             .filter(|((ns, _), _, _)| *ns == Kind::Container)
-            .map(|((_, index), name, restore)| Borrowed {
-                name,
-                index,
-                restore,
-            })
             .collect();
         if moved.is_empty() {
             return Ok(());
         }
         let loc = self.record_location();
-        let ino = self
-            .container_ino()
-            .ok_or("a link moved into no container namespace")?;
-        let result = (|| {
-            let mut record = match loc.load()? {
+        let names: Vec<String> = moved.iter().map(|(_, n, _)| n.clone()).collect();
+        let result = (|| -> Result<(), String> {
+            let ino = self
+                .container_ino()
+                .ok_or("a link moved into no container namespace")?;
+            let mut borrowed = Vec::new();
+            for ((_, index), name, restore) in moved {
+                let identity = self.identity(index).map_err(|e| format!("{e:?}"))?;
+                borrowed.push(Borrowed {
+                    name,
+                    index,
+                    identity,
+                    restore,
+                });
+            }
+            let mut record = match loc.load().map_err(|e| e.to_string())? {
                 Some(r) if r.applies_to(ino) => r,
-                _ => Record::new(&self.attachment, self.audit.plugin(), ino)?,
+                _ => Record::new(&self.attachment, self.audit.plugin(), ino)
+                    .map_err(|e| e.to_string())?,
             };
-            record
-                .borrowed
-                .retain(|b| !moved.iter().any(|m| m.index == b.index));
-            record.borrowed.extend(moved.iter().cloned());
-            loc.store(&record)
+            let mut kept = Vec::new();
+            for b in std::mem::take(&mut record.borrowed) {
+                if !borrowed.iter().any(|m| m.index == b.index) && self.is_recorded_link(&b) {
+                    kept.push(b);
+                }
+            }
+            kept.extend(borrowed);
+            record.borrowed = kept;
+            loc.store(&record).map_err(|e| e.to_string())
         })();
-        let names: Vec<&str> = moved.iter().map(|b| b.name.as_str()).collect();
         let args = json!({"record": loc.path(), "borrowed": names});
         let outcome = match &result {
             Ok(()) => Outcome::Ok,
-            Err(e) => CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO)).outcome(),
+            Err(_) => CapError::Kernel(libc::EIO).outcome(),
         };
         self.audit.record("record.store", &args, &outcome);
         result.map_err(|e| {
@@ -79,6 +139,26 @@ impl Ctx {
                 loc.path().display()
             )
         })
+    }
+
+    /// After a failed ADD's undo has returned the links it took: drops
+    /// from the record every link that is no longer in the container (the
+    /// ones this ADD took, its delegates' included), keeping those an
+    /// earlier ADD of the attachment took.
+    pub fn drop_record(&mut self) {
+        let Ok(Some((loc, mut record))) = self.record() else {
+            return;
+        };
+        let mut kept = Vec::new();
+        for b in std::mem::take(&mut record.borrowed) {
+            if self.is_recorded_link(&b) {
+                kept.push(b);
+            }
+        }
+        record.borrowed = kept;
+        if let Err(e) = loc.store(&record) {
+            log::warn!("{}: {e}", loc.path().display());
+        }
     }
 
     /// The record of this attachment, if it applies to this boot and this
@@ -96,6 +176,21 @@ impl Ctx {
                 Err(CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO)))
             }
         }
+    }
+
+    /// Whether link `index` of the container namespace is one the
+    /// attachment's record holds (during DEL: it goes back, not away).
+    pub(super) fn holds(&mut self, index: u32) -> Result<bool, CapError> {
+        if self.command != super::Command::Del {
+            return Ok(false);
+        }
+        let Some((_, record)) = self.record()? else {
+            return Ok(false);
+        };
+        Ok(record
+            .borrowed
+            .iter()
+            .any(|b| b.index == index && self.is_recorded_link(b)))
     }
 
     /// During DEL: if link `index` of the container namespace is one this
@@ -116,6 +211,9 @@ impl Ctx {
         let Some(pos) = record.borrowed.iter().position(|b| b.index == index) else {
             return Ok(None);
         };
+        if !self.is_recorded_link(&record.borrowed[pos]) {
+            return Ok(None);
+        }
         let b = &record.borrowed[pos];
         if name.is_some_and(|n| n != b.name) {
             return Err(CapError::Denied(format!(
@@ -143,41 +241,42 @@ impl Ctx {
         let mut entries = b.restore.clone();
         entries.reverse();
         let failures = self.replay(entries, "record.restore");
-        let at = self
-            .netlink(Kind::Host)?
-            .link_by_name(&b.name)
-            .map(|m| m.header.index);
-        match (failures.is_empty(), at) {
-            (true, Ok(at)) => Ok(at),
-            (_, Err(_)) if !failures.is_empty() => Err(CapError::Incomplete(failures.join("; "))),
-            (_, Err(e)) => Err(CapError::from(&e)),
-            (false, Ok(_)) => Err(CapError::Incomplete(failures.join("; "))),
+        if !failures.is_empty() {
+            return Err(CapError::Incomplete(failures.join("; ")));
         }
+        self.netlink(Kind::Host)?
+            .link_by_name(&b.name)
+            .map(|m| m.header.index)
+            .map_err(|e| CapError::from(&e))
     }
 
     /// After the plugin's DEL (whatever its outcome): returns every link
     /// the record still holds that is still in the container namespace,
-    /// drops those that are not (gone with their namespace), and removes
-    /// the record; a link that could not be returned stays in it for the
-    /// runtime's next DEL. The errors name what could not be returned.
+    /// drops those that are not (gone with their namespace, or replaced by
+    /// another link at their index), and removes the record; a link that
+    /// could not be returned stays in it for the runtime's next DEL. The
+    /// errors name what could not be returned.
     pub fn finish_del(&mut self) -> Result<(), String> {
+        if self.container.is_none() {
+            return self.drop_orphaned_record();
+        }
         let Some((loc, mut record)) = self.record().map_err(|e| format!("{e:?}"))? else {
             return Ok(());
         };
         let mut failures = Vec::new();
         let mut kept = Vec::new();
         for b in std::mem::take(&mut record.borrowed) {
-            let present = self
-                .netlink(Kind::Container)
-                .ok()
-                .and_then(|nl| nl.link_by_index(b.index).ok())
-                .is_some();
             let args = json!({"record": loc.path(), "link": b.name, "index": b.index});
-            if !present {
+            if !self.is_recorded_link(&b) {
                 self.audit.record(
                     "record.drop",
                     &args,
                     &CapError::Kernel(libc::ENODEV).outcome(),
+                );
+                eprintln!(
+                    "wasmcni: host link {:?} is no longer in the container (index {}); \
+                     nothing to return",
+                    b.name, b.index
                 );
                 continue;
             }
@@ -201,5 +300,31 @@ impl Ctx {
         } else {
             Err(failures.join("; "))
         }
+    }
+
+    /// DEL with the container namespace gone: what the record held went
+    /// with it (a virtual link is destroyed with its namespace; the kernel
+    /// hands a physical device back to the initial namespace, under its
+    /// container name): the record is dropped, and says so.
+    fn drop_orphaned_record(&mut self) -> Result<(), String> {
+        let loc = self.record_location();
+        let Ok(Some(record)) = loc.load() else {
+            return Ok(());
+        };
+        for b in &record.borrowed {
+            let args = json!({"record": loc.path(), "link": b.name, "index": b.index});
+            self.audit.record(
+                "record.drop",
+                &args,
+                &CapError::Kernel(libc::ENOENT).outcome(),
+            );
+            eprintln!(
+                "wasmcni: the container namespace is gone: host link {:?} went with it \
+                 (a physical device is back in the initial namespace, unconfigured)",
+                b.name
+            );
+        }
+        loc.remove()
+            .map_err(|e| format!("{}: {e}", loc.path().display()))
     }
 }

@@ -247,6 +247,9 @@ impl Ctx {
         };
         let mut attachment = Attachment::from_invocation(&env, config);
         attachment.addresses = std::mem::take(&mut self.attachment.addresses);
+        // The devices the runtime's config names, not those of the config
+        // the caller hands its delegate (which the caller chooses).
+        attachment.devices = self.attachment.devices.clone();
         let mut child = Ctx::new(CtxParams {
             grant: entry.grant(),
             container,

@@ -213,11 +213,7 @@ impl Ctx {
     fn check_new_name(&self, kind: Kind, name: &str) -> Result<(), CapError> {
         check_name(name)?;
         let g = self.ns_grant(kind);
-        // The name the config's `device` gives, where the grant lets the
-        // config name the plugin's device.
-        let configured = g.config_links.contains(&crate::policy::ConfigKey::Device)
-            && self.attachment.devices.device.as_deref() == Some(name);
-        if kind == Kind::Host && !g.may_name(name) && !configured {
+        if kind == Kind::Host && !g.may_name(name) {
             return Err(CapError::Denied(format!(
                 "host link name {name:?} matches none of the grant's `names` ({})",
                 g.names_in_effect()
@@ -786,6 +782,16 @@ impl Host for StoreData {
                     alias: l.alias.clone().unwrap_or_default(),
                 });
                 c.mark(target_kind, now, false)?;
+            } else if c.command == super::Command::Add {
+                // A host link is out only with the record that brings it
+                // back, written now: a process killed later in the ADD
+                // leaves it too. (If it cannot be written, the call fails
+                // and the journal, which has the move, undoes it with the
+                // ADD.)
+                c.keep_record().map_err(|why| {
+                    log::warn!("{why}");
+                    CapError::Kernel(libc::EIO)
+                })?;
             }
             Ok(now)
         })
@@ -1063,6 +1069,13 @@ impl Host for StoreData {
             json!({"ns": ns_arg(kind), "index": index}),
             |c| {
                 c.require(kind, |g| g.modify, "modify")?;
+                // Only an ADD hands links to its network (a DEL's would be
+                // left behind, undeletable).
+                if c.command != super::Command::Add {
+                    return Err(CapError::Denied(
+                        "only an ADD hands links to its network".into(),
+                    ));
+                }
                 if kind != Kind::Host || !c.journal.created(kind, index) {
                     return Err(CapError::Denied(format!(
                         "link {index} was not created in the host namespace by this call: \
@@ -1177,6 +1190,12 @@ impl Host for StoreData {
                      (the deletion could not be undone)"
                             .into(),
                     ));
+                }
+                if kind == Kind::Container && c.holds(index)? {
+                    return Err(CapError::Denied(format!(
+                        "link {index} was taken from the host namespace: it goes back there \
+                         (link.move-to), never away"
+                    )));
                 }
                 if c.command == super::Command::Add {
                     c.netlink(kind)?.delete_link(index)?;

@@ -304,14 +304,17 @@ impl Ctx {
         )))
     }
 
-    /// Whether the network config names `l` by one of the keys the
-    /// grant's `config-links` lists (a `host-device` network's device).
+    /// Whether `l` is the one node device the network config names, by a
+    /// key the grant's `config-links` lists (a `host-device` network's
+    /// device; see [`attachment::ConfigDevices::resolve`]), during ADD.
     fn config_names(&self, kind: Kind, l: &link::Link) -> bool {
-        let devices = &self.attachment.devices;
-        self.ns_grant(kind)
-            .config_links
-            .iter()
-            .any(|&key| devices.names(key, &l.name, &l.mac))
+        // Taking the device is an ADD's doing: a DEL gives it back, never
+        // takes it again.
+        let g = self.ns_grant(kind);
+        kind == Kind::Host
+            && self.command == Command::Add
+            && !g.config_links.is_empty()
+            && self.attachment.devices.resolve(&g.config_links).as_deref() == Some(l.name.as_str())
     }
 
     /// Whether `l` belongs to this attachment: its alias is this

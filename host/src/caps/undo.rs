@@ -53,6 +53,14 @@ impl Ctx {
         label: &str,
     ) -> Vec<String> {
         let mut failures = Vec::new();
+        // Entries a delegate joined to this journal may name the host
+        // namespace this plugin never asked for: the undo acts there all
+        // the same (it is wasmcni's own).
+        if !entries.is_empty() {
+            if let Err(e) = self.open_host() {
+                failures.push(format!("opening the host namespace: {e:?}"));
+            }
+        }
         for i in 0..entries.len() {
             let entry = entries[i].clone();
             let u = &entry.undo;
