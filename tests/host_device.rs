@@ -61,6 +61,22 @@ fn dress(world: &World) {
     }
 }
 
+/// A world whose `mst0` has state worth returning ([`dress`]), its
+/// snapshot before anything is taken, and host-device's default grant.
+fn dressed(tag: &str) -> (World, Value, Value) {
+    let world = World::new(tag);
+    dress(&world);
+    let before = world.snapshot();
+    (world, before, policy_with(default_entry("host-device")))
+}
+
+/// A successful ADD that takes `mst0` ([`take`]).
+fn add_taking(world: &World, policy: &Value) -> support::Run {
+    let add = world.run("ADD", policy, &conf(take()), &[]);
+    assert_eq!(add.code, 0, "{add:?}");
+    add
+}
+
 fn take() -> Value {
     json!([
         {"call": "link.move-to", "ns": "host", "link": "mst0", "target": "container",
@@ -151,12 +167,8 @@ fn s2_host_device_default_grant_takes_only_the_device_the_config_names() {
 #[test]
 fn a_taken_device_comes_back_exactly_even_when_the_plugins_del_forgets_it() {
     support::require_root();
-    let world = World::new("hdrec");
-    dress(&world);
-    let before = world.snapshot();
-    let policy = policy_with(default_entry("host-device"));
-    let add = world.run("ADD", &policy, &conf(take()), &[]);
-    assert_eq!(add.code, 0, "{add:?}");
+    let (world, before, policy) = dressed("hdrec");
+    let add = add_taking(&world, &policy);
     let results = add.json()["results"].clone();
     assert!(
         results
@@ -209,8 +221,7 @@ fn a_taken_device_comes_back_exactly_even_when_the_plugins_del_forgets_it() {
 
     // Again, with a DEL that tries to bring it back under another name:
     // refused, and the host returns it as it was all the same.
-    let add = world.run("ADD", &policy, &conf(take()), &[]);
-    assert_eq!(add.code, 0, "{add:?}");
+    add_taking(&world, &policy);
     let del = world.run(
         "DEL",
         &policy,
@@ -233,8 +244,7 @@ fn a_taken_device_comes_back_exactly_even_when_the_plugins_del_forgets_it() {
     );
 
     // And with the plugin's own DEL moving it back: the record's way.
-    let add = world.run("ADD", &policy, &conf(take()), &[]);
-    assert_eq!(add.code, 0, "{add:?}");
+    add_taking(&world, &policy);
     let del = world.run(
         "DEL",
         &policy,
@@ -257,15 +267,13 @@ fn a_taken_device_comes_back_exactly_even_when_the_plugins_del_forgets_it() {
 #[test]
 fn an_add_whose_record_cannot_be_written_fails_and_leaves_the_device() {
     support::require_root();
-    let world = World::new("hdnorec");
-    dress(&world);
-    let before = world.snapshot();
+    let (world, before, policy) = dressed("hdnorec");
     // The state root is a regular file: no record can be written below it.
     let blocker = world.dir.path().join("not-a-dir");
     std::fs::write(&blocker, "").expect("file");
     let add = world.run(
         "ADD",
-        &policy_with(default_entry("host-device")),
+        &policy,
         &conf(take()),
         &[("WASMCNI_STATE_DIR", &blocker.display().to_string())],
     );
@@ -302,11 +310,8 @@ fn has(ns: &support::Netns, name: &str) -> bool {
 #[test]
 fn a_link_made_at_a_recorded_index_is_never_returned_to_the_node() {
     support::require_root();
-    let world = World::new("hdimp");
-    dress(&world);
-    let policy = policy_with(default_entry("host-device"));
-    let add = world.run("ADD", &policy, &conf(take()), &[]);
-    assert_eq!(add.code, 0, "{add:?}");
+    let (world, _, policy) = dressed("hdimp");
+    add_taking(&world, &policy);
     let index = index_of(&world.ctr, "eth0").to_string();
     world.ctr.ip(&["link", "del", "eth0"]);
     world.ctr.ip(&[
@@ -335,12 +340,8 @@ fn a_link_made_at_a_recorded_index_is_never_returned_to_the_node() {
 #[test]
 fn a_del_can_neither_delete_nor_retake_the_device() {
     support::require_root();
-    let world = World::new("hddel");
-    dress(&world);
-    let before = world.snapshot();
-    let policy = policy_with(default_entry("host-device"));
-    let add = world.run("ADD", &policy, &conf(take()), &[]);
-    assert_eq!(add.code, 0, "{add:?}");
+    let (world, before, policy) = dressed("hddel");
+    add_taking(&world, &policy);
     let del = world.run(
         "DEL",
         &policy,

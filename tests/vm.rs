@@ -25,12 +25,16 @@ fn the_vm_runs_a_command_on_a_kernel_with_every_link_kind_and_returns_its_status
         mkdir -p /mnt/host; mount -t virtiofs root /mnt/host; mount -o remount,rw /mnt/host; \
         if touch \"/mnt/host$2\"; then echo host-writable; fi; \
         touch \"$2\"; test -f \"$2\"; \
+        touch \"$WASMCNI_CACHE_DIR/$3\"; \
         echo \"in-vm=$WASMCNI_IN_VM passed=$PASSED_ON cwd=$(pwd)\"; \
         exit 7";
     // A file the VM writes (under its RAM overlay, and straight to the
     // shared files, which must be read-only).
     let probe = std::path::PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("vm-probe-{}", std::process::id()));
+    // The one directory the VM may write: its artifact cache, kept across
+    // boots (target/vm/cache, at the same path inside).
+    let cache_probe = format!("probe-{}", std::process::id());
     let t = std::time::Instant::now();
     let out = Command::new(support::vm::runner())
         .env("WASMCNI_PASSED_ON", "yes")
@@ -43,6 +47,7 @@ fn the_vm_runs_a_command_on_a_kernel_with_every_link_kind_and_returns_its_status
         ])
         .arg(support::wasmcni())
         .arg(&probe)
+        .arg(&cache_probe)
         .output()
         .expect("tests/vm/run");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -58,6 +63,16 @@ fn the_vm_runs_a_command_on_a_kernel_with_every_link_kind_and_returns_its_status
     );
     assert!(!stdout.contains("host-writable"), "{stdout}");
     assert!(!probe.exists(), "the VM wrote {}", probe.display());
+    let cached = support::vm::runner()
+        .parent()
+        .expect("tests/vm")
+        .join("../../target/vm/cache")
+        .join(&cache_probe);
+    assert!(
+        cached.exists(),
+        "the VM's cache write did not land: {stdout}"
+    );
+    std::fs::remove_file(&cached).expect("remove the cache probe");
     // `numdummies=0`: only the dummy the script made.
     assert!(stdout.lines().any(|l| l.trim() == "1"), "{stdout}");
     let cwd = std::env::current_dir().expect("cwd");

@@ -189,7 +189,13 @@ impl ArtifactCache {
             path: path.to_owned(),
             source,
         };
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        // The pid alone is not unique where processes of several pid
+        // namespaces share the cache (containers, a VM sharing it).
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let tmp = path.with_extension(format!("tmp{}-{nanos}", std::process::id()));
         let mut f = fs::OpenOptions::new()
             .write(true)
             .create_new(true)

@@ -100,7 +100,14 @@ pub fn install(dir: &Path, force: bool) -> anyhow::Result<()> {
             .with_context(|| format!("linking {path:?}"))?;
     }
 
-    let cache = ArtifactCache::new(dir.join(".wasmcni-cache"));
+    // The cache the installed plugins will load from: `$WASMCNI_CACHE_DIR`
+    // if set (as it is read at run time), else the one beside them, which
+    // is the install's own to prune.
+    let shared = std::env::var_os("WASMCNI_CACHE_DIR").filter(|d| !d.is_empty());
+    let cache = ArtifactCache::new(match &shared {
+        Some(d) => std::path::PathBuf::from(d),
+        None => dir.join(".wasmcni-cache"),
+    });
     let engine = engine::engine()?;
     for p in &bundled {
         let artifact = engine::precompile(&engine, p, &cache)?;
@@ -110,7 +117,9 @@ pub fn install(dir: &Path, force: bool) -> anyhow::Result<()> {
             artifact.display()
         );
     }
-    remove_stale(&cache, &engine, &bundled)?;
+    if shared.is_none() {
+        remove_stale(&cache, &engine, &bundled)?;
+    }
     Ok(())
 }
 

@@ -480,9 +480,13 @@ impl<'a> Invoke<'a> {
 /// artifact cache, and the audit log in target/ (never the node's).
 fn test_env() -> Vec<(String, String)> {
     let mut env = vec![
+        // The VM's own persistent cache where tests/vm/run gives one.
         (
             "WASMCNI_CACHE_DIR".into(),
-            cache_dir().display().to_string(),
+            std::env::var("WASMCNI_CACHE_DIR")
+                .ok()
+                .filter(|_| vm::inside())
+                .unwrap_or_else(|| cache_dir().display().to_string()),
         ),
         (
             "WASMCNI_AUDIT".into(),

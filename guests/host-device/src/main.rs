@@ -192,9 +192,7 @@ impl Plugin for HostDevice {
         if inv.env.netns.is_empty() {
             return Ok(());
         }
-        if !ipam::plugin_type(inv).is_empty() {
-            ipam::exec(inv, Command::Del)?;
-        }
+        ipam::exec_if_configured(inv, Command::Del)?;
         let container = match Netns::container() {
             Ok(ns) => ns,
             Err(e) if e.is_not_found() => return Ok(()),
@@ -228,9 +226,7 @@ impl Plugin for HostDevice {
     fn check(&self, inv: &Invocation) -> Result<(), Error> {
         Conf::load(inv)?;
         let container = iface::open_container(inv)?;
-        if !ipam::plugin_type(inv).is_empty() {
-            ipam::exec(inv, Command::Check)?;
-        }
+        ipam::exec_if_configured(inv, Command::Check)?;
         let prev = inv
             .prev_result()?
             .ok_or_else(|| Error::internal("Required prevResult missing"))?;
@@ -239,17 +235,11 @@ impl Plugin for HostDevice {
     }
 
     fn gc(&self, inv: &Invocation) -> Result<(), Error> {
-        if ipam::plugin_type(inv).is_empty() {
-            return Ok(());
-        }
-        ipam::exec(inv, Command::Gc)
+        ipam::exec_if_configured(inv, Command::Gc)
     }
 
     fn status(&self, inv: &Invocation) -> Result<(), Error> {
-        if ipam::plugin_type(inv).is_empty() {
-            return Ok(());
-        }
-        ipam::exec(inv, Command::Status)
+        ipam::exec_if_configured(inv, Command::Status)
     }
 }
 

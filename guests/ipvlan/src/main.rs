@@ -144,18 +144,14 @@ impl Plugin for Ipvlan {
 
     fn del(&self, inv: &Invocation) -> Result<(), Error> {
         stacked::load_for_del(inv, || Conf::load(inv, false))?;
-        if !ipam::plugin_type(inv).is_empty() {
-            ipam::exec(inv, Command::Del)?;
-        }
+        ipam::exec_if_configured(inv, Command::Del)?;
         iface::delete_link(inv)
     }
 
     fn check(&self, inv: &Invocation) -> Result<(), Error> {
         let (c, _) = Conf::load(inv, true)?;
         let container = iface::open_container(inv)?;
-        if !ipam::plugin_type(inv).is_empty() {
-            ipam::exec(inv, Command::Check)?;
-        }
+        ipam::exec_if_configured(inv, Command::Check)?;
         let prev = inv
             .prev_result()?
             .ok_or_else(|| Error::internal("Required prevResult missing"))?;
@@ -171,16 +167,12 @@ impl Plugin for Ipvlan {
     }
 
     fn gc(&self, inv: &Invocation) -> Result<(), Error> {
-        if !ipam::plugin_type(inv).is_empty() {
-            ipam::exec(inv, Command::Gc)?;
-        }
+        ipam::exec_if_configured(inv, Command::Gc)?;
         Ok(())
     }
 
     fn status(&self, inv: &Invocation) -> Result<(), Error> {
-        if !ipam::plugin_type(inv).is_empty() {
-            ipam::exec(inv, Command::Status)?;
-        }
+        ipam::exec_if_configured(inv, Command::Status)?;
         Ok(())
     }
 }

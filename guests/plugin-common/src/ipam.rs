@@ -26,3 +26,12 @@ pub fn add(inv: &Invocation) -> Result<CniResult, Error> {
 pub fn exec(inv: &Invocation, command: Command) -> Result<(), Error> {
     delegate::exec(plugin_type(inv), command, &inv.stdin)
 }
+
+/// [`exec`] when the config names an IPAM plugin; nothing otherwise (an
+/// interface plugin whose IPAM is optional).
+pub fn exec_if_configured(inv: &Invocation, command: Command) -> Result<(), Error> {
+    if plugin_type(inv).is_empty() {
+        return Ok(());
+    }
+    exec(inv, command)
+}

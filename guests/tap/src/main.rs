@@ -162,18 +162,14 @@ impl Plugin for Tap {
 
     fn del(&self, inv: &Invocation) -> Result<(), Error> {
         Conf::load(inv)?;
-        if !ipam::plugin_type(inv).is_empty() {
-            ipam::exec(inv, Command::Del)?;
-        }
+        ipam::exec_if_configured(inv, Command::Del)?;
         iface::delete_link(inv)
     }
 
     fn check(&self, inv: &Invocation) -> Result<(), Error> {
         Conf::load(inv)?;
         let container = iface::open_container(inv)?;
-        if !ipam::plugin_type(inv).is_empty() {
-            ipam::exec(inv, Command::Check)?;
-        }
+        ipam::exec_if_configured(inv, Command::Check)?;
         let prev = inv
             .prev_result()?
             .ok_or_else(|| Error::internal("Required prevResult missing"))?;
@@ -198,18 +194,12 @@ impl Plugin for Tap {
 
     fn gc(&self, inv: &Invocation) -> Result<(), Error> {
         Conf::load(inv)?;
-        if ipam::plugin_type(inv).is_empty() {
-            return Ok(());
-        }
-        ipam::exec(inv, Command::Gc)
+        ipam::exec_if_configured(inv, Command::Gc)
     }
 
     fn status(&self, inv: &Invocation) -> Result<(), Error> {
         Conf::load(inv)?;
-        if ipam::plugin_type(inv).is_empty() {
-            return Ok(());
-        }
-        ipam::exec(inv, Command::Status)
+        ipam::exec_if_configured(inv, Command::Status)
     }
 }
 
