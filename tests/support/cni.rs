@@ -154,9 +154,14 @@ impl Call<'_> {
         if !self.capargs.is_empty() {
             c.args(["-capargs", self.capargs]);
         }
-        c.env_clear()
-            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-            .envs(self.env.iter().map(|(k, v)| (k, v)));
+        c.env_clear().env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin");
+        // In tests/vm/ the plugins load from the VM's persistent artifact
+        // cache, where `wasmcni install` compiled them (tests/vm/run sets
+        // it): a compile under emulation would outlast the deadline.
+        if let Some(d) = std::env::var_os("WASMCNI_CACHE_DIR").filter(|_| super::vm::inside()) {
+            c.env("WASMCNI_CACHE_DIR", d);
+        }
+        c.envs(self.env.iter().map(|(k, v)| (k, v)));
         let out = c.output().expect("running the libcni driver");
         let mut elapsed_us = None;
         let stderr = String::from_utf8_lossy(&out.stderr)
