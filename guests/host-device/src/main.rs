@@ -203,16 +203,10 @@ impl Plugin for HostDevice {
         };
         let host = Netns::host()?;
         // The host returns a device this attachment's ADD took exactly as
-        // it was; without its record (an ADD by an older wasmcni), the
-        // device goes back under the name its alias keeps, as the
-        // reference does.
-        let back = match container.move_link(link.index, &host, None) {
-            Err(e) if e.code == ErrorCode::AccessDenied && link.alias.is_some() => {
-                let name = link.alias.clone().unwrap_or_default();
-                container.move_link(link.index, &host, Some(&name))
-            }
-            r => r,
-        };
+        // it was, from its record; without one, nothing moves into the
+        // node under a name of the plugin's choosing (host-device's grant
+        // has no `names`), so the error stands.
+        let back = container.move_link(link.index, &host, None);
         match back {
             Ok(_) => Ok(()),
             Err(e) if e.is_not_found() => Ok(()),
