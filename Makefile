@@ -7,13 +7,17 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 DEB_PACKAGES := iproute2 iputils-ping containernetworking-plugins golang-go golang-github-appc-cni-dev \
-	podman runc busybox-static
+	podman runc busybox-static musl-tools
+# The node installer image (deploy/): a static build of wasmcni, FROM scratch.
+MUSL_TARGET := x86_64-unknown-linux-musl
+IMAGE ?= localhost/wasmcni-installer:dev
 GUESTS := $(notdir $(wildcard guests/*)) $(notdir $(wildcard tests/fixtures/*))
 
-.PHONY: setup demo test lint bench install docs hot-symbols
+.PHONY: setup demo test lint bench install docs hot-symbols image image-build
 
 setup:
 	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
+	@rustup target list --installed | grep -qx $(MUSL_TARGET) || rustup target add $(MUSL_TARGET)
 	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
@@ -30,7 +34,7 @@ lint: setup
 	$(CARGO) clippy --target wasm32-wasip2 $(addprefix -p ,$(GUESTS)) -- -D warnings
 
 test: lint
-	$(CARGO) test --no-fail-fast -p wasmcni -p wasmcni-guest-sdk $(addprefix -p ,$(notdir $(wildcard guests/*)))
+	$(CARGO) test --no-fail-fast -p wasmcni -p guest-sdk $(addprefix -p ,$(notdir $(wildcard guests/*)))
 
 # Regenerate docs/capabilities.md from host/src/caps/catalog.rs (a unit test
 # fails when it is stale).
@@ -52,3 +56,21 @@ bench: setup
 install: setup
 	$(CARGO) build --release -p wasmcni
 	./target/release/wasmcni install $(DIR)
+
+# The node installer image (deploy/Containerfile, deploy/README.md): a
+# static release build of wasmcni for $(MUSL_TARGET) (its C parts built by
+# musl-gcc) in a FROM scratch image, built offline. tests/install.rs runs
+# `make image-build` itself (a no-op when both are current).
+image: setup
+	$(MAKE) --no-print-directory image-build
+
+# relocation-model=static: host/build.rs links wasmcni -no-pie (start-up
+# is every CNI call's hot path), and musl's static-pie start code crashes in
+# a non-PIE executable; static code makes it a plain static executable.
+image-build:
+	CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_RUSTFLAGS="-C relocation-model=static" \
+	  $(CARGO) build --release --target $(MUSL_TARGET) -p wasmcni
+	mkdir -p target/image
+	cp -p target/$(MUSL_TARGET)/release/wasmcni target/image/wasmcni
+	target/image/wasmcni --version
+	podman build --network none --quiet -f deploy/Containerfile -t $(IMAGE) target/image

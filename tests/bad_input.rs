@@ -247,3 +247,144 @@ fn the_hosts_own_netns_is_refused_even_through_a_symlink() {
         }
     }
 }
+
+/// A native build (plain `cargo build`), a core module and other files
+/// that are no component get code 103 and one line saying what they are
+/// and what to do, never the compiler's byte dump (issue 11, friction 8).
+#[test]
+fn native_elf_and_other_non_components_get_a_one_line_hint() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, Vec<u8>, &str); 4] = [
+        (
+            "native.wasm",
+            std::fs::read("/bin/true").expect("an ELF executable"),
+            "is a native ELF executable, not a WebAssembly component: build it with `cargo build --target wasm32-wasip2`",
+        ),
+        (
+            "core.wasm",
+            b"\0asm\x01\0\0\0".to_vec(),
+            "is a core WebAssembly module, not a component",
+        ),
+        ("text.wasm", b"(component)".to_vec(), "WebAssembly text"),
+        ("junk.wasm", b"hello world".to_vec(), "is not a WebAssembly component"),
+    ];
+    for (file, bytes, needle) in &cases {
+        let path = dir.path().join(file);
+        std::fs::write(&path, bytes).unwrap();
+        let r = Invoke::wasmcni_run(&path.display().to_string(), &loopback_conf("1.0.0"))
+            .env("CNI_COMMAND", "VERSION")
+            .run();
+        r.assert_cni_error(103, needle);
+        let v = r.json();
+        let msg = v["msg"].as_str().unwrap();
+        assert!(msg.starts_with(&path.display().to_string()), "{msg}");
+        assert!(!msg.contains('\n') && !msg.contains("0x"), "{msg}");
+        assert!(v.get("details").is_none(), "no byte dump: {v}");
+    }
+    // Found by name in the plugin dir, as a runtime reaches it.
+    std::fs::copy(dir.path().join("native.wasm"), dir.path().join("mine.wasm")).unwrap();
+    let r = Invoke::wasmcni_run("mine", &loopback_conf("1.0.0"))
+        .env("WASMCNI_PLUGIN_DIR", dir.path().display().to_string())
+        .env("CNI_COMMAND", "VERSION")
+        .run();
+    r.assert_cni_error(103, "mine.wasm is a native ELF executable");
+}
+
+/// A denied call's reason reaches the runtime when the plugin fails: the
+/// CNI error's `details` name the call and the field of the plugin's own
+/// policy entry that would allow it (or the invariant), distinct for each
+/// cause, after the plugin's own code and msg; what only the audit log
+/// may know (another attachment's identity) stays there (friction 3).
+#[test]
+fn denials_reach_the_runtime_as_policy_field_paths() {
+    use serde_json::{json, Value};
+    use support::world::{policy_with, wide, World};
+    let world = World::new("why");
+    // Runs `ops` under `grant` in an ADD whose plugin fails with a CNI
+    // error of its own right after its last host call.
+    let fail_after_ops = |grant: Value, ops: Value| {
+        let mut conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+                              "ops": ops, "exit": 1});
+        let probe = world.run("ADD", &policy_with(grant.clone()), &conf, &[]);
+        let calls = probe.json()["calls"].as_u64().expect("calls");
+        conf["fail"] = json!({"after": calls, "how": "exit"});
+        let run = world.run("ADD", &policy_with(grant), &conf, &[]);
+        assert_ne!(run.code, 0, "{run:?}");
+        let v = run.json();
+        assert_eq!(v["code"], 11, "the plugin's own code stays: {run:?}");
+        assert!(
+            v["msg"].as_str().unwrap().starts_with("failing after host call"),
+            "the plugin's own msg stays: {run:?}"
+        );
+        (v["details"].as_str().unwrap_or("").to_owned(), run)
+    };
+    let own_veth = json!({"call": "link.create-veth", "ns": "host", "name": "cnitestv9",
+                          "peer-ns": "container", "peer-name": "eth9"});
+    let mut narrow = wide();
+    narrow["container"]["read"] = json!(false);
+    let cases = [
+        (
+            narrow,
+            json!([{"call": "link.get-by-name", "ns": "container", "name": "lo"}]),
+            "link.get-by-name: plugins.scripted.container.read is false",
+        ),
+        (
+            wide(),
+            json!([{"call": "sysctl.get", "ns": "container", "key": "net.ipv4.ip_forward"}]),
+            "sysctl.get: sysctl net.ipv4.ip_forward matches none of plugins.scripted.container.sysctls",
+        ),
+        (
+            json!({"container": {"read": true}}),
+            json!([{"call": "link.list", "ns": "host"}]),
+            "netns.host: plugins.scripted.host is absent",
+        ),
+        (
+            wide(),
+            json!([own_veth, {"call": "address.add", "ns": "host", "link": "cnitestv9",
+                              "prefix": "192.0.2.11/24"}]),
+            "address.add: host address 192.0.2.11/24 lies in none of plugins.scripted.host.prefixes",
+        ),
+        (
+            wide(),
+            json!([{"call": "delegate.run", "type": "nosuch", "command": "ADD", "config": {}}]),
+            "delegate.run: \"nosuch\" is listed in neither plugins.scripted.delegates nor plugins.scripted.native-delegates",
+        ),
+        (
+            wide(),
+            json!([{"call": "link.set-up", "ns": "host", "link": "other0", "up": true}]),
+            "link.set-up: host link \"other0\"",
+        ),
+    ];
+    let mut seen = Vec::new();
+    for (grant, ops, needle) in cases {
+        let before = world.snapshot();
+        let (details, run) = fail_after_ops(grant, ops);
+        assert!(details.contains(needle), "{needle:?} not in {details:?}");
+        assert!(run.stderr.contains(needle), "not logged: {run:?}");
+        assert!(!seen.contains(&details), "two causes, one explanation: {details}");
+        seen.push(details);
+        support::assert_same(&before, &world.snapshot(), needle);
+    }
+    // Another attachment's link: the invariant is named, the other
+    // attachment's identity (its mark) only in the audit log.
+    let last = seen.last().unwrap();
+    assert!(last.contains("belongs to another attachment (a wasmcni invariant)"), "{last}");
+    assert!(!last.contains("another-container"), "{last}");
+    assert!(
+        world.audit().iter().any(|r| r["outcome"] == "denied"
+            && r["reason"]
+                .as_str()
+                .is_some_and(|s| s.contains("wasmcni:another-container"))),
+        "the audit log keeps the identity"
+    );
+    // A plugin that succeeds despite a denial gets no details added.
+    let run = world.run(
+        "ADD",
+        &policy_with(json!({})),
+        &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+                "ops": [{"call": "link.list", "ns": "container"}]}),
+        &[],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.json().get("details").is_none(), "{run:?}");
+}

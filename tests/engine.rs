@@ -206,12 +206,16 @@ fn install_makes_a_bin_dir_is_idempotent_and_refuses_foreign_files() {
     let arts = artifacts(&bin.join(".wasmcni-cache"));
     // Every bundled plugin (`wasmcni list`), the first five at least.
     let listed = std::process::Command::new(support::wasmcni())
-        .arg("list")
+        .args(["list", "--json"])
         .output()
         .unwrap();
-    let standard: Vec<String> = String::from_utf8_lossy(&listed.stdout)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let standard: Vec<String> = listed["plugins"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["origin"] == "bundled")
+        .filter_map(|p| p["name"].as_str().map(str::to_owned))
         .collect();
     for p in ["bridge", "host-local", "loopback", "ptp", "static"] {
         assert!(

@@ -14,10 +14,12 @@ use crate::net::HostError;
 /// Runs plugin `plugin_type` with `command` and `config` on stdin; returns
 /// its stdout. A delegate that fails gives its own CNI error, unchanged
 /// (as the reference passes on its IPAM's errors).
+#[cfg_attr(not(target_arch = "wasm32"), track_caller)]
 pub fn run(plugin_type: &str, command: Command, config: &[u8]) -> Result<String, Error> {
     if plugin_type.is_empty() {
         return Err(Error::internal("no plugin name provided"));
     }
+    crate::require_host("delegate.run");
     let config = String::from_utf8_lossy(config);
     match wit::run(plugin_type, command.as_str(), &config) {
         Ok(out) => Ok(out),
@@ -33,6 +35,7 @@ pub fn run(plugin_type: &str, command: Command, config: &[u8]) -> Result<String,
 
 /// ADD through `plugin_type`; its result, converted from the version it
 /// answered in (its `cniVersion`, else `version`).
+#[cfg_attr(not(target_arch = "wasm32"), track_caller)]
 pub fn add(plugin_type: &str, config: &[u8], version: &str) -> Result<CniResult, Error> {
     let out = run(plugin_type, Command::Add, config)?;
     let v: serde_json::Value = serde_json::from_str(&out)
@@ -47,6 +50,7 @@ pub fn add(plugin_type: &str, config: &[u8], version: &str) -> Result<CniResult,
 }
 
 /// DEL, CHECK, GC or STATUS through `plugin_type`.
+#[cfg_attr(not(target_arch = "wasm32"), track_caller)]
 pub fn exec(plugin_type: &str, command: Command, config: &[u8]) -> Result<(), Error> {
     run(plugin_type, command, config).map(drop)
 }

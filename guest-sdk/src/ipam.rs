@@ -51,7 +51,9 @@ impl Store {
 
     /// Opens and locks the network's state under `data_dir` (absolute;
     /// `None`: `/var/lib/cni/networks`).
+    #[cfg_attr(not(target_arch = "wasm32"), track_caller)]
     pub fn open(data_dir: Option<&str>) -> Result<Store, HostError> {
+        crate::require_host("ipam-store.open");
         let dir = data_dir.unwrap_or("/var/lib/cni/networks").to_owned();
         ipam_store::Store::open(data_dir)
             .map(|inner| Store {

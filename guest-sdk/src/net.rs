@@ -4,12 +4,70 @@
 //! and performs it. A failed call is a [`HostError`] that names the
 //! operation, the object and the reason; it converts into a CNI error with
 //! `?` inside a plugin's command functions.
+//!
+//! Start from [`Netns::container`] (or [`Netns::host`]): every other call
+//! is a method of the namespace handle it acts in.
+//!
+//! # Addresses and prefixes
+//! The WIT types ([`IpAddress`], [`IpPrefix`]) convert from and to `std`'s
+//! with `From`/`Into`:
+//!
+//! ```
+//! use std::net::{IpAddr, Ipv4Addr};
+//! use guest_sdk::net::{IpAddress, IpPrefix};
+//!
+//! let gw: IpAddress = Ipv4Addr::new(10, 1, 0, 1).into();
+//! let p: IpPrefix = (IpAddr::from([10, 1, 0, 5]), 24).into();
+//! assert_eq!(p.to_string(), "10.1.0.5/24");
+//! assert_eq!(IpAddr::from(gw).to_string(), "10.1.0.1");
+//! ```
+//!
+//! A [`cni::Cidr`](crate::cni::Cidr) from a result converts to an
+//! [`IpPrefix`] the same way.
+//!
+//! # Options
+//! [`LinkOptions`], [`AddressOptions`], [`BridgeOptions`] and
+//! [`TapOptions`] implement `Default` (every field none or false: the
+//! kernel's defaults). [`Route`] has no `Default`, since a route needs a
+//! destination: start from [`Route::to`] or [`Route::default_via`] and set
+//! the rest with struct-update syntax:
+//!
+//! ```
+//! use std::net::{IpAddr, Ipv4Addr};
+//! use guest_sdk::net::{Route, Scope};
+//!
+//! let r = Route {
+//!     link_index: Some(2),
+//!     scope: Some(Scope::Link),
+//!     ..Route::to((IpAddr::from([10, 1, 0, 0]), 24))
+//! };
+//! assert_eq!(r.destination.to_string(), "10.1.0.0/24");
+//! let d = Route::default_via(Ipv4Addr::new(10, 1, 0, 1).into());
+//! assert_eq!(d.destination.to_string(), "0.0.0.0/0");
+//! ```
+//!
+//! # Two kinds of route
+//! [`net::Route`](Route) (also named [`KernelRoute`]) is a route the kernel
+//! holds, added with [`Netns::add_route`]; [`cni::Route`](crate::cni::Route)
+//! (also named [`cni::ResultRoute`](crate::cni::ResultRoute)) is a route in
+//! a CNI result, JSON the runtime reads. Import the aliases where a plugin
+//! needs both; [`Route::from_result`] turns the second into the first.
+//!
+//! # Native builds
+//! There is no wasmcni host in a native build (a plugin's `cargo test`).
+//! The first host call a native test reaches, always
+//! [`Netns::container`], [`Netns::host`], [`ipam::Store::open`](crate::ipam::Store::open)
+//! or [`delegate::run`](crate::delegate::run) (every other call needs the
+//! handle one of them returns), panics with a message naming the call and
+//! saying how to run it under wasmcni: an ordinary test failure, which
+//! `#[should_panic]` can expect. Keep the logic worth unit-testing in pure
+//! functions.
 
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::bindings::wasmcni::plugin::{address, link, netns, route, sysctl};
-use crate::cni::Error;
+use crate::cni::{Cidr, Error};
 
 pub use crate::bindings::wasmcni::plugin::address::{AddressInfo, AddressOptions};
 pub use crate::bindings::wasmcni::plugin::link::{
@@ -17,7 +75,7 @@ pub use crate::bindings::wasmcni::plugin::link::{
     PortVlan, TapOptions, VethPair,
 };
 pub use crate::bindings::wasmcni::plugin::netns::NetnsKind;
-pub use crate::bindings::wasmcni::plugin::route::{Route, RouteInfo};
+pub use crate::bindings::wasmcni::plugin::route::{Route, Route as KernelRoute, RouteInfo};
 pub use crate::bindings::wasmcni::plugin::types::{
     ErrorCode, IpAddress, IpFamily, IpPrefix, Scope,
 };
@@ -117,7 +175,9 @@ fn veth_object(name: &str, kind: NetnsKind, peer: &str, peer_kind: NetnsKind) ->
 impl Netns {
     /// The container's namespace (`CNI_NETNS`). Not found when the runtime
     /// gave none or, on DEL, it is already gone.
+    #[cfg_attr(not(target_arch = "wasm32"), track_caller)]
     pub fn container() -> Result<Netns, HostError> {
+        crate::require_host("netns.container");
         netns::container()
             .map(|inner| Netns {
                 inner,
@@ -130,8 +190,11 @@ impl Netns {
             })
     }
 
-    /// The node's namespace, if the plugin's policy grants any right there.
+    /// The node's namespace, if the plugin's policy grants any right there
+    /// (`access-denied` otherwise: the entry has no `host` grant).
+    #[cfg_attr(not(target_arch = "wasm32"), track_caller)]
     pub fn host() -> Result<Netns, HostError> {
+        crate::require_host("netns.host");
         netns::host()
             .map(|inner| Netns {
                 inner,
@@ -491,7 +554,7 @@ impl Netns {
     }
 }
 
-/// Converts a WIT address to `std`'s.
+/// Converts a WIT address to `std`'s (as `IpAddr::from`).
 pub fn to_ip(a: &IpAddress) -> IpAddr {
     match *a {
         IpAddress::Ipv4((a, b, c, d)) => IpAddr::V4(Ipv4Addr::new(a, b, c, d)),
@@ -501,7 +564,7 @@ pub fn to_ip(a: &IpAddress) -> IpAddr {
     }
 }
 
-/// Converts a `std` address to the WIT one.
+/// Converts a `std` address to the WIT one (as `IpAddress::from`).
 pub fn from_ip(ip: IpAddr) -> IpAddress {
     match ip {
         IpAddr::V4(a) => {
@@ -515,7 +578,9 @@ pub fn from_ip(ip: IpAddr) -> IpAddress {
     }
 }
 
-/// A WIT prefix of `ip/prefix_len`.
+/// A WIT prefix of `ip/prefix_len` (as `IpPrefix::from((ip, prefix_len))`).
+/// The length is not checked here; the host refuses one above 32 (IPv4)
+/// or 128 (IPv6) with `invalid-argument`.
 pub fn prefix(ip: IpAddr, prefix_len: u8) -> IpPrefix {
     IpPrefix {
         address: from_ip(ip),
@@ -526,6 +591,170 @@ pub fn prefix(ip: IpAddr, prefix_len: u8) -> IpPrefix {
 /// Formats a prefix as CIDR text, e.g. `127.0.0.1/8`.
 pub fn cidr(p: &IpPrefix) -> String {
     format!("{}/{}", to_ip(&p.address), p.prefix_len)
+}
+
+impl From<IpAddr> for IpAddress {
+    fn from(ip: IpAddr) -> IpAddress {
+        from_ip(ip)
+    }
+}
+
+impl From<Ipv4Addr> for IpAddress {
+    fn from(ip: Ipv4Addr) -> IpAddress {
+        from_ip(IpAddr::V4(ip))
+    }
+}
+
+impl From<Ipv6Addr> for IpAddress {
+    fn from(ip: Ipv6Addr) -> IpAddress {
+        from_ip(IpAddr::V6(ip))
+    }
+}
+
+impl From<IpAddress> for IpAddr {
+    fn from(a: IpAddress) -> IpAddr {
+        to_ip(&a)
+    }
+}
+
+impl From<&IpAddress> for IpAddr {
+    fn from(a: &IpAddress) -> IpAddr {
+        to_ip(a)
+    }
+}
+
+impl fmt::Display for IpAddress {
+    /// As `std`'s `IpAddr` shows it (`10.0.0.1`, `fd00::1`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        to_ip(self).fmt(f)
+    }
+}
+
+impl<A: Into<IpAddr>> From<(A, u8)> for IpPrefix {
+    /// `(address, prefix length)`; the length is checked by the host.
+    fn from((ip, prefix_len): (A, u8)) -> IpPrefix {
+        prefix(ip.into(), prefix_len)
+    }
+}
+
+impl From<Cidr> for IpPrefix {
+    /// The address as given (not masked) and its prefix length.
+    fn from(c: Cidr) -> IpPrefix {
+        prefix(c.addr(), c.prefix_len())
+    }
+}
+
+impl From<&Cidr> for IpPrefix {
+    fn from(c: &Cidr) -> IpPrefix {
+        prefix(c.addr(), c.prefix_len())
+    }
+}
+
+impl fmt::Display for IpPrefix {
+    /// CIDR text, e.g. `10.0.0.2/24`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", to_ip(&self.address), self.prefix_len)
+    }
+}
+
+impl Default for LinkOptions {
+    /// No MTU, MAC or queue length: the kernel's defaults for the kind.
+    fn default() -> LinkOptions {
+        LinkOptions {
+            mtu: None,
+            mac: None,
+            txqlen: None,
+        }
+    }
+}
+
+impl Default for AddressOptions {
+    /// Duplicate address detection on, the prefix route added, scope
+    /// `universe`: what `ip addr add` does.
+    fn default() -> AddressOptions {
+        AddressOptions {
+            no_dad: false,
+            no_prefix_route: false,
+            scope: None,
+        }
+    }
+}
+
+impl Default for BridgeOptions {
+    /// No VLAN filtering.
+    fn default() -> BridgeOptions {
+        BridgeOptions {
+            vlan_filtering: false,
+        }
+    }
+}
+
+impl Default for TapOptions {
+    /// Single queue, no owner, no group.
+    fn default() -> TapOptions {
+        TapOptions {
+            multi_queue: false,
+            owner: None,
+            group: None,
+        }
+    }
+}
+
+impl Route {
+    /// A directly connected route to `destination` in the main table,
+    /// with nothing else set: no gateway, link, metric, scope (the host
+    /// picks `link` without a gateway, `universe` with one), source or MTU.
+    pub fn to(destination: impl Into<IpPrefix>) -> Route {
+        Route {
+            destination: destination.into(),
+            gateway: None,
+            link_index: None,
+            table: None,
+            metric: None,
+            scope: None,
+            source: None,
+            mtu: None,
+            on_link: false,
+        }
+    }
+
+    /// The default route of `gateway`'s family (`0.0.0.0/0` or `::/0`)
+    /// through `gateway`.
+    pub fn default_via(gateway: IpAddress) -> Route {
+        let any = match gateway {
+            IpAddress::Ipv4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            IpAddress::Ipv6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        };
+        Route {
+            gateway: Some(gateway),
+            ..Route::to((any, 0))
+        }
+    }
+
+    /// The kernel route for route `r` of a CNI result, through link
+    /// `link_index`: destination, gateway, table, priority (as the metric),
+    /// MTU and scope (0, 200, 253, 254, 255; any other value is left to the
+    /// host). A result route without `gw` means "via the interface's
+    /// gateway" in CNI: fill [`gateway`](Route::gateway) in from the
+    /// result's `ips` where that is meant.
+    pub fn from_result(r: &crate::cni::Route, link_index: u32) -> Route {
+        Route {
+            gateway: r.gw.map(IpAddress::from),
+            link_index: Some(link_index),
+            table: r.table.filter(|&t| t != 0),
+            metric: r.priority.filter(|&p| p != 0),
+            scope: r.scope.and_then(|s| match s {
+                0 => Some(Scope::Universe),
+                200 => Some(Scope::Site),
+                253 => Some(Scope::Link),
+                254 => Some(Scope::Host),
+                255 => Some(Scope::Nowhere),
+                _ => None,
+            }),
+            mtu: r.mtu.filter(|&m| m != 0),
+            ..Route::to(r.dst)
+        }
+    }
 }
 
 /// A MAC address as `aa:bb:cc:dd:ee:ff` text.
@@ -539,6 +768,86 @@ pub fn mac_string(mac: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn std_addresses_convert_both_ways() {
+        let v4 = Ipv4Addr::new(192, 0, 2, 7);
+        let v6: Ipv6Addr = "fd00::1:2".parse().unwrap();
+        assert_eq!(IpAddress::from(v4), IpAddress::Ipv4((192, 0, 2, 7)));
+        assert_eq!(IpAddress::from(v6), IpAddress::Ipv6((0xfd00, 0, 0, 0, 0, 0, 1, 2)));
+        for ip in [IpAddr::V4(v4), IpAddr::V6(v6)] {
+            let wit: IpAddress = ip.into();
+            assert_eq!(IpAddr::from(wit), ip);
+            assert_eq!(IpAddr::from(&wit), ip);
+            assert_eq!(wit.to_string(), ip.to_string());
+        }
+        let p: IpPrefix = (v6, 64).into();
+        assert_eq!(p.to_string(), "fd00::1:2/64");
+        let c = Cidr::new(IpAddr::V4(v4), 24).unwrap();
+        assert_eq!(IpPrefix::from(c), prefix(IpAddr::V4(v4), 24));
+        assert_eq!(cidr(&IpPrefix::from(&c)), "192.0.2.7/24");
+    }
+
+    #[test]
+    fn options_default_to_the_kernel_defaults() {
+        assert_eq!(LinkOptions::default().mtu, None);
+        let a = AddressOptions::default();
+        assert!(!a.no_dad && !a.no_prefix_route && a.scope.is_none());
+        assert!(!BridgeOptions::default().vlan_filtering);
+        assert!(!TapOptions::default().multi_queue);
+    }
+
+    #[test]
+    fn routes_start_from_a_destination() {
+        let r = Route::to((Ipv4Addr::new(10, 0, 0, 0), 8));
+        assert_eq!(r.destination.to_string(), "10.0.0.0/8");
+        assert!(r.gateway.is_none() && r.link_index.is_none() && !r.on_link);
+        let d = Route::default_via("fd00::1".parse::<Ipv6Addr>().unwrap().into());
+        assert_eq!(d.destination.to_string(), "::/0");
+        assert_eq!(d.gateway.map(IpAddr::from), "fd00::1".parse().ok());
+
+        let mut res = crate::cni::ResultRoute::new(Cidr::new([10, 2, 0, 0].into(), 16).unwrap());
+        res.gw = Some([10, 1, 0, 1].into());
+        res.priority = Some(0);
+        res.table = Some(100);
+        res.scope = Some(253);
+        let k: KernelRoute = Route::from_result(&res, 3);
+        assert_eq!(k.destination.to_string(), "10.2.0.0/16");
+        assert_eq!(k.gateway.map(|g| g.to_string()).as_deref(), Some("10.1.0.1"));
+        assert_eq!(
+            (k.link_index, k.table, k.metric, k.scope),
+            (Some(3), Some(100), None, Some(Scope::Link))
+        );
+    }
+
+    /// Friction 6: a native test that reaches a host call fails with a
+    /// message, not an abort (SIGABRT) inside wit-bindgen's stand-in.
+    #[test]
+    #[should_panic(expected = "`netns.container` is a call to the wasmcni host, and this is a native build")]
+    fn a_host_call_in_a_native_test_panics_with_a_message() {
+        let _ = Netns::container();
+    }
+
+    #[test]
+    fn every_way_to_the_host_panics_natively_and_says_what_to_do() {
+        let calls: [(&str, fn()); 4] = [
+            ("netns.container", || drop(Netns::container())),
+            ("netns.host", || drop(Netns::host())),
+            ("ipam-store.open", || drop(crate::ipam::Store::open(None))),
+            ("delegate.run", || {
+                drop(crate::delegate::run("host-local", crate::cni::Command::Add, b"{}"))
+            }),
+        ];
+        for (name, call) in calls {
+            let payload = std::panic::catch_unwind(call).expect_err(name);
+            let msg = payload
+                .downcast_ref::<String>()
+                .cloned()
+                .unwrap_or_default();
+            assert!(msg.contains(&format!("`{name}`")), "{name}: {msg}");
+            assert!(msg.contains("wasmcni try"), "{name}: {msg}");
+        }
+    }
 
     #[test]
     fn a_veth_error_names_both_namespaces() {

@@ -12,7 +12,7 @@ use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::PathBuf;
 use std::time::SystemTime;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// Where audit records go when `$WASMCNI_AUDIT` is unset.
@@ -91,6 +91,61 @@ struct Record<'a> {
     args: &'a Value,
     #[serde(flatten)]
     outcome: &'a Outcome,
+}
+
+/// One record as read back from an audit log (`wasmcni policy suggest`,
+/// `wasmcni try`): the fields [`Audit::record`] writes, flattened as there.
+/// Fields it does not know are kept in `extra` (`wasmcni try` adds
+/// `node-links`), so a record written back keeps them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Logged {
+    /// When (RFC 3339).
+    pub time: String,
+    /// Plugin name.
+    pub plugin: String,
+    /// Plugin sha256.
+    pub sha256: String,
+    /// `CNI_CONTAINERID`.
+    pub container_id: String,
+    /// `CNI_IFNAME`.
+    pub ifname: String,
+    /// `CNI_COMMAND`.
+    pub command: String,
+    /// `interface.function`.
+    pub call: String,
+    /// The call's arguments, as audited.
+    pub args: Value,
+    /// `ok`, `denied`, `limit-exceeded` or `error`.
+    pub outcome: String,
+    /// Why it was denied or limited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The WIT error-code of an `error`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The errno of an `error`, when the kernel said so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub errno: Option<i32>,
+    /// Any other field.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, Value>,
+}
+
+/// Reads the records of an audit log (JSON lines). A line that is not a
+/// record is skipped and counted (a log a killed invocation cut short
+/// ends in half a line); returns the records and how many lines were
+/// skipped.
+pub fn read_log(text: &str) -> (Vec<Logged>, usize) {
+    let mut out = Vec::new();
+    let mut skipped = 0;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        match serde_json::from_str::<Logged>(line) {
+            Ok(r) if !r.call.is_empty() => out.push(r),
+            _ => skipped += 1,
+        }
+    }
+    (out, skipped)
 }
 
 /// The audit log of one invocation.
@@ -225,5 +280,11 @@ mod tests {
         assert_eq!(lines[1]["reason"], "not owned");
         assert_eq!(lines[1]["container_id"], "c");
         assert!(lines[0]["time"].as_str().is_some_and(|t| t.ends_with('Z')));
+        let (read, skipped) = read_log(&format!("{text}{{\"half"));
+        assert_eq!((read.len(), skipped), (2, 1));
+        assert_eq!(read[1].call, "link.delete");
+        assert_eq!(read[1].reason.as_deref(), Some("not owned"));
+        assert_eq!(read[0].args["index"], 1);
+        assert_eq!(read[0].command, "ADD");
     }
 }

@@ -38,14 +38,11 @@ enum Command {
         policy: Option<PathBuf>,
     },
     /// Make DIR a CNI bin dir: DIR/wasmcni plus a link DIR/X for every
-    /// standard plugin X, with each plugin precompiled for this machine.
-    Install {
-        /// The CNI bin dir (e.g. /opt/cni/bin).
-        dir: PathBuf,
-        /// Replace files that are not wasmcni's own (e.g. native plugins).
-        #[arg(long)]
-        force: bool,
-    },
+    /// standard plugin X, with each plugin precompiled for this machine;
+    /// optionally a third-party plugin (with its pinned policy entry), a
+    /// network configuration and a policy file. Idempotent; never replaces
+    /// a file that is not its own without --force.
+    Install(crate::install::Options),
     /// Precompile the standard plugins (and any given .wasm files) into the
     /// artifact cache.
     Precompile {
@@ -56,8 +53,21 @@ enum Command {
         #[arg(long)]
         cache_dir: Option<PathBuf>,
     },
-    /// List the standard plugins carried in this binary.
-    List,
+    /// List every plugin a runtime can reach: the standard ones and every
+    /// NAME.wasm in the plugin dir, with origin, sha256 and policy status;
+    /// with --bin-dir, what each name in a CNI bin dir is.
+    List {
+        /// A CNI bin dir to check (e.g. /opt/cni/bin): which names are
+        /// wasmcni links, native binaries, or dangling links.
+        #[arg(long)]
+        bin_dir: Option<PathBuf>,
+        /// Print JSON instead of columns.
+        #[arg(long)]
+        json: bool,
+        /// The policy file (default: as for `run`).
+        #[arg(long)]
+        policy: Option<PathBuf>,
+    },
     /// Show what a plugin is and may do: its identity, every interface and
     /// function it imports, the grants its policy gives it, and any import
     /// wasmcni would refuse.
@@ -77,6 +87,79 @@ enum Command {
     /// Run an embedded example in a throwaway sandbox (new network and mount
     /// namespaces): ADD, CHECK, DEL of loopback, as a runtime does it.
     Demo,
+    /// Try a plugin without a node: ADD, CHECK, DEL, DEL in a throwaway
+    /// sandbox, showing each result, every capability call it made and the
+    /// grant each call needed.
+    ///
+    /// The sandbox is new network and mount namespaces (as for `demo`):
+    /// its own network namespace plays the node, a container namespace is
+    /// made inside it, and fresh tmpfs mounts hold its state (/run, and the
+    /// IPAM data dirs), so the machine's network and files are never
+    /// touched and everything is gone when it ends. Because it is thrown
+    /// away, the plugin runs by default under a learning policy that grants
+    /// it everything, so the run shows what it needs; --policy applies a
+    /// real policy file instead. Needs root. Exits non-zero if a step
+    /// failed.
+    Try {
+        /// A plugin name or a path ending in `.wasm`.
+        plugin: String,
+        /// The network config (or a conflist: the plugin's entry is used);
+        /// default {"cniVersion":"1.1.0","name":"try","type":PLUGIN}.
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// prevResult for a chained plugin's ADD; the interfaces it lists
+        /// in the container are made there first, with their addresses.
+        #[arg(long)]
+        prev_result: Option<PathBuf>,
+        /// CNI_IFNAME.
+        #[arg(long, default_value = "eth0")]
+        ifname: String,
+        /// Apply this policy instead of the learning policy, to check an
+        /// entry before installing it: a policy document (as policy.json)
+        /// or the plugin's entry alone (as policy.d/NAME.json).
+        #[arg(long)]
+        policy: Option<PathBuf>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Write the run's audit records to FILE (input for
+        /// `wasmcni policy suggest --from-try FILE`).
+        #[arg(long, value_name = "FILE")]
+        audit_out: Option<PathBuf>,
+        /// Print the suggested policy entry for the plugin, and verify it by
+        /// running the steps again under it alone.
+        #[arg(long)]
+        suggest: bool,
+        /// Make a link in the sandbox's node first (NAME, a veth; or
+        /// NAME:bridge), for a plugin that uses a node device (a master, an
+        /// admin's bridge). Repeatable.
+        #[arg(long = "host-link", value_name = "NAME[:bridge]")]
+        host_links: Vec<String>,
+    },
+    /// Policy tools.
+    #[command(subcommand)]
+    Policy(PolicyCommand),
+}
+
+/// `wasmcni policy ...`.
+#[derive(Subcommand, Debug)]
+enum PolicyCommand {
+    /// Print the narrowest policy entry under which the plugin's observed
+    /// calls pass (allowed and policy-denied alike), pinned to its sha256,
+    /// as JSON for /etc/wasmcni/policy.d/NAME.json (notes on stderr).
+    Suggest {
+        /// A plugin name or a path ending in `.wasm` (its name and sha256
+        /// select the records).
+        plugin: String,
+        /// The audit log to read (default: $WASMCNI_AUDIT, else
+        /// /var/log/wasmcni/audit.jsonl).
+        #[arg(long, conflicts_with = "from_try")]
+        audit: Option<PathBuf>,
+        /// The records `wasmcni try --audit-out FILE` wrote (they also name
+        /// the node links the plugin used).
+        #[arg(long, value_name = "FILE")]
+        from_try: Option<PathBuf>,
+    },
 }
 
 /// Entry point; returns the process exit code.
@@ -104,17 +187,42 @@ pub fn main() -> i32 {
             };
             return runner::main(target, policy.as_deref());
         }
-        Command::Install { dir, force } => crate::install::install(&dir, force),
+        Command::Install(opts) => crate::install::install(&opts),
         Command::Precompile { plugins, cache_dir } => {
             crate::install::precompile(&plugins, cache_dir)
         }
-        Command::List => {
-            for p in crate::plugins::bundled() {
-                println!("{}\t{}\t{} bytes", p.name(), p.sha256(), p.wasm().len());
-            }
-            Ok(())
-        }
+        Command::List {
+            bin_dir,
+            json,
+            policy,
+        } => crate::inspect::print_list(bin_dir.as_deref(), json, policy.as_deref()),
         Command::Demo => crate::demo::run(),
+        Command::Try {
+            plugin,
+            config,
+            prev_result,
+            ifname,
+            policy,
+            json,
+            audit_out,
+            suggest,
+            host_links,
+        } => crate::trial::run(crate::trial::Options {
+            plugin,
+            config,
+            prev_result,
+            ifname,
+            policy,
+            json,
+            audit_out,
+            suggest,
+            host_links,
+        }),
+        Command::Policy(PolicyCommand::Suggest {
+            plugin,
+            audit,
+            from_try,
+        }) => crate::suggest::run(&plugin, audit.as_deref(), from_try.as_deref()),
         Command::Audit {
             plugin,
             json,

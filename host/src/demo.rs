@@ -59,8 +59,8 @@ pub fn run() -> anyhow::Result<()> {
 }
 
 /// Creates a network namespace pinned at `path` (a bind mount, as
-/// `ip netns add` does).
-fn make_netns(path: &Path) -> anyhow::Result<()> {
+/// `ip netns add` does). Also the sandbox of `wasmcni try`.
+pub(crate) fn make_netns(path: &Path) -> anyhow::Result<()> {
     fs::File::create(path)?;
     let p = path.to_owned();
     std::thread::spawn(move || -> anyhow::Result<()> {

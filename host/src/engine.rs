@@ -254,6 +254,56 @@ fn verify_file(path: &Path) -> Option<u64> {
     (magic == TRAILER_MAGIC && hasher.digest128().to_le_bytes() == digest).then_some(body_len)
 }
 
+/// What `bytes` are, when they are not a WebAssembly component: a one-line
+/// explanation naming `what` (the plugin's file or name) and what to do,
+/// for the error a runtime sees instead of the compiler's (which dumps the
+/// bytes it did not expect). `None`: it starts as a component does (it may
+/// still fail to validate; that error names the offset).
+pub fn not_a_component(what: &str, bytes: &[u8]) -> Option<String> {
+    const BUILD: &str = "build it with `cargo build --target wasm32-wasip2`";
+    let starts = |magic: &[u8]| bytes.starts_with(magic);
+    let why = if bytes.is_empty() {
+        "is empty, not a WebAssembly component".to_owned()
+    } else if starts(b"\0asm") {
+        match bytes.get(4..8) {
+            // Version 0x0d, layer 1: the component encoding.
+            Some([0x0d, 0x00, 0x01, 0x00]) => return None,
+            Some([0x01, 0x00, 0x00, 0x00]) => format!(
+                "is a core WebAssembly module, not a component: {BUILD} (not wasm32-wasip1 or \
+                 wasm32-unknown-unknown), or wrap it with `wasm-tools component new`"
+            ),
+            _ => "starts as WebAssembly but has an encoding version wasmcni does not know \
+                  (not a WASI 0.2 component)"
+                .to_owned(),
+        }
+    } else if starts(b"\x7fELF")
+        && bytes.len() >= TRAILER_LEN
+        && bytes[bytes.len() - TRAILER_LEN..].starts_with(TRAILER_MAGIC)
+    {
+        "is a precompiled wasmcni artifact (.cwasm), not a WebAssembly component: use the \
+         `.wasm` file"
+            .to_owned()
+    } else if starts(b"\x7fELF") {
+        format!("is a native ELF executable, not a WebAssembly component: {BUILD}")
+    } else if starts(b"MZ")
+        || starts(&[0xfe, 0xed, 0xfa, 0xce])
+        || starts(&[0xfe, 0xed, 0xfa, 0xcf])
+        || starts(&[0xce, 0xfa, 0xed, 0xfe])
+        || starts(&[0xcf, 0xfa, 0xed, 0xfe])
+        || starts(&[0xca, 0xfe, 0xba, 0xbe])
+    {
+        format!("is a native executable (Windows or macOS), not a WebAssembly component: {BUILD}")
+    } else if starts(b"#!") {
+        format!("is a script, not a WebAssembly component: {BUILD}")
+    } else if bytes.trim_ascii_start().starts_with(b"(") {
+        "is WebAssembly text, not a binary component: convert it with `wasm-tools parse`"
+            .to_owned()
+    } else {
+        format!("is not a WebAssembly component (it does not start with `\\0asm`): {BUILD}")
+    };
+    Some(format!("{what} {why}"))
+}
+
 /// Loads `plugin`, from its artifact if a valid one exists, else by
 /// compiling it (and storing the artifact when `cache` allows).
 pub fn load(
@@ -317,6 +367,28 @@ mod tests {
         assert_eq!(check(&flipped), None);
         assert_eq!(check(b"short"), None);
         assert_eq!(check(b""), None);
+    }
+
+    #[test]
+    fn what_is_not_a_component_is_named() {
+        let says = |bytes: &[u8], needle: &str| {
+            let m = not_a_component("p", bytes).expect("not a component");
+            assert!(m.starts_with("p ") && m.contains(needle), "{m}");
+            assert!(!m.contains('\n') && !m.contains("0x"), "{m}");
+        };
+        says(b"\x7fELF\x02\x01\x01rest", "native ELF executable");
+        says(b"\0asm\x01\0\0\0", "core WebAssembly module");
+        says(b"\0asm\x09\0\0\0", "encoding version");
+        says(b"MZ\x90\0", "native executable");
+        says(b"#!/bin/sh\n", "script");
+        says(b"  (component)", "WebAssembly text");
+        says(b"", "empty");
+        let mut artifact = b"\x7fELF\x02\x01".to_vec();
+        artifact.extend_from_slice(TRAILER_MAGIC);
+        artifact.extend_from_slice(&[0u8; 16]);
+        says(&artifact, "precompiled");
+        says(b"hello", "does not start with");
+        assert_eq!(not_a_component("p", b"\0asm\x0d\0\x01\0"), None);
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! `wasmcni audit <plugin>`: what a plugin is, what it imports (read from
 //! the component itself), what its policy grants it, and what wasmcni would
-//! refuse — for security reviewers, before the plugin ever runs.
+//! refuse — for security reviewers, before the plugin ever runs; and
+//! `wasmcni list`: every plugin a runtime can reach, with its policy status.
 
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use serde_json::{json, Value};
@@ -10,7 +12,7 @@ use wasmtime::component::types::ComponentItem;
 use crate::caps::catalog;
 use crate::engine;
 use crate::plugins::{self, Plugin};
-use crate::policy::Policy;
+use crate::policy::{Policy, Source};
 use crate::runner;
 
 /// The report for `plugin` (a name or a path ending in `.wasm`).
@@ -20,6 +22,9 @@ pub fn report(plugin: &str, policy_file: Option<&Path>) -> anyhow::Result<Value>
     } else {
         plugins::find(plugin)?
     };
+    if let Some(why) = engine::not_a_component(plugin, p.wasm()) {
+        anyhow::bail!("{why}");
+    }
     let engine = engine::engine()?;
     // Compile (no cache: this is an inspection, not a run).
     let component = wasmtime::component::Component::new(&engine, p.wasm())?;
@@ -46,7 +51,7 @@ pub fn report(plugin: &str, policy_file: Option<&Path>) -> anyhow::Result<Value>
     }
     let refused = runner::refused_imports(&names);
     let policy = Policy::load(policy_file)?;
-    let entry = policy.entry_for(p.name(), *p.origin() == plugins::Origin::Bundled);
+    let entry = policy.resolve(p.name(), *p.origin() == plugins::Origin::Bundled)?;
     let pin_ok = entry.check_pin(p.sha256());
     Ok(json!({
         "plugin": p.name(),
@@ -157,4 +162,263 @@ pub fn print(plugin: &str, as_json: bool, policy_file: Option<&Path>) -> anyhow:
         }
     }
     Ok(())
+}
+
+/// The policy status of `plugin` under `policy` (or the error that makes
+/// every run fail): `default`, `entry (policy.d/NAME.json)`, `pinned ok`,
+/// `pin MISMATCH`, `no entry: no authority`, `INVALID: ...`.
+fn policy_status(policy: &Result<Policy, String>, plugin: &Plugin) -> Value {
+    let policy = match policy {
+        Ok(p) => p,
+        Err(e) => return json!({"status": format!("INVALID: {e}"), "valid": false}),
+    };
+    let bundled = *plugin.origin() == plugins::Origin::Bundled;
+    let entry = match policy.resolve(plugin.name(), bundled) {
+        Ok(entry) => entry,
+        Err(e) => return json!({"status": format!("INVALID: {e}"), "valid": false}),
+    };
+    let source = policy.source(plugin.name(), bundled);
+    let mut status = vec![match &source {
+        None => "no entry: no authority".to_owned(),
+        Some(Source::Embedded) => "default".to_owned(),
+        Some(Source::File(p)) => format!("entry ({})", short_path(p, 1)),
+        Some(Source::Dir(p)) => format!("entry ({})", short_path(p, 2)),
+    }];
+    let pin = entry.sha256.as_ref().map(|_| entry.check_pin(plugin.sha256()).is_ok());
+    match pin {
+        Some(true) => status.push("pinned ok".into()),
+        Some(false) => status.push("pin MISMATCH".into()),
+        None => {}
+    }
+    json!({
+        "status": status.join(", "),
+        "valid": pin != Some(false),
+        "source": source.map(|s| s.to_string()),
+        "pinned": pin,
+    })
+}
+
+/// The last `n` components of `path` (`policy.d/x.json`).
+fn short_path(path: &Path, n: usize) -> String {
+    let parts: Vec<_> = path.components().collect();
+    let tail = &parts[parts.len().saturating_sub(n)..];
+    tail.iter()
+        .collect::<std::path::PathBuf>()
+        .display()
+        .to_string()
+}
+
+/// What a name in a CNI bin dir is, as the runtime would execute it.
+fn bin_entry(dir: &Path, name: &str) -> Value {
+    let path = dir.join(name);
+    let Ok(meta) = std::fs::symlink_metadata(&path) else {
+        return json!({"name": name, "kind": "unreadable"});
+    };
+    let self_id = std::fs::metadata(dir.join(crate::cli::SELF_NAME))
+        .ok()
+        .map(|m| (m.dev(), m.ino()));
+    let plugin = |name: &str| match plugins::find(name) {
+        Ok(p) => Value::from(match p.origin() {
+            plugins::Origin::Bundled => "bundled".to_owned(),
+            plugins::Origin::File(f) => f.display().to_string(),
+        }),
+        Err(e) => Value::from(format!("NOT FOUND: {e}")),
+    };
+    if meta.file_type().is_symlink() {
+        let target = std::fs::read_link(&path)
+            .map(|t| t.display().to_string())
+            .unwrap_or_default();
+        return match std::fs::metadata(&path) {
+            Err(_) => json!({"name": name, "kind": "dangling link", "target": target}),
+            Ok(m) if Some((m.dev(), m.ino())) == self_id
+                || Path::new(&target).file_name() == Some(crate::cli::SELF_NAME.as_ref()) =>
+            {
+                json!({"name": name, "kind": "wasmcni link", "target": target, "plugin": plugin(name)})
+            }
+            Ok(_) => json!({"name": name, "kind": "native binary", "target": target}),
+        };
+    }
+    if meta.is_dir() {
+        return json!({"name": name, "kind": "directory"});
+    }
+    if name == crate::cli::SELF_NAME {
+        return json!({"name": name, "kind": "wasmcni"});
+    }
+    if Some((meta.dev(), meta.ino())) == self_id {
+        return json!({"name": name, "kind": "wasmcni link", "plugin": plugin(name)});
+    }
+    if meta.mode() & 0o111 != 0 {
+        json!({"name": name, "kind": "native binary"})
+    } else {
+        json!({"name": name, "kind": "not executable"})
+    }
+}
+
+/// The report of `wasmcni list`: every plugin a runtime can reach (the
+/// standard ones and every `NAME.wasm` in the plugin dir) with its origin,
+/// sha256 and policy status; with `bin_dir`, what each name there is.
+pub fn list_report(bin_dir: Option<&Path>, policy_file: Option<&Path>) -> anyhow::Result<Value> {
+    let policy = Policy::load(policy_file).map_err(|e| e.to_string());
+    let mut rows = Vec::new();
+    let row = |p: &Plugin, origin: String, note: Option<String>| {
+        let mut v = json!({
+            "name": p.name(),
+            "origin": origin,
+            "sha256": p.sha256(),
+            "size": p.wasm().len(),
+            "policy": policy_status(&policy, p),
+        });
+        if let Some(n) = note {
+            v["policy"]["status"] = Value::from(n);
+            v["policy"]["valid"] = Value::from(false);
+        }
+        v
+    };
+    let bundled: Vec<Plugin> = plugins::bundled().collect();
+    for p in &bundled {
+        rows.push(row(p, "bundled".into(), None));
+    }
+    let plugin_dir = plugins::plugin_dir();
+    for (name, found) in plugins::third_party_in(&plugin_dir) {
+        let shadowed = bundled.iter().any(|b| b.name() == name);
+        match found {
+            Ok(p) => {
+                let origin = plugin_dir.join(format!("{name}.wasm")).display().to_string();
+                let note = shadowed.then(|| {
+                    "SHADOWED: the standard plugin of this name runs instead".to_owned()
+                });
+                rows.push(row(&p, origin, note));
+            }
+            Err(e) => rows.push(json!({
+                "name": name,
+                "origin": plugin_dir.join(format!("{name}.wasm")).display().to_string(),
+                "sha256": null,
+                "size": null,
+                "policy": {"status": format!("UNREADABLE: {e}"), "valid": false},
+            })),
+        }
+    }
+    let (stray, orphans) = match &policy {
+        Ok(p) => {
+            let reachable: Vec<&str> = rows.iter().filter_map(|r| r["name"].as_str()).collect();
+            let orphans: Vec<String> = p
+                .names()
+                .into_iter()
+                .filter(|n| !reachable.contains(&n.as_str()))
+                .filter(|n| p.source(n, false).is_some())
+                .collect();
+            let stray: Vec<String> = p
+                .stray_files()
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect();
+            (stray, orphans)
+        }
+        Err(_) => (Vec::new(), Vec::new()),
+    };
+    let mut report = json!({
+        "plugin-dir": plugin_dir.display().to_string(),
+        "policy-dir": crate::policy::policy_dir().map(|d| d.display().to_string()),
+        "plugins": rows,
+        "entries-without-plugin": orphans,
+        "stray-policy-files": stray,
+    });
+    if let Some(dir) = bin_dir {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .map_err(|e| anyhow::anyhow!("bin dir {}: {e}", dir.display()))?
+            .flatten()
+            .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+            .filter(|n| !n.starts_with('.'))
+            .collect();
+        names.sort();
+        let entries: Vec<Value> = names.iter().map(|n| bin_entry(dir, n)).collect();
+        report["bin-dir"] = json!({"dir": dir.display().to_string(), "entries": entries});
+    }
+    Ok(report)
+}
+
+/// Prints `wasmcni list` as columns (or JSON).
+pub fn print_list(
+    bin_dir: Option<&Path>,
+    as_json: bool,
+    policy_file: Option<&Path>,
+) -> anyhow::Result<()> {
+    let r = list_report(bin_dir, policy_file)?;
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&r)?);
+        return Ok(());
+    }
+    let s = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "-".to_owned(),
+        v => v.to_string(),
+    };
+    let mut table = vec![[
+        "NAME".to_owned(),
+        "ORIGIN".to_owned(),
+        "SHA256".to_owned(),
+        "POLICY".to_owned(),
+    ]];
+    for p in r["plugins"].as_array().into_iter().flatten() {
+        table.push([
+            s(&p["name"]),
+            s(&p["origin"]),
+            s(&p["sha256"]),
+            s(&p["policy"]["status"]),
+        ]);
+    }
+    print_columns(&table);
+    for (key, what) in [
+        (
+            "entries-without-plugin",
+            "policy entries for no reachable plugin",
+        ),
+        (
+            "stray-policy-files",
+            "files in the policy directory that apply to nothing (the name is no plugin name)",
+        ),
+    ] {
+        let items = r[key].as_array().cloned().unwrap_or_default();
+        if !items.is_empty() {
+            println!("\n{what}:");
+            for i in items {
+                println!("  {}", s(&i));
+            }
+        }
+    }
+    if let Some(b) = r.get("bin-dir") {
+        println!("\nbin dir {}", s(&b["dir"]));
+        let mut table = vec![["NAME".to_owned(), "KIND".to_owned(), "PLUGIN".to_owned()]];
+        for e in b["entries"].as_array().into_iter().flatten() {
+            let kind = match e.get("target") {
+                Some(t) if e["kind"] != "wasmcni link" => format!("{} -> {}", s(&e["kind"]), s(t)),
+                _ => s(&e["kind"]),
+            };
+            let plugin = e.get("plugin").map(s).unwrap_or_default();
+            table.push([s(&e["name"]), kind, plugin]);
+        }
+        print_columns(&table);
+    }
+    Ok(())
+}
+
+/// Prints rows as left-aligned columns, two spaces apart.
+fn print_columns<const N: usize>(rows: &[[String; N]]) {
+    let mut widths = [0usize; N];
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    for row in rows {
+        let mut line = String::new();
+        for (i, (cell, w)) in row.iter().zip(widths).enumerate() {
+            if i + 1 == N || row[i + 1..].iter().all(String::is_empty) {
+                line.push_str(cell);
+                break;
+            }
+            line.push_str(&format!("{cell:<w$}  "));
+        }
+        println!("{}", line.trim_end());
+    }
 }

@@ -1,11 +1,50 @@
 //! `wasmcni install` and `wasmcni precompile`.
+//!
+//! `install DIR` makes DIR a CNI bin dir: DIR/wasmcni, a link DIR/X ->
+//! wasmcni for every standard plugin X, each precompiled into the artifact
+//! cache the links load from. The same command installs what a node needs
+//! besides, so a node installer (the DaemonSet image, which has no shell)
+//! is one `wasmcni install` call:
+//!
+//! - `--plugin FILE.wasm [--name NAME]`: a third-party plugin, copied to
+//!   `<plugin dir>/NAME.wasm` and linked as DIR/NAME; with
+//!   `--policy ENTRY.json`, its policy entry, pinned to the installed
+//!   file's sha256, in `<policy dir>/NAME.json`;
+//! - `--conflist FILE [--conf-dir D]`: a network configuration;
+//! - `--policy-file FILE [--policy-target T]`: the node's policy file,
+//!   checked before it is written;
+//! - `--then-sleep`: wait for SIGTERM after installing (a DaemonSet pod).
+//!
+//! # Ownership
+//! Every run is idempotent: a file already as it would be written is left
+//! alone (same inode, same time stamps). A file install did not write is
+//! never replaced without `--force`. What is install's own:
+//! - DIR/wasmcni: a file carrying wasmcni's marker;
+//! - DIR/X: a symlink to `wasmcni`;
+//! - any other file (plugin, policy entry, conflist, policy file): one whose
+//!   bytes are exactly what install would write now, or whose sha256 is the
+//!   one recorded in the `.wasmcni-owned` file of its directory (install
+//!   records every file it writes there, in `sha256sum` format). A file
+//!   someone edited after install wrote it no longer matches its record: it
+//!   is theirs from then on.
+//!
+//! # Paths at run time
+//! The links are relative (`X -> wasmcni`) and the artifact cache is
+//! `.wasmcni-cache` beside the executable, so a bin dir installed through a
+//! mount (`/host/opt/cni/bin` in a container) works at the node's own path
+//! (`/opt/cni/bin`). The plugin dir, policy dir and policy file are written
+//! where the flags say, but read at run time from the node's defaults
+//! (`/opt/wasmcni/plugins`, `/etc/wasmcni/...`): mount them at the node's
+//! paths under one prefix.
 
+use std::collections::BTreeMap;
 use std::fs;
-use std::io::Read;
-use std::os::unix::fs::PermissionsExt;
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
+use sha2::{Digest, Sha256};
 
 use crate::engine::{self, ArtifactCache};
 use crate::plugins::{self, Plugin};
@@ -14,6 +53,64 @@ use crate::plugins::{self, Plugin};
 /// its own binary in a bin dir.
 #[used]
 static MARKER: [u8; 32] = *b"wasmcni-multicall-binary-marker1";
+
+/// The file in each directory install writes to that records, by sha256,
+/// the files it wrote there.
+pub const OWNED_RECORD: &str = ".wasmcni-owned";
+
+/// The default directory for `--conflist`.
+pub const DEFAULT_CONF_DIR: &str = "/etc/cni/net.d";
+
+/// What `wasmcni install` puts in place (its command line). Only `dir` is
+/// required; every other part is installed when given.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Options {
+    /// The CNI bin dir (e.g. /opt/cni/bin).
+    pub dir: PathBuf,
+    /// Replace files that are not wasmcni's own (e.g. native plugins, a
+    /// conflist or policy someone else wrote or edited).
+    #[arg(long)]
+    pub force: bool,
+    /// A third-party plugin component to install: copied to
+    /// <plugin dir>/NAME.wasm, linked as DIR/NAME, precompiled.
+    #[arg(long, value_name = "FILE.wasm")]
+    pub plugin: Option<PathBuf>,
+    /// The plugin's name, its CNI `type` (default: the file stem).
+    #[arg(long, requires = "plugin")]
+    pub name: Option<String>,
+    /// Where third-party plugins live (default: $WASMCNI_PLUGIN_DIR, else
+    /// /opt/wasmcni/plugins).
+    #[arg(long, value_name = "DIR")]
+    pub plugin_dir: Option<PathBuf>,
+    /// The plugin's policy entry (the object that would be `plugins.NAME`
+    /// of a policy file), written to <policy dir>/NAME.json with its
+    /// `sha256` pin set to the installed file's.
+    #[arg(long = "policy", value_name = "ENTRY.json", requires = "plugin")]
+    pub policy_entry: Option<PathBuf>,
+    /// Where per-plugin policy entries live (default: $WASMCNI_POLICY_DIR,
+    /// else /etc/wasmcni/policy.d).
+    #[arg(long, value_name = "DIR")]
+    pub policy_dir: Option<PathBuf>,
+    /// A network configuration (.conflist, .conf or .json) to install into
+    /// the conf dir, under its own file name.
+    #[arg(long, value_name = "FILE")]
+    pub conflist: Option<PathBuf>,
+    /// The CNI conf dir (default: /etc/cni/net.d).
+    #[arg(long, value_name = "DIR", requires = "conflist")]
+    pub conf_dir: Option<PathBuf>,
+    /// A policy file to install, checked first (one that would not load is
+    /// never written).
+    #[arg(long, value_name = "FILE")]
+    pub policy_file: Option<PathBuf>,
+    /// Where the policy file goes (default: $WASMCNI_POLICY, else
+    /// /etc/wasmcni/policy.json).
+    #[arg(long, value_name = "PATH", requires = "policy_file")]
+    pub policy_target: Option<PathBuf>,
+    /// After installing, wait for SIGTERM instead of exiting (the
+    /// container of a DaemonSet must keep running).
+    #[arg(long)]
+    pub then_sleep: bool,
+}
 
 /// What is at a path we want to write.
 #[derive(Debug, PartialEq, Eq)]
@@ -51,27 +148,475 @@ fn contains_marker(path: &Path) -> anyhow::Result<bool> {
     Ok(bytes.windows(MARKER.len()).any(|w| w == MARKER))
 }
 
-/// Installs wasmcni into `dir` as a CNI bin dir. Idempotent; refuses to
-/// replace a file that is not its own unless `force`.
-pub fn install(dir: &Path, force: bool) -> anyhow::Result<()> {
-    fs::create_dir_all(dir).with_context(|| format!("creating {dir:?}"))?;
-    let dir = dir.canonicalize()?;
+fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// The `.wasmcni-owned` record of one directory: file name -> sha256 of
+/// the bytes install last wrote there.
+#[derive(Debug, Default)]
+struct Record {
+    files: BTreeMap<String, String>,
+    changed: bool,
+}
+
+impl Record {
+    fn load(dir: &Path) -> anyhow::Result<Record> {
+        let path = dir.join(OWNED_RECORD);
+        let text = match fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Record::default()),
+            Err(e) => return Err(e).with_context(|| format!("reading {path:?}")),
+        };
+        // A line that is not `<64 hex>  <name>` claims nothing.
+        let files = text
+            .lines()
+            .filter_map(|l| l.split_once("  "))
+            .filter(|(sha, name)| {
+                sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit()) && plain(name)
+            })
+            .map(|(sha, name)| (name.to_owned(), sha.to_ascii_lowercase()))
+            .collect();
+        Ok(Record {
+            files,
+            changed: false,
+        })
+    }
+
+    fn claims(&self, name: &str, sha: &str) -> bool {
+        self.files.get(name).is_some_and(|s| s == sha)
+    }
+
+    fn set(&mut self, name: &str, sha: &str) {
+        if self.files.get(name).map(String::as_str) != Some(sha) {
+            self.files.insert(name.to_owned(), sha.to_owned());
+            self.changed = true;
+        }
+    }
+
+    fn save(&mut self, dir: &Path) -> anyhow::Result<()> {
+        if !self.changed {
+            return Ok(());
+        }
+        let text: String = self
+            .files
+            .iter()
+            .map(|(name, sha)| format!("{sha}  {name}\n"))
+            .collect();
+        write_atomic(&dir.join(OWNED_RECORD), text.as_bytes())?;
+        self.changed = false;
+        Ok(())
+    }
+}
+
+/// A plain file name: no path separator, no newline, not hidden.
+fn plain(name: &str) -> bool {
+    !name.is_empty()
+        && !name.starts_with('.')
+        && !name.contains(['/', '\n', '\r', '\0'])
+        && name.len() <= 255
+}
+
+/// Writes `path` atomically (a temporary file beside it, then rename),
+/// mode 0644.
+fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let file = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    // Hidden and with a suffix no CNI or policy loader reads. The pid
+    // alone is not unique across pid namespaces (every installer is pid 1).
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let tmp = dir.join(format!(".{file}.wasmcni-tmp{}-{nanos}", std::process::id()));
+    let res = (|| -> std::io::Result<()> {
+        let mut f = fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::rename(&tmp, path)
+    })();
+    if res.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    res.with_context(|| format!("writing {path:?}"))
+}
+
+fn create_dir(dir: &Path) -> anyhow::Result<()> {
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(dir)
+        .with_context(|| format!("creating {dir:?}"))
+}
+
+/// One file install means to write (other than the bin dir's own).
+#[derive(Debug)]
+struct Placement {
+    dir: PathBuf,
+    name: String,
+    content: Content,
+    state: FileState,
+}
+
+/// What a placed file holds.
+#[derive(Debug)]
+enum Content {
+    /// These bytes.
+    Bytes(Vec<u8>),
+    /// A policy entry, written by `policy::write_entry_file` with its pin
+    /// set; `json` is the entry as it will read (pin included).
+    Entry {
+        plugin: String,
+        json: serde_json::Value,
+        sha256: String,
+    },
+}
+
+impl Content {
+    /// Whether `current` (a file's bytes) already says this.
+    fn is(&self, current: &[u8]) -> bool {
+        match self {
+            Content::Bytes(b) => current == b.as_slice(),
+            Content::Entry { json, .. } => {
+                serde_json::from_slice::<serde_json::Value>(current).is_ok_and(|v| &v == json)
+            }
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum FileState {
+    /// Absent.
+    New,
+    /// Already says what it would be written to say.
+    Same,
+    /// Install's own (recorded), with other bytes.
+    Ours,
+    /// Someone else's.
+    Foreign,
+}
+
+impl Placement {
+    fn plan(dir: &Path, name: &str, content: Content) -> anyhow::Result<Placement> {
+        let path = dir.join(name);
+        let state = match fs::symlink_metadata(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => FileState::New,
+            Err(e) => return Err(e).with_context(|| format!("inspecting {path:?}")),
+            Ok(m) if !m.is_file() => FileState::Foreign,
+            Ok(_) => {
+                let current = fs::read(&path).with_context(|| format!("reading {path:?}"))?;
+                if content.is(&current) {
+                    FileState::Same
+                } else if Record::load(dir)?.claims(name, &sha256_hex(&current)) {
+                    FileState::Ours
+                } else {
+                    FileState::Foreign
+                }
+            }
+        };
+        Ok(Placement {
+            dir: dir.to_owned(),
+            name: name.to_owned(),
+            content,
+            state,
+        })
+    }
+
+    fn path(&self) -> PathBuf {
+        self.dir.join(&self.name)
+    }
+
+    /// Writes the file (unless it already says so) and records it as
+    /// install's own.
+    fn apply(&self) -> anyhow::Result<()> {
+        let path = self.path();
+        create_dir(&self.dir)?;
+        if self.state == FileState::Same {
+            println!("{}: unchanged", path.display());
+        } else {
+            match &self.content {
+                Content::Bytes(bytes) => write_atomic(&path, bytes)?,
+                Content::Entry {
+                    plugin,
+                    json,
+                    sha256,
+                } => {
+                    crate::policy::write_entry_file(&self.dir, plugin, json, sha256)?;
+                }
+            }
+            println!(
+                "{}: {}",
+                path.display(),
+                if self.state == FileState::New {
+                    "installed"
+                } else {
+                    "replaced"
+                }
+            );
+        }
+        let written = fs::read(&path).with_context(|| format!("reading {path:?}"))?;
+        let mut record = Record::load(&self.dir)?;
+        record.set(&self.name, &sha256_hex(&written));
+        record.save(&self.dir)
+    }
+}
+
+/// The entry `entry` of plugin `name` as it will be written: its pin set,
+/// checked as a run would check it.
+fn pinned_entry(
+    name: &str,
+    entry: &serde_json::Value,
+    sha256: &str,
+    origin: &Path,
+) -> anyhow::Result<Content> {
+    let Some(map) = entry.as_object() else {
+        bail!("policy entry {origin:?} must be a JSON object (the one that would be `plugins.{name}` of a policy file)");
+    };
+    let mut map = map.clone();
+    map.insert("sha256".into(), sha256.to_ascii_lowercase().into());
+    let json = serde_json::Value::Object(map);
+    crate::policy::Entry::from_value(name, &json, &origin.display().to_string())?;
+    Ok(Content::Entry {
+        plugin: name.to_owned(),
+        json,
+        sha256: sha256.to_owned(),
+    })
+}
+
+/// Reads a file given on the command line, with a size bound.
+fn read_input(path: &Path, what: &str, max: u64) -> anyhow::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    fs::File::open(path)
+        .and_then(|f| f.take(max + 1).read_to_end(&mut bytes))
+        .with_context(|| format!("reading {what} {path:?}"))?;
+    if bytes.len() as u64 > max {
+        bail!("{what} {path:?} is larger than {} KiB", max >> 10);
+    }
+    Ok(bytes)
+}
+
+/// Checks that `wasm` is a component wasmcni can load and run: it compiles
+/// for this engine and imports nothing wasmcni does not provide.
+fn check_component(engine: &wasmtime::Engine, wasm: &[u8], file: &Path) -> anyhow::Result<()> {
+    if wasm.starts_with(b"\x7fELF") {
+        bail!("{file:?} is a native ELF executable, not a WASI component: build the plugin with `cargo build --release --target wasm32-wasip2`");
+    }
+    if !wasm.starts_with(b"\0asm") {
+        bail!("{file:?} is not a WebAssembly file (no \\0asm header): a plugin is a WASI component built for wasm32-wasip2");
+    }
+    if wasm.get(4..8) == Some(&[1, 0, 0, 0][..]) {
+        bail!("{file:?} is a core WebAssembly module, not a component: build it for wasm32-wasip2 (not wasm32-wasip1 or wasm32-unknown-unknown)");
+    }
+    let component = wasmtime::component::Component::new(engine, wasm)
+        .map_err(|e| anyhow::anyhow!("{file:?} is not a component wasmcni can load: {e:#}"))?;
+    let refused = crate::runner::refused_imports(&crate::runner::imports(engine, &component));
+    if !refused.is_empty() {
+        bail!(
+            "{file:?} imports interfaces wasmcni does not provide: {}",
+            refused.join(", ")
+        );
+    }
+    Ok(())
+}
+
+/// A network configuration's file name and bytes, checked.
+fn conflist_file(path: &Path) -> anyhow::Result<(String, Vec<u8>)> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| plain(n))
+        .with_context(|| format!("--conflist {path:?}: not a plain file name"))?
+        .to_owned();
+    let bytes = read_input(path, "network configuration", 1 << 20)?;
+    let doc: serde_json::Value = serde_json::from_slice(&bytes)
+        .with_context(|| format!("network configuration {path:?} is not JSON"))?;
+    let list = name.ends_with(".conflist");
+    if !list && !name.ends_with(".conf") && !name.ends_with(".json") {
+        bail!("network configuration {path:?}: the file name must end in .conflist, .conf or .json (runtimes read no other)");
+    }
+    if doc.get("name").and_then(|n| n.as_str()).is_none() {
+        bail!("network configuration {path:?}: no string field `name`");
+    }
+    if list {
+        let ok = doc
+            .get("plugins")
+            .and_then(|p| p.as_array())
+            .is_some_and(|p| !p.is_empty() && p.iter().all(|e| e.get("type").is_some()));
+        if !ok {
+            bail!("network configuration {path:?}: a .conflist needs a non-empty `plugins` array whose entries each have a `type`");
+        }
+    } else if doc.get("type").and_then(|t| t.as_str()).is_none() {
+        bail!("network configuration {path:?}: no string field `type`");
+    }
+    Ok((name, bytes))
+}
+
+/// The plugin types a network configuration names.
+fn conf_types(bytes: &[u8]) -> Vec<String> {
+    let doc: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
+    let entries = match doc.get("plugins").and_then(|p| p.as_array()) {
+        Some(list) => list.iter().collect(),
+        None => vec![&doc],
+    };
+    entries
+        .iter()
+        .filter_map(|e| e.get("type").and_then(|t| t.as_str()).map(str::to_owned))
+        .collect()
+}
+
+/// The third-party plugin to install, resolved and checked.
+struct ThirdParty {
+    plugin_dir: PathBuf,
+    name: String,
+    sha256: String,
+    wasm: Placement,
+    entry: Option<Placement>,
+}
+
+fn plan_plugin(opts: &Options, engine: &wasmtime::Engine) -> anyhow::Result<Option<ThirdParty>> {
+    let Some(file) = &opts.plugin else {
+        return Ok(None);
+    };
+    let name = match &opts.name {
+        Some(n) => n.clone(),
+        None => file
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .map(str::to_owned)
+            .with_context(|| format!("--plugin {file:?}: no file name; give --name"))?,
+    };
+    if !plugins::valid_name(&name) {
+        bail!("{}", plugins::LookupError::InvalidName(name));
+    }
+    if name == crate::cli::SELF_NAME || plugins::bundled().any(|p| p.name() == name) {
+        bail!("plugin name {name:?} is taken by a standard plugin carried in wasmcni (a file cannot shadow it): choose another with --name");
+    }
+    let wasm = read_input(file, "plugin", 64 << 20)?;
+    check_component(engine, &wasm, file)?;
+    let plugin_dir = opts.plugin_dir.clone().unwrap_or_else(plugins::plugin_dir);
+    let sha = sha256_hex(&wasm);
+    let wasm = Placement::plan(&plugin_dir, &format!("{name}.wasm"), Content::Bytes(wasm))?;
+    let entry = match &opts.policy_entry {
+        Some(entry_file) => {
+            let dir = resolve_policy_dir(&opts.policy_dir)?;
+            let text = read_input(entry_file, "policy entry", 1 << 20)?;
+            let json: serde_json::Value = serde_json::from_slice(&text)
+                .with_context(|| format!("policy entry {entry_file:?} is not JSON"))?;
+            let content = pinned_entry(&name, &json, &sha, entry_file)?;
+            Some(Placement::plan(&dir, &format!("{name}.json"), content)?)
+        }
+        None => None,
+    };
+    Ok(Some(ThirdParty {
+        plugin_dir,
+        name,
+        sha256: sha,
+        wasm,
+        entry,
+    }))
+}
+
+fn resolve_policy_dir(given: &Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    Ok(given
+        .clone()
+        .or_else(crate::policy::policy_dir)
+        .unwrap_or_else(|| PathBuf::from(crate::policy::DEFAULT_POLICY_DIR)))
+}
+
+/// Installs what `opts` names. Idempotent; checks everything before it
+/// changes anything, and refuses to replace a file that is not its own
+/// unless `force`.
+pub fn install(opts: &Options) -> anyhow::Result<()> {
+    if opts.then_sleep {
+        block_termination()?;
+    }
+    create_dir(&opts.dir)?;
+    let dir = opts
+        .dir
+        .canonicalize()
+        .with_context(|| format!("resolving {:?}", opts.dir))?;
     let bin = dir.join(crate::cli::SELF_NAME);
     let bundled: Vec<Plugin> = plugins::bundled().collect();
+    let engine = engine::engine()?;
 
     // Check everything before changing anything.
+    let third = plan_plugin(opts, &engine)?;
+    let mut types = Vec::new();
+    let conf = match &opts.conflist {
+        Some(f) => {
+            let (name, bytes) = conflist_file(f)?;
+            types = conf_types(&bytes);
+            let conf_dir = opts
+                .conf_dir
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(DEFAULT_CONF_DIR));
+            Some(Placement::plan(&conf_dir, &name, Content::Bytes(bytes))?)
+        }
+        None => None,
+    };
+    let policy = match &opts.policy_file {
+        Some(f) => {
+            let bytes = read_input(f, "policy file", 1 << 20)?;
+            let text = std::str::from_utf8(&bytes)
+                .with_context(|| format!("policy file {f:?} is not UTF-8"))?;
+            // A policy with a typo never reaches the node.
+            crate::policy::Policy::parse(text, &f.display().to_string())?;
+            let target = opts.policy_target.clone().unwrap_or_else(|| {
+                std::env::var_os("WASMCNI_POLICY")
+                    .filter(|p| !p.is_empty())
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| PathBuf::from(crate::policy::DEFAULT_POLICY_FILE))
+            });
+            let name = target
+                .file_name()
+                .and_then(|n| n.to_str())
+                .filter(|n| plain(n))
+                .with_context(|| format!("--policy-target {target:?}: not a file path"))?
+                .to_owned();
+            let parent = target
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            Some(Placement::plan(parent, &name, Content::Bytes(bytes))?)
+        }
+        None => None,
+    };
+
+    let mut links: Vec<&str> = bundled.iter().map(Plugin::name).collect();
+    if let Some(t) = &third {
+        links.push(&t.name);
+    }
     let mut plan = vec![(bin.clone(), existing(&bin, None)?)];
-    for p in &bundled {
-        let path = dir.join(p.name());
+    for name in &links {
+        let path = dir.join(name);
         let state = existing(&path, Some(crate::cli::SELF_NAME))?;
         plan.push((path, state));
     }
-    let foreign: Vec<&PathBuf> = plan
+    let mut foreign: Vec<PathBuf> = plan
         .iter()
         .filter(|(_, s)| *s == Existing::Foreign)
-        .map(|(p, _)| p)
+        .map(|(p, _)| p.clone())
         .collect();
-    if !foreign.is_empty() && !force {
+    let placements: Vec<&Placement> = third
+        .iter()
+        .flat_map(|t| std::iter::once(&t.wasm).chain(t.entry.as_ref()))
+        .chain(policy.as_ref())
+        .collect();
+    foreign.extend(
+        placements
+            .iter()
+            .chain(conf.as_ref().as_slice())
+            .filter(|p| p.state == FileState::Foreign)
+            .map(|p| p.path()),
+    );
+    if !foreign.is_empty() && !opts.force {
         bail!(
             "refusing to replace files that are not wasmcni's own (use --force): {}",
             foreign
@@ -84,10 +629,18 @@ pub fn install(dir: &Path, force: bool) -> anyhow::Result<()> {
 
     let exe = std::env::current_exe()?.canonicalize()?;
     if exe != bin {
-        let tmp = dir.join(format!(".wasmcni.tmp{}", std::process::id()));
-        fs::copy(&exe, &tmp).with_context(|| format!("copying {exe:?} to {tmp:?}"))?;
-        fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755))?;
-        fs::rename(&tmp, &bin)?;
+        let same = plan[0].1 == Existing::Ours
+            && fs::read(&exe).with_context(|| format!("reading {exe:?}"))?
+                == fs::read(&bin).with_context(|| format!("reading {bin:?}"))?;
+        if same {
+            println!("{}: unchanged", bin.display());
+        } else {
+            let tmp = dir.join(format!(".wasmcni.tmp{}", std::process::id()));
+            fs::copy(&exe, &tmp).with_context(|| format!("copying {exe:?} to {tmp:?}"))?;
+            fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755))?;
+            fs::rename(&tmp, &bin)?;
+            println!("{}: installed", bin.display());
+        }
     }
     for (path, state) in plan.iter().skip(1) {
         if *state == Existing::Ours {
@@ -99,18 +652,35 @@ pub fn install(dir: &Path, force: bool) -> anyhow::Result<()> {
         std::os::unix::fs::symlink(crate::cli::SELF_NAME, path)
             .with_context(|| format!("linking {path:?}"))?;
     }
+    // The network configuration comes last (below): a runtime (and the
+    // kubelet, which calls a node ready when one appears) may use it at once.
+    for p in &placements {
+        p.apply()?;
+    }
 
     // The cache the installed plugins will load from: `$WASMCNI_CACHE_DIR`
     // if set (as it is read at run time), else the one beside them, which
     // is the install's own to prune.
     let shared = std::env::var_os("WASMCNI_CACHE_DIR").filter(|d| !d.is_empty());
     let cache = ArtifactCache::new(match &shared {
-        Some(d) => std::path::PathBuf::from(d),
+        Some(d) => PathBuf::from(d),
         None => dir.join(".wasmcni-cache"),
     });
-    let engine = engine::engine()?;
-    for p in &bundled {
-        let artifact = engine::precompile(&engine, p, &cache)?;
+    let plugin_dir = third
+        .as_ref()
+        .map(|t| t.plugin_dir.clone())
+        .or_else(|| opts.plugin_dir.clone())
+        .unwrap_or_else(plugins::plugin_dir);
+    let mut all = bundled;
+    all.extend(installed_third_party(&dir, &plugin_dir));
+    for p in &all {
+        let mut artifact = engine::precompile(&engine, p, &cache)?;
+        if !engine::stamp_path(&artifact).exists() {
+            // Loading it once verifies it and stamps it, as the first run
+            // would: that run is then cheaper, and a second install
+            // changes nothing.
+            artifact = engine::precompile(&engine, p, &cache)?;
+        }
         println!(
             "{} -> wasmcni ({})",
             dir.join(p.name()).display(),
@@ -118,8 +688,151 @@ pub fn install(dir: &Path, force: bool) -> anyhow::Result<()> {
         );
     }
     if shared.is_none() {
-        remove_stale(&cache, &engine, &bundled)?;
+        remove_stale(&cache, &engine, &all)?;
     }
+    if let Some(t) = &third {
+        if t.entry.is_none() {
+            check_entry_pin(t, opts.policy_dir.as_ref())?;
+        }
+        if opts.policy_dir.is_none() && opts.policy_target.is_none() {
+            warn_unless_runnable(t);
+        }
+    }
+    if let Some(c) = &conf {
+        c.apply()?;
+        for ty in &types {
+            if !plugins::valid_name(ty) || fs::symlink_metadata(dir.join(ty)).is_err() {
+                eprintln!(
+                    "wasmcni: warning: {} names plugin type {ty:?}, which is not in {}",
+                    c.path().display(),
+                    dir.display()
+                );
+            }
+        }
+    }
+    if opts.then_sleep {
+        wait_for_termination()?;
+    }
+    Ok(())
+}
+
+/// Where install wrote to the policy paths a run reads (no `--policy-dir`
+/// or `--policy-target`), says so when the effective policy would refuse
+/// the plugin, or grants it nothing.
+fn warn_unless_runnable(t: &ThirdParty) {
+    let problem = match crate::policy::Policy::load(None) {
+        Err(e) => Some(format!("the policy does not load: {e}")),
+        Ok(policy) => match policy.resolve(&t.name, false) {
+            Err(e) => Some(format!("its policy entry is refused: {e}")),
+            Ok(entry) => match entry.check_pin(&t.sha256) {
+                Err(why) => Some(format!("{why}; wasmcni will REFUSE to run it")),
+                Ok(()) if policy.source(&t.name, false).is_none() => Some(
+                    "it has no policy entry: it runs, but every capability call it makes is denied (give --policy ENTRY.json)".into(),
+                ),
+                Ok(()) => None,
+            },
+        },
+    };
+    if let Some(p) = problem {
+        eprintln!("wasmcni: warning: plugin {:?}: {p}", t.name);
+    }
+}
+
+/// The third-party plugins `dir` links to: `<plugin dir>/X.wasm` for
+/// every link `dir/X -> wasmcni` that is not a standard plugin. Unreadable
+/// or invalid files are skipped (the run reports them).
+fn installed_third_party(dir: &Path, plugin_dir: &Path) -> Vec<Plugin> {
+    plugins::third_party_in(plugin_dir)
+        .into_iter()
+        .filter(|(name, _)| {
+            !plugins::bundled().any(|p| p.name() == name)
+                && fs::read_link(dir.join(name))
+                    .is_ok_and(|t| t == Path::new(crate::cli::SELF_NAME))
+        })
+        .filter_map(|(_, p)| p.ok())
+        .collect()
+}
+
+/// Without `--policy`: a `<policy dir>/NAME.json` whose pin no longer
+/// matches the installed plugin is re-pinned when install wrote it (its
+/// bytes are still those recorded); anyone else's is left alone, with a
+/// warning that the plugin will be refused.
+fn check_entry_pin(t: &ThirdParty, given_dir: Option<&PathBuf>) -> anyhow::Result<()> {
+    let sha = t.sha256.as_str();
+    let Some(dir) = given_dir.cloned().or_else(crate::policy::policy_dir) else {
+        return Ok(());
+    };
+    let file = format!("{}.json", t.name);
+    let path = dir.join(&file);
+    let bytes = match fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e).with_context(|| format!("reading {path:?}")),
+    };
+    let json: serde_json::Value = match serde_json::from_slice(&bytes) {
+        Ok(j) => j,
+        Err(e) => {
+            eprintln!(
+                "wasmcni: WARNING: {} is not JSON ({e}): wasmcni will REFUSE to run plugin {:?} until it is fixed",
+                path.display(),
+                t.name
+            );
+            return Ok(());
+        }
+    };
+    let pin = json.get("sha256").and_then(|s| s.as_str());
+    if pin.is_none_or(|p| p.eq_ignore_ascii_case(sha)) {
+        return Ok(());
+    }
+    if Record::load(&dir)?.claims(&file, &sha256_hex(&bytes)) {
+        let content = pinned_entry(&t.name, &json, sha, &path)
+            .with_context(|| format!("re-pinning {path:?}"))?;
+        Placement::plan(&dir, &file, content)?.apply()?;
+        println!("{}: re-pinned to sha256 {sha}", path.display());
+    } else {
+        eprintln!(
+            "wasmcni: WARNING: {} pins plugin {:?} to sha256 {} but the installed plugin's is {sha}; \
+             wasmcni will REFUSE to run it. That file is not one install wrote (or it was edited \
+             since), so it is left alone: update its `sha256`, or rerun with --policy ENTRY.json \
+             (and --force to replace it).",
+            path.display(),
+            t.name,
+            pin.unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
+/// The signals that end `--then-sleep`.
+fn termination_signals() -> nix::sys::signal::SigSet {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    set.add(Signal::SIGTERM);
+    set.add(Signal::SIGINT);
+    set
+}
+
+/// For `--then-sleep`: blocks SIGTERM and SIGINT before any thread is
+/// started (wasmtime compiles on a thread pool), so every thread inherits
+/// the mask and the signal waits, pending, for [`wait_for_termination`].
+/// As pid 1 of a container, a process-wide signal delivered to a thread
+/// with the default action would be discarded, and the pod would only end
+/// with SIGKILL after its grace period.
+fn block_termination() -> anyhow::Result<()> {
+    termination_signals()
+        .thread_block()
+        .context("blocking SIGTERM")
+}
+
+/// After installing: waits for SIGTERM or SIGINT (a DaemonSet's container
+/// must keep running; the image has no shell to `sleep` with), blocked
+/// since [`block_termination`].
+fn wait_for_termination() -> anyhow::Result<()> {
+    println!("installed; waiting for SIGTERM");
+    let sig = termination_signals()
+        .wait()
+        .context("waiting for SIGTERM")?;
+    println!("{sig}: exiting");
     Ok(())
 }
 
@@ -161,4 +874,95 @@ pub fn precompile(extra: &[PathBuf], cache_dir: Option<PathBuf>) -> anyhow::Resu
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_claims_only_the_bytes_it_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut r = Record::load(dir.path()).unwrap();
+        assert!(!r.claims("a.json", &sha256_hex(b"x")));
+        r.set("a.json", &sha256_hex(b"x"));
+        r.save(dir.path()).unwrap();
+        let r = Record::load(dir.path()).unwrap();
+        assert!(r.claims("a.json", &sha256_hex(b"x")));
+        assert!(!r.claims("a.json", &sha256_hex(b"y")));
+        assert!(!r.claims("b.json", &sha256_hex(b"x")));
+        // A hostile or garbled record claims nothing it cannot name.
+        fs::write(
+            dir.path().join(OWNED_RECORD),
+            format!("{}  ../etc/passwd\nzz  a.json\n", sha256_hex(b"x")),
+        )
+        .unwrap();
+        let r = Record::load(dir.path()).unwrap();
+        assert!(r.files.is_empty(), "{r:?}");
+    }
+
+    #[test]
+    fn a_placement_is_same_ours_or_foreign() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let p = Placement::plan(d, "n.conflist", Content::Bytes(b"new".to_vec())).unwrap();
+        assert_eq!(p.state, FileState::New);
+        p.apply().unwrap();
+        let p = Placement::plan(d, "n.conflist", Content::Bytes(b"new".to_vec())).unwrap();
+        assert_eq!(p.state, FileState::Same);
+        // What install wrote may be replaced by install.
+        let p = Placement::plan(d, "n.conflist", Content::Bytes(b"newer".to_vec())).unwrap();
+        assert_eq!(p.state, FileState::Ours);
+        // Once someone edits it, it is theirs.
+        fs::write(d.join("n.conflist"), b"edited").unwrap();
+        let p = Placement::plan(d, "n.conflist", Content::Bytes(b"newer".to_vec())).unwrap();
+        assert_eq!(p.state, FileState::Foreign);
+        // A file install never wrote is foreign, a symlink too.
+        fs::write(d.join("other.conflist"), b"theirs").unwrap();
+        let p = Placement::plan(d, "other.conflist", Content::Bytes(b"new".to_vec())).unwrap();
+        assert_eq!(p.state, FileState::Foreign);
+        std::os::unix::fs::symlink("n.conflist", d.join("l.conflist")).unwrap();
+        let p = Placement::plan(d, "l.conflist", Content::Bytes(b"edited".to_vec())).unwrap();
+        assert_eq!(p.state, FileState::Foreign);
+    }
+
+    #[test]
+    fn network_configurations_are_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = |name: &str, text: &str| {
+            let p = dir.path().join(name);
+            fs::write(&p, text).unwrap();
+            conflist_file(&p).map_err(|e| format!("{e:#}"))
+        };
+        let ok =
+            r#"{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"loopback"},{"type":"my"}]}"#;
+        let (name, bytes) = f("10-n.conflist", ok).unwrap();
+        assert_eq!(name, "10-n.conflist");
+        assert_eq!(conf_types(&bytes), ["loopback", "my"]);
+        assert!(f("n.txt", ok)
+            .unwrap_err()
+            .contains(".conflist, .conf or .json"));
+        assert!(f("n.conflist", "{").unwrap_err().contains("not JSON"));
+        assert!(f("n.conflist", r#"{"name":"n","plugins":[]}"#)
+            .unwrap_err()
+            .contains("plugins"));
+        assert!(f("n.conflist", r#"{"plugins":[{"type":"x"}]}"#)
+            .unwrap_err()
+            .contains("`name`"));
+        assert!(f("n.conf", r#"{"name":"n"}"#)
+            .unwrap_err()
+            .contains("`type`"));
+        assert!(f(".hidden.conflist", ok).unwrap_err().contains("plain"));
+    }
+
+    #[test]
+    fn non_components_get_a_message_that_says_what_to_do() {
+        let engine = engine::engine().unwrap();
+        let f = Path::new("p.wasm");
+        let msg = |b: &[u8]| format!("{:#}", check_component(&engine, b, f).unwrap_err());
+        assert!(msg(b"\x7fELF\x02\x01\x01").contains("--target wasm32-wasip2"));
+        assert!(msg(b"#!/bin/sh\n").contains("not a WebAssembly file"));
+        assert!(msg(b"\0asm\x01\0\0\0").contains("core WebAssembly module"));
+        assert!(msg(b"\0asm\x0d\0\x01\0garbage").contains("not a component wasmcni can load"));
+    }
 }

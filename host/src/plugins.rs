@@ -141,6 +141,26 @@ pub fn plugin_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(DEFAULT_PLUGIN_DIR))
 }
 
+/// The third-party plugins in plugin directory `dir`: every `NAME.wasm`
+/// whose stem is a plugin name, sorted by name, each read (or why it could
+/// not be). A missing directory holds none. A name that is also a standard
+/// plugin's is listed too, though [`find`] never returns it.
+pub fn third_party_in(dir: &Path) -> Vec<(String, Result<Plugin, LookupError>)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, Result<Plugin, LookupError>)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let file_name = e.file_name();
+            let name = file_name.to_str()?.strip_suffix(".wasm")?;
+            valid_name(name).then(|| (name.to_owned(), Plugin::from_path(&e.path())))
+        })
+        .collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
 /// Finds plugin `name`: a standard plugin first (a file cannot shadow one),
 /// then `<plugin dir>/<name>.wasm`.
 pub fn find(name: &str) -> Result<Plugin, LookupError> {

@@ -17,16 +17,32 @@
 //! must every directory on its path (as given, and as resolved through
 //! symlinks), or it is refused: a policy anyone can edit or replace grants
 //! nothing.
+//!
+//! Entries may also be files of their own: `$WASMCNI_POLICY_DIR`, else
+//! `/etc/wasmcni/policy.d` if it exists, holds `NAME.json`, plugin
+//! `NAME`'s entry (the object that would be `plugins.NAME` of the policy
+//! file), as package managers drop them; the directory is checked as the
+//! file is, and so is each entry file. Each entry is parsed when its plugin
+//! runs: an invalid one (a typo, a bad pin, bad JSON, an untrusted file, or
+//! an entry in both places) refuses that plugin alone, with an error naming
+//! the file and the field; every other plugin runs.
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// The documented default location of the policy file.
 pub const DEFAULT_POLICY_FILE: &str = "/etc/wasmcni/policy.json";
+
+/// The documented default location of the policy directory.
+pub const DEFAULT_POLICY_DIR: &str = "/etc/wasmcni/policy.d";
+
+/// The most entries wasmcni reads in the policy directory.
+const MAX_POLICY_DIR_FILES: usize = 4096;
 
 /// The embedded default policy.
 pub const EMBEDDED: &str = include_str!("default-policy.json");
@@ -315,16 +331,63 @@ pub struct Entry {
     pub native_delegates: Vec<String>,
 }
 
-/// A policy document: an entry per plugin name.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// Where a plugin's policy entry comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// The embedded default policy (it applies to the bundled plugin of
+    /// that name only).
+    Embedded,
+    /// `plugins.NAME` of the policy file.
+    File(PathBuf),
+    /// `NAME.json` in the policy directory.
+    Dir(PathBuf),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Embedded => f.write_str("embedded default"),
+            Source::File(p) | Source::Dir(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// An entry of the policy file or directory, as loaded: parsed and
+/// checked only when its plugin asks for it, so that a broken entry
+/// breaks that plugin alone.
+#[derive(Debug, Clone, PartialEq)]
+enum Overlay {
+    /// `plugins.NAME` of the policy file: its JSON.
+    File { path: PathBuf, value: Value },
+    /// `NAME.json` in the policy directory (read when asked for).
+    Dir { path: PathBuf },
+    /// Both: ambiguous, so the plugin gets nothing and is refused.
+    Both { file: PathBuf, dir: PathBuf },
+}
+
+/// The effective policy: the embedded defaults, the policy file's entries
+/// and the policy directory's, by plugin name. Entries are kept as JSON
+/// and parsed when a plugin's entry is asked for ([`Policy::resolve`]):
+/// a run parses only its own plugin's entry, and a typo in one entry
+/// refuses that plugin only.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Policy {
-    /// Entries by plugin name.
-    pub plugins: BTreeMap<String, Entry>,
-    /// The names whose entry comes from the policy file (the others are
-    /// embedded defaults, which apply to the bundled plugins only).
-    #[serde(skip)]
-    pub from_file: std::collections::BTreeSet<String>,
+    /// The embedded (or parsed-document) entries, applying to bundled
+    /// plugins only.
+    embedded: BTreeMap<String, Value>,
+    /// The policy file's and directory's entries, applying to any plugin
+    /// of that name.
+    overlay: BTreeMap<String, Overlay>,
+    /// `*.json` files in the policy directory whose stem is not a plugin
+    /// name (ignored; `wasmcni list` reports them).
+    stray: Vec<PathBuf>,
+}
+
+/// The top level of a policy document; each entry stays JSON until asked for.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Document {
+    plugins: BTreeMap<String, Value>,
 }
 
 /// Everything a plugin may do in one invocation.
@@ -378,86 +441,57 @@ pub enum PolicyError {
         /// What is wrong (serde names the field and position).
         msg: String,
     },
+    /// A plugin has an entry in the policy file and in the policy
+    /// directory.
+    #[error("policy: plugin {name:?} has an entry both in {} (plugins.{name}) and in {}; remove one", file.display(), dir.display())]
+    Ambiguous {
+        /// The plugin.
+        name: String,
+        /// The policy file.
+        file: PathBuf,
+        /// Its file in the policy directory.
+        dir: PathBuf,
+    },
 }
 
 impl Policy {
-    /// Parses a policy document.
+    /// Parses a policy document and checks every entry in it (the first
+    /// bad one is the error). The entries apply to the bundled plugins of
+    /// their names, as the embedded defaults do.
     pub fn parse(text: &str, origin: &str) -> Result<Policy, PolicyError> {
-        // The error names the field it is about (`plugins.x.host.prefixes[0]`).
-        let de = &mut serde_json::Deserializer::from_str(text);
-        let policy: Policy =
-            serde_path_to_error::deserialize(de).map_err(|e| PolicyError::Invalid {
-                origin: origin.to_owned(),
-                msg: e.to_string(),
-            })?;
-        for (name, entry) in &policy.plugins {
-            if let Some(pin) = &entry.sha256 {
-                if pin.len() != 64 || !pin.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    return Err(PolicyError::Invalid {
-                        origin: origin.to_owned(),
-                        msg: format!("plugins.{name}.sha256 must be 64 hex digits, got {pin:?}"),
-                    });
-                }
-            }
-            for (i, root) in entry.ipam_roots.iter().enumerate() {
-                let plain = root.is_absolute()
-                    && root.components().all(|c| {
-                        matches!(
-                            c,
-                            std::path::Component::RootDir | std::path::Component::Normal(_)
-                        )
-                    });
-                if !plain {
-                    return Err(PolicyError::Invalid {
-                        origin: origin.to_owned(),
-                        msg: format!(
-                            "plugins.{name}.ipam-roots[{i}] must be an absolute path without `.` or `..`, got {root:?}"
-                        ),
-                    });
-                }
-            }
-            for (field, list) in [
-                ("delegates", &entry.delegates),
-                ("native-delegates", &entry.native_delegates),
-            ] {
-                if let Some((i, bad)) = list
-                    .iter()
-                    .enumerate()
-                    .find(|(_, d)| !crate::plugins::valid_name(d))
-                {
-                    return Err(PolicyError::Invalid {
-                        origin: origin.to_owned(),
-                        msg: format!("plugins.{name}.{field}[{i}]: invalid plugin name {bad:?}"),
-                    });
-                }
-            }
-            for (field, value) in [
-                ("deadline-ms", entry.deadline_ms),
-                ("memory-mb", entry.memory_mb),
-                ("host-calls", entry.host_calls),
-            ] {
-                if value == Some(0) {
-                    return Err(PolicyError::Invalid {
-                        origin: origin.to_owned(),
-                        msg: format!("plugins.{name}.{field} must be positive"),
-                    });
-                }
-            }
+        let embedded = parse_document(text, origin)?;
+        for (name, value) in &embedded {
+            Entry::from_value(name, value, origin)?;
         }
-        Ok(policy)
+        Ok(Policy {
+            embedded,
+            ..Policy::default()
+        })
     }
 
     /// The embedded default policy.
     pub fn embedded() -> Policy {
-        // The embedded document is checked by a unit test; an error here
-        // would be a build defect, so fall back to denying everything.
-        Policy::parse(EMBEDDED, "embedded").unwrap_or_default()
+        // Only the top level is parsed here (every run pays for it); each
+        // entry is parsed when asked for. The whole document is checked by
+        // a unit test; an error here would be a build defect, so fall back
+        // to denying everything.
+        Policy {
+            embedded: parse_document(EMBEDDED, "embedded").unwrap_or_default(),
+            ..Policy::default()
+        }
     }
 
     /// The effective policy: the embedded one, with every entry of the
     /// policy file (`file` (`--policy`), else `$WASMCNI_POLICY`, else
-    /// [`DEFAULT_POLICY_FILE`] if it exists) replacing the embedded entry of
-    /// the same plugin. A file named explicitly must exist.
+    /// [`DEFAULT_POLICY_FILE`] if it exists) and every `NAME.json` of the
+    /// policy directory ([`policy_dir`]) replacing the embedded entry of
+    /// the same plugin. A file or directory named explicitly must exist.
+    ///
+    /// Errors here refuse every plugin: a policy file that is untrusted,
+    /// not JSON, or has unknown top-level fields; a policy directory that
+    /// is untrusted or unreadable. An entry's own errors (its fields, its
+    /// file's trust, its JSON; a plugin with an entry in both places) are
+    /// reported by [`Policy::resolve`] for that plugin alone.
     pub fn load(file: Option<&Path>) -> Result<Policy, PolicyError> {
         let mut policy = Policy::embedded();
         let (path, required) = match (file, std::env::var_os("WASMCNI_POLICY")) {
@@ -465,29 +499,342 @@ impl Policy {
             (None, Some(p)) => (PathBuf::from(p), true),
             (None, None) => (PathBuf::from(DEFAULT_POLICY_FILE), false),
         };
-        if let Some(file) = read_trusted(&path, required)? {
-            let overlay = Policy::parse(&file, &path.display().to_string())?;
-            policy.from_file.extend(overlay.plugins.keys().cloned());
-            policy.plugins.extend(overlay.plugins);
+        if let Some(text) = read_trusted(&path, required)? {
+            for (name, value) in parse_document(&text, &path.display().to_string())? {
+                policy.overlay.insert(
+                    name,
+                    Overlay::File {
+                        path: path.clone(),
+                        value,
+                    },
+                );
+            }
+        }
+        let explicit = std::env::var_os("WASMCNI_POLICY_DIR").is_some_and(|d| !d.is_empty());
+        if let Some(dir) = policy_dir() {
+            policy.add_dir(&dir, explicit)?;
         }
         Ok(policy)
     }
 
-    /// The entry for plugin `name` (deny-all if none).
-    pub fn entry(&self, name: &str) -> Entry {
-        self.plugins.get(name).cloned().unwrap_or_default()
+    /// Adds the entries of policy directory `dir` (each `NAME.json` is
+    /// only noted here, and read when asked for).
+    fn add_dir(&mut self, dir: &Path, required: bool) -> Result<(), PolicyError> {
+        let io = |source| PolicyError::Io {
+            path: dir.to_owned(),
+            source,
+        };
+        let absolute = std::path::absolute(dir).map_err(io)?;
+        let real = match resolve_trusted(&absolute) {
+            Ok(p) => p,
+            Err(Resolve::Io(e)) if e.kind() == std::io::ErrorKind::NotFound && !required => {
+                return Ok(())
+            }
+            Err(Resolve::Io(e)) => return Err(io(e)),
+            Err(Resolve::Untrusted(why)) => {
+                return Err(PolicyError::Untrusted {
+                    path: dir.to_owned(),
+                    why,
+                })
+            }
+        };
+        // resolve_trusted checked it, if it is a directory.
+        if !std::fs::metadata(&real).map_err(io)?.is_dir() {
+            return Err(PolicyError::Untrusted {
+                path: dir.to_owned(),
+                why: "not a directory".into(),
+            });
+        }
+        for (n, item) in std::fs::read_dir(&real).map_err(io)?.enumerate() {
+            if n >= MAX_POLICY_DIR_FILES {
+                return Err(PolicyError::Untrusted {
+                    path: dir.to_owned(),
+                    why: format!("holds more than {MAX_POLICY_DIR_FILES} files"),
+                });
+            }
+            let item = item.map_err(io)?;
+            let file_name = item.file_name();
+            let Some(stem) = file_name.to_str().and_then(|f| f.strip_suffix(".json")) else {
+                continue;
+            };
+            let path = absolute.join(&file_name);
+            if !crate::plugins::valid_name(stem) {
+                self.stray.push(path);
+                continue;
+            }
+            let slot = match self.overlay.remove(stem) {
+                Some(Overlay::File { path: file, .. }) => Overlay::Both { file, dir: path },
+                _ => Overlay::Dir { path },
+            };
+            self.overlay.insert(stem.to_owned(), slot);
+        }
+        self.stray.sort();
+        Ok(())
     }
 
-    /// The entry for a plugin: the policy file's if it names it; else the
-    /// embedded default, but only for the plugin carried in wasmcni (a
+    /// The entry for plugin `name`, checked: the policy file's or the
+    /// policy directory's if either names it; else the embedded default,
+    /// but only for the plugin carried in wasmcni (`bundled`: a
     /// `bridge.wasm` from elsewhere does not inherit the standard bridge's
-    /// grant); else deny-all.
-    pub fn entry_for(&self, name: &str, bundled: bool) -> Entry {
-        if self.from_file.contains(name) || bundled {
-            self.entry(name)
-        } else {
-            Entry::default()
+    /// grant); else deny-all. An entry that is invalid, in an untrusted
+    /// file, or defined in both places is an error for this plugin.
+    pub fn resolve(&self, name: &str, bundled: bool) -> Result<Entry, PolicyError> {
+        match self.overlay.get(name) {
+            Some(Overlay::File { path, value }) => {
+                Entry::from_value(name, value, &path.display().to_string())
+            }
+            Some(Overlay::Dir { path }) => read_entry_file(name, path),
+            Some(Overlay::Both { file, dir }) => Err(PolicyError::Ambiguous {
+                name: name.to_owned(),
+                file: file.clone(),
+                dir: dir.clone(),
+            }),
+            None => match self.embedded.get(name) {
+                Some(value) if bundled => Entry::from_value(name, value, "embedded"),
+                _ => Ok(Entry::default()),
+            },
         }
+    }
+
+    /// Where the entry [`Policy::resolve`] would use comes from; `None`:
+    /// there is none, and the plugin has no authority.
+    pub fn source(&self, name: &str, bundled: bool) -> Option<Source> {
+        match self.overlay.get(name) {
+            Some(Overlay::File { path, .. }) => Some(Source::File(path.clone())),
+            Some(Overlay::Dir { path }) | Some(Overlay::Both { dir: path, .. }) => {
+                Some(Source::Dir(path.clone()))
+            }
+            None if bundled && self.embedded.contains_key(name) => Some(Source::Embedded),
+            None => None,
+        }
+    }
+
+    /// Every plugin name with an entry (embedded, file or directory).
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .embedded
+            .keys()
+            .chain(self.overlay.keys())
+            .cloned()
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// `*.json` files in the policy directory whose stem is not a valid
+    /// plugin name: they apply to nothing.
+    pub fn stray_files(&self) -> &[PathBuf] {
+        &self.stray
+    }
+
+    /// The entry for plugin `name` as if it were bundled (deny-all if it
+    /// has none, or an invalid one).
+    pub fn entry(&self, name: &str) -> Entry {
+        self.resolve(name, true).unwrap_or_default()
+    }
+
+    /// [`Policy::resolve`], with an invalid entry giving nothing (deny-all)
+    /// instead of an error. Runs use `resolve`, which refuses such a plugin.
+    pub fn entry_for(&self, name: &str, bundled: bool) -> Entry {
+        self.resolve(name, bundled).unwrap_or_default()
+    }
+}
+
+/// Parses the top level of a policy document: JSON, and an object with
+/// exactly `plugins`, itself an object.
+fn parse_document(text: &str, origin: &str) -> Result<BTreeMap<String, Value>, PolicyError> {
+    let de = &mut serde_json::Deserializer::from_str(text);
+    let doc: Document = serde_path_to_error::deserialize(de).map_err(|e| PolicyError::Invalid {
+        origin: origin.to_owned(),
+        msg: e.to_string(),
+    })?;
+    Ok(doc.plugins)
+}
+
+/// Reads and checks `NAME.json` of the policy directory.
+fn read_entry_file(name: &str, path: &Path) -> Result<Entry, PolicyError> {
+    let origin = path.display().to_string();
+    // Present when the directory was listed; gone since is an error too.
+    let text = read_trusted(path, true)?.unwrap_or_default();
+    let value: Value = serde_json::from_str(&text).map_err(|e| PolicyError::Invalid {
+        origin: origin.clone(),
+        msg: format!("plugins.{name}: not a JSON object: {e}"),
+    })?;
+    Entry::from_value(name, &value, &origin)
+}
+
+/// The policy directory: `$WASMCNI_POLICY_DIR` if set (it must then
+/// exist), else [`DEFAULT_POLICY_DIR`] if it exists, else none. Each
+/// `NAME.json` in it holds plugin `NAME`'s entry (the object that would be
+/// `plugins.NAME` in the policy file), as package managers drop files.
+pub fn policy_dir() -> Option<PathBuf> {
+    match std::env::var_os("WASMCNI_POLICY_DIR").filter(|d| !d.is_empty()) {
+        Some(d) => Some(PathBuf::from(d)),
+        None => {
+            let d = Path::new(DEFAULT_POLICY_DIR);
+            d.exists().then(|| d.to_owned())
+        }
+    }
+}
+
+/// Writes plugin `name`'s entry into policy directory `dir` as
+/// `NAME.json` (creating `dir`, mode 0755, if missing): `entry_json` (the
+/// object that would be `plugins.NAME` in the policy file) with its
+/// `sha256` pin set to `sha256`, checked as a run would check it, written
+/// atomically (temporary file, then rename) with mode 0644, owned by the
+/// user running wasmcni (root on a node). The directory must be trusted
+/// as [`Policy::load`] requires, or nothing is written. Returns the path.
+pub fn write_entry_file(
+    dir: &Path,
+    name: &str,
+    entry_json: &Value,
+    sha256: &str,
+) -> Result<PathBuf, PolicyError> {
+    let path = dir.join(format!("{name}.json"));
+    let origin = path.display().to_string();
+    let invalid = |msg: String| PolicyError::Invalid {
+        origin: origin.clone(),
+        msg,
+    };
+    if !crate::plugins::valid_name(name) {
+        return Err(invalid(format!("invalid plugin name {name:?}")));
+    }
+    let Value::Object(mut map) = entry_json.clone() else {
+        return Err(invalid(format!("plugins.{name} must be a JSON object")));
+    };
+    map.insert("sha256".into(), Value::from(sha256.to_ascii_lowercase()));
+    let value = Value::Object(map);
+    Entry::from_value(name, &value, &origin)?;
+    let io = |p: &Path| {
+        let p = p.to_owned();
+        move |source| PolicyError::Io { path: p, source }
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o755)
+        .create(dir)
+        .map_err(io(dir))?;
+    let absolute = std::path::absolute(dir).map_err(io(dir))?;
+    match resolve_trusted(&absolute) {
+        Ok(_) => {}
+        Err(Resolve::Io(e)) => return Err(io(dir)(e)),
+        Err(Resolve::Untrusted(why)) => {
+            return Err(PolicyError::Untrusted {
+                path: dir.to_owned(),
+                why,
+            })
+        }
+    }
+    let mut text = serde_json::to_string_pretty(&value).map_err(|e| invalid(e.to_string()))?;
+    text.push('\n');
+    let tmp = dir.join(format!(".{name}.json.tmp{}", std::process::id()));
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o644)
+            .open(&tmp)?;
+        // Exactly 0644, whatever the umask.
+        f.set_permissions(std::fs::Permissions::from_mode(0o644))?;
+        std::io::Write::write_all(&mut f, text.as_bytes())?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &path)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io(&path)(e));
+    }
+    Ok(path)
+}
+
+impl Entry {
+    /// Parses and checks plugin `name`'s entry from its JSON; errors name
+    /// `origin` and the field (`plugins.NAME.container.modify`).
+    pub fn from_value(name: &str, value: &Value, origin: &str) -> Result<Entry, PolicyError> {
+        if !value.is_object() {
+            return Err(PolicyError::Invalid {
+                origin: origin.to_owned(),
+                msg: format!(
+                    "plugins.{name} must be a JSON object, not {}",
+                    match value {
+                        Value::Array(_) => "an array",
+                        Value::String(_) => "a string",
+                        Value::Number(_) => "a number",
+                        Value::Bool(_) => "a boolean",
+                        _ => "null",
+                    }
+                ),
+            });
+        }
+        let entry: Entry = serde_path_to_error::deserialize(value).map_err(|e| {
+            let path = e.path().to_string();
+            let msg = match path.as_str() {
+                "." => format!("plugins.{name}: {}", e.inner()),
+                p if p.starts_with('[') => format!("plugins.{name}{p}: {}", e.inner()),
+                p => format!("plugins.{name}.{p}: {}", e.inner()),
+            };
+            PolicyError::Invalid {
+                origin: origin.to_owned(),
+                msg,
+            }
+        })?;
+        entry.check(name, origin)?;
+        Ok(entry)
+    }
+
+    /// What serde cannot check: the pin's form, plain IPAM roots, plugin
+    /// names, positive limits.
+    fn check(&self, name: &str, origin: &str) -> Result<(), PolicyError> {
+        let invalid = |msg: String| PolicyError::Invalid {
+            origin: origin.to_owned(),
+            msg,
+        };
+        if let Some(pin) = &self.sha256 {
+            if pin.len() != 64 || !pin.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(invalid(format!(
+                    "plugins.{name}.sha256 must be 64 hex digits, got {pin:?}"
+                )));
+            }
+        }
+        for (i, root) in self.ipam_roots.iter().enumerate() {
+            let plain = root.is_absolute()
+                && root.components().all(|c| {
+                    matches!(
+                        c,
+                        std::path::Component::RootDir | std::path::Component::Normal(_)
+                    )
+                });
+            if !plain {
+                return Err(invalid(format!(
+                    "plugins.{name}.ipam-roots[{i}] must be an absolute path without `.` or `..`, got {root:?}"
+                )));
+            }
+        }
+        for (field, list) in [
+            ("delegates", &self.delegates),
+            ("native-delegates", &self.native_delegates),
+        ] {
+            if let Some((i, bad)) = list
+                .iter()
+                .enumerate()
+                .find(|(_, d)| !crate::plugins::valid_name(d))
+            {
+                return Err(invalid(format!(
+                    "plugins.{name}.{field}[{i}]: invalid plugin name {bad:?}"
+                )));
+            }
+        }
+        for (field, value) in [
+            ("deadline-ms", self.deadline_ms),
+            ("memory-mb", self.memory_mb),
+            ("host-calls", self.host_calls),
+        ] {
+            if value == Some(0) {
+                return Err(invalid(format!("plugins.{name}.{field} must be positive")));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -702,7 +1049,8 @@ mod tests {
     #[test]
     fn embedded_policy_parses() {
         let p = Policy::parse(EMBEDDED, "embedded").expect("embedded policy");
-        assert!(p.plugins.contains_key("loopback"));
+        assert!(p.names().iter().any(|n| n == "loopback"));
+        assert_eq!(Policy::embedded(), p);
     }
 
     #[test]
@@ -719,8 +1067,49 @@ mod tests {
         assert!(p.entry_for("loopback", true).container.modify);
         assert_eq!(p.entry_for("loopback", false), Entry::default());
         let mut q = p.clone();
-        q.from_file.insert("loopback".into());
+        q.overlay.insert(
+            "loopback".into(),
+            Overlay::File {
+                path: "/p.json".into(),
+                value: serde_json::json!({"container": {"modify": true}}),
+            },
+        );
         assert!(q.entry_for("loopback", false).container.modify);
+        assert_eq!(
+            q.source("loopback", false),
+            Some(Source::File("/p.json".into()))
+        );
+        assert_eq!(p.source("loopback", true), Some(Source::Embedded));
+        assert_eq!(p.source("loopback", false), None);
+    }
+
+    #[test]
+    fn a_bad_entry_breaks_only_its_plugin() {
+        let text = r#"{"plugins":{"good":{"container":{"read":true}},
+                       "typo":{"container":{"modfiy":true}}}}"#;
+        let mut p = Policy::embedded();
+        for (name, value) in parse_document(text, "/etc/p.json").expect("top level") {
+            p.overlay.insert(
+                name,
+                Overlay::File {
+                    path: "/etc/p.json".into(),
+                    value,
+                },
+            );
+        }
+        assert!(p.resolve("good", false).expect("good").container.read);
+        assert!(p.resolve("loopback", true).expect("bundled").container.modify);
+        let e = p.resolve("typo", false).expect_err("typo").to_string();
+        assert!(
+            e.contains("/etc/p.json") && e.contains("plugins.typo.container.modfiy: unknown field"),
+            "{e}"
+        );
+        assert_eq!(p.entry_for("typo", false), Entry::default());
+        // What is not a policy at all, or has unknown top-level fields,
+        // still fails as a whole.
+        for bad in ["not json", r#"{"plugins":{}, "plugin":{}}"#, r#"{"plugins":[]}"#] {
+            assert!(parse_document(bad, "t").is_err(), "{bad}");
+        }
     }
 
     #[test]

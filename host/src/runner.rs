@@ -211,10 +211,13 @@ pub fn invoke(
         Target::Path(p) => Plugin::from_path(p),
     }
     .map_err(lookup_error)?;
-    let entry = policy.entry_for(
-        plugin.name(),
-        *plugin.origin() == crate::plugins::Origin::Bundled,
-    );
+    let bundled = *plugin.origin() == crate::plugins::Origin::Bundled;
+    // Only this plugin's entry is parsed: a broken entry of another plugin
+    // does not stop this one.
+    let entry = policy
+        .resolve(plugin.name(), bundled)
+        .map_err(|e| CniError::new(Code::PolicyInvalid, e.to_string()))?;
+    let has_entry = policy.source(plugin.name(), bundled).is_some();
     check_pin(&entry, &plugin)?;
     let limits = Limits::resolve(&entry)?;
     let t0 = std::time::Instant::now();
@@ -294,12 +297,77 @@ pub fn invoke(
         },
         _ => outcome,
     };
+    let outcome = explain_denials(outcome, caps.denials(), plugin.name(), has_entry);
     // The process exits right after this; unmapping the code and the
     // engine's type registry would only add to every call's latency.
     std::mem::forget(component);
     std::mem::forget(caps);
     std::mem::forget(tokio_rt);
     outcome
+}
+
+/// A failed run's denials, for the runtime: added to the CNI error's
+/// `details` (after any details of its own; the plugin's `code` and `msg`
+/// stay), and logged on stderr. Each names the call and the field of the
+/// plugin's own policy entry that would allow it, or the invariant no
+/// policy waives ([`caps::Denial`]); a plugin with no entry at all is told
+/// so. A run that succeeded is left as it is.
+pub(crate) fn explain_denials(
+    outcome: Result<Output, CniError>,
+    denials: &[String],
+    name: &str,
+    has_entry: bool,
+) -> Result<Output, CniError> {
+    if denials.is_empty() || matches!(outcome, Ok(Output { code: 0, .. })) {
+        return outcome;
+    }
+    let mut text = String::new();
+    if !has_entry {
+        text.push_str(&format!(
+            "plugin {name:?} has no policy entry, so it has no authority (give it one: \
+             plugins.{name} in the policy file, or {name}.json in the policy directory); "
+        ));
+    }
+    text.push_str("wasmcni denied: ");
+    text.push_str(&denials.join("; "));
+    eprintln!("wasmcni: plugin {name:?} failed; {text}");
+    let append = |details: &str| {
+        if details.is_empty() {
+            text.clone()
+        } else {
+            format!("{details}; {text}")
+        }
+    };
+    match outcome {
+        Ok(Output { stdout, code }) => {
+            let stdout = with_details(&stdout, append).unwrap_or(stdout);
+            Ok(Output { stdout, code })
+        }
+        Err(mut e) => {
+            e.details = append(&e.details);
+            Err(e)
+        }
+    }
+}
+
+/// `stdout` with its CNI error's `details` replaced by `details(old)`, if
+/// it is one JSON object with a `code` or `msg`; otherwise `None` (the
+/// plugin's output then reaches the runtime as it was).
+fn with_details(stdout: &[u8], details: impl Fn(&str) -> String) -> Option<Vec<u8>> {
+    let mut error: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(stdout).ok()?;
+    if !error.contains_key("code") && !error.contains_key("msg") {
+        return None;
+    }
+    let old = error
+        .get("details")
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or("");
+    let new = details(old);
+    error.insert("details".into(), new.into());
+    let mut out = serde_json::to_vec(&error).ok()?;
+    out.push(b'\n');
+    Some(out)
 }
 
 /// Undoes the journal entries from `mark` on; if any step fails, the CNI
@@ -362,6 +430,13 @@ pub(crate) fn check_pin(entry: &policy::Entry, plugin: &Plugin) -> Result<(), Cn
 /// Loads `plugin`'s component (from its artifact when there is a valid
 /// one) and checks its imports.
 pub(crate) fn prepare(rt: &Runtime, plugin: &Plugin) -> Result<(Component, Vec<String>), CniError> {
+    let what = match plugin.origin() {
+        crate::plugins::Origin::File(path) => path.display().to_string(),
+        crate::plugins::Origin::Bundled => format!("plugin {:?}", plugin.name()),
+    };
+    if let Some(why) = engine::not_a_component(&what, plugin.wasm()) {
+        return Err(CniError::new(Code::PluginRefused, why));
+    }
     let component = engine::load(&rt.engine, plugin, rt.cache.as_ref()).map_err(|e| {
         CniError::new(
             Code::PluginRefused,
@@ -675,5 +750,78 @@ fn outcome(
                     .with_details(format!("{e:#}")),
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(out: &Output) -> serde_json::Value {
+        serde_json::from_slice(&out.stdout).expect("JSON")
+    }
+
+    #[test]
+    fn denials_reach_a_failed_runs_details() {
+        let denials = vec![
+            "link.get-by-name: plugins.p.container.read is false".to_owned(),
+            "sysctl.set: sysctl net.x matches none of plugins.p.container.sysctls".to_owned(),
+        ];
+        let failed = |stdout: &str| {
+            Ok(Output {
+                stdout: stdout.as_bytes().to_vec(),
+                code: 1,
+            })
+        };
+        // The plugin's own code and msg stay; details are added.
+        let out = explain_denials(
+            failed(r#"{"cniVersion":"1.0.0","code":11,"msg":"no"}"#),
+            &denials,
+            "p",
+            true,
+        )
+        .expect("output");
+        let v = json(&out);
+        assert_eq!((v["code"].as_u64(), v["msg"].as_str()), (Some(11), Some("no")));
+        let details = v["details"].as_str().expect("details");
+        assert!(details.contains("container.read is false"), "{details}");
+        assert!(details.contains("plugins.p.container.sysctls"), "{details}");
+        assert_eq!(out.code, 1);
+        // Its own details come first.
+        let v = json(
+            &explain_denials(
+                failed(r#"{"code":11,"msg":"no","details":"mine"}"#),
+                &denials,
+                "p",
+                false,
+            )
+            .expect("output"),
+        );
+        let details = v["details"].as_str().expect("details");
+        assert!(details.starts_with("mine; "), "{details}");
+        assert!(details.contains("has no policy entry"), "{details}");
+        // Output that is no CNI error is left alone; so is a success.
+        let out = explain_denials(failed("garbage"), &denials, "p", true).expect("output");
+        assert_eq!(out.stdout, b"garbage");
+        let ok = explain_denials(
+            Ok(Output {
+                stdout: b"{}".to_vec(),
+                code: 0,
+            }),
+            &denials,
+            "p",
+            true,
+        )
+        .expect("output");
+        assert_eq!(ok.stdout, b"{}");
+        // A host error (a trap) gets them too.
+        let e = explain_denials(
+            Err(CniError::new(Code::PluginTrapped, "trapped").with_details("wasm backtrace")),
+            &denials,
+            "p",
+            true,
+        )
+        .expect_err("error");
+        assert!(e.details.starts_with("wasm backtrace; wasmcni denied: "), "{}", e.details);
     }
 }

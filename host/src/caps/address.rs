@@ -97,16 +97,20 @@ impl Ctx {
     /// (that would take its traffic).
     fn check_host_address(&self, ip: IpAddr, len: u8) -> Result<(), CapError> {
         if !self.ns_grant(Kind::Host).covers(ip, len) {
-            return Err(CapError::Denied(format!(
-                "host address {ip}/{len} lies in none of the grant's `prefixes`"
+            return Err(CapError::denied(format!(
+                "host address {ip}/{len} lies in none of {}",
+                self.grant_field(Kind::Host, "prefixes")
             )));
         }
         let host = ipnet::IpNet::from(ip);
         if let Some((other, holder)) = self.foreign_reservation_in(host)? {
-            return Err(CapError::Denied(format!(
-                "host address {ip}/{len}: {other} is reserved for another attachment ({} {})",
-                holder.container_id, holder.ifname
-            )));
+            return Err(CapError::denied_with(
+                format!(
+                    "host address {ip}/{len} is reserved for another attachment in the \
+                     network's IPAM state (a wasmcni invariant)"
+                ),
+                format!("{other}: {} {}", holder.container_id, holder.ifname),
+            ));
         }
         Ok(())
     }
@@ -243,14 +247,16 @@ impl Host for StoreData {
                 .find_address(kind, link_index, ip, len)?
                 .ok_or(CapError::Kernel(libc::EADDRNOTAVAIL))?;
             if kind == Kind::Host && old.protocol != RTPROT_WASMCNI {
-                return Err(CapError::Denied(format!(
-                    "host address {ip}/{len} was not added by wasmcni"
+                return Err(CapError::denied(format!(
+                    "host address {ip}/{len} was not added by wasmcni, so it may not be \
+                     deleted (a wasmcni invariant)"
                 )));
             }
             if shared && !c.journal.added_address(kind, &old) {
-                return Err(CapError::Denied(format!(
+                return Err(CapError::denied(format!(
                     "host address {ip}/{len} is on a bridge the network's attachments share; \
-                     only an address this invocation added may be deleted there"
+                     only an address this invocation added may be deleted there (a wasmcni \
+                     invariant)"
                 )));
             }
             // A primary address takes its secondaries and their routes along.

@@ -216,9 +216,9 @@ impl Ctx {
         }
         let b = &record.borrowed[pos];
         if name.is_some_and(|n| n != b.name) {
-            return Err(CapError::Denied(format!(
+            return Err(CapError::denied(format!(
                 "link {index} was taken from the host namespace as {:?} and goes back under \
-                 that name",
+                 that name (a wasmcni invariant)",
                 b.name
             )));
         }

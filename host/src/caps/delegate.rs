@@ -181,8 +181,8 @@ impl Ctx {
         }
         let own = self.cni_command.as_str();
         if command != own && !(own == "ADD" && command == "DEL") {
-            return Err(CapError::Denied(format!(
-                "a {own} may delegate only {own}{}",
+            return Err(CapError::denied(format!(
+                "a {own} may delegate only {own}{} (a wasmcni invariant)",
                 if own == "ADD" {
                     " (or DEL to clean up)"
                 } else {
@@ -202,8 +202,10 @@ impl Ctx {
         let wasm_ok = self.grant.delegates.iter().any(|d| d == name);
         let native_ok = self.grant.native_delegates.iter().any(|d| d == name);
         if !wasm_ok && !native_ok {
-            return Err(CapError::Denied(format!(
-                "the policy lists no delegate {name:?} (`delegates`, `native-delegates`)"
+            return Err(CapError::denied(format!(
+                "{name:?} is listed in neither {} nor {}",
+                self.entry_field("delegates"),
+                self.entry_field("native-delegates")
             )));
         }
         if wasm_ok {
@@ -224,11 +226,18 @@ impl Ctx {
         command: &str,
         config: &[u8],
     ) -> Result<Result<String, String>, CapError> {
-        let entry = rt
-            .policy
-            .entry_for(plugin.name(), *plugin.origin() == Origin::Bundled);
+        let bundled = *plugin.origin() == Origin::Bundled;
         let version = crate::cni_error::version_for_errors(config);
         let refuse = |e: crate::cni_error::CniError| Ok(Err(e.to_json(&version)));
+        let entry = match rt.policy.resolve(plugin.name(), bundled) {
+            Ok(entry) => entry,
+            Err(e) => {
+                return refuse(crate::cni_error::CniError::new(
+                    crate::cni_error::Code::PolicyInvalid,
+                    e.to_string(),
+                ))
+            }
+        };
         if let Err(e) = runner::check_pin(&entry, plugin) {
             return refuse(e);
         }
@@ -273,6 +282,16 @@ impl Ctx {
         } else {
             outcome
         };
+        // Its denials explain its failure, and the caller's if that follows.
+        let outcome = runner::explain_denials(
+            outcome,
+            child.denials(),
+            plugin.name(),
+            rt.policy.source(plugin.name(), bundled).is_some(),
+        );
+        for d in child.denials.drain(..) {
+            self.note_denial(d);
+        }
         // Give back what the delegate added to the invocation's state.
         self.journal = std::mem::take(&mut child.journal);
         self.stores = std::mem::take(&mut child.stores);

@@ -12,8 +12,9 @@ pub enum CapError {
     /// wasmcni rejected an argument (`invalid-argument`, `not-found`, ...).
     Code(ErrorCode),
     /// The policy or an invariant refused the call (`access-denied`); the
-    /// reason goes to the audit log.
-    Denied(String),
+    /// reason goes to the audit log and, if the plugin fails, to the
+    /// runtime ([`Denial`]).
+    Denied(Denial),
     /// An argument is larger than wasmcni accepts (`limit-exceeded`).
     Limit(String),
     /// The kernel failed with this errno.
@@ -22,6 +23,51 @@ pub enum CapError {
     Trap(wasmtime::Error),
     /// An undo step was carried out only in part (what is not back).
     Incomplete(String),
+}
+
+/// Why a call was refused.
+///
+/// `reason` may reach the runtime (the CNI error's `details`, when the
+/// plugin fails), so it holds only what the plugin could learn anyway: the
+/// call's own arguments, and either the field path of the plugin's own
+/// policy entry that would allow the call (`plugins.NAME.container.read is
+/// false`) or the invariant no policy waives. Never other plugins' entries,
+/// the contents of the plugin's own grant, or other attachments' identities:
+/// those go in `audit_only`, which only the root-only audit log records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// Why, as the runtime may see it.
+    pub reason: String,
+    /// More, for the audit log alone.
+    pub audit_only: Option<String>,
+}
+
+impl Denial {
+    /// The reason plus what only the audit log may record.
+    pub fn for_audit(&self) -> String {
+        match &self.audit_only {
+            Some(more) => format!("{} ({more})", self.reason),
+            None => self.reason.clone(),
+        }
+    }
+}
+
+impl CapError {
+    /// A refusal whose whole reason may reach the runtime.
+    pub fn denied(reason: impl Into<String>) -> CapError {
+        CapError::Denied(Denial {
+            reason: reason.into(),
+            audit_only: None,
+        })
+    }
+
+    /// A refusal with more for the audit log than for the runtime.
+    pub fn denied_with(reason: impl Into<String>, audit_only: impl Into<String>) -> CapError {
+        CapError::Denied(Denial {
+            reason: reason.into(),
+            audit_only: Some(audit_only.into()),
+        })
+    }
 }
 
 /// The trap that ends a plugin which used up its budget of capability calls.
@@ -51,8 +97,8 @@ impl CapError {
     /// How the audit log records it.
     pub fn outcome(&self) -> Outcome {
         match self {
-            CapError::Denied(reason) => Outcome::Denied {
-                reason: reason.clone(),
+            CapError::Denied(d) => Outcome::Denied {
+                reason: d.for_audit(),
             },
             CapError::Limit(reason) => Outcome::LimitExceeded {
                 reason: reason.clone(),
@@ -143,7 +189,7 @@ mod tests {
     #[test]
     fn denials_reach_the_guest_as_access_denied() {
         assert_eq!(
-            CapError::Denied("x".into()).code(),
+            CapError::denied("x").code(),
             Some(ErrorCode::AccessDenied)
         );
         assert_eq!(

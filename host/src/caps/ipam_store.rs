@@ -100,7 +100,7 @@ impl IpamUndo {
 fn store_err(e: StoreError) -> CapError {
     match e {
         StoreError::Invalid(_) => ErrorCode::InvalidArgument.into(),
-        StoreError::Denied(m) => CapError::Denied(m),
+        StoreError::Denied(m) => CapError::denied(m),
         StoreError::Busy(_) => ErrorCode::TryAgain.into(),
         StoreError::Io(e) => CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO)),
     }
@@ -125,18 +125,20 @@ impl Ctx {
         deadline: Instant,
     ) -> Result<NetworkStore, CapError> {
         if self.grant.ipam_roots.is_empty() {
-            return Err(CapError::Denied(
-                "the policy grants no IPAM state (`ipam-roots`)".into(),
-            ));
+            return Err(CapError::denied(format!(
+                "{} is empty: no IPAM state",
+                self.entry_field("ipam-roots")
+            )));
         }
         let data_dir = PathBuf::from(data_dir.unwrap_or(ipam::DEFAULT_DATA_DIR));
         if !data_dir.is_absolute() {
             return Err(ErrorCode::InvalidArgument.into());
         }
         let (root, rel) = ipam::under_root(&data_dir, &self.grant.ipam_roots).ok_or_else(|| {
-            CapError::Denied(format!(
-                "IPAM data dir {} lies under none of the grant's `ipam-roots`",
-                data_dir.display()
+            CapError::denied(format!(
+                "IPAM data dir {} lies under none of {}",
+                data_dir.display(),
+                self.entry_field("ipam-roots")
             ))
         })?;
         let store = NetworkStore::open(root, &rel, &self.attachment.network, deadline)
@@ -156,10 +158,10 @@ impl Ctx {
         if mine || collectable {
             Ok(())
         } else {
-            Err(CapError::Denied(format!(
-                "the reservation belongs to another attachment ({} {})",
-                holder.container_id, holder.ifname
-            )))
+            Err(CapError::denied_with(
+                "the reservation belongs to another attachment (a wasmcni invariant)",
+                format!("{} {}", holder.container_id, holder.ifname),
+            ))
         }
     }
 

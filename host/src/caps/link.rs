@@ -18,7 +18,7 @@ use super::{arg_str, bounded, ns_arg, CapError, Ctx, NsHandle, StoreData, MAX_AL
 use crate::journal::{LinkState, Undo};
 use crate::netlink::{LinkOpts, Netlink, NlError, SubKind};
 use crate::netns::Kind;
-use crate::policy::LinkKind;
+use crate::policy::{LinkKind, DEFAULT_HOST_NAMES};
 
 /// The highest VLAN ID.
 const MAX_VID: u16 = 4094;
@@ -214,10 +214,17 @@ impl Ctx {
         check_name(name)?;
         let g = self.ns_grant(kind);
         if kind == Kind::Host && !g.may_name(name) {
-            return Err(CapError::Denied(format!(
-                "host link name {name:?} matches none of the grant's `names` ({})",
-                g.names_in_effect()
-            )));
+            let field = self.grant_field(kind, "names");
+            return Err(match &g.names {
+                Some(_) => CapError::denied_with(
+                    format!("host link name {name:?} matches none of {field}"),
+                    g.names_in_effect(),
+                ),
+                None => CapError::denied(format!(
+                    "host link name {name:?} matches none of {field} (absent: the default {})",
+                    DEFAULT_HOST_NAMES.join(", ")
+                )),
+            });
         }
         Ok(())
     }
@@ -305,15 +312,15 @@ impl Ctx {
                 if self.check_host_link(Kind::Host, &m).is_ok() {
                     return Ok(());
                 }
-                Err(CapError::Denied(format!(
+                Err(CapError::denied(format!(
                     "{what} of link {index} would change its lower device, host link {:?}, \
-                     which the plugin may only use as a master",
+                     which the plugin may only use as a master (a wasmcni invariant)",
                     m.name
                 )))
             }
-            None => Err(CapError::Denied(format!(
+            None => Err(CapError::denied(format!(
                 "{what} of link {index} would change its lower device, which is in a \
-                 namespace the plugin was not given"
+                 namespace the plugin was not given (a wasmcni invariant)"
             ))),
         }
     }
@@ -354,11 +361,14 @@ impl Ctx {
     }
 
     fn require_create(&self, kind: Kind, what: LinkKind) -> Result<(), CapError> {
-        self.require(
-            kind,
-            |g| g.may_create(what),
-            &format!("create: {}", what.name()),
-        )
+        if self.ns_grant(kind).may_create(what) {
+            return Ok(());
+        }
+        Err(CapError::denied(format!(
+            "{} does not list {:?}",
+            self.grant_field(kind, "create"),
+            what.name()
+        )))
     }
 
     /// A master for a macvlan / ipvlan / vlan: any link of the container's
@@ -369,9 +379,11 @@ impl Ctx {
         if kind == Kind::Host {
             let g = self.ns_grant(kind);
             if !(g.names_master(&l.name) || self.owned(&l) || g.names_link(&l.name)) {
-                return Err(CapError::Denied(format!(
-                    "host link {:?} matches no `masters` pattern",
-                    l.name
+                return Err(CapError::denied(format!(
+                    "host link {:?} matches none of {} (nor of {})",
+                    l.name,
+                    self.grant_field(kind, "masters"),
+                    self.grant_field(kind, "links")
                 )));
             }
         }
@@ -627,9 +639,9 @@ impl Host for StoreData {
                 // the master: that changes the master.
                 let m = c.link(master_kind, master)?;
                 c.check_host_link(master_kind, &m).map_err(|_| {
-                    CapError::Denied(format!(
+                    CapError::denied(format!(
                         "a passthru macvlan changes its master; host link {:?} may only be \
-                         used as a master",
+                         used as a master (a wasmcni invariant)",
                         m.name
                     ))
                 })?;
@@ -887,9 +899,9 @@ impl Host for StoreData {
                 // (as the reference bridge does), changing nothing else.
                 let l = c.modifiable_or_shared(kind, index, true)?;
                 if c.check_host_link(kind, &l).is_err() && l.mac != mac {
-                    return Err(CapError::Denied(format!(
+                    return Err(CapError::denied(format!(
                         "host bridge {:?} is shared by the network's attachments: its address \
-                         may only be pinned to its current value",
+                         may only be pinned to its current value (a wasmcni invariant)",
                         l.name
                     )));
                 }
@@ -1072,14 +1084,14 @@ impl Host for StoreData {
                 // Only an ADD hands links to its network (a DEL's would be
                 // left behind, undeletable).
                 if c.command != super::Command::Add {
-                    return Err(CapError::Denied(
-                        "only an ADD hands links to its network".into(),
+                    return Err(CapError::denied(
+                        "only an ADD hands links to its network (a wasmcni invariant)",
                     ));
                 }
                 if kind != Kind::Host || !c.journal.created(kind, index) {
-                    return Err(CapError::Denied(format!(
+                    return Err(CapError::denied(format!(
                         "link {index} was not created in the host namespace by this call: \
-                         only such a link can be handed to the network"
+                         only such a link can be handed to the network (a wasmcni invariant)"
                     )));
                 }
                 c.mark(kind, index, true)
@@ -1155,8 +1167,9 @@ impl Host for StoreData {
             json!({"ns": ns_arg(kind), "index": index, "alias": arg_str(&alias)}),
             |c| {
                 if kind == Kind::Host {
-                    return Err(CapError::Denied(
-                        "in the host namespace the alias is wasmcni's ownership mark".into(),
+                    return Err(CapError::denied(
+                        "in the host namespace the alias is wasmcni's ownership mark (a wasmcni \
+                         invariant)",
                     ));
                 }
                 bounded("alias", &alias, MAX_ALIAS)?;
@@ -1185,16 +1198,15 @@ impl Host for StoreData {
             |c| {
                 c.modifiable(kind, index)?;
                 if c.command == super::Command::Add && !c.journal.created(kind, index) {
-                    return Err(CapError::Denied(
-                        "during ADD a plugin may delete only links it created in the same call \
-                     (the deletion could not be undone)"
-                            .into(),
+                    return Err(CapError::denied(
+                        "during ADD a plugin may delete only links it created in the same call, \
+                         as the deletion could not be undone (a wasmcni invariant)",
                     ));
                 }
                 if kind == Kind::Container && c.holds(index)? {
-                    return Err(CapError::Denied(format!(
+                    return Err(CapError::denied(format!(
                         "link {index} was taken from the host namespace: it goes back there \
-                         (link.move-to), never away"
+                         (link.move-to), never away (a wasmcni invariant)"
                     )));
                 }
                 if c.command == super::Command::Add {

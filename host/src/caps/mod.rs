@@ -44,7 +44,7 @@ mod sysctl;
 mod undo;
 
 pub use attachment::Attachment;
-pub use error::{BudgetExceeded, CapError};
+pub use error::{BudgetExceeded, CapError, Denial};
 pub use ipam_store::{IpamUndo, StoreHandle};
 pub use netns::NsHandle;
 
@@ -103,7 +103,13 @@ pub struct Ctx {
     /// The network state directories opened in this invocation (and its
     /// delegates), to check host routes and addresses against.
     stores: Vec<std::path::PathBuf>,
+    /// Why calls of this invocation (and its delegates) were refused,
+    /// each once, for the runtime if the plugin fails ([`Denial`]).
+    denials: Vec<String>,
 }
+
+/// The most distinct denials an invocation keeps for the runtime.
+const MAX_DENIALS: usize = 16;
 
 /// What a context is made from.
 pub struct CtxParams {
@@ -170,7 +176,38 @@ impl Ctx {
             runtime: p.runtime,
             depth: 0,
             stores: Vec::new(),
+            denials: Vec::new(),
         }
+    }
+
+    /// Why calls were refused in this invocation and its delegates, each
+    /// reason once, in order (at most 16): `call: reason`, where the reason
+    /// names the policy field that would allow it, or the invariant.
+    pub fn denials(&self) -> &[String] {
+        &self.denials
+    }
+
+    /// Keeps `reason` for the runtime (once).
+    fn note_denial(&mut self, reason: String) {
+        if self.denials.len() < MAX_DENIALS && !self.denials.contains(&reason) {
+            self.denials.push(reason);
+        }
+    }
+
+    /// The policy field path of this plugin's entry for `field` of the
+    /// `kind` namespace grant: `plugins.NAME.container.read`.
+    fn grant_field(&self, kind: Kind, field: &str) -> String {
+        format!(
+            "plugins.{}.{}.{field}",
+            self.audit.plugin(),
+            kind_name(kind)
+        )
+    }
+
+    /// The policy field path of this plugin's entry for `field`:
+    /// `plugins.NAME.ipam-roots`.
+    fn entry_field(&self, field: &str) -> String {
+        format!("plugins.{}.{field}", self.audit.plugin())
     }
 
     /// How many inverses the journal holds.
@@ -197,7 +234,8 @@ impl Ctx {
         }
     }
 
-    /// Refuses unless `right` holds, naming the right.
+    /// Refuses unless `right` holds, naming the boolean field `name` of
+    /// the namespace grant that would allow it.
     fn require(
         &self,
         kind: Kind,
@@ -207,9 +245,9 @@ impl Ctx {
         if right(self.ns_grant(kind)) {
             Ok(())
         } else {
-            Err(CapError::Denied(format!(
-                "the policy grants no `{name}` in the {} namespace",
-                kind_name(kind)
+            Err(CapError::denied(format!(
+                "{} is false",
+                self.grant_field(kind, name)
             )))
         }
     }
@@ -284,24 +322,26 @@ impl Ctx {
         {
             return Ok(());
         }
-        let whose = match l.alias.as_deref() {
-            Some(a) if a == self.marks.1 => {
-                "is shared by the network's attachments (it may only be brought up, given \
-                 an address, or have this attachment's links enslaved)"
-                    .to_owned()
-            }
-            Some(a) if a.starts_with(attachment::ATTACHMENT_MARK) => {
-                format!("belongs to another attachment ({a})")
-            }
-            Some(a) if a.starts_with(attachment::NETWORK_MARK) => {
-                format!("is shared by another network ({a})")
-            }
-            _ => "was not created by wasmcni and matches no `links` pattern".to_owned(),
-        };
-        Err(CapError::Denied(format!(
-            "host link {:?} (index {}) {whose}",
-            l.name, l.index
-        )))
+        let link = format!("host link {:?} (index {})", l.name, l.index);
+        Err(match l.alias.as_deref() {
+            Some(a) if a == self.marks.1 => CapError::denied(format!(
+                "{link} is shared by the network's attachments: it may only be brought up, \
+                 given an address, or have this attachment's links enslaved (a wasmcni \
+                 invariant)"
+            )),
+            Some(a) if a.starts_with(attachment::ATTACHMENT_MARK) => CapError::denied_with(
+                format!("{link} belongs to another attachment (a wasmcni invariant)"),
+                a,
+            ),
+            Some(a) if a.starts_with(attachment::NETWORK_MARK) => CapError::denied_with(
+                format!("{link} is shared by another network (a wasmcni invariant)"),
+                a,
+            ),
+            _ => CapError::denied(format!(
+                "{link} was not created by wasmcni and matches none of {}",
+                self.grant_field(kind, "links")
+            )),
+        })
     }
 
     /// Whether `l` is the one node device the network config names, by a
@@ -357,12 +397,15 @@ impl Ctx {
                 && crate::netlink::RouteSpec::from_message(m).is_none()
         }) {
             let key = crate::netlink::RouteKey::of_message(m);
-            return Err(CapError::Denied(format!(
-                "link {index} carries a route wasmcni could not restore as it is \
-                 (multipath, nexthop object, source-specific or encapsulated): {}",
+            return Err(CapError::denied_with(
+                format!(
+                    "link {index} carries a route wasmcni could not restore as it is \
+                     (multipath, nexthop object, source-specific or encapsulated), so it may \
+                     not change (a wasmcni invariant)"
+                ),
                 key.map(|k| format!("{}/{} table {}", k.dst, k.dst_len, k.table))
-                    .unwrap_or_default()
-            )));
+                    .unwrap_or_default(),
+            ));
         }
         let keep: Vec<crate::netlink::AddrSpec> = addresses
             .iter()
@@ -393,9 +436,9 @@ impl Ctx {
     fn check_neighbours(&mut self, kind: Kind, index: u32) -> Result<(), CapError> {
         let n = self.netlink(kind)?.permanent_neighbours(index)?;
         if n > 0 {
-            return Err(CapError::Denied(format!(
+            return Err(CapError::denied(format!(
                 "link {index} has {n} permanent neighbour entries the kernel would drop \
-                 and wasmcni could not restore"
+                 and wasmcni could not restore (a wasmcni invariant)"
             )));
         }
         Ok(())
@@ -555,9 +598,18 @@ impl StoreData {
             Command::Other => catalog::entry(call).is_none_or(|e| e.mutates),
         };
         let result = if read_only {
-            Err(CapError::Denied(
-                "only ADD and DEL may change the kernel".into(),
-            ))
+            Err(CapError::denied(match caps.command {
+                Command::Gc => "a GC may only release IPAM reservations and run its \
+                                delegates' GC, not change the kernel (a wasmcni invariant)"
+                    .to_owned(),
+                _ => format!(
+                    "a {} may not change the kernel: only ADD and DEL may (a wasmcni invariant)",
+                    match caps.cni_command.as_str() {
+                        c @ ("CHECK" | "STATUS" | "VERSION") => c,
+                        _ => "command other than ADD and DEL",
+                    }
+                ),
+            }))
         } else {
             f(caps)
         };
@@ -565,6 +617,9 @@ impl StoreData {
             Ok(_) => Outcome::Ok,
             Err(e) => e.outcome(),
         };
+        if let Err(CapError::Denied(d)) = &result {
+            caps.note_denial(format!("{call}: {}", d.reason));
+        }
         caps.audit.record(call, &args, &outcome);
         result
     }

@@ -40,9 +40,10 @@ impl Host for StoreData {
     fn host(&mut self) -> Result<Resource<NsHandle>, CapError> {
         self.cap("netns.host", json!({}), |c| {
             if c.grant.host.is_none() {
-                return Err(CapError::Denied(
-                    "the policy grants nothing in the host namespace".into(),
-                ));
+                return Err(CapError::denied(format!(
+                    "{} is absent: no authority in the host namespace",
+                    c.entry_field("host")
+                )));
             }
             if c.host.is_none() {
                 let ns = NetNs::open_host().map_err(|_| CapError::Code(ErrorCode::Other))?;

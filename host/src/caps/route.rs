@@ -125,20 +125,23 @@ impl Ctx {
         self.require(kind, |g| g.routes, "routes")?;
         if kind == Kind::Host {
             if spec.table != MAIN_TABLE {
-                return Err(CapError::Denied(format!(
-                    "host routes only in the main table, not table {}",
+                return Err(CapError::denied(format!(
+                    "host routes only in the main table, not table {} (a wasmcni invariant)",
                     spec.table
                 )));
             }
             if !self.ns_grant(kind).covers(spec.dst, spec.dst_len) {
-                return Err(CapError::Denied(format!(
-                    "host route to {}/{} lies in none of the grant's `prefixes`",
-                    spec.dst, spec.dst_len
+                return Err(CapError::denied(format!(
+                    "host route to {}/{} lies in none of {}",
+                    spec.dst,
+                    spec.dst_len,
+                    self.grant_field(kind, "prefixes")
                 )));
             }
             let Some(oif) = spec.oif else {
-                return Err(CapError::Denied(
-                    "a host route must name its output link (one the plugin may modify)".into(),
+                return Err(CapError::denied(
+                    "a host route must name its output link, one the plugin may modify (a \
+                     wasmcni invariant)",
                 ));
             };
             let l = self.link(kind, oif)?;
@@ -148,10 +151,14 @@ impl Ctx {
             let dst = ipnet::IpNet::new(spec.dst, spec.dst_len)
                 .map_err(|_| CapError::Code(super::ErrorCode::InvalidArgument))?;
             if let Some((other, holder)) = self.foreign_reservation_in(dst)? {
-                return Err(CapError::Denied(format!(
-                    "host route to {}/{} covers {other}, reserved for another attachment ({} {})",
-                    spec.dst, spec.dst_len, holder.container_id, holder.ifname
-                )));
+                return Err(CapError::denied_with(
+                    format!(
+                        "host route to {}/{} covers an address reserved for another attachment \
+                         in the network's IPAM state (a wasmcni invariant)",
+                        spec.dst, spec.dst_len
+                    ),
+                    format!("{other}: {} {}", holder.container_id, holder.ifname),
+                ));
             }
         }
         Ok(())
@@ -162,10 +169,9 @@ impl Ctx {
     /// created (its protocol) through a link the plugin may modify.
     fn replaceable(&mut self, kind: Kind, msg: &RouteMessage) -> Result<RouteSpec, CapError> {
         let Some(spec) = RouteSpec::from_message(msg) else {
-            return Err(CapError::Denied(
+            return Err(CapError::denied(
                 "the route in the way is not a plain unicast route (local, multipath, \
-                 nexthop, ...) and could not be restored"
-                    .into(),
+                 nexthop, ...) and could not be restored (a wasmcni invariant)",
             ));
         };
         if kind == Kind::Host {
@@ -178,9 +184,9 @@ impl Ctx {
                     None => false,
                 };
             if !ours {
-                return Err(CapError::Denied(format!(
+                return Err(CapError::denied(format!(
                     "host route {}/{} (table {}) was not created by wasmcni through a link \
-                     the plugin may modify",
+                     the plugin may modify (a wasmcni invariant)",
                     spec.dst, spec.dst_len, spec.table
                 )));
             }

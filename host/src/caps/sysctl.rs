@@ -61,9 +61,9 @@ impl Ctx {
             return Err(ErrorCode::InvalidArgument.into());
         }
         if !self.ns_grant(kind).names_sysctl(key) {
-            return Err(CapError::Denied(format!(
-                "sysctl {key} matches no `sysctls` pattern of the {} namespace grant",
-                super::kind_name(kind)
+            return Err(CapError::denied(format!(
+                "sysctl {key} matches none of {}",
+                self.grant_field(kind, "sysctls")
             )));
         }
         if kind == Kind::Host {
@@ -77,8 +77,10 @@ impl Ctx {
                     .iter()
                     .any(|p| p.0.contains(&literal) && p.matches(key))
                 {
-                    return Err(CapError::Denied(format!(
-                        "host sysctl {key} applies to every link; no `sysctls` pattern names `{x}` literally"
+                    return Err(CapError::denied(format!(
+                        "host sysctl {key} applies to every link, and none of {} names `{x}` \
+                         literally",
+                        self.grant_field(kind, "sysctls")
                     )));
                 }
             }
@@ -223,8 +225,9 @@ impl Host for StoreData {
                 return Ok(());
             }
             if shared {
-                return Err(CapError::Denied(format!(
-                    "{key} belongs to a bridge the network's attachments share: it may not change"
+                return Err(CapError::denied(format!(
+                    "{key} belongs to a bridge the network's attachments share: it may not \
+                     change (a wasmcni invariant)"
                 )));
             }
             c.sysctl_write(kind, &key, old, &value)

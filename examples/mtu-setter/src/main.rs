@@ -1,0 +1,145 @@
+//! `mtu-setter`: a chained CNI plugin that sets the MTU of the container's
+//! interface, as a third-party author writes one against guest-sdk.
+//!
+//! It runs after a plugin that made the interface (bridge, ptp, ...):
+//!
+//! ```json
+//! {"cniVersion": "1.0.0", "name": "net", "plugins": [
+//!   {"type": "bridge", ...},
+//!   {"type": "mtu-setter", "mtu": 1400}]}
+//! ```
+//!
+//! ADD finds the container interface (`CNI_IFNAME`) in `prevResult`, sets
+//! its MTU and returns `prevResult` (with the interface's `mtu` filled in).
+//! CHECK verifies the MTU; DEL has nothing to undo (the interface goes
+//! with the plugin that made it).
+//!
+//! Policy: `read` and `modify` in the container namespace (policy.json).
+
+use guest_sdk::cni::{CniResult, Error, NetConf};
+use guest_sdk::net::Netns;
+use guest_sdk::skel::{self, Invocation, Plugin};
+use serde::Deserialize;
+
+/// The plugin's own key in the network config.
+#[derive(Debug, Deserialize)]
+struct Conf {
+    /// The MTU to set.
+    mtu: u32,
+}
+
+/// The smallest MTU IPv4 allows (RFC 791) and the largest Linux takes.
+const MTU_RANGE: std::ops::RangeInclusive<u32> = 68..=65535;
+
+/// Parses and checks the plugin's config: pure, unit-tested natively.
+fn parse(conf: &NetConf) -> Result<Conf, Error> {
+    let c: Conf = conf.plugin_config()?;
+    if !MTU_RANGE.contains(&c.mtu) {
+        return Err(Error::invalid_config(format!(
+            "mtu {} is out of range {}..={}",
+            c.mtu,
+            MTU_RANGE.start(),
+            MTU_RANGE.end()
+        )));
+    }
+    Ok(c)
+}
+
+/// The index in `prev.interfaces` of the container interface `ifname`.
+fn container_interface(prev: &CniResult, ifname: &str) -> Result<usize, Error> {
+    prev.interfaces
+        .iter()
+        .position(|i| i.name == ifname && !i.sandbox.is_empty())
+        .ok_or_else(|| {
+            Error::invalid_config(format!(
+                "prevResult has no container interface {ifname:?}: run mtu-setter after the \
+                 plugin that creates it"
+            ))
+        })
+}
+
+/// `prevResult`, which a chained plugin must have.
+fn prev_result(inv: &Invocation) -> Result<CniResult, Error> {
+    inv.prev_result()?
+        .ok_or_else(|| Error::invalid_config("mtu-setter is a chained plugin: no prevResult"))
+}
+
+struct MtuSetter;
+
+impl Plugin for MtuSetter {
+    fn add(&self, inv: &Invocation) -> Result<CniResult, Error> {
+        let conf = parse(&inv.conf)?;
+        let mut prev = prev_result(inv)?;
+        let i = container_interface(&prev, &inv.env.ifname)?;
+        let ns = Netns::container()?;
+        let link = ns.link(&prev.interfaces[i].name)?;
+        ns.set_mtu(link.index, conf.mtu)?;
+        prev.interfaces[i].mtu = Some(conf.mtu);
+        Ok(prev)
+    }
+
+    fn check(&self, inv: &Invocation) -> Result<(), Error> {
+        let conf = parse(&inv.conf)?;
+        let prev = prev_result(inv)?;
+        let i = container_interface(&prev, &inv.env.ifname)?;
+        let link = Netns::container()?.link(&prev.interfaces[i].name)?;
+        if link.mtu != conf.mtu {
+            return Err(Error::internal(format!(
+                "{:?} has MTU {}, expected {}",
+                link.name, link.mtu, conf.mtu
+            )));
+        }
+        Ok(())
+    }
+
+    fn del(&self, _inv: &Invocation) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+fn main() {
+    skel::run(MtuSetter, "mtu-setter: sets the MTU of the container interface");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conf(json: &str) -> NetConf {
+        NetConf::parse(json.as_bytes()).expect("network config")
+    }
+
+    #[test]
+    fn the_mtu_is_read_and_checked() {
+        let c = conf(r#"{"cniVersion":"1.0.0","name":"n","type":"mtu-setter","mtu":1400}"#);
+        assert_eq!(parse(&c).unwrap().mtu, 1400);
+        for bad in [r#""mtu":67"#, r#""mtu":70000"#, r#""mtu":"big""#, r#""other":1"#] {
+            let c = conf(&format!(
+                r#"{{"cniVersion":"1.0.0","name":"n","type":"mtu-setter",{bad}}}"#
+            ));
+            let e = parse(&c).expect_err(bad);
+            assert_eq!(e.code, 7, "{bad}: {e:?}");
+            assert!(e.msg.contains("mtu"), "{bad}: {}", e.msg);
+        }
+    }
+
+    #[test]
+    fn the_container_interface_comes_from_prev_result() {
+        let c = conf(
+            r#"{"cniVersion":"1.0.0","name":"n","type":"mtu-setter","mtu":1400,
+                "prevResult":{"cniVersion":"1.0.0","interfaces":[
+                  {"name":"cni0"},{"name":"veth1"},{"name":"eth0","sandbox":"/run/netns/x"}]}}"#,
+        );
+        let prev = c.prev_result().unwrap().unwrap();
+        assert_eq!(container_interface(&prev, "eth0").unwrap(), 2);
+        assert!(container_interface(&prev, "veth1").is_err(), "a host interface");
+    }
+
+    /// Reaching a host call natively fails the test with a message (guest-sdk
+    /// stops it), not an abort.
+    #[test]
+    #[should_panic(expected = "`netns.container` is a call to the wasmcni host")]
+    fn host_calls_need_wasmcni() {
+        let _ = Netns::container();
+    }
+}

@@ -1,0 +1,363 @@
+//! `wasmcni new NAME`: a new plugin crate from the template in
+//! `templates/plugin/` (embedded in the binary).
+//!
+//! The crate is what a plugin author starts from: a `Cargo.toml` that
+//! depends on guest-sdk (by path) and is a workspace of its own,
+//! `.cargo/config.toml` that makes `wasm32-wasip2` the build target,
+//! `src/main.rs` (a chained plugin whose `main` is one call, with native
+//! unit tests of its config parsing), a starter policy entry
+//! (`policy.json`), a README with the commands, and a `.gitignore`.
+//!
+//! guest-sdk is found at `--sdk PATH`, else in the checkout this wasmcni
+//! was built from (`<checkout>/guest-sdk`, when it is still there); else
+//! `new` refuses and says to pass `--sdk`, rather than write a crate that
+//! cannot build.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// One file of the template: its path in the new crate and its text, in
+/// which `{{name}}` stands for the plugin name and `{{sdk}}` for the
+/// guest-sdk path as a TOML string.
+const TEMPLATE: &[(&str, &str)] = &[
+    (
+        "Cargo.toml",
+        include_str!("../../templates/plugin/Cargo.toml.in"),
+    ),
+    (
+        ".cargo/config.toml",
+        include_str!("../../templates/plugin/.cargo/config.toml.in"),
+    ),
+    (
+        "src/main.rs",
+        include_str!("../../templates/plugin/src/main.rs.in"),
+    ),
+    (
+        "policy.json",
+        include_str!("../../templates/plugin/policy.json.in"),
+    ),
+    (
+        "README.md",
+        include_str!("../../templates/plugin/README.md.in"),
+    ),
+    (
+        ".gitignore",
+        include_str!("../../templates/plugin/gitignore.in"),
+    ),
+];
+
+/// Names Cargo refuses for a package, or that would shadow a crate every
+/// build links (`cargo new` refuses them too), and wasmcni's own name.
+const RESERVED: &[&str] = &[
+    "alloc",
+    "core",
+    "proc-macro",
+    "proc_macro",
+    "std",
+    "test",
+    "wasmcni",
+];
+
+/// Rust keywords, which Cargo refuses as package names.
+const KEYWORDS: &[&str] = &[
+    "abstract", "as", "async", "await", "become", "box", "break", "const", "continue", "crate",
+    "do", "dyn", "else", "enum", "extern", "false", "final", "fn", "for", "gen", "if", "impl",
+    "in", "let", "loop", "macro", "match", "mod", "move", "mut", "override", "priv", "pub", "ref",
+    "return", "self", "static", "struct", "super", "trait", "true", "try", "type", "typeof",
+    "unsafe", "unsized", "use", "virtual", "where", "while", "yield",
+];
+
+/// Why a plugin crate could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ScaffoldError {
+    /// The name cannot be a plugin's or a Cargo package's.
+    #[error("invalid plugin name {name:?}: {why}")]
+    InvalidName {
+        /// The name given.
+        name: String,
+        /// Which rule it breaks.
+        why: String,
+    },
+    /// The target directory exists and has files in it.
+    #[error("{}: exists and is not empty; choose another --dir", .0.display())]
+    NotEmpty(PathBuf),
+    /// guest-sdk was not found.
+    #[error("{0}")]
+    NoSdk(String),
+    /// A file could not be written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// What `new` made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scaffold {
+    /// The crate's directory.
+    pub dir: PathBuf,
+    /// The guest-sdk directory its `Cargo.toml` depends on.
+    pub sdk: PathBuf,
+    /// The files written, relative to `dir`.
+    pub files: Vec<&'static str>,
+}
+
+/// Checks that `name` can be both a plugin name
+/// ([`valid_name`](crate::plugins::valid_name), the name runtimes call it
+/// by) and a Cargo package name (whose binary is `NAME.wasm`), and is not
+/// a standard plugin's.
+pub fn check_name(name: &str) -> Result<(), ScaffoldError> {
+    let bad = |why: &str| {
+        Err(ScaffoldError::InvalidName {
+            name: name.to_owned(),
+            why: why.to_owned(),
+        })
+    };
+    if !crate::plugins::valid_name(name) {
+        return bad("a plugin name is 1 to 64 of [A-Za-z0-9_.-], not starting with `.`");
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        return bad("a Cargo package name has only [A-Za-z0-9_-] (no `.`)");
+    }
+    if !name.as_bytes()[0].is_ascii_alphabetic() {
+        return bad("it must start with a letter");
+    }
+    if RESERVED.contains(&name) || KEYWORDS.contains(&name) {
+        return bad("Cargo or wasmcni reserves it");
+    }
+    if crate::plugins::bundled().any(|p| p.name() == name) {
+        return bad("a standard plugin has it");
+    }
+    Ok(())
+}
+
+/// The guest-sdk of the checkout this binary was built from, if it is
+/// still there.
+pub fn default_sdk() -> Option<PathBuf> {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk");
+    is_sdk(&d).then_some(d)
+}
+
+/// Whether `dir` holds the guest-sdk crate.
+fn is_sdk(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("Cargo.toml"))
+        .is_ok_and(|t| t.lines().any(|l| l.trim() == r#"name = "guest-sdk""#))
+}
+
+/// `s` as a TOML basic string.
+fn toml_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// The text of each template file for plugin `name` and guest-sdk `sdk`.
+pub fn render(name: &str, sdk: &Path) -> Vec<(&'static str, String)> {
+    let sdk = toml_string(&sdk.to_string_lossy());
+    TEMPLATE
+        .iter()
+        .map(|(path, text)| {
+            (
+                *path,
+                text.replace("{{name}}", name).replace("{{sdk}}", &sdk),
+            )
+        })
+        .collect()
+}
+
+/// Makes plugin crate `name` in `dir` (default `./NAME`), depending on the
+/// guest-sdk at `sdk` (default [`default_sdk`]). Refuses an invalid name,
+/// a directory that exists and is not empty, and writes no file over
+/// another (each is created exclusively).
+pub fn new(name: &str, dir: Option<&Path>, sdk: Option<&Path>) -> Result<Scaffold, ScaffoldError> {
+    check_name(name)?;
+    let dir = dir.map_or_else(|| PathBuf::from(name), Path::to_owned);
+    let sdk = match sdk {
+        Some(s) if is_sdk(s) => s.to_owned(),
+        Some(s) => {
+            return Err(ScaffoldError::NoSdk(format!(
+                "--sdk {}: no guest-sdk crate there (its Cargo.toml must say name = \"guest-sdk\"); \
+                 give the guest-sdk/ directory of a wasmcni checkout",
+                s.display()
+            )))
+        }
+        None => default_sdk().ok_or_else(|| {
+            ScaffoldError::NoSdk(format!(
+                "where is guest-sdk? this wasmcni was built from {}, which has no guest-sdk/ \
+                 now; pass --sdk PATH (the guest-sdk/ directory of a wasmcni checkout)",
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .parent()
+                    .unwrap_or(Path::new("/"))
+                    .display()
+            ))
+        })?,
+    };
+    let io = |path: &Path| {
+        let path = path.to_owned();
+        move |source| ScaffoldError::Io { path, source }
+    };
+    let sdk = std::fs::canonicalize(&sdk).map_err(io(&sdk))?;
+    match std::fs::read_dir(&dir) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                return Err(ScaffoldError::NotEmpty(dir));
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io(&dir)(e)),
+    }
+    let mut files = Vec::new();
+    for (path, text) in render(name, &sdk) {
+        let file = dir.join(path);
+        if let Some(parent) = file.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&file)
+            .and_then(|mut f| f.write_all(text.as_bytes()))
+            .map_err(io(&file))?;
+        files.push(path);
+    }
+    Ok(Scaffold { dir, sdk, files })
+}
+
+/// `wasmcni new`: makes the crate and prints what to do next.
+pub fn run(name: &str, dir: Option<&Path>, sdk: Option<&Path>) -> anyhow::Result<()> {
+    let s = new(name, dir, sdk)?;
+    println!(
+        "created plugin crate {name} in {} (guest-sdk: {})",
+        s.dir.display(),
+        s.sdk.display()
+    );
+    for f in &s.files {
+        println!("  {f}");
+    }
+    println!(
+        "next:\n  cd {dir}\n  cargo test --target host-tuple   # unit tests, natively\n  \
+         cargo build --release            # target/wasm32-wasip2/release/{name}.wasm\n  \
+         sudo wasmcni try target/wasm32-wasip2/release/{name}.wasm --config CONF.json",
+        dir = s.dir.display()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sdk() -> PathBuf {
+        default_sdk().expect("tests run in the checkout, which has guest-sdk/")
+    }
+
+    #[test]
+    fn names_must_suit_both_cni_and_cargo() {
+        for good in ["mtu-setter", "my_plugin2", "X"] {
+            check_name(good).unwrap_or_else(|e| panic!("{good}: {e}"));
+        }
+        for (bad, why) in [
+            ("", "plugin name"),
+            ("../evil", "plugin name"),
+            (".hidden", "plugin name"),
+            ("a/b", "plugin name"),
+            (&"a".repeat(65), "plugin name"),
+            ("my.plugin", "no `.`"),
+            ("2fast", "start with a letter"),
+            ("-x", "start with a letter"),
+            ("test", "reserves"),
+            ("fn", "reserves"),
+            ("wasmcni", "reserves"),
+            ("bridge", "standard plugin"),
+        ] {
+            let e = check_name(bad).expect_err(bad).to_string();
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn the_template_is_rendered_whole() {
+        let files = render("my-plugin", Path::new("/opt/wasm \"cni\"/guest-sdk"));
+        let paths: Vec<&str> = files.iter().map(|(p, _)| *p).collect();
+        assert_eq!(
+            paths,
+            [
+                "Cargo.toml",
+                ".cargo/config.toml",
+                "src/main.rs",
+                "policy.json",
+                "README.md",
+                ".gitignore"
+            ]
+        );
+        for (path, text) in &files {
+            assert!(!text.contains("{{"), "{path}: a placeholder is left");
+        }
+        let cargo = &files[0].1;
+        assert!(cargo.contains(r#"name = "my-plugin""#), "{cargo}");
+        assert!(
+            cargo.contains(r#"guest-sdk = { path = "/opt/wasm \"cni\"/guest-sdk" }"#),
+            "{cargo}"
+        );
+        assert!(files[1].1.contains(r#"target = "wasm32-wasip2""#));
+        let main = &files[2].1;
+        assert!(main.contains("skel::run(Main,"), "main is one call");
+        assert!(main.contains("#[cfg(test)]"), "it has tests");
+        // The starter entry is a valid policy that names the plugin and
+        // grants it only the container namespace.
+        let policy = crate::policy::Policy::parse(&files[3].1, "policy.json").expect("policy");
+        let entry = &policy.plugins["my-plugin"];
+        assert!(entry.container.read && entry.container.modify);
+        assert!(entry.host.is_none() && entry.delegates.is_empty());
+        assert!(entry.ipam_roots.is_empty() && entry.container.create.is_empty());
+    }
+
+    #[test]
+    fn new_writes_the_crate_and_refuses_to_overwrite() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("p");
+        let s = new("my-plugin", Some(&dir), Some(&sdk())).expect("new");
+        assert_eq!(s.dir, dir);
+        assert!(s.sdk.is_absolute());
+        for f in &s.files {
+            assert!(dir.join(f).is_file(), "{f}");
+        }
+        let cargo = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        assert!(cargo.contains(&toml_string(&s.sdk.to_string_lossy())), "{cargo}");
+        // Again: the directory is not empty now; nothing is touched.
+        std::fs::write(dir.join("src/main.rs"), "mine").unwrap();
+        let e = new("my-plugin", Some(&dir), Some(&sdk())).unwrap_err();
+        assert!(matches!(e, ScaffoldError::NotEmpty(_)), "{e}");
+        assert_eq!(std::fs::read_to_string(dir.join("src/main.rs")).unwrap(), "mine");
+        // An empty directory is fine.
+        let empty = tmp.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        new("other", Some(&empty), Some(&sdk())).expect("into an empty dir");
+    }
+
+    #[test]
+    fn a_wrong_sdk_path_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let e = new("x1", Some(&tmp.path().join("x1")), Some(tmp.path())).unwrap_err();
+        assert!(matches!(e, ScaffoldError::NoSdk(_)), "{e}");
+        assert!(e.to_string().contains("--sdk"), "{e}");
+        assert!(!tmp.path().join("x1").exists(), "nothing written");
+        let e = new("x.1", None, Some(&sdk())).unwrap_err();
+        assert!(matches!(e, ScaffoldError::InvalidName { .. }), "{e}");
+    }
+}

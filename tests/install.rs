@@ -1,0 +1,913 @@
+//! `wasmcni install` as a node operator uses it: a third-party plugin
+//! installed beside the standard ones (link, plugin file, pinned policy
+//! entry, precompiled artifact) and run through the real libcni in a chain
+//! after a standard plugin; its pin renewed when it is rebuilt (issue 11,
+//! friction 5); and the node installer image (deploy/) run with podman as
+//! its DaemonSet runs it, then libcni against what it installed.
+//!
+//! Everything lives in a private directory under target/; the "node" of
+//! the image test is such a directory too, bind-mounted where the
+//! DaemonSet mounts the node's paths.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use support::cni::Call;
+use support::{Invoke, Netns};
+
+fn sha256(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// Everything under `root` that a run could change: for each path, its
+/// kind, inode, size, modification and change times (ns) and link target.
+/// Equal snapshots: nothing was written, replaced, renamed or chmod'ed.
+fn tree(root: &Path) -> BTreeMap<PathBuf, String> {
+    let mut out = BTreeMap::new();
+    let mut todo = vec![root.to_owned()];
+    while let Some(dir) = todo.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            let m = std::fs::symlink_metadata(&path).unwrap();
+            let link = std::fs::read_link(&path).ok();
+            out.insert(
+                path.strip_prefix(root).unwrap().to_owned(),
+                format!(
+                    "{:?} ino={} size={} mtime={}.{} ctime={}.{} mode={:o} -> {link:?}",
+                    m.file_type(),
+                    m.ino(),
+                    m.size(),
+                    m.mtime(),
+                    m.mtime_nsec(),
+                    m.ctime(),
+                    m.ctime_nsec(),
+                    m.mode()
+                ),
+            );
+            if m.is_dir() {
+                todo.push(path);
+            }
+        }
+    }
+    out
+}
+
+fn assert_unchanged(before: &BTreeMap<PathBuf, String>, after: &BTreeMap<PathBuf, String>) {
+    let keys: std::collections::BTreeSet<&PathBuf> = before.keys().chain(after.keys()).collect();
+    let diff: Vec<String> = keys
+        .into_iter()
+        .filter(|k| before.get(*k) != after.get(*k))
+        .map(|k| format!("{k:?}: {:?} -> {:?}", before.get(k), after.get(k)))
+        .collect();
+    assert!(diff.is_empty(), "changed:\n{}", diff.join("\n"));
+}
+
+/// The artifacts in a cache dir.
+fn artifacts(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".cwasm"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The standard plugins (`wasmcni list`: NAME ORIGIN ...).
+fn standard_plugins() -> Vec<String> {
+    let out = Command::new(support::wasmcni())
+        .arg("list")
+        .env_clear()
+        .output()
+        .unwrap();
+    let names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut cols = l.split_whitespace();
+            let name = cols.next()?;
+            (cols.next()? == "bundled").then(|| name.to_owned())
+        })
+        .collect();
+    assert!(names.iter().any(|n| n == "loopback"), "{}", text(&out));
+    names
+}
+
+/// A "rebuild" of a component: the same component with a custom section
+/// appended (valid, different bytes, a different sha256).
+fn rebuilt(wasm: &[u8], tag: &str) -> Vec<u8> {
+    let name = b"rebuild";
+    let mut section = vec![name.len() as u8];
+    section.extend_from_slice(name);
+    section.extend_from_slice(tag.as_bytes());
+    assert!(section.len() < 128);
+    let mut out = wasm.to_vec();
+    out.push(0);
+    out.push(section.len() as u8);
+    out.extend(section);
+    out
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "status {}\nstdout:\n{}\nstderr:\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// A node directory for the plugin-install test: bin dir, plugin dir,
+/// policy dir, policy file, audit and state, all private.
+struct Node {
+    dir: tempfile::TempDir,
+}
+
+impl Node {
+    fn new() -> Node {
+        let dir = support::private_tempdir();
+        let n = Node { dir };
+        std::fs::create_dir(n.path("src")).unwrap();
+        // The wasmcni this node installs from: a copy, so one rebuilt by a
+        // concurrent `cargo build` cannot change under the test.
+        std::fs::create_dir(n.path("tool")).unwrap();
+        std::fs::copy(support::wasmcni(), n.path("tool/wasmcni")).unwrap();
+        // An empty policy file: the machine's own (if any) plays no part.
+        std::fs::write(n.path("policy.json"), r#"{"plugins":{}}"#).unwrap();
+        std::fs::write(
+            n.path("src/entry.json"),
+            json!({"container": {"read": true, "modify": true}}).to_string(),
+        )
+        .unwrap();
+        n
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p)
+    }
+
+    /// `wasmcni install bin --plugin-dir plugins --policy-dir policy.d ARGS`,
+    /// with a clean environment.
+    fn install(&self, args: &[&str]) -> Output {
+        Command::new(self.path("tool/wasmcni"))
+            .arg("install")
+            .arg(self.path("bin"))
+            .arg("--plugin-dir")
+            .arg(self.path("plugins"))
+            .arg("--policy-dir")
+            .arg(self.path("policy.d"))
+            .args(args)
+            .env_clear()
+            .current_dir(self.dir.path())
+            .output()
+            .unwrap()
+    }
+
+    /// What the node's runtime would give a plugin: where to find
+    /// third-party plugins and policy, and where to audit.
+    fn env(&self) -> Vec<(String, String)> {
+        [
+            ("WASMCNI_PLUGIN_DIR", "plugins"),
+            ("WASMCNI_POLICY_DIR", "policy.d"),
+            ("WASMCNI_POLICY", "policy.json"),
+            ("WASMCNI_AUDIT", "audit.jsonl"),
+            ("WASMCNI_STATE_DIR", "state"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), self.path(v).display().to_string()))
+        .collect()
+    }
+
+    /// ADD of `plugin` through its link in the bin dir, in `ns`.
+    fn add(&self, plugin: &str, ns: &Netns) -> support::Run {
+        let conf = format!(r#"{{"cniVersion":"1.0.0","name":"lo-net","type":"{plugin}"}}"#);
+        let mut inv =
+            Invoke::exe(self.path("bin").join(plugin), conf.as_bytes()).cni("ADD", &ns.path, "lo");
+        for (k, v) in self.env() {
+            inv = inv.env(&k, v);
+        }
+        inv.run()
+    }
+
+    fn entry(&self) -> Value {
+        serde_json::from_slice(&std::fs::read(self.path("policy.d/myplugin.json")).unwrap())
+            .unwrap()
+    }
+}
+
+#[test]
+fn a_third_party_plugin_installs_beside_the_standard_ones_and_runs_in_a_libcni_chain() {
+    support::require_root();
+    let node = Node::new();
+    // The plugin: a copy of the loopback component, under a name of its own.
+    let wasm = std::fs::read(support::fixture("loopback")).unwrap();
+    std::fs::write(node.path("src/myplugin.wasm"), &wasm).unwrap();
+    let sha = sha256(&wasm);
+
+    let out = node.install(&[
+        "--plugin",
+        "src/myplugin.wasm",
+        "--policy",
+        "src/entry.json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let bin = node.path("bin");
+    assert_eq!(
+        std::fs::read_link(bin.join("myplugin")).unwrap(),
+        Path::new("wasmcni")
+    );
+    assert_eq!(
+        std::fs::read_link(bin.join("loopback")).unwrap(),
+        Path::new("wasmcni")
+    );
+    assert_eq!(
+        std::fs::read(node.path("plugins/myplugin.wasm")).unwrap(),
+        wasm
+    );
+    let entry = node.entry();
+    assert_eq!(entry["sha256"], sha.as_str(), "{entry}");
+    assert_eq!(entry["container"]["modify"], true, "{entry}");
+    let arts = artifacts(&bin.join(".wasmcni-cache"));
+    assert!(
+        arts.iter()
+            .any(|a| a.starts_with(&format!("myplugin-{}-", &sha[..16]))),
+        "no artifact for myplugin: {arts:?}"
+    );
+    assert_eq!(arts.len(), standard_plugins().len() + 1, "{arts:?}");
+    for (dir, file) in [("plugins", "myplugin.wasm"), ("policy.d", "myplugin.json")] {
+        let record = std::fs::read_to_string(node.path(dir).join(".wasmcni-owned")).unwrap();
+        let bytes = std::fs::read(node.path(dir).join(file)).unwrap();
+        assert_eq!(record, format!("{}  {file}\n", sha256(&bytes)), "{dir}");
+    }
+
+    // Idempotent: the same command again, and a plain install of the bin
+    // dir (which keeps the third-party artifact), change nothing.
+    let before = tree(node.dir.path());
+    let out = node.install(&[
+        "--plugin",
+        "src/myplugin.wasm",
+        "--policy",
+        "src/entry.json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("myplugin.json: unchanged"),
+        "{}",
+        text(&out)
+    );
+    let out = node.install(&[]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_unchanged(&before, &tree(node.dir.path()));
+
+    // The link runs it, from the artifact install compiled (none added).
+    let ns = Netns::new("inst");
+    let r = node.add("myplugin", &ns);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(ns.lo_up());
+    assert_eq!(artifacts(&bin.join(".wasmcni-cache")), arts);
+
+    // Through the real libcni: a standard plugin, then the installed one.
+    let netnode = Netns::new("instn");
+    let ctr = Netns::new("instc");
+    let conflist = node.path("chain.conflist");
+    std::fs::write(
+        &conflist,
+        json!({"cniVersion": "1.0.0", "name": "chain",
+               "plugins": [{"type": "loopback"}, {"type": "myplugin"}]})
+        .to_string(),
+    )
+    .unwrap();
+    let env = node.env();
+    let call = |cmd: &str| {
+        Call {
+            node: &netnode,
+            bin: &bin,
+            cmd,
+            conflist: &conflist,
+            netns: &ctr.path,
+            cid: "inst0",
+            ifname: "lo",
+            cache: &node.path("libcni"),
+            args: "",
+            capargs: "",
+            env: &env,
+        }
+        .run()
+    };
+    let add = call("add");
+    assert_eq!(add.code, 0, "{add:?}");
+    assert!(ctr.lo_up());
+    assert_eq!(add.json()["interfaces"][0]["name"], "lo", "{add:?}");
+    let audit = std::fs::read_to_string(node.path("audit.jsonl")).unwrap();
+    assert!(
+        audit.lines().any(|l| l.contains("\"plugin\":\"myplugin\"")
+            && l.contains("\"container_id\":\"inst0\"")
+            && l.contains(&sha)),
+        "myplugin ran in the chain: {audit}"
+    );
+    let check = call("check");
+    assert_eq!(check.code, 0, "{check:?}");
+    let del = call("del");
+    assert_eq!(del.code, 0, "{del:?}");
+    assert!(!ctr.lo_up());
+}
+
+/// Friction 5: a rebuilt plugin is re-pinned by install, but only in an
+/// entry install wrote; someone else's entry is left alone, loudly.
+#[test]
+fn a_rebuilt_plugin_is_re_pinned_only_where_install_owns_the_entry() {
+    support::require_root();
+    let node = Node::new();
+    let wasm = std::fs::read(support::fixture("loopback")).unwrap();
+    std::fs::write(node.path("src/myplugin.wasm"), &wasm).unwrap();
+    let out = node.install(&[
+        "--plugin",
+        "src/myplugin.wasm",
+        "--policy",
+        "src/entry.json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    // Rebuilt, installed again without --policy: the entry install wrote
+    // follows the new build, and the plugin runs.
+    let v2 = rebuilt(&wasm, "v2");
+    std::fs::write(node.path("src/myplugin.wasm"), &v2).unwrap();
+    let out = node.install(&["--plugin", "src/myplugin.wasm"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("re-pinned"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(node.entry()["sha256"], sha256(&v2).as_str());
+    assert_eq!(
+        std::fs::read(node.path("plugins/myplugin.wasm")).unwrap(),
+        v2
+    );
+    let ns = Netns::new("repin");
+    let r = node.add("myplugin", &ns);
+    assert_eq!(r.code, 0, "{r:?}");
+
+    // The operator edits the entry: it is theirs now. The next rebuild is
+    // installed, but the entry is not touched, and install says the
+    // plugin will be refused — which it is.
+    let mut mine = node.entry();
+    mine["deadline-ms"] = json!(5000);
+    let mine = serde_json::to_vec_pretty(&mine).unwrap();
+    std::fs::write(node.path("policy.d/myplugin.json"), &mine).unwrap();
+    let v3 = rebuilt(&wasm, "v3");
+    std::fs::write(node.path("src/myplugin.wasm"), &v3).unwrap();
+    let out = node.install(&["--plugin", "src/myplugin.wasm"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("will REFUSE to run it"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        std::fs::read(node.path("policy.d/myplugin.json")).unwrap(),
+        mine
+    );
+    let r = node.add("myplugin", &ns);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains(&sha256(&v3)), "{r:?}");
+
+    // --policy does not replace their entry either, and nothing changes...
+    let before = tree(node.dir.path());
+    let out = node.install(&[
+        "--plugin",
+        "src/myplugin.wasm",
+        "--policy",
+        "src/entry.json",
+    ]);
+    assert!(!out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("refusing") && err.contains("myplugin.json"),
+        "{}",
+        text(&out)
+    );
+    assert_unchanged(&before, &tree(node.dir.path()));
+    // ...unless told to.
+    let out = node.install(&[
+        "--plugin",
+        "src/myplugin.wasm",
+        "--policy",
+        "src/entry.json",
+        "--force",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(node.entry()["sha256"], sha256(&v3).as_str());
+    let r = node.add("myplugin", &ns);
+    assert_eq!(r.code, 0, "{r:?}");
+}
+
+#[test]
+fn install_refuses_what_it_cannot_or_must_not_install() {
+    support::require_root();
+    let node = Node::new();
+    let wasm = std::fs::read(support::fixture("loopback")).unwrap();
+    std::fs::write(node.path("src/myplugin.wasm"), &wasm).unwrap();
+    // A native build under a .wasm name (its first 64 KiB: the header is
+    // what tells).
+    let mut elf = vec![0; 64 << 10];
+    std::io::Read::read_exact(
+        &mut std::fs::File::open(support::wasmcni()).unwrap(),
+        &mut elf,
+    )
+    .unwrap();
+    std::fs::write(node.path("src/native.wasm"), &elf).unwrap();
+    std::fs::write(
+        node.path("src/bad-entry.json"),
+        r#"{"container":{"modfiy":true}}"#,
+    )
+    .unwrap();
+    std::fs::create_dir(node.path("plugins")).unwrap();
+    std::fs::write(node.path("plugins/theirs.wasm"), b"not ours").unwrap();
+    let out = node.install(&[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let before = tree(node.dir.path());
+    for (args, needle) in [
+        (
+            &["--plugin", "src/myplugin.wasm", "--name", "loopback"][..],
+            "standard plugin",
+        ),
+        (
+            &["--plugin", "src/myplugin.wasm", "--name", "../x"][..],
+            "invalid plugin name",
+        ),
+        (
+            &["--plugin", "src/native.wasm"][..],
+            "native ELF executable, not a WASI component: build the plugin with `cargo build --release --target wasm32-wasip2`",
+        ),
+        (&["--plugin", "src/missing.wasm"][..], "src/missing.wasm"),
+        (
+            &["--plugin", "src/myplugin.wasm", "--name", "theirs"][..],
+            "refusing to replace files that are not wasmcni's own (use --force)",
+        ),
+        (
+            &["--plugin", "src/myplugin.wasm", "--policy", "src/bad-entry.json"][..],
+            "modfiy",
+        ),
+        (&["--policy", "src/entry.json"][..], "--plugin"),
+    ] {
+        let out = node.install(args);
+        assert!(!out.status.success(), "{args:?}: {}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(needle),
+            "{args:?}: {}",
+            text(&out)
+        );
+        assert!(
+            !String::from_utf8_lossy(&out.stderr).contains("panicked"),
+            "{}",
+            text(&out)
+        );
+        // Checked before anything was changed.
+        assert_unchanged(&before, &tree(node.dir.path()));
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The node installer image, run as the DaemonSet runs it.
+
+const IMAGE: &str = "localhost/wasmcni-installer:test";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The container's arguments, as deploy/wasmcni-daemonset.yaml gives them.
+fn manifest_args() -> Vec<String> {
+    let text = std::fs::read_to_string(repo().join("deploy/wasmcni-daemonset.yaml")).unwrap();
+    let mut lines = text.lines().skip_while(|l| l.trim() != "args:").skip(1);
+    let mut args = Vec::new();
+    for l in lines.by_ref() {
+        let t = l.trim();
+        if t.starts_with('#') {
+            continue;
+        }
+        match t.strip_prefix("- ") {
+            Some(a) => args.push(a.to_owned()),
+            None => break,
+        }
+    }
+    assert!(
+        args.first().is_some_and(|a| a == "install") && args.len() > 5,
+        "args: {args:?}"
+    );
+    args
+}
+
+/// Builds the image (`make image-build`: the static musl release build and
+/// `podman build`, each a no-op when current); returns the seconds it took.
+fn build_image() -> f64 {
+    let t = std::time::Instant::now();
+    let out = Command::new("make")
+        .args(["--no-print-directory", "-C"])
+        .arg(repo())
+        .arg("image-build")
+        .arg(format!("IMAGE={IMAGE}"))
+        .output()
+        .expect("running make (apt-get install make)");
+    assert!(
+        out.status.success(),
+        "make image-build (needs `make setup`: the {} rustup target and musl-tools): {}",
+        "x86_64-unknown-linux-musl",
+        text(&out)
+    );
+    t.elapsed().as_secs_f64()
+}
+
+/// Gives the calling thread, and every process it starts, a mount
+/// namespace of its own in which podman's storage and state directories
+/// are empty tmpfs (as tests/podman/run.sh does): the image, containers
+/// and their state never touch the machine's, and vanish with the test.
+fn private_podman_state() {
+    use nix::mount::{mount, MsFlags};
+    nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNS | nix::sched::CloneFlags::CLONE_FS)
+        .expect("unshare(CLONE_NEWNS)");
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .expect("making / private in this mount namespace");
+    for d in [
+        "/var/lib/containers",
+        "/run/containers",
+        "/run/libpod",
+        "/var/lib/cni",
+        "/etc/cni/net.d",
+    ] {
+        std::fs::create_dir_all(d).unwrap();
+        mount(
+            Some("tmpfs"),
+            d,
+            Some("tmpfs"),
+            MsFlags::empty(),
+            None::<&str>,
+        )
+        .unwrap_or_else(|e| panic!("tmpfs on {d}: {e}"));
+    }
+}
+
+/// A container started by the test, removed when dropped.
+struct Container(String);
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = Command::new("podman").args(["rm", "-f", &self.0]).output();
+    }
+}
+
+/// The node and its configuration for the image test.
+struct ImageNode {
+    dir: tempfile::TempDir,
+}
+
+/// The DaemonSet's mounts: the node's paths under /host, the ConfigMaps
+/// under /config (deploy/wasmcni-daemonset.yaml), plus a third-party
+/// plugin (an optional ConfigMap in deploy/README.md).
+const MOUNTS: &[(&str, &str, bool)] = &[
+    ("host/opt/cni/bin", "/host/opt/cni/bin", false),
+    ("host/etc/cni/net.d", "/host/etc/cni/net.d", false),
+    ("host/etc/wasmcni", "/host/etc/wasmcni", false),
+    ("host/opt/wasmcni", "/host/opt/wasmcni", false),
+    ("config/conflist", "/config/conflist", true),
+    ("config/policy", "/config/policy", true),
+    ("config/plugins", "/config/plugins", true),
+];
+
+const CONFLIST: &str = r#"{"cniVersion":"1.0.0","name":"wasmcni","plugins":[{"type":"loopback"},{"type":"myplugin"}]}"#;
+const POLICY: &str = r#"{"plugins":{"loopback":{"container":{"read":true,"modify":true}}}}"#;
+
+impl ImageNode {
+    fn new() -> ImageNode {
+        let n = ImageNode {
+            dir: support::private_tempdir(),
+        };
+        for (dir, _, _) in MOUNTS {
+            std::fs::create_dir_all(n.path(dir)).unwrap();
+        }
+        // A ConfigMap volume as the kubelet writes it: each key a symlink
+        // into the current `..data` directory.
+        let data = n.path("config/conflist/..data");
+        std::fs::create_dir(&data).unwrap();
+        std::fs::write(data.join("10-wasmcni.conflist"), CONFLIST).unwrap();
+        std::os::unix::fs::symlink(
+            "..data/10-wasmcni.conflist",
+            n.path("config/conflist/10-wasmcni.conflist"),
+        )
+        .unwrap();
+        std::fs::write(n.path("config/policy/policy.json"), POLICY).unwrap();
+        std::fs::copy(
+            support::fixture("loopback"),
+            n.path("config/plugins/myplugin.wasm"),
+        )
+        .unwrap();
+        std::fs::write(
+            n.path("config/plugins/myplugin.json"),
+            json!({"container": {"read": true, "modify": true}}).to_string(),
+        )
+        .unwrap();
+        n
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.dir.path().join(p)
+    }
+
+    /// `podman run` of the installer with the DaemonSet's security context
+    /// (not privileged, no capabilities, read-only root, uid 0), mounts
+    /// and arguments.
+    fn run(&self, detached: Option<&str>, sleep: bool) -> Output {
+        let mut c = Command::new("podman");
+        c.arg("run");
+        match detached {
+            Some(name) => c.args(["-d", "--name", name]),
+            None => c.arg("--rm"),
+        };
+        c.args([
+            "--network",
+            "none",
+            "--read-only",
+            "--cap-drop",
+            "all",
+            "--security-opt",
+            "no-new-privileges",
+            "--user",
+            "0:0",
+            "--pull",
+            "never",
+            "--runtime",
+            "runc",
+            // The machine's hard limits are below podman's defaults.
+            "--ulimit",
+            "nofile=1024:1024",
+            "--ulimit",
+            "nproc=1000:1000",
+        ]);
+        for (dir, at, ro) in MOUNTS {
+            c.arg("-v").arg(format!(
+                "{}:{at}{}",
+                self.path(dir).display(),
+                if *ro { ":ro" } else { "" }
+            ));
+        }
+        c.arg(IMAGE);
+        let args: Vec<String> = manifest_args()
+            .into_iter()
+            .filter(|a| sleep || a != "--then-sleep")
+            .collect();
+        c.args(args).args([
+            "--plugin=/config/plugins/myplugin.wasm",
+            "--policy=/config/plugins/myplugin.json",
+        ]);
+        c.output().expect("running podman")
+    }
+
+    fn host(&self) -> PathBuf {
+        self.path("host")
+    }
+}
+
+#[test]
+fn installer_image_installs_a_node_as_the_daemonset_runs_it() {
+    support::require_root();
+    assert!(
+        Command::new("podman")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success()),
+        "this test needs podman (apt-get install podman; `make setup` does)"
+    );
+    private_podman_state();
+    let secs = build_image();
+    eprintln!("installer image: make image-build took {secs:.1} s");
+    let manifest = std::fs::read_to_string(repo().join("deploy/wasmcni-daemonset.yaml")).unwrap();
+    for (_, at, _) in MOUNTS.iter().filter(|(d, _, _)| d.starts_with("host/")) {
+        assert!(
+            manifest.contains(&format!("mountPath: {at} }}")),
+            "the manifest mounts {at}"
+        );
+    }
+    let node = ImageNode::new();
+
+    // As a DaemonSet pod: install, then wait; SIGTERM ends it at once, 0.
+    let name = format!("wasmcni-install-test-{}", std::process::id());
+    let started = node.run(Some(&name), true);
+    assert!(started.status.success(), "{}", text(&started));
+    let _container = Container(name.clone());
+    let t = std::time::Instant::now();
+    let logs = loop {
+        let logs = Command::new("podman")
+            .args(["logs", &name])
+            .output()
+            .unwrap();
+        let all = text(&logs);
+        if all.contains("waiting for SIGTERM") {
+            break all;
+        }
+        let state = Command::new("podman")
+            .args(["inspect", "--format", "{{.State.Status}}", &name])
+            .output()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&state.stdout).trim() == "running",
+            "the installer stopped: {all}"
+        );
+        assert!(t.elapsed().as_secs() < 300, "installer timed out: {all}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    let t = std::time::Instant::now();
+    let stop = Command::new("podman")
+        .args(["stop", "-t", "30", &name])
+        .output()
+        .unwrap();
+    assert!(stop.status.success(), "{}", text(&stop));
+    assert!(
+        t.elapsed().as_secs() < 15,
+        "SIGTERM did not end the installer (killed after the grace period)"
+    );
+    let code = Command::new("podman")
+        .args(["inspect", "--format", "{{.State.ExitCode}}", &name])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&code.stdout).trim(), "0", "{logs}");
+
+    // What it installed, at the node's paths.
+    let host = node.host();
+    let bin = host.join("opt/cni/bin");
+    assert_eq!(
+        std::fs::read(bin.join("wasmcni")).unwrap(),
+        std::fs::read(repo().join("target/image/wasmcni")).unwrap(),
+        "the image's static wasmcni"
+    );
+    let mut plugins = standard_plugins();
+    plugins.push("myplugin".into());
+    for p in &plugins {
+        assert_eq!(
+            std::fs::read_link(bin.join(p)).unwrap(),
+            Path::new("wasmcni"),
+            "{p}"
+        );
+    }
+    let arts = artifacts(&bin.join(".wasmcni-cache"));
+    assert_eq!(arts.len(), plugins.len(), "{arts:?}");
+    assert_eq!(
+        std::fs::read_to_string(host.join("etc/cni/net.d/10-wasmcni.conflist")).unwrap(),
+        CONFLIST
+    );
+    assert_eq!(
+        std::fs::read_to_string(host.join("etc/wasmcni/policy.json")).unwrap(),
+        POLICY
+    );
+    let wasm = std::fs::read(support::fixture("loopback")).unwrap();
+    assert_eq!(
+        std::fs::read(host.join("opt/wasmcni/plugins/myplugin.wasm")).unwrap(),
+        wasm
+    );
+    let entry: Value = serde_json::from_slice(
+        &std::fs::read(host.join("etc/wasmcni/policy.d/myplugin.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(entry["sha256"], sha256(&wasm).as_str());
+
+    // A second run changes nothing.
+    let before = tree(&host);
+    let out = node.run(None, false);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_unchanged(&before, &tree(&host));
+
+    // A file it does not own (an operator's edit) is left alone, and the
+    // pod fails, naming it.
+    let conf = host.join("etc/cni/net.d/10-wasmcni.conflist");
+    let edited = CONFLIST.replace("\"wasmcni\"", "\"edited\"");
+    std::fs::write(&conf, &edited).unwrap();
+    let before = tree(&host);
+    let out = node.run(None, false);
+    assert!(!out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("refusing") && err.contains("/host/etc/cni/net.d/10-wasmcni.conflist"),
+        "{}",
+        text(&out)
+    );
+    assert_unchanged(&before, &tree(&host));
+    // Put back exactly as install wrote it, it is install's again.
+    std::fs::write(&conf, CONFLIST).unwrap();
+
+    // The node's runtime: libcni with the installed bin dir and conflist,
+    // wasmcni reading the node's plugin dir and policy (here under the
+    // node directory), and loading the artifacts the container compiled.
+    let env: Vec<(String, String)> = [
+        ("WASMCNI_PLUGIN_DIR", "opt/wasmcni/plugins"),
+        ("WASMCNI_POLICY", "etc/wasmcni/policy.json"),
+        ("WASMCNI_POLICY_DIR", "etc/wasmcni/policy.d"),
+        ("WASMCNI_AUDIT", "audit.jsonl"),
+        ("WASMCNI_STATE_DIR", "state"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), host.join(v).display().to_string()))
+    .collect();
+    let netnode = Netns::new("imgn");
+    let ctr = Netns::new("imgc");
+    let call = |cmd: &str| {
+        Call {
+            node: &netnode,
+            bin: &bin,
+            cmd,
+            conflist: &conf,
+            netns: &ctr.path,
+            cid: "img0",
+            ifname: "lo",
+            cache: &node.path("libcni"),
+            args: "",
+            capargs: "",
+            env: &env,
+        }
+        .run()
+    };
+    let add = call("add");
+    assert_eq!(add.code, 0, "{add:?}");
+    assert!(ctr.lo_up());
+    let audit = std::fs::read_to_string(host.join("audit.jsonl")).unwrap();
+    assert!(
+        audit.contains("\"plugin\":\"myplugin\""),
+        "myplugin ran: {audit}"
+    );
+    assert_eq!(call("check").code, 0);
+    let del = call("del");
+    assert_eq!(del.code, 0, "{del:?}");
+    assert!(!ctr.lo_up());
+    // Every plugin loaded from what the container precompiled.
+    assert_eq!(artifacts(&bin.join(".wasmcni-cache")), arts);
+}
+
+/// Installed where a run looks for policy (no --policy-dir): install says
+/// when the plugin would be refused or have no authority.
+#[test]
+fn install_warns_when_the_policy_would_refuse_or_starve_the_plugin() {
+    support::require_root();
+    let node = Node::new();
+    let wasm = std::fs::read(support::fixture("loopback")).unwrap();
+    std::fs::write(node.path("src/bare.wasm"), &wasm).unwrap();
+    std::fs::create_dir(node.path("policy.d")).unwrap();
+    let install = || {
+        let mut c = Command::new(node.path("tool/wasmcni"));
+        c.arg("install")
+            .arg(node.path("bin"))
+            .arg("--plugin-dir")
+            .arg(node.path("plugins"))
+            .args(["--plugin", "src/bare.wasm"])
+            .env_clear()
+            .current_dir(node.dir.path());
+        for (k, v) in node.env() {
+            c.env(k, v);
+        }
+        c.output().unwrap()
+    };
+    let out = install();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("it has no policy entry"),
+        "{}",
+        text(&out)
+    );
+    // An entry in the policy file pinned to another build.
+    std::fs::write(
+        node.path("policy.json"),
+        json!({"plugins": {"bare": {"sha256": "ab".repeat(32)}}}).to_string(),
+    )
+    .unwrap();
+    let out = install();
+    assert!(out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("REFUSE") && err.contains(&sha256(&wasm)),
+        "{}",
+        text(&out)
+    );
+    // Pinned right: nothing to say.
+    std::fs::write(
+        node.path("policy.json"),
+        json!({"plugins": {"bare": {"sha256": sha256(&wasm)}}}).to_string(),
+    )
+    .unwrap();
+    let out = install();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("warning"),
+        "{}",
+        text(&out)
+    );
+}
