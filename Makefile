@@ -64,12 +64,10 @@ install: setup
 image: setup
 	$(MAKE) --no-print-directory image-build
 
-# relocation-model=static: host/build.rs links wasmcni -no-pie (start-up
-# is every CNI call's hot path), and musl's static-pie start code crashes in
-# a non-PIE executable; static code makes it a plain static executable.
+# .cargo/config.toml builds $(MUSL_TARGET) with relocation-model=static: a
+# plain static (non-PIE) executable, as the glibc build is non-PIE.
 image-build:
-	CARGO_TARGET_X86_64_UNKNOWN_LINUX_MUSL_RUSTFLAGS="-C relocation-model=static" \
-	  $(CARGO) build --release --target $(MUSL_TARGET) -p wasmcni
+	$(CARGO) build --release --target $(MUSL_TARGET) -p wasmcni
 	mkdir -p target/image
 	cp -p target/$(MUSL_TARGET)/release/wasmcni target/image/wasmcni
 	target/image/wasmcni --version

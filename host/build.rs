@@ -13,7 +13,14 @@ fn main() {
     // Every CNI call is a fresh process, so start-up is the hot path: a
     // non-PIE executable needs no run-time relocation of its ~25k relative
     // relocations (measured: `wasmcni --version` 2.1 ms -> see README).
-    if env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
+    // On musl, only with `-C relocation-model=static` (.cargo/config.toml):
+    // musl's static-pie start code crashes in a -no-pie executable.
+    let musl = env::var("CARGO_CFG_TARGET_ENV").as_deref() == Ok("musl");
+    let static_model = env::var("CARGO_ENCODED_RUSTFLAGS")
+        .unwrap_or_default()
+        .split('\x1f')
+        .any(|f| f == "relocation-model=static" || f == "-Crelocation-model=static");
+    if env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") && (!musl || static_model) {
         println!("cargo:rustc-link-arg-bin=wasmcni=-no-pie");
         // Resolve libc symbols when first called, not all ~200 at start-up.
         println!("cargo:rustc-link-arg-bin=wasmcni=-Wl,-z,lazy");

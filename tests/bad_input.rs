@@ -313,7 +313,10 @@ fn denials_reach_the_runtime_as_policy_field_paths() {
         let v = run.json();
         assert_eq!(v["code"], 11, "the plugin's own code stays: {run:?}");
         assert!(
-            v["msg"].as_str().unwrap().starts_with("failing after host call"),
+            v["msg"]
+                .as_str()
+                .unwrap()
+                .starts_with("failing after host call"),
             "the plugin's own msg stays: {run:?}"
         );
         (v["details"].as_str().unwrap_or("").to_owned(), run)
@@ -361,14 +364,20 @@ fn denials_reach_the_runtime_as_policy_field_paths() {
         let (details, run) = fail_after_ops(grant, ops);
         assert!(details.contains(needle), "{needle:?} not in {details:?}");
         assert!(run.stderr.contains(needle), "not logged: {run:?}");
-        assert!(!seen.contains(&details), "two causes, one explanation: {details}");
+        assert!(
+            !seen.contains(&details),
+            "two causes, one explanation: {details}"
+        );
         seen.push(details);
         support::assert_same(&before, &world.snapshot(), needle);
     }
     // Another attachment's link: the invariant is named, the other
     // attachment's identity (its mark) only in the audit log.
     let last = seen.last().unwrap();
-    assert!(last.contains("belongs to another attachment (a wasmcni invariant)"), "{last}");
+    assert!(
+        last.contains("belongs to another attachment (a wasmcni invariant)"),
+        "{last}"
+    );
     assert!(!last.contains("another-container"), "{last}");
     assert!(
         world.audit().iter().any(|r| r["outcome"] == "denied"

@@ -55,7 +55,10 @@ impl Setup {
 
     fn with_env<'a>(&self, inv: Invoke<'a>) -> Invoke<'a> {
         inv.env("WASMCNI_POLICY", self.policy_file().display().to_string())
-            .env("WASMCNI_POLICY_DIR", self.policy_dir().display().to_string())
+            .env(
+                "WASMCNI_POLICY_DIR",
+                self.policy_dir().display().to_string(),
+            )
     }
 
     /// The scripted fixture (a third-party plugin) running VERSION.
@@ -112,8 +115,14 @@ fn a_typo_in_one_entry_file_refuses_only_that_plugin() {
     // Other ways one entry file can be broken.
     for (text, needle) in [
         ("{\"container\": ", "not a JSON object"),
-        (r#"{"sha256": "abc"}"#, "plugins.scripted.sha256 must be 64 hex digits"),
-        (r#"{"host": {"prefixes": ["10.0.0.0/33"]}}"#, "plugins.scripted.host.prefixes[0]"),
+        (
+            r#"{"sha256": "abc"}"#,
+            "plugins.scripted.sha256 must be 64 hex digits",
+        ),
+        (
+            r#"{"host": {"prefixes": ["10.0.0.0/33"]}}"#,
+            "plugins.scripted.host.prefixes[0]",
+        ),
         (r#"[1, 2]"#, "plugins.scripted must be a JSON object"),
     ] {
         s.write_entry("scripted", text);
@@ -181,7 +190,8 @@ fn untrusted_policy_dirs_and_entry_files_are_refused() {
     let s = Setup::new();
     let file = s.write_entry("scripted", "{}");
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).expect("chmod");
-    s.scripted().assert_cni_error(105, "writable by group or others");
+    s.scripted()
+        .assert_cni_error(105, "writable by group or others");
     assert_ok(&s.loopback(), "loopback beside an untrusted entry file");
     std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).expect("chmod");
     assert_ok(&s.scripted(), "trusted again");
@@ -227,7 +237,10 @@ fn policy_dir_entries_grant_and_strays_are_ignored() {
             || details.contains("plugins.loopback.container.modify is false"),
         "{r:?}"
     );
-    s.write_entry("loopback", r#"{"container": {"read": true, "modify": true}}"#);
+    s.write_entry(
+        "loopback",
+        r#"{"container": {"read": true, "modify": true}}"#,
+    );
     assert_ok(&add(), "loopback under its policy.d entry");
     assert!(ns.lo_up());
 }
@@ -288,7 +301,10 @@ fn write_entry_file_writes_what_a_run_accepts() {
         &sha,
     )
     .expect_err("typo");
-    assert!(e.to_string().contains("plugins.scripted.container.modfiy"), "{e}");
+    assert!(
+        e.to_string().contains("plugins.scripted.container.modfiy"),
+        "{e}"
+    );
     assert!(wasmcni::policy::write_entry_file(&dir, "../x", &json!({}), &sha).is_err());
     assert!(wasmcni::policy::write_entry_file(&dir, "scripted", &json!({}), "abc").is_err());
     assert!(wasmcni::policy::write_entry_file(&dir, "scripted", &json!([]), &sha).is_err());
@@ -314,7 +330,9 @@ fn list_shows_every_reachable_plugin_with_its_policy_status() {
         use sha2::Digest;
         hex::encode(sha2::Sha256::digest(&wasm))
     };
-    for name in ["pinned", "mismatch", "bare", "broken", "fromfile", "loopback"] {
+    for name in [
+        "pinned", "mismatch", "bare", "broken", "fromfile", "loopback",
+    ] {
         std::fs::write(plugins.join(format!("{name}.wasm")), &wasm).expect("copy");
     }
     s.write_entry("pinned", &json!({"sha256": sha}).to_string());
@@ -354,7 +372,10 @@ fn list_shows_every_reachable_plugin_with_its_policy_status() {
     };
     assert_eq!(status("loopback", true), "default");
     assert_eq!(status("bridge", true), "entry (policy.json)");
-    assert_eq!(status("pinned", false), "entry (policy.d/pinned.json), pinned ok");
+    assert_eq!(
+        status("pinned", false),
+        "entry (policy.d/pinned.json), pinned ok"
+    );
     assert_eq!(
         status("mismatch", false),
         "entry (policy.d/mismatch.json), pin MISMATCH"
@@ -372,11 +393,7 @@ fn list_shows_every_reachable_plugin_with_its_policy_status() {
         row("pinned", false)["origin"],
         plugins.join("pinned.wasm").display().to_string()
     );
-    assert_eq!(
-        r["entries-without-plugin"],
-        json!(["nobody"]),
-        "{r:#}"
-    );
+    assert_eq!(r["entries-without-plugin"], json!(["nobody"]), "{r:#}");
     assert_eq!(
         r["stray-policy-files"],
         json!([s.policy_dir().join("bad name!.json").display().to_string()])

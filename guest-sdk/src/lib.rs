@@ -1,32 +1,111 @@
-//! # wasmcni guest SDK
+//! # guest-sdk: write CNI plugins that run under wasmcni
 //!
-//! Write CNI plugins in Rust, build them for `wasm32-wasip2`, and run them
-//! under wasmcni. A plugin is a plain `fn main` that makes one call:
+//! A wasmcni plugin is a Rust binary built for `wasm32-wasip2` (a WASI
+//! Preview 2 component). wasmcni runs it as a drop-in CNI plugin: the
+//! runtime's `CNI_*` environment and config reach it as usual, and every
+//! privileged thing it does is a host call that wasmcni checks against the
+//! plugin's policy entry, performs, journals (undone if ADD fails) and
+//! audits. The plugin has no other authority: no files, sockets or
+//! processes. One name everywhere: the package is `guest-sdk`, the
+//! dependency key `guest-sdk`, the import `guest_sdk`.
 //!
-//! ```ignore
-//! use guest_sdk::cni::{CniResult, Error};
+//! ## Start
+//! `wasmcni new NAME` makes a plugin crate (Cargo.toml, `.cargo/config.toml`
+//! with the `wasm32-wasip2` target, `src/main.rs` with tests, a starter
+//! policy entry). By hand, a crate depends on this one by path:
+//!
+//! ```toml
+//! [dependencies]
+//! guest-sdk = { path = "/path/to/wasmcni/guest-sdk" }
+//! ```
+//!
+//! ## A complete plugin
+//! A chained plugin that sets the MTU of the container's interface. `main`
+//! is one call; the config parsing is a pure function, tested natively.
+//!
+//! ```no_run
+//! use guest_sdk::cni::{CniResult, Error, NetConf};
+//! use guest_sdk::net::Netns;
 //! use guest_sdk::skel::{self, Invocation, Plugin};
 //!
-//! struct Mine;
-//! impl Plugin for Mine {
-//!     fn add(&self, inv: &Invocation) -> Result<CniResult, Error> { todo!() }
-//!     fn check(&self, inv: &Invocation) -> Result<(), Error> { Ok(()) }
-//!     fn del(&self, inv: &Invocation) -> Result<(), Error> { Ok(()) }
+//! /// This plugin's key in the network config (`"mtu": 1400`).
+//! #[derive(serde::Deserialize)]
+//! struct Conf {
+//!     mtu: u32,
+//! }
+//!
+//! fn parse(conf: &NetConf) -> Result<Conf, Error> {
+//!     conf.plugin_config() // code 7 naming the field when it is wrong
+//! }
+//!
+//! struct MtuSetter;
+//!
+//! impl Plugin for MtuSetter {
+//!     fn add(&self, inv: &Invocation) -> Result<CniResult, Error> {
+//!         let conf = parse(&inv.conf)?;
+//!         let prev = inv
+//!             .prev_result()?
+//!             .ok_or_else(|| Error::invalid_config("a chained plugin needs a prevResult"))?;
+//!         let ns = Netns::container()?; // the container's netns (CNI_NETNS)
+//!         let link = ns.link(&inv.env.ifname)?; // needs `read` in its policy
+//!         ns.set_mtu(link.index, conf.mtu)?; // needs `modify`; journaled, audited
+//!         Ok(prev)
+//!     }
+//!     fn check(&self, _inv: &Invocation) -> Result<(), Error> {
+//!         Ok(())
+//!     }
+//!     fn del(&self, _inv: &Invocation) -> Result<(), Error> {
+//!         Ok(())
+//!     }
 //! }
 //!
 //! fn main() {
-//!     skel::run(Mine, "my plugin v1");
+//!     skel::run(MtuSetter, "mtu-setter v1");
 //! }
 //! ```
 //!
+//! A host call that fails is a [`net::HostError`] naming the call, the
+//! object and why (`link.set-mtu link #2 in the container netns: access
+//! denied by wasmcni policy`); `?` turns it into a CNI error (code 999).
+//! The repository's `examples/` hold this plugin (`mtu-setter`) and one that
+//! needs the node's namespace (`host-proxy-arp`), each with its policy.
+//!
+//! ## Build, test, run
+//! ```sh
+//! cargo build --release                 # .cargo/config.toml: target wasm32-wasip2
+//! cargo test --target host-tuple        # unit tests on the build machine
+//! sudo wasmcni try target/wasm32-wasip2/release/mtu-setter.wasm --config conf.json
+//! sudo wasmcni run target/wasm32-wasip2/release/mtu-setter.wasm --policy policy.json
+//! ```
+//!
+//! Unit tests run natively, where there is no wasmcni host: keep the logic
+//! worth testing in pure functions (config parsing, result building; the
+//! [`cni`] types and [`skel::dispatch`] work natively). A host call reached
+//! in a native test panics with a message that names the call and says to
+//! run it under wasmcni (`wasmcni try`): an ordinary test failure, not the
+//! abort of wit-bindgen's native stand-ins (see [`net`], "Native builds").
+//!
+//! A plugin runs with no authority until the node's policy has an entry
+//! for it (`plugins.NAME` in `/etc/wasmcni/policy.json`), best pinned to
+//! its build's sha256:
+//!
+//! ```json
+//! {"plugins": {"mtu-setter": {"sha256": "…", "container": {"read": true, "modify": true}}}}
+//! ```
+//!
+//! ## Modules
 //! - [`cni`]: the CNI types for every spec version (0.1.0 – 1.1.0), with
 //!   result conversion the way libcni does it, and the CNI error type.
 //! - [`skel`]: the entry point, like Go's `skel.PluginMainFuncs`.
-//! - [`net`]: typed wrappers over wasmcni's capability imports. The plugin
-//!   has no other authority: no files, no sockets, no processes.
+//! - [`net`]: typed wrappers over wasmcni's capability imports, and the
+//!   conversions between `std`'s addresses and the WIT types.
 //! - [`ipam`]: IPAM reservation state kept by the host (host-local's
 //!   on-disk layout), and [`delegate`]: running another plugin (IPAM)
 //!   through the host.
+//!
+//! Two route types: [`cni::Route`] (also [`cni::ResultRoute`]) is a route
+//! in a CNI result; [`net::Route`] (also [`net::KernelRoute`]) is one the
+//! kernel holds. [`net::Route::from_result`] converts.
 #![deny(missing_docs)]
 
 pub mod cni;

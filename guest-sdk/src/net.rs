@@ -774,7 +774,10 @@ mod tests {
         let v4 = Ipv4Addr::new(192, 0, 2, 7);
         let v6: Ipv6Addr = "fd00::1:2".parse().unwrap();
         assert_eq!(IpAddress::from(v4), IpAddress::Ipv4((192, 0, 2, 7)));
-        assert_eq!(IpAddress::from(v6), IpAddress::Ipv6((0xfd00, 0, 0, 0, 0, 0, 1, 2)));
+        assert_eq!(
+            IpAddress::from(v6),
+            IpAddress::Ipv6((0xfd00, 0, 0, 0, 0, 0, 1, 2))
+        );
         for ip in [IpAddr::V4(v4), IpAddr::V6(v6)] {
             let wit: IpAddress = ip.into();
             assert_eq!(IpAddr::from(wit), ip);
@@ -813,7 +816,10 @@ mod tests {
         res.scope = Some(253);
         let k: KernelRoute = Route::from_result(&res, 3);
         assert_eq!(k.destination.to_string(), "10.2.0.0/16");
-        assert_eq!(k.gateway.map(|g| g.to_string()).as_deref(), Some("10.1.0.1"));
+        assert_eq!(
+            k.gateway.map(|g| g.to_string()).as_deref(),
+            Some("10.1.0.1")
+        );
         assert_eq!(
             (k.link_index, k.table, k.metric, k.scope),
             (Some(3), Some(100), None, Some(Scope::Link))
@@ -823,7 +829,9 @@ mod tests {
     /// Friction 6: a native test that reaches a host call fails with a
     /// message, not an abort (SIGABRT) inside wit-bindgen's stand-in.
     #[test]
-    #[should_panic(expected = "`netns.container` is a call to the wasmcni host, and this is a native build")]
+    #[should_panic(
+        expected = "`netns.container` is a call to the wasmcni host, and this is a native build"
+    )]
     fn a_host_call_in_a_native_test_panics_with_a_message() {
         let _ = Netns::container();
     }
@@ -835,7 +843,11 @@ mod tests {
             ("netns.host", || drop(Netns::host())),
             ("ipam-store.open", || drop(crate::ipam::Store::open(None))),
             ("delegate.run", || {
-                drop(crate::delegate::run("host-local", crate::cni::Command::Add, b"{}"))
+                drop(crate::delegate::run(
+                    "host-local",
+                    crate::cni::Command::Add,
+                    b"{}",
+                ))
             }),
         ];
         for (name, call) in calls {

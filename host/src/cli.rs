@@ -81,6 +81,22 @@ enum Command {
         #[arg(long)]
         policy: Option<PathBuf>,
     },
+    /// Make a new plugin crate NAME from wasmcni's template: Cargo.toml
+    /// (depending on guest-sdk), .cargo/config.toml (target wasm32-wasip2),
+    /// src/main.rs (a chained plugin whose main is one call, with native
+    /// unit tests), a starter policy entry (policy.json) and a README.
+    New {
+        /// The plugin's name (a Cargo package name and a CNI plugin type).
+        name: String,
+        /// The crate's directory (default: ./NAME); must not exist or be
+        /// empty.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+        /// The guest-sdk directory to depend on (default: the checkout
+        /// this wasmcni was built from, if it is still there).
+        #[arg(long)]
+        sdk: Option<PathBuf>,
+    },
     /// Print the capability reference (docs/capabilities.md) generated from
     /// the code.
     Capabilities,
@@ -228,6 +244,9 @@ pub fn main() -> i32 {
             json,
             policy,
         } => crate::inspect::print(&plugin, json, policy.as_deref()),
+        Command::New { name, dir, sdk } => {
+            crate::scaffold::run(&name, dir.as_deref(), sdk.as_deref())
+        }
         Command::Capabilities => {
             print!("{}", crate::caps::catalog::markdown());
             Ok(())

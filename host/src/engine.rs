@@ -296,8 +296,7 @@ pub fn not_a_component(what: &str, bytes: &[u8]) -> Option<String> {
     } else if starts(b"#!") {
         format!("is a script, not a WebAssembly component: {BUILD}")
     } else if bytes.trim_ascii_start().starts_with(b"(") {
-        "is WebAssembly text, not a binary component: convert it with `wasm-tools parse`"
-            .to_owned()
+        "is WebAssembly text, not a binary component: convert it with `wasm-tools parse`".to_owned()
     } else {
         format!("is not a WebAssembly component (it does not start with `\\0asm`): {BUILD}")
     };

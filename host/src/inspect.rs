@@ -184,7 +184,10 @@ fn policy_status(policy: &Result<Policy, String>, plugin: &Plugin) -> Value {
         Some(Source::File(p)) => format!("entry ({})", short_path(p, 1)),
         Some(Source::Dir(p)) => format!("entry ({})", short_path(p, 2)),
     }];
-    let pin = entry.sha256.as_ref().map(|_| entry.check_pin(plugin.sha256()).is_ok());
+    let pin = entry
+        .sha256
+        .as_ref()
+        .map(|_| entry.check_pin(plugin.sha256()).is_ok());
     match pin {
         Some(true) => status.push("pinned ok".into()),
         Some(false) => status.push("pin MISMATCH".into()),
@@ -230,8 +233,9 @@ fn bin_entry(dir: &Path, name: &str) -> Value {
             .unwrap_or_default();
         return match std::fs::metadata(&path) {
             Err(_) => json!({"name": name, "kind": "dangling link", "target": target}),
-            Ok(m) if Some((m.dev(), m.ino())) == self_id
-                || Path::new(&target).file_name() == Some(crate::cli::SELF_NAME.as_ref()) =>
+            Ok(m)
+                if Some((m.dev(), m.ino())) == self_id
+                    || Path::new(&target).file_name() == Some(crate::cli::SELF_NAME.as_ref()) =>
             {
                 json!({"name": name, "kind": "wasmcni link", "target": target, "plugin": plugin(name)})
             }
@@ -283,10 +287,12 @@ pub fn list_report(bin_dir: Option<&Path>, policy_file: Option<&Path>) -> anyhow
         let shadowed = bundled.iter().any(|b| b.name() == name);
         match found {
             Ok(p) => {
-                let origin = plugin_dir.join(format!("{name}.wasm")).display().to_string();
-                let note = shadowed.then(|| {
-                    "SHADOWED: the standard plugin of this name runs instead".to_owned()
-                });
+                let origin = plugin_dir
+                    .join(format!("{name}.wasm"))
+                    .display()
+                    .to_string();
+                let note = shadowed
+                    .then(|| "SHADOWED: the standard plugin of this name runs instead".to_owned());
                 rows.push(row(&p, origin, note));
             }
             Err(e) => rows.push(json!({

@@ -927,6 +927,42 @@ mod tests {
     }
 
     #[test]
+    fn a_policy_entry_is_the_same_when_it_reads_the_same() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let sha = "ab".repeat(32);
+        let origin = Path::new("e.json");
+        let entry = serde_json::json!({"container": {"read": true}});
+        let content = || pinned_entry("p", &entry, &sha, origin).unwrap();
+        // Formatted otherwise, the same entry with the same pin.
+        fs::write(
+            d.join("p.json"),
+            format!("{{ \"sha256\": \"{sha}\",\n  \"container\": {{ \"read\": true }} }}"),
+        )
+        .unwrap();
+        assert_eq!(
+            Placement::plan(d, "p.json", content()).unwrap().state,
+            FileState::Same
+        );
+        // Another pin: someone else's file.
+        fs::write(
+            d.join("p.json"),
+            serde_json::json!({"sha256": "cd".repeat(32), "container": {"read": true}}).to_string(),
+        )
+        .unwrap();
+        assert_eq!(
+            Placement::plan(d, "p.json", content()).unwrap().state,
+            FileState::Foreign
+        );
+        // Entries are checked as a run checks them, before anything is written.
+        let e = |v: serde_json::Value| {
+            format!("{:#}", pinned_entry("p", &v, &sha, origin).unwrap_err())
+        };
+        assert!(e(serde_json::json!([1])).contains("must be a JSON object"));
+        assert!(e(serde_json::json!({"container": {"modfiy": true}})).contains("modfiy"));
+    }
+
+    #[test]
     fn network_configurations_are_checked() {
         let dir = tempfile::tempdir().unwrap();
         let f = |name: &str, text: &str| {

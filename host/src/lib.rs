@@ -24,6 +24,7 @@ pub mod plugins;
 pub mod policy;
 pub mod record;
 pub mod runner;
+pub mod scaffold;
 pub mod suggest;
 pub mod sysctl;
 pub mod trial;

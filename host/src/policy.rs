@@ -1098,7 +1098,12 @@ mod tests {
             );
         }
         assert!(p.resolve("good", false).expect("good").container.read);
-        assert!(p.resolve("loopback", true).expect("bundled").container.modify);
+        assert!(
+            p.resolve("loopback", true)
+                .expect("bundled")
+                .container
+                .modify
+        );
         let e = p.resolve("typo", false).expect_err("typo").to_string();
         assert!(
             e.contains("/etc/p.json") && e.contains("plugins.typo.container.modfiy: unknown field"),
@@ -1107,7 +1112,11 @@ mod tests {
         assert_eq!(p.entry_for("typo", false), Entry::default());
         // What is not a policy at all, or has unknown top-level fields,
         // still fails as a whole.
-        for bad in ["not json", r#"{"plugins":{}, "plugin":{}}"#, r#"{"plugins":[]}"#] {
+        for bad in [
+            "not json",
+            r#"{"plugins":{}, "plugin":{}}"#,
+            r#"{"plugins":[]}"#,
+        ] {
             assert!(parse_document(bad, "t").is_err(), "{bad}");
         }
     }

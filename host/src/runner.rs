@@ -782,7 +782,10 @@ mod tests {
         )
         .expect("output");
         let v = json(&out);
-        assert_eq!((v["code"].as_u64(), v["msg"].as_str()), (Some(11), Some("no")));
+        assert_eq!(
+            (v["code"].as_u64(), v["msg"].as_str()),
+            (Some(11), Some("no"))
+        );
         let details = v["details"].as_str().expect("details");
         assert!(details.contains("container.read is false"), "{details}");
         assert!(details.contains("plugins.p.container.sysctls"), "{details}");
@@ -822,6 +825,10 @@ mod tests {
             true,
         )
         .expect_err("error");
-        assert!(e.details.starts_with("wasm backtrace; wasmcni denied: "), "{}", e.details);
+        assert!(
+            e.details.starts_with("wasm backtrace; wasmcni denied: "),
+            "{}",
+            e.details
+        );
     }
 }

@@ -190,11 +190,11 @@ pub fn new(name: &str, dir: Option<&Path>, sdk: Option<&Path>) -> Result<Scaffol
     let sdk = match sdk {
         Some(s) if is_sdk(s) => s.to_owned(),
         Some(s) => {
+            let why = "no guest-sdk crate there (its Cargo.toml must say name = \"guest-sdk\")";
             return Err(ScaffoldError::NoSdk(format!(
-                "--sdk {}: no guest-sdk crate there (its Cargo.toml must say name = \"guest-sdk\"); \
-                 give the guest-sdk/ directory of a wasmcni checkout",
+                "--sdk {}: {why}; give the guest-sdk/ directory of a wasmcni checkout",
                 s.display()
-            )))
+            )));
         }
         None => default_sdk().ok_or_else(|| {
             ScaffoldError::NoSdk(format!(
@@ -306,7 +306,9 @@ mod tests {
             ]
         );
         for (path, text) in &files {
-            assert!(!text.contains("{{"), "{path}: a placeholder is left");
+            for token in ["{{name}}", "{{sdk}}"] {
+                assert!(!text.contains(token), "{path}: {token} is left");
+            }
         }
         let cargo = &files[0].1;
         assert!(cargo.contains(r#"name = "my-plugin""#), "{cargo}");
@@ -321,7 +323,8 @@ mod tests {
         // The starter entry is a valid policy that names the plugin and
         // grants it only the container namespace.
         let policy = crate::policy::Policy::parse(&files[3].1, "policy.json").expect("policy");
-        let entry = &policy.plugins["my-plugin"];
+        assert_eq!(policy.names(), ["my-plugin"]);
+        let entry = policy.entry("my-plugin");
         assert!(entry.container.read && entry.container.modify);
         assert!(entry.host.is_none() && entry.delegates.is_empty());
         assert!(entry.ipam_roots.is_empty() && entry.container.create.is_empty());
@@ -338,12 +341,18 @@ mod tests {
             assert!(dir.join(f).is_file(), "{f}");
         }
         let cargo = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
-        assert!(cargo.contains(&toml_string(&s.sdk.to_string_lossy())), "{cargo}");
+        assert!(
+            cargo.contains(&toml_string(&s.sdk.to_string_lossy())),
+            "{cargo}"
+        );
         // Again: the directory is not empty now; nothing is touched.
         std::fs::write(dir.join("src/main.rs"), "mine").unwrap();
         let e = new("my-plugin", Some(&dir), Some(&sdk())).unwrap_err();
         assert!(matches!(e, ScaffoldError::NotEmpty(_)), "{e}");
-        assert_eq!(std::fs::read_to_string(dir.join("src/main.rs")).unwrap(), "mine");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("src/main.rs")).unwrap(),
+            "mine"
+        );
         // An empty directory is fine.
         let empty = tmp.path().join("empty");
         std::fs::create_dir(&empty).unwrap();

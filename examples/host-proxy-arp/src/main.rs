@@ -47,9 +47,9 @@ fn container_interface<'a>(prev: &'a CniResult, ifname: &str) -> Result<&'a str,
 
 /// The proxy ARP key of the node's end of the container's veth.
 fn host_peer_key(inv: &Invocation) -> Result<(Netns, String), Error> {
-    let prev = inv
-        .prev_result()?
-        .ok_or_else(|| Error::invalid_config("host-proxy-arp is a chained plugin: no prevResult"))?;
+    let prev = inv.prev_result()?.ok_or_else(|| {
+        Error::invalid_config("host-proxy-arp is a chained plugin: no prevResult")
+    })?;
     let name = container_interface(&prev, &inv.env.ifname)?;
     let link = Netns::container()?.link(name)?;
     let (Some("veth"), Some(peer)) = (link.kind.as_deref(), link.parent_index) else {
@@ -87,7 +87,10 @@ impl Plugin for HostProxyArp {
 }
 
 fn main() {
-    skel::run(HostProxyArp, "host-proxy-arp: proxy ARP on the node's end of the veth");
+    skel::run(
+        HostProxyArp,
+        "host-proxy-arp: proxy ARP on the node's end of the veth",
+    );
 }
 
 #[cfg(test)]
@@ -97,7 +100,10 @@ mod tests {
 
     #[test]
     fn the_key_names_the_link() {
-        assert_eq!(proxy_arp_key("veth1a2b"), "net.ipv4.conf.veth1a2b.proxy_arp");
+        assert_eq!(
+            proxy_arp_key("veth1a2b"),
+            "net.ipv4.conf.veth1a2b.proxy_arp"
+        );
         assert_eq!(proxy_arp_key("veth.1"), "net.ipv4.conf.veth/1.proxy_arp");
     }
 

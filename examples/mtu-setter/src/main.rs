@@ -98,7 +98,10 @@ impl Plugin for MtuSetter {
 }
 
 fn main() {
-    skel::run(MtuSetter, "mtu-setter: sets the MTU of the container interface");
+    skel::run(
+        MtuSetter,
+        "mtu-setter: sets the MTU of the container interface",
+    );
 }
 
 #[cfg(test)]
@@ -113,7 +116,12 @@ mod tests {
     fn the_mtu_is_read_and_checked() {
         let c = conf(r#"{"cniVersion":"1.0.0","name":"n","type":"mtu-setter","mtu":1400}"#);
         assert_eq!(parse(&c).unwrap().mtu, 1400);
-        for bad in [r#""mtu":67"#, r#""mtu":70000"#, r#""mtu":"big""#, r#""other":1"#] {
+        for bad in [
+            r#""mtu":67"#,
+            r#""mtu":70000"#,
+            r#""mtu":"big""#,
+            r#""other":1"#,
+        ] {
             let c = conf(&format!(
                 r#"{{"cniVersion":"1.0.0","name":"n","type":"mtu-setter",{bad}}}"#
             ));
@@ -132,7 +140,10 @@ mod tests {
         );
         let prev = c.prev_result().unwrap().unwrap();
         assert_eq!(container_interface(&prev, "eth0").unwrap(), 2);
-        assert!(container_interface(&prev, "veth1").is_err(), "a host interface");
+        assert!(
+            container_interface(&prev, "veth1").is_err(),
+            "a host interface"
+        );
     }
 
     /// Reaching a host call natively fails the test with a message (guest-sdk

@@ -29,8 +29,8 @@ pub use args::CniArgs;
 pub use config::{GcAttachment, IpamConf, NetConf};
 pub use env::{Command, Env};
 pub use error::{Error, ErrorCode};
-pub use result::{Cidr, CniResult, Dns, Interface, IpConfig, Route};
 /// [`Route`] under a name that does not clash with [`net::Route`](crate::net::Route)
 /// (a route the kernel holds, also named [`net::KernelRoute`](crate::net::KernelRoute)).
 pub use result::Route as ResultRoute;
+pub use result::{Cidr, CniResult, Dns, Interface, IpConfig, Route};
 pub use version::{Version, VersionInfo, LATEST, SUPPORTED_VERSIONS};

@@ -188,10 +188,7 @@ mod tests {
 
     #[test]
     fn denials_reach_the_guest_as_access_denied() {
-        assert_eq!(
-            CapError::denied("x").code(),
-            Some(ErrorCode::AccessDenied)
-        );
+        assert_eq!(CapError::denied("x").code(), Some(ErrorCode::AccessDenied));
         assert_eq!(
             CapError::Kernel(libc::EEXIST).code(),
             Some(ErrorCode::AlreadyExists)

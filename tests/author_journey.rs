@@ -1,0 +1,245 @@
+//! Issue 11's "done when", as one test: a new plugin author follows the
+//! README from a fresh checkout — scaffold a plugin (`wasmcni new`), build
+//! it for wasm32-wasip2, `wasmcni try` it in a throwaway sandbox, take the
+//! policy entry `wasmcni policy suggest` derives from that run, install it
+//! (`wasmcni install --plugin --policy`), and run it through the real
+//! libcni chained after bridge + host-local, as a runtime would.
+//!
+//! Every step is the command the README gives, run as a separate process;
+//! nothing is handed from one step to the next except files.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::{json, Value};
+
+use support::cni::Call;
+use support::Netns;
+
+const NAME: &str = "journey-alias";
+
+fn wasmcni(args: &[&str]) -> Output {
+    Command::new(support::wasmcni())
+        .args(args)
+        .output()
+        .expect("running wasmcni")
+}
+
+fn ok(out: Output, what: &str) -> Output {
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
+
+/// `cargo build --release` in the scaffolded crate, as its README says
+/// (its .cargo/config.toml selects wasm32-wasip2), offline, into the
+/// target directory the example crates share.
+fn cargo_build(dir: &Path) -> PathBuf {
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("target/")
+        .join("examples");
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.current_dir(dir)
+        .args(["build", "--release", "--offline"])
+        .env("CARGO_TARGET_DIR", &target);
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+        "CARGO_MANIFEST_DIR",
+        "CARGO_PRIMARY_PACKAGE",
+    ] {
+        cmd.env_remove(var);
+    }
+    ok(cmd.output().expect("cargo"), "cargo build --release");
+    let wasm = target.join(format!("wasm32-wasip2/release/{NAME}.wasm"));
+    assert!(wasm.is_file(), "no {}", wasm.display());
+    wasm
+}
+
+#[test]
+fn a_new_plugin_goes_from_template_to_a_libcni_chain() {
+    support::require_root();
+    let tmp = support::private_tempdir();
+    let t = tmp.path();
+
+    // 1. Scaffold and build.
+    let crate_dir = t.join(NAME);
+    ok(
+        wasmcni(&["new", NAME, "--dir", s(&crate_dir)]),
+        "wasmcni new",
+    );
+    let wasm = cargo_build(&crate_dir);
+
+    // 2. Try it after bridge + host-local, the chain it will run in.
+    let conflist = t.join("net.conflist");
+    let net = |data: &Path| {
+        json!({"cniVersion": "1.0.0", "name": "journey", "plugins": [
+            {"type": "bridge", "bridge": "cnijourney0", "isGateway": true,
+             "ipam": {"type": "host-local", "subnet": "10.233.7.0/24",
+                      "dataDir": data}},
+            {"type": NAME, "alias": "web frontend"}]})
+    };
+    std::fs::write(&conflist, net(&t.join("ipam")).to_string()).unwrap();
+    let audit = t.join("try.jsonl");
+    let tried = ok(
+        wasmcni(&[
+            "try",
+            s(&wasm),
+            "--config",
+            s(&conflist),
+            "--audit-out",
+            s(&audit),
+        ]),
+        "wasmcni try",
+    );
+    let text = String::from_utf8_lossy(&tried.stdout);
+    assert!(text.contains("container.modify"), "try shows grants: {text}");
+
+    // 3. The suggested entry: exactly what the plugin used, pinned.
+    let suggested = ok(
+        wasmcni(&["policy", "suggest", s(&wasm), "--from-try", s(&audit)]),
+        "wasmcni policy suggest",
+    );
+    let entry: Value = serde_json::from_slice(&suggested.stdout).expect("suggest prints JSON");
+    let sha = hex_sha256(&wasm);
+    assert_eq!(entry["sha256"], sha.as_str(), "{entry}");
+    assert_eq!(
+        entry["container"],
+        json!({"read": true, "modify": true}),
+        "{entry}"
+    );
+    assert!(entry.get("host").is_none(), "no host grant: {entry}");
+    let entry_file = t.join(format!("{NAME}.policy.json"));
+    std::fs::write(&entry_file, entry.to_string()).unwrap();
+
+    // 4. Install it beside the standard plugins.
+    let bin = t.join("bin");
+    let plugins = t.join("plugins");
+    let policy_d = t.join("policy.d");
+    let install = |extra: &[&str]| {
+        let mut args = vec![
+            "install",
+            s(&bin),
+            "--plugin",
+            s(&wasm),
+            "--policy",
+            s(&entry_file),
+            "--plugin-dir",
+            s(&plugins),
+            "--policy-dir",
+            s(&policy_d),
+        ];
+        args.extend_from_slice(extra);
+        ok(wasmcni(&args), "wasmcni install --plugin")
+    };
+    install(&[]);
+    assert!(bin.join(NAME).is_symlink());
+    assert!(plugins.join(format!("{NAME}.wasm")).is_file());
+    let written: Value =
+        serde_json::from_slice(&std::fs::read(policy_d.join(format!("{NAME}.json"))).unwrap())
+            .unwrap();
+    assert_eq!(written["sha256"], sha.as_str());
+
+    // 5. A runtime runs the chain through libcni.
+    let node = Netns::new("journeyn");
+    node.ip(&["link", "set", "lo", "up"]);
+    let ctr = Netns::new("journeyc");
+    let data = t.join("data");
+    std::fs::write(&conflist, net(&data).to_string()).unwrap();
+    let policy = t.join("policy.json");
+    std::fs::write(
+        &policy,
+        json!({"plugins": {"host-local": {"ipam-roots": [data]}}}).to_string(),
+    )
+    .unwrap();
+    let env: Vec<(String, String)> = [
+        ("WASMCNI_POLICY", s(&policy).to_owned()),
+        ("WASMCNI_POLICY_DIR", s(&policy_d).to_owned()),
+        ("WASMCNI_PLUGIN_DIR", s(&plugins).to_owned()),
+        ("WASMCNI_AUDIT", s(&t.join("audit.jsonl")).to_owned()),
+        ("WASMCNI_STATE_DIR", s(&t.join("state")).to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let cache = t.join("cache");
+    let call = |cmd: &str| {
+        Call {
+            node: &node,
+            bin: &bin,
+            cmd,
+            conflist: &conflist,
+            netns: &ctr.path,
+            cid: "journey0",
+            ifname: "eth0",
+            cache: &cache,
+            args: "",
+            capargs: "",
+            env: &env,
+        }
+        .run()
+    };
+    let before = (node.snapshot(), ctr.snapshot());
+    let add = call("add");
+    assert_eq!(add.code, 0, "libcni ADD: {add:?}");
+    let eth0: Value =
+        serde_json::from_str(&ctr.ip(&["-d", "-j", "link", "show", "eth0"])).expect("ip -j");
+    assert_eq!(eth0[0]["ifalias"], "web frontend", "{eth0}");
+    let check = call("check");
+    assert_eq!(check.code, 0, "libcni CHECK: {check:?}");
+    let del = call("del");
+    assert_eq!(del.code, 0, "libcni DEL: {del:?}");
+    support::assert_same(&before.1, &ctr.snapshot(), "container after DEL");
+    // The node keeps the network's bridge, as with the reference bridge
+    // plugin; the container's veth is gone.
+    let links: Vec<String> = serde_json::from_str::<Value>(&node.ip(&["-j", "link", "show"]))
+        .expect("ip -j")
+        .as_array()
+        .expect("links")
+        .iter()
+        .map(|l| l["ifname"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(links, ["lo", "cnijourney0"], "node links after DEL");
+    let before = (node.snapshot(), before.1);
+
+    // Without its entry the plugin has no authority, and the runtime is
+    // told which grant is missing; the chain's ADD leaves nothing.
+    std::fs::remove_file(policy_d.join(format!("{NAME}.json"))).unwrap();
+    let add = call("add");
+    assert_ne!(add.code, 0, "ADD without an entry: {add:?}");
+    let err = add.cni_error().expect("a CNI error");
+    let told = err.to_string();
+    assert!(
+        told.contains(&format!("plugins.{NAME}.container.read")),
+        "the error names the missing grant: {told}"
+    );
+    let del = call("del");
+    assert_eq!(del.code, 0, "libcni DEL after the failed ADD: {del:?}");
+    support::assert_same(&before.0, &node.snapshot(), "node after failed ADD");
+    support::assert_same(&before.1, &ctr.snapshot(), "container after failed ADD");
+
+    // A rebuild is re-pinned by installing again (friction 5): the entry is
+    // back, pinned to the file installed.
+    install(&[]);
+    let add = call("add");
+    assert_eq!(add.code, 0, "libcni ADD after reinstall: {add:?}");
+    assert_eq!(call("del").code, 0);
+}
+
+fn hex_sha256(path: &Path) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(std::fs::read(path).unwrap()))
+}
