@@ -106,7 +106,10 @@ fn a_new_plugin_goes_from_template_to_a_libcni_chain() {
         "wasmcni try",
     );
     let text = String::from_utf8_lossy(&tried.stdout);
-    assert!(text.contains("container.modify"), "try shows grants: {text}");
+    assert!(
+        text.contains("container.modify"),
+        "try shows grants: {text}"
+    );
 
     // 3. The suggested entry: exactly what the plugin used, pinned.
     let suggested = ok(
