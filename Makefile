@@ -13,7 +13,7 @@ MUSL_TARGET := x86_64-unknown-linux-musl
 IMAGE ?= localhost/wasmcni-installer:dev
 GUESTS := $(notdir $(wildcard guests/*)) $(notdir $(wildcard tests/fixtures/*))
 
-.PHONY: setup demo test lint bench install docs hot-symbols image image-build
+.PHONY: setup demo test lint bench bench-image install docs hot-symbols image image-build
 
 setup:
 	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
@@ -51,6 +51,13 @@ bench: setup
 	mkdir -p target/bench-bin && cp target/release/wasmcni target/bench-bin/wasmcni
 	WASMCNI_BIN=$(CURDIR)/target/bench-bin/wasmcni $(CARGO) bench -p wasmcni --bench loopback
 	WASMCNI_BIN=$(CURDIR)/target/bench-bin/wasmcni $(CARGO) bench -p wasmcni --bench bridge
+
+# The same benchmarks on the installer image's binary (static musl).
+bench-image: setup
+	$(CARGO) build --release --target $(MUSL_TARGET) -p wasmcni
+	mkdir -p target/bench-musl && cp target/$(MUSL_TARGET)/release/wasmcni target/bench-musl/wasmcni
+	WASMCNI_BIN=$(CURDIR)/target/bench-musl/wasmcni $(CARGO) bench -p wasmcni --bench loopback
+	WASMCNI_BIN=$(CURDIR)/target/bench-musl/wasmcni $(CARGO) bench -p wasmcni --bench bridge
 
 # Install into a CNI bin dir: make install DIR=/opt/cni/bin
 install: setup

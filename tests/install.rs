@@ -911,3 +911,195 @@ fn install_warns_when_the_policy_would_refuse_or_starve_the_plugin() {
         text(&out)
     );
 }
+
+/// `--only`: on a node whose bin dir holds the native reference plugins
+/// (flannel, Calico, kubenet), install links only the standard plugins
+/// named, needs no --force and leaves the native ones alone; an unknown
+/// name is refused with the list of valid ones, before anything changes.
+#[test]
+fn install_only_links_the_named_standard_plugins_and_leaves_native_ones_alone() {
+    support::require_root();
+    let node = Node::new();
+    let std_names = standard_plugins();
+    for n in ["bridge", "host-local", "loopback"] {
+        assert!(std_names.iter().any(|s| s == n), "{std_names:?}");
+    }
+    let bin = node.path("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::write(bin.join("bridge"), b"native bridge").unwrap();
+    std::fs::write(bin.join("host-local"), b"native host-local").unwrap();
+    std::os::unix::fs::symlink("/usr/libexec/cni/portmap", bin.join("portmap")).unwrap();
+
+    // Without --only, these are conflicts (as before).
+    let out = node.install(&[]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("use --force"),
+        "{}",
+        text(&out)
+    );
+
+    let before = tree(node.dir.path());
+    let out = node.install(&["--only", "loopback,nosuch"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("\"nosuch\" is not a standard plugin")
+            && err.contains("bridge")
+            && err.contains("loopback"),
+        "{}",
+        text(&out)
+    );
+    assert_unchanged(&before, &tree(node.dir.path()));
+
+    let out = node.install(&["--only", "loopback"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        std::fs::read_link(bin.join("loopback")).unwrap(),
+        Path::new("wasmcni")
+    );
+    assert_eq!(std::fs::read(bin.join("bridge")).unwrap(), b"native bridge");
+    assert_eq!(
+        std::fs::read(bin.join("host-local")).unwrap(),
+        b"native host-local"
+    );
+    assert_eq!(
+        std::fs::read_link(bin.join("portmap")).unwrap(),
+        Path::new("/usr/libexec/cni/portmap")
+    );
+    for n in std_names.iter().filter(|n| *n != "loopback") {
+        assert!(
+            std::fs::read_link(bin.join(n)).ok().as_deref() != Some(Path::new("wasmcni")),
+            "{n} was linked"
+        );
+    }
+    let arts = artifacts(&bin.join(".wasmcni-cache"));
+    assert!(
+        arts.iter().all(|a| a.starts_with("loopback-")),
+        "artifacts beyond --only: {arts:?}"
+    );
+    // A plugin installed with --only is linked too.
+    let wasm = std::fs::read(support::fixture("loopback")).unwrap();
+    std::fs::write(node.path("src/myplugin.wasm"), &wasm).unwrap();
+    let out = node.install(&["--only", "loopback", "--plugin", "src/myplugin.wasm"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        std::fs::read_link(bin.join("myplugin")).unwrap(),
+        Path::new("wasmcni")
+    );
+    assert_eq!(std::fs::read(bin.join("bridge")).unwrap(), b"native bridge");
+}
+
+/// A pre-planted symlink is never written through: not at the temporary
+/// name an installer that is pid 1 (every DaemonSet pod) used to pick,
+/// nor at the files replaced with --force; each replacement is a rename,
+/// and no temporary is left behind.
+#[test]
+fn install_never_writes_through_a_planted_symlink() {
+    support::require_root();
+    let node = Node::new();
+    let bin = node.path("bin");
+    std::fs::create_dir(&bin).unwrap();
+    for v in ["victim-tmp", "victim-bin", "victim-link"] {
+        std::fs::write(node.path(v), v).unwrap();
+    }
+    // The old temporary name of pid 1, and the targets themselves.
+    std::os::unix::fs::symlink(node.path("victim-tmp"), bin.join(".wasmcni.tmp1")).unwrap();
+    std::os::unix::fs::symlink(node.path("victim-bin"), bin.join("wasmcni")).unwrap();
+    std::os::unix::fs::symlink(node.path("victim-link"), bin.join("bridge")).unwrap();
+    // As pid 1, in a pid namespace of its own.
+    let out = Command::new("unshare")
+        .args(["--pid", "--fork", "--"])
+        .arg(node.path("tool/wasmcni"))
+        .arg("install")
+        .arg(&bin)
+        .arg("--plugin-dir")
+        .arg(node.path("plugins"))
+        .arg("--policy-dir")
+        .arg(node.path("policy.d"))
+        .args(["--only", "bridge,loopback", "--force"])
+        .env_clear()
+        .current_dir(node.dir.path())
+        .output()
+        .expect("running unshare (util-linux)");
+    assert!(out.status.success(), "{}", text(&out));
+    for v in ["victim-tmp", "victim-bin", "victim-link"] {
+        assert_eq!(std::fs::read(node.path(v)).unwrap(), v.as_bytes(), "{v}");
+    }
+    let m = std::fs::symlink_metadata(bin.join("wasmcni")).unwrap();
+    assert!(m.is_file(), "{m:?}");
+    assert_eq!(
+        std::fs::read(bin.join("wasmcni")).unwrap(),
+        std::fs::read(node.path("tool/wasmcni")).unwrap()
+    );
+    assert_eq!(
+        std::fs::read_link(bin.join("bridge")).unwrap(),
+        Path::new("wasmcni")
+    );
+    let left: Vec<String> = std::fs::read_dir(&bin)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains("tmp") && n != ".wasmcni.tmp1")
+        .collect();
+    assert!(left.is_empty(), "temporaries left: {left:?}");
+}
+
+/// An entry written into the policy dir for a plugin the policy file also
+/// names makes wasmcni refuse the plugin as ambiguous: install says so
+/// loudly, both where the policy dir is the one a run reads and where it
+/// is given with --policy-dir (the DaemonSet's case).
+#[test]
+fn install_warns_when_the_policy_file_also_names_the_plugin() {
+    support::require_root();
+    let node = Node::new();
+    let wasm = std::fs::read(support::fixture("loopback")).unwrap();
+    std::fs::write(node.path("src/myplugin.wasm"), &wasm).unwrap();
+    let run = |policy_dir_flag: bool| {
+        let mut c = Command::new(node.path("tool/wasmcni"));
+        c.arg("install")
+            .arg(node.path("bin"))
+            .arg("--plugin-dir")
+            .arg(node.path("plugins"));
+        if policy_dir_flag {
+            c.arg("--policy-dir").arg(node.path("policy.d"));
+        }
+        c.args([
+            "--plugin",
+            "src/myplugin.wasm",
+            "--policy",
+            "src/entry.json",
+        ])
+        .env_clear()
+        .env("WASMCNI_POLICY", node.path("policy.json"))
+        .current_dir(node.dir.path());
+        if !policy_dir_flag {
+            c.env("WASMCNI_POLICY_DIR", node.path("policy.d"));
+        }
+        c.output().unwrap()
+    };
+    // Only in the policy dir: nothing to say.
+    let out = run(true);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("REFUSED"),
+        "{}",
+        text(&out)
+    );
+    std::fs::write(
+        node.path("policy.json"),
+        json!({"plugins": {"myplugin": {}}}).to_string(),
+    )
+    .unwrap();
+    for flag in [true, false] {
+        let out = run(flag);
+        assert!(out.status.success(), "{}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("plugin \"myplugin\" will be REFUSED")
+                && err.contains("has an entry both in")
+                && err.contains("policy.json"),
+            "--policy-dir {flag}: {}",
+            text(&out)
+        );
+    }
+}

@@ -222,6 +222,54 @@ fn ipam_state_stays_in_the_sandbox() {
     );
 }
 
+/// Hostile (review of issue 11): a plugin that opens a data dir its config
+/// does not name (it would compute the path; here the fixture's config key
+/// is renamed in its bytes, so `try` cannot see it) is refused in the
+/// learning run, and the suggestion that grants that dir must not be run:
+/// the sandbox does not cover it, and verifying under it wrote the plugin's
+/// IPAM state to the machine's disk.
+#[test]
+fn a_data_dir_the_config_hides_never_reaches_the_disk() {
+    require_root();
+    let dir = private_tempdir();
+    let mut wasm = std::fs::read(fixture("scripted")).expect("fixture");
+    let key = b"data-dir";
+    let at: Vec<usize> = wasm
+        .windows(key.len())
+        .enumerate()
+        .filter(|(_, w)| w == key)
+        .map(|(i, _)| i)
+        .collect();
+    // Twice: a WIT parameter name in the component's type (first), and the
+    // fixture's config key in its data (last); rename only the key.
+    assert_eq!(at.len(), 2, "the fixture holds `data-dir` twice");
+    wasm[at[1]..at[1] + key.len()].copy_from_slice(b"data_dir");
+    let plugin = dir.path().join("hidestore.wasm");
+    std::fs::write(&plugin, &wasm).unwrap();
+    let data = dir.path().join("escape");
+    let conf = write(
+        dir.path(),
+        "conf.json",
+        &json!({"cniVersion": "1.0.0", "name": "n", "type": "hidestore", "ops": [
+            {"call": "ipam.open", "data_dir": data},
+            {"call": "ipam.reserve", "address": "10.1.0.5", "range-id": "0"},
+            {"call": "ipam.close"}
+        ]}),
+    );
+    let run = try_(&[
+        &plugin.display().to_string(),
+        "--config",
+        &conf.display().to_string(),
+        "--suggest",
+    ]);
+    assert!(!data.exists(), "the plugin's IPAM state reached the disk");
+    assert_ne!(run.code, 0, "{run:?}");
+    assert!(
+        run.stderr.contains("not verified") && run.stderr.contains("does not"),
+        "{run:?}"
+    );
+}
+
 #[test]
 fn a_chained_plugin_gets_its_prev_result_and_the_interfaces_it_names() {
     require_root();
@@ -717,4 +765,83 @@ fn try_refuses_bad_input_with_clear_errors() {
         assert!(run.stderr.contains(needle), "{args:?}: {run:?}");
         assert!(!run.stderr.contains("panicked"), "{run:?}");
     }
+}
+
+#[test]
+fn suggest_flags_grants_only_refused_calls_needed_and_drops_patterns_from_the_log() {
+    let dir = private_tempdir();
+    let plugin = third_party_loopback(dir.path(), "sly");
+    let plugin_s = plugin.display().to_string();
+    let sha = wasmcni::plugins::find("loopback")
+        .unwrap()
+        .sha256()
+        .to_owned();
+    let rec = |call: &str, args: Value, outcome: &str, reason: &str, extra: Value| {
+        let mut v = json!({"time": "2026-01-01T00:00:00Z", "plugin": "sly", "sha256": sha,
+               "container_id": "0123456789abcdef", "ifname": "eth0", "command": "ADD",
+               "call": call, "args": args, "outcome": outcome, "reason": reason});
+        if let Value::Object(m) = extra {
+            v.as_object_mut().unwrap().extend(m);
+        }
+        v.to_string()
+    };
+    // A vendor's `try` log: a refused call on the node uplink made on
+    // purpose, a node link called `*`, a name that is all container ID.
+    let log = dir.path().join("vendor.jsonl");
+    let text = [
+        rec(
+            "link.set-up",
+            json!({"ns": "container", "index": 1, "up": true}),
+            "ok",
+            "",
+            json!({}),
+        ),
+        rec(
+            "link.set-up",
+            json!({"ns": "host", "index": 2, "up": true}),
+            "denied",
+            "host link \"eth0\" (index 2) was not created by wasmcni and matches none of \
+             plugins.sly.host.links",
+            json!({}),
+        ),
+        rec(
+            "link.set-mtu",
+            json!({"ns": "host", "index": 3, "mtu": 1400}),
+            "ok",
+            "",
+            json!({"node-links": {"3": {"name": "*"}}}),
+        ),
+        rec(
+            "link.create-dummy",
+            json!({"ns": "host", "name": "0123456789ab"}),
+            "ok",
+            "",
+            json!({}),
+        ),
+    ]
+    .join("\n");
+    std::fs::write(&log, text).expect("log");
+    let log_s = log.display().to_string();
+    let run = wasmcni(&["policy", "suggest", &plugin_s, "--from-try", &log_s], &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let entry = run.json();
+    assert_eq!(entry["host"]["links"], json!(["eth0"]), "{run:?}");
+    assert_eq!(entry["host"]["names"], json!(["0123456789ab"]), "{run:?}");
+    assert!(!run.stdout.contains("\"*\""), "{run:?}");
+    assert!(
+        run.stderr.contains(
+            "note: host.links: [\"eth0\"] only from refused calls: the plugin was denied it"
+        ),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr
+            .contains("node link name \"*\" from the log holds the pattern character"),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr.contains("\"0123456789ab\" kept exact"),
+        "{run:?}"
+    );
+    assert!(!run.stderr.contains("container.modify only"), "{run:?}");
 }

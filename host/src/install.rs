@@ -1,7 +1,8 @@
 //! `wasmcni install` and `wasmcni precompile`.
 //!
 //! `install DIR` makes DIR a CNI bin dir: DIR/wasmcni, a link DIR/X ->
-//! wasmcni for every standard plugin X, each precompiled into the artifact
+//! wasmcni for every standard plugin X (or each one `--only` names; the
+//! others' names are left alone), each precompiled into the artifact
 //! cache the links load from. The same command installs what a node needs
 //! besides, so a node installer (the DaemonSet image, which has no shell)
 //! is one `wasmcni install` call:
@@ -39,7 +40,7 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -110,6 +111,13 @@ pub struct Options {
     /// container of a DaemonSet must keep running).
     #[arg(long)]
     pub then_sleep: bool,
+    /// Link only these standard plugins (comma-separated, e.g.
+    /// `loopback,tuning`), besides wasmcni itself and any --plugin; the
+    /// other standard names in DIR are left alone (a node whose primary
+    /// CNI uses the native bridge, host-local or portmap keeps them).
+    /// Default: every standard plugin.
+    #[arg(long, value_name = "TYPES", value_delimiter = ',')]
+    pub only: Option<Vec<String>>,
 }
 
 /// What is at a path we want to write.
@@ -217,35 +225,73 @@ fn plain(name: &str) -> bool {
         && name.len() <= 255
 }
 
-/// Writes `path` atomically (a temporary file beside it, then rename),
-/// mode 0644.
-fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+/// Replaces `path` atomically: `create` makes the new file or symlink at
+/// a fresh temporary name beside it, which is then renamed over `path`
+/// (a runtime looking `path` up at any moment finds the old or the new,
+/// never nothing). `create` must create exclusively (`O_EXCL`,
+/// `symlink`), so that whatever is already at a temporary name (another
+/// writer's file, a planted symlink) is never followed nor removed: such a
+/// name is skipped for the next.
+fn write_atomic_with(
+    path: &Path,
+    create: impl Fn(&Path) -> std::io::Result<()>,
+) -> anyhow::Result<()> {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let dir = path.parent().unwrap_or(Path::new("."));
     let file = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    // Hidden and with a suffix no CNI or policy loader reads. The pid
-    // alone is not unique across pid namespaces (every installer is pid 1).
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let tmp = dir.join(format!(".{file}.wasmcni-tmp{}-{nanos}", std::process::id()));
-    let res = (|| -> std::io::Result<()> {
-        let mut f = fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o644)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        fs::rename(&tmp, path)
-    })();
-    if res.is_err() {
-        let _ = fs::remove_file(&tmp);
+    for _ in 0..64 {
+        // Hidden and with a suffix no CNI or policy loader reads. The pid
+        // alone is not unique across pid namespaces (every installer is
+        // pid 1): the time and a counter make it so, and the exclusive
+        // creation makes a name that is taken harmless.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = dir.join(format!(
+            ".{file}.wasmcni-tmp{}-{nanos}-{n}",
+            std::process::id()
+        ));
+        match create(&tmp) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => {
+                // Only ever ours: it did not exist before.
+                let _ = fs::remove_file(&tmp);
+                return Err(e).with_context(|| format!("writing {path:?} (through {tmp:?})"));
+            }
+        }
+        if let Err(e) = fs::rename(&tmp, path) {
+            let _ = fs::remove_file(&tmp);
+            return Err(e).with_context(|| format!("replacing {path:?} with {tmp:?}"));
+        }
+        return Ok(());
     }
-    res.with_context(|| format!("writing {path:?}"))
+    bail!("writing {path:?}: could not find a free temporary name in {dir:?}")
+}
+
+/// Creates `path` exclusively (never through a symlink) with `mode` and
+/// fills it from `bytes`.
+fn create_file(path: &Path, mode: u32, bytes: &mut dyn Read) -> std::io::Result<()> {
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .open(path)?;
+    std::io::copy(bytes, &mut f)?;
+    // The umask may have narrowed the mode.
+    f.set_permissions(fs::Permissions::from_mode(mode))?;
+    f.sync_all()
+}
+
+/// Writes `path` atomically (a temporary file beside it, then rename),
+/// mode 0644.
+fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    write_atomic_with(path, |tmp| create_file(tmp, 0o644, &mut &bytes[..]))
 }
 
 fn create_dir(dir: &Path) -> anyhow::Result<()> {
@@ -568,12 +614,7 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
                 .with_context(|| format!("policy file {f:?} is not UTF-8"))?;
             // A policy with a typo never reaches the node.
             crate::policy::Policy::parse(text, &f.display().to_string())?;
-            let target = opts.policy_target.clone().unwrap_or_else(|| {
-                std::env::var_os("WASMCNI_POLICY")
-                    .filter(|p| !p.is_empty())
-                    .map(PathBuf::from)
-                    .unwrap_or_else(|| PathBuf::from(crate::policy::DEFAULT_POLICY_FILE))
-            });
+            let target = policy_target(opts);
             let name = target
                 .file_name()
                 .and_then(|n| n.to_str())
@@ -589,7 +630,31 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
         None => None,
     };
 
-    let mut links: Vec<&str> = bundled.iter().map(Plugin::name).collect();
+    let mut links: Vec<&str> = match &opts.only {
+        None => bundled.iter().map(Plugin::name).collect(),
+        Some(only) => {
+            let mut names = Vec::new();
+            for name in only.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+                if !bundled.iter().any(|p| p.name() == name) {
+                    bail!(
+                        "--only: {name:?} is not a standard plugin; the standard plugins are: {}",
+                        bundled
+                            .iter()
+                            .map(Plugin::name)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    );
+                }
+                if !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+            if names.is_empty() {
+                bail!("--only: no plugin named (give standard plugin names, comma-separated)");
+            }
+            names
+        }
+    };
     if let Some(t) = &third {
         links.push(&t.name);
     }
@@ -635,10 +700,12 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
         if same {
             println!("{}: unchanged", bin.display());
         } else {
-            let tmp = dir.join(format!(".wasmcni.tmp{}", std::process::id()));
-            fs::copy(&exe, &tmp).with_context(|| format!("copying {exe:?} to {tmp:?}"))?;
-            fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755))?;
-            fs::rename(&tmp, &bin)?;
+            let src = fs::File::open(&exe).with_context(|| format!("reading {exe:?}"))?;
+            write_atomic_with(&bin, |tmp| {
+                use std::io::Seek;
+                (&src).rewind()?;
+                create_file(tmp, 0o755, &mut &src)
+            })?;
             println!("{}: installed", bin.display());
         }
     }
@@ -646,11 +713,12 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
         if *state == Existing::Ours {
             continue;
         }
-        if *state == Existing::Foreign {
-            fs::remove_file(path).with_context(|| format!("removing {path:?}"))?;
-        }
-        std::os::unix::fs::symlink(crate::cli::SELF_NAME, path)
-            .with_context(|| format!("linking {path:?}"))?;
+        // A foreign file or link is replaced in one step (rename), never
+        // followed.
+        write_atomic_with(path, |tmp| {
+            std::os::unix::fs::symlink(crate::cli::SELF_NAME, tmp)
+        })
+        .with_context(|| format!("linking {path:?}"))?;
     }
     // The network configuration comes last (below): a runtime (and the
     // kubelet, which calls a node ready when one appears) may use it at once.
@@ -671,7 +739,17 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
         .map(|t| t.plugin_dir.clone())
         .or_else(|| opts.plugin_dir.clone())
         .unwrap_or_else(plugins::plugin_dir);
-    let mut all = bundled;
+    // The standard plugins linked here: those just linked, and those an
+    // earlier install linked (with another --only).
+    let linked: Vec<String> = links.iter().map(|n| (*n).to_owned()).collect();
+    let mut all: Vec<Plugin> = bundled
+        .into_iter()
+        .filter(|p| {
+            linked.iter().any(|n| n == p.name())
+                || fs::read_link(dir.join(p.name()))
+                    .is_ok_and(|t| t == Path::new(crate::cli::SELF_NAME))
+        })
+        .collect();
     all.extend(installed_third_party(&dir, &plugin_dir));
     for p in &all {
         let mut artifact = engine::precompile(&engine, p, &cache)?;
@@ -696,6 +774,9 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
         }
         if opts.policy_dir.is_none() && opts.policy_target.is_none() {
             warn_unless_runnable(t);
+        }
+        if let Some(entry) = &t.entry {
+            warn_if_ambiguous(t, entry, opts);
         }
     }
     if let Some(c) = &conf {
@@ -736,6 +817,64 @@ fn warn_unless_runnable(t: &ThirdParty) {
     if let Some(p) = problem {
         eprintln!("wasmcni: warning: plugin {:?}: {p}", t.name);
     }
+}
+
+/// With `--policy`, install wrote the plugin's entry into a policy dir:
+/// says loudly when the effective policy file (as written now:
+/// `--policy-target`, else `$WASMCNI_POLICY`, else the default) also has
+/// one, which makes wasmcni refuse the plugin as ambiguous.
+fn warn_if_ambiguous(t: &ThirdParty, entry: &Placement, opts: &Options) {
+    let target = policy_target(opts);
+    if fs::symlink_metadata(&target).is_err() {
+        return;
+    }
+    let written = entry.path();
+    let ambiguous = match crate::policy::Policy::load(Some(&target)) {
+        Err(e) => {
+            eprintln!(
+                "wasmcni: WARNING: plugin {:?}: the policy (file {}) does not load: {e}; \
+                 wasmcni will REFUSE to run every plugin until it is fixed",
+                t.name,
+                target.display()
+            );
+            return;
+        }
+        // The policy dir a run reads is the one written to: the policy
+        // says so itself.
+        Ok(policy) => match policy.resolve(&t.name, false) {
+            Err(e @ crate::policy::PolicyError::Ambiguous { .. }) => Some(e),
+            // Another dir (given with --policy-dir): the file's entry and
+            // the one written are both there at the node's paths.
+            _ => match policy.source(&t.name, false) {
+                Some(crate::policy::Source::File(file)) => {
+                    Some(crate::policy::PolicyError::Ambiguous {
+                        name: t.name.clone(),
+                        file,
+                        dir: written,
+                    })
+                }
+                _ => None,
+            },
+        },
+    };
+    if let Some(e) = ambiguous {
+        eprintln!(
+            "wasmcni: WARNING: plugin {:?} will be REFUSED on every run: {e} \
+             (install wrote the policy dir's entry; remove plugins.{} from the policy file)",
+            t.name, t.name
+        );
+    }
+}
+
+/// Where the policy file is (or goes): `--policy-target`, else
+/// `$WASMCNI_POLICY`, else the default.
+fn policy_target(opts: &Options) -> PathBuf {
+    opts.policy_target.clone().unwrap_or_else(|| {
+        std::env::var_os("WASMCNI_POLICY")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(crate::policy::DEFAULT_POLICY_FILE))
+    })
 }
 
 /// The third-party plugins `dir` links to: `<plugin dir>/X.wasm` for
@@ -899,6 +1038,46 @@ mod tests {
         .unwrap();
         let r = Record::load(dir.path()).unwrap();
         assert!(r.files.is_empty(), "{r:?}");
+    }
+
+    #[test]
+    fn a_replacement_never_goes_through_what_is_at_a_temporary_name() {
+        let d = tempfile::tempdir().unwrap();
+        let d = d.path();
+        fs::write(d.join("victim"), b"victim").unwrap();
+        let target = d.join("f");
+        std::os::unix::fs::symlink(d.join("victim"), &target).unwrap();
+        // The first temporary name is taken (a symlink planted there, as
+        // by someone who guessed it): it is neither written through nor
+        // removed, and the next name is used.
+        let planted = std::cell::RefCell::new(Vec::new());
+        write_atomic_with(&target, |tmp| {
+            if planted.borrow().is_empty() {
+                std::os::unix::fs::symlink(d.join("victim"), tmp).unwrap();
+                planted.borrow_mut().push(tmp.to_owned());
+            }
+            create_file(tmp, 0o644, &mut &b"new"[..])
+        })
+        .unwrap();
+        assert_eq!(fs::read(d.join("victim")).unwrap(), b"victim");
+        let planted = &planted.borrow()[0];
+        assert_eq!(fs::read_link(planted).unwrap(), d.join("victim"));
+        // The target (a symlink) was replaced, not followed.
+        assert!(fs::symlink_metadata(&target).unwrap().is_file());
+        assert_eq!(fs::read(&target).unwrap(), b"new");
+        // A failure removes only its own temporary.
+        let err = write_atomic_with(&d.join("g"), |tmp| {
+            fs::write(tmp, b"partial")?;
+            Err(std::io::Error::other("disk full"))
+        })
+        .unwrap_err();
+        assert!(format!("{err:#}").contains("disk full"), "{err:#}");
+        let mut names: Vec<String> = fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names.len(), 3, "{names:?}");
     }
 
     #[test]

@@ -531,8 +531,8 @@ fn arm_deadline(engine: &Engine, deadline: Duration) {
                     tv_usec: 0,
                 },
                 it_value: libc::timeval {
-                    tv_sec: deadline.as_secs() as libc::time_t,
-                    tv_usec: deadline.subsec_micros() as libc::suseconds_t,
+                    tv_sec: deadline.as_secs() as _,
+                    tv_usec: deadline.subsec_micros() as _,
                 },
             };
             libc::sigaction(libc::SIGALRM, &sa, std::ptr::null_mut()) == 0

@@ -13,16 +13,24 @@
 //!   the link kinds it created;
 //! - host `names` of the links it created, moved in or renamed: exact,
 //!   except a part taken from the container ID or a random hex suffix
-//!   (as `veth1a2b3c4d`), which becomes `*`;
+//!   (as `veth1a2b3c4d`), which becomes `*`, but never a pattern with
+//!   a literal start under 3 characters or one that matches a node link
+//!   (`eth*`): such a name stays exact;
 //! - host `prefixes`: the networks of the addresses and route
 //!   destinations it used, exactly;
 //! - `sysctls`: the keys, exactly, except the link in a per-link key when
-//!   it is the runtime's `CNI_IFNAME` or generalized as `names` are;
+//!   it is the runtime's `CNI_IFNAME` (container namespace only) or
+//!   generalized as `names` are;
 //! - host `links` / `masters` / `bridges`: node links it used that it did
 //!   not create, by name. A node's audit log records links by index, so
 //!   these are known from denials (the reason names the link) or from a
 //!   `try` run (whose records carry `node-links`);
 //! - `ipam-roots` (the data dirs it opened) and `delegates`.
+//!
+//! A record is input to trust: a name or path in it that could not be a
+//! link name (or holds the pattern character `*`), an IPAM root that is
+//! not a plain absolute path, is left out with a note. A grant only
+//! refused calls needed stays in the entry but leads the notes.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -194,11 +202,67 @@ fn quoted_after(text: &str, prefix: &str) -> Option<String> {
     de.next()?.ok()
 }
 
+/// The shortest literal start a generalized name may keep before its
+/// first `*`: `veth*`, `tap*`, never `*` or `c-*`.
+const MIN_LITERAL: usize = 3;
+
+/// Names node interfaces commonly have: a generalized name that matches
+/// one of them (`eth*`, `ens*`) would let the plugin touch the node's own
+/// devices, so the exact name is kept instead.
+const NODE_NAMES: &[&str] = &[
+    "eth0", "eth1", "ens3", "ens33", "enp0s3", "eno1", "enx0", "wlan0", "wlp2s0", "bond0", "team0",
+    "ib0", "lo", "docker0",
+];
+
 /// A name with the parts a plugin derives from its invocation made `*`:
 /// a run of at least 6 characters of the container ID's start, or a
 /// trailing random-looking hex suffix (6 or more hex digits after a
-/// non-hex prefix, as `veth1a2b3c4d`).
+/// non-hex prefix, as `veth1a2b3c4d`). Never broader than a literal start
+/// of [`MIN_LITERAL`] characters and `*`, nor matching a usual node
+/// interface name: such a name stays exact.
 pub fn generalize(name: &str, container_id: &str) -> String {
+    generalize_checked(name, container_id, &[]).0
+}
+
+/// [`generalize`], also refusing a pattern that matches one of
+/// `node_links` (the node's links the record names), with a note when
+/// a pattern was refused.
+fn generalize_checked(
+    name: &str,
+    container_id: &str,
+    node_links: &[String],
+) -> (String, Option<String>) {
+    let general = generalize_raw(name, container_id);
+    if general == name {
+        return (general, None);
+    }
+    let literal = general.split('*').next().unwrap_or("");
+    let why = if literal.chars().count() < MIN_LITERAL {
+        Some(format!(
+            "its literal start {literal:?} is shorter than {MIN_LITERAL} characters"
+        ))
+    } else {
+        let p = Pattern(general.clone());
+        node_links
+            .iter()
+            .map(String::as_str)
+            .chain(NODE_NAMES.iter().copied())
+            .find(|n| *n != name && p.matches(n))
+            .map(|n| format!("it would match the node link name {n:?}"))
+    };
+    match why {
+        Some(why) => (
+            name.to_owned(),
+            Some(format!(
+                "host link name {name:?} kept exact, not generalized to {general:?}: {why}; \
+                 the entry covers only this name"
+            )),
+        ),
+        None => (general, None),
+    }
+}
+
+fn generalize_raw(name: &str, container_id: &str) -> String {
     const MIN: usize = 6;
     let mut out = name.to_owned();
     let cid = container_id.as_bytes();
@@ -226,17 +290,92 @@ pub fn generalize(name: &str, container_id: &str) -> String {
     out
 }
 
-/// A sysctl key with the link of a per-link key generalized: `*` for the
-/// runtime's interface name, else as [`generalize`].
-fn sysctl_pattern(key: &str, r: &Logged) -> String {
+/// The names of the node links `try` recorded in `r` (`node-links`).
+fn node_link_names(r: &Logged) -> Vec<String> {
+    r.extra
+        .get("node-links")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.values()
+                .filter_map(|v| v.get("name").and_then(Value::as_str).map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Why `name`, taken from a record, cannot be granted as a link name:
+/// it is no valid Linux interface name (1 to 15 bytes, no `/`, `:` or
+/// white space, not `.` or `..`) or holds the pattern character `*`.
+fn bad_link_name(name: &str) -> Option<&'static str> {
+    if name.is_empty() || name.len() > 15 {
+        Some("is not 1 to 15 bytes long")
+    } else if name == "." || name == ".." {
+        Some("is `.` or `..`")
+    } else if name
+        .chars()
+        .any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control())
+    {
+        Some("holds `/`, `:`, white space or a control character")
+    } else if name.contains('*') {
+        Some("holds the pattern character `*`")
+    } else {
+        None
+    }
+}
+
+/// Why `dir`, taken from a record, cannot be granted as an IPAM root: it
+/// is not an absolute path of normal components below `/`.
+fn bad_ipam_root(dir: &str) -> Option<&'static str> {
+    let Some(rest) = dir.strip_prefix('/') else {
+        return Some("is not an absolute path");
+    };
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    if rest.is_empty() {
+        Some("is the root directory")
+    } else if rest
+        .split('/')
+        .any(|c| c.is_empty() || c == "." || c == "..")
+    {
+        Some("has an empty, `.` or `..` component")
+    } else if dir.chars().any(char::is_control) {
+        Some("holds a control character")
+    } else {
+        None
+    }
+}
+
+/// Why `key`, taken from a record, cannot be granted as a sysctl pattern.
+fn bad_sysctl_key(key: &str) -> Option<&'static str> {
+    if key.contains('*') {
+        Some("holds the pattern character `*`")
+    } else if key.split('.').any(str::is_empty)
+        || key.chars().any(|c| c.is_whitespace() || c.is_control())
+    {
+        Some("has an empty part, white space or a control character")
+    } else if sysctl_link(key).is_some_and(|l| bad_link_name(&l).is_some()) {
+        Some("names no valid link")
+    } else {
+        None
+    }
+}
+
+/// A sysctl key with the link of a per-link key generalized: in the
+/// container namespace `*` for the runtime's interface name (the
+/// namespace is the pod's own), else as [`generalize`]. In the host
+/// namespace `CNI_IFNAME` names no node link, so it stays exact there.
+fn sysctl_pattern(key: &str, kind: Kind, r: &Logged, notes: &mut Vec<String>) -> String {
     let parts: Vec<&str> = key.split('.').collect();
     if let ["net", proto, section @ ("conf" | "neigh"), link, rest @ ..] = parts.as_slice() {
         if *link != "all" && *link != "default" && !rest.is_empty() {
             let name = link.replace('/', ".");
-            let general = if !r.ifname.is_empty() && name == r.ifname {
+            let general = if kind == Kind::Container && !r.ifname.is_empty() && name == r.ifname {
                 "*".to_owned()
             } else {
-                generalize(&name, &r.container_id).replace('.', "/")
+                let (g, note) = generalize_checked(&name, &r.container_id, &node_link_names(r));
+                if let Some(n) = note {
+                    push(notes, n);
+                }
+                g.replace('.', "/")
             };
             return format!("net.{proto}.{section}.{general}.{}", rest.join("."));
         }
@@ -255,6 +394,23 @@ fn sysctl_link(key: &str) -> Option<String> {
     }
 }
 
+/// `l` if its name may be granted, else `None` and a note.
+fn checked(l: Option<NodeLink>, notes: &mut Vec<String>) -> Option<NodeLink> {
+    let l = l?;
+    match bad_link_name(&l.name) {
+        None => Some(l),
+        Some(why) => {
+            push(
+                notes,
+                format!(
+                    "node link name {:?} from the log {why}: left out of the entry",
+                    l.name
+                ),
+            );
+            None
+        }
+    }
+}
 /// What a call on a node link the plugin did not create needs: `bridges`
 /// when it is a bridge and the call is one a shared bridge takes
 /// (`shareable`), else `links`.
@@ -268,9 +424,16 @@ fn foreign(l: NodeLink, shareable: bool) -> Need {
 
 /// The grants record `r` needed (empty for one that does not count).
 pub fn needs(r: &Logged) -> Vec<Need> {
+    needs_noted(r).0
+}
+
+/// [`needs`], and notes on names generalized, kept exact or left out
+/// because the record's value may not become a grant.
+fn needs_noted(r: &Logged) -> (Vec<Need>, Vec<String>) {
     if !counts(r) {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
+    let mut notes: Vec<String> = Vec::new();
     let a = &r.args;
     let s = |k: &str| a.get(k).and_then(Value::as_str).unwrap_or("");
     let mut out = Vec::new();
@@ -282,8 +445,13 @@ pub fn needs(r: &Logged) -> Vec<Need> {
         match r.call.as_str() {
             "delegate.run" => {
                 let t = s("plugin-type");
-                if !t.is_empty() {
+                if crate::plugins::valid_name(t) {
                     out.push(Need::Delegate(t.to_owned()));
+                } else if !t.is_empty() {
+                    push(
+                        &mut notes,
+                        format!("delegate {t:?} from the log is no valid plugin name: left out"),
+                    );
                 }
             }
             "ipam-store.[static]store.open" => {
@@ -291,23 +459,48 @@ pub fn needs(r: &Logged) -> Vec<Need> {
                     .get("data-dir")
                     .and_then(Value::as_str)
                     .unwrap_or(crate::ipam::DEFAULT_DATA_DIR);
-                out.push(Need::IpamRoot(PathBuf::from(dir)));
+                match bad_ipam_root(dir) {
+                    None => out.push(Need::IpamRoot(PathBuf::from(dir))),
+                    Some(why) => push(
+                        &mut notes,
+                        format!("IPAM data dir {dir:?} from the log {why}: left out"),
+                    ),
+                }
             }
             _ => {}
         }
-        return out;
+        return (out, notes);
     };
     // Any host field implies a host entry; only `netns.host` needs the
     // entry alone.
     let host = kind == Kind::Host;
     let index = index_of(&a["index"]);
-    let name = |out: &mut Vec<Need>, k: Kind, n: Option<&str>| {
-        if k == Kind::Host {
-            out.push(match n {
-                Some(n) if !n.is_empty() => Need::Name(generalize(n, &r.container_id)),
-                _ => Need::UnknownName,
-            });
+    let nodes = node_link_names(r);
+    let name = |out: &mut Vec<Need>, notes: &mut Vec<String>, k: Kind, n: Option<&str>| {
+        if k != Kind::Host {
+            return;
         }
+        let Some(n) = n.filter(|n| !n.is_empty()) else {
+            out.push(Need::UnknownName);
+            return;
+        };
+        if let Some(why) = bad_link_name(n) {
+            push(
+                notes,
+                format!("host link name {n:?} from the log {why}: no `names` grant for it"),
+            );
+            return;
+        }
+        let (general, note) = generalize_checked(n, &r.container_id, &nodes);
+        match note {
+            Some(note) => push(notes, note),
+            None if general != n => push(
+                notes,
+                format!("host link name {n:?} became the pattern {general:?}"),
+            ),
+            None => {}
+        }
+        out.push(Need::Name(general));
     };
     let on = |k: &str| a.get(k).and_then(Value::as_bool).unwrap_or(false);
     match r.call.as_str() {
@@ -316,10 +509,10 @@ pub fn needs(r: &Logged) -> Vec<Need> {
         | "link.port-vlans" | "address.list" | "route.list" => out.push(Need::Read(kind)),
         "link.create-veth" => {
             out.push(Need::Create(kind, LinkKind::Veth));
-            name(&mut out, kind, Some(s("name")));
+            name(&mut out, &mut notes, kind, Some(s("name")));
             if let Some(peer) = kind_of(&a["peer-ns"]) {
                 out.push(Need::Create(peer, LinkKind::Veth));
-                name(&mut out, peer, Some(s("peer-name")));
+                name(&mut out, &mut notes, peer, Some(s("peer-name")));
             }
         }
         "link.create-bridge" | "link.create-dummy" | "link.create-tap" => {
@@ -329,7 +522,7 @@ pub fn needs(r: &Logged) -> Vec<Need> {
                 _ => LinkKind::Tap,
             };
             out.push(Need::Create(kind, what));
-            name(&mut out, kind, Some(s("name")));
+            name(&mut out, &mut notes, kind, Some(s("name")));
         }
         "link.create-macvlan" | "link.create-ipvlan" | "link.create-vlan" => {
             let what = match r.call.as_str() {
@@ -338,9 +531,9 @@ pub fn needs(r: &Logged) -> Vec<Need> {
                 _ => LinkKind::Vlan,
             };
             out.push(Need::Create(kind, what));
-            name(&mut out, kind, Some(s("name")));
+            name(&mut out, &mut notes, kind, Some(s("name")));
             if kind_of(&a["master-ns"]) == Some(Kind::Host) {
-                if let Some(m) = node_link(r, index_of(&a["master"])) {
+                if let Some(m) = checked(node_link(r, index_of(&a["master"])), &mut notes) {
                     out.push(Need::Masters(m.name));
                 }
             }
@@ -350,10 +543,10 @@ pub fn needs(r: &Logged) -> Vec<Need> {
             if let Some(target) = kind_of(&a["target"]) {
                 out.push(Need::Move(target));
                 let new = a.get("new-name").and_then(Value::as_str);
-                name(&mut out, target, new);
+                name(&mut out, &mut notes, target, new);
             }
             if host {
-                if let Some(l) = node_link(r, index) {
+                if let Some(l) = checked(node_link(r, index), &mut notes) {
                     out.push(Need::Links(l.name));
                 }
             }
@@ -376,17 +569,17 @@ pub fn needs(r: &Logged) -> Vec<Need> {
                     "link.set-promiscuous" => on("on"),
                     _ => false,
                 };
-                if let Some(l) = node_link(r, index) {
+                if let Some(l) = checked(node_link(r, index), &mut notes) {
                     out.push(foreign(l, shareable));
                 }
                 if r.call == "link.set-master" {
-                    if let Some(m) = node_link(r, index_of(&a["master"])) {
+                    if let Some(m) = checked(node_link(r, index_of(&a["master"])), &mut notes) {
                         out.push(foreign(m, true));
                     }
                 }
             }
             if r.call == "link.set-name" {
-                name(&mut out, kind, Some(s("name")));
+                name(&mut out, &mut notes, kind, Some(s("name")));
             }
         }
         "address.add" | "address.delete" | "address.announce" => {
@@ -396,7 +589,7 @@ pub fn needs(r: &Logged) -> Vec<Need> {
                 Need::Addresses(kind)
             });
             if host {
-                if let Some(l) = node_link(r, index_of(&a["link-index"])) {
+                if let Some(l) = checked(node_link(r, index_of(&a["link-index"])), &mut notes) {
                     out.push(foreign(l, true));
                 }
                 if r.call == "address.add" {
@@ -417,15 +610,22 @@ pub fn needs(r: &Logged) -> Vec<Need> {
                 {
                     out.push(Need::Prefix(net));
                 }
-                if let Some(l) = node_link(r, index_of(&route["link-index"])) {
+                if let Some(l) = checked(node_link(r, index_of(&route["link-index"])), &mut notes) {
                     out.push(Need::Links(l.name));
                 }
             }
         }
         "sysctl.get" | "sysctl.set" => {
             let key = s("key");
-            if !key.is_empty() {
-                out.push(Need::Sysctl(kind, sysctl_pattern(key, r)));
+            if key.is_empty() {
+                // No key: nothing to grant.
+            } else if let Some(why) = bad_sysctl_key(key) {
+                push(
+                    &mut notes,
+                    format!("sysctl key {key:?} from the log {why}: left out"),
+                );
+            } else {
+                out.push(Need::Sysctl(kind, sysctl_pattern(key, kind, r, &mut notes)));
                 if host {
                     if let Some(link) = sysctl_link(key) {
                         let known = node_link_named(r, &link).or_else(|| {
@@ -434,7 +634,7 @@ pub fn needs(r: &Logged) -> Vec<Need> {
                                 .filter(|n| *n == link)
                                 .map(|name| NodeLink { name, kind: None })
                         });
-                        if let Some(l) = known {
+                        if let Some(l) = checked(known, &mut notes) {
                             out.push(foreign(l, r.call == "sysctl.get"));
                         }
                     }
@@ -443,9 +643,8 @@ pub fn needs(r: &Logged) -> Vec<Need> {
         }
         _ => {}
     }
-    out
+    (out, notes)
 }
-
 /// `addr/len` as its network (`10.1.0.1/24` → `10.1.0.0/24`).
 fn prefix(s: &str) -> Option<ipnet::IpNet> {
     let (ip, len) = s.split_once('/')?;
@@ -456,7 +655,10 @@ fn prefix(s: &str) -> Option<ipnet::IpNet> {
 }
 
 /// The entry the needs of `records` add up to, pinned to `sha256`, and
-/// notes on what was generalized or could not be derived.
+/// notes on what was generalized, left out or could not be derived. A
+/// grant that only calls the policy refused needed (no allowed call did)
+/// stays in the entry, as `audit2allow` keeps it, but is named first in
+/// the notes: a plugin can make refused calls on purpose.
 pub fn derive(records: &[Logged], sha256: &str) -> (Entry, Vec<String>) {
     let mut e = Entry {
         sha256: Some(sha256.to_owned()),
@@ -465,20 +667,35 @@ pub fn derive(records: &[Logged], sha256: &str) -> (Entry, Vec<String>) {
     let mut notes = Vec::new();
     let mut names: Vec<Pattern> = Vec::new();
     let mut unknown_name = false;
+    let mut allowed: Vec<Need> = Vec::new();
+    let mut refused: Vec<Need> = Vec::new();
     for r in records {
-        for need in needs(r) {
+        let (needs, found) = needs_noted(r);
+        for n in found {
+            push(&mut notes, n);
+        }
+        let ran = matches!(r.outcome.as_str(), "ok" | "error");
+        for need in needs {
+            push(if ran { &mut allowed } else { &mut refused }, need.clone());
             apply(&mut e, &mut names, &mut unknown_name, need);
         }
-        for (raw, general) in generalized_names(r) {
-            let note = format!("host link name {raw:?} became the pattern {general:?}");
-            if !notes.contains(&note) {
-                notes.push(note);
-            }
-        }
     }
+    let host_allowed = allowed.iter().any(|n| need_kind(n) == Some(Kind::Host));
+    let mut only_refused: Vec<String> = refused
+        .iter()
+        .filter(|n| !allowed.contains(n))
+        .filter(|n| !matches!(n, Need::Prefix(_)))
+        .filter(|n| !(**n == Need::Host && host_allowed))
+        .map(Need::to_string)
+        .collect();
     if let Some(h) = e.host.as_mut() {
         h.prefixes = minimal_prefixes(std::mem::take(&mut h.prefixes));
         for p in &h.prefixes {
+            // A prefix only an allowed call needed is the grant itself; one
+            // that swallowed them came from a refused call.
+            if !allowed.contains(&Need::Prefix(*p)) {
+                only_refused.push(Need::Prefix(*p).to_string());
+            }
             let wide = match p {
                 ipnet::IpNet::V4(n) => n.prefix_len() < 8,
                 ipnet::IpNet::V6(n) => n.prefix_len() < 16,
@@ -503,31 +720,40 @@ pub fn derive(records: &[Logged], sha256: &str) -> (Entry, Vec<String>) {
             }
         }
     }
+    let first: Vec<String> = only_refused
+        .into_iter()
+        .map(|g| {
+            format!(
+                "{g} only from refused calls: the plugin was denied it; grant it only if it \
+                 needs it"
+            )
+        })
+        .collect();
+    notes.splice(0..0, first);
     (e, notes)
 }
 
-/// The host link names in `r` that [`generalize`] changed.
-fn generalized_names(r: &Logged) -> Vec<(String, String)> {
-    let a = &r.args;
-    let mut out = Vec::new();
-    let mut check = |ns: &Value, key: &str| {
-        if kind_of(ns) == Some(Kind::Host) {
-            if let Some(n) = a.get(key).and_then(Value::as_str) {
-                let g = generalize(n, &r.container_id);
-                if g != n {
-                    out.push((n.to_owned(), g));
-                }
-            }
-        }
-    };
-    if counts(r) && r.call.starts_with("link.") {
-        check(&a["ns"], "name");
-        check(&a["peer-ns"], "peer-name");
-        check(&a["target"], "new-name");
+/// The namespace a need is about, if one.
+fn need_kind(n: &Need) -> Option<Kind> {
+    match n {
+        Need::Read(k)
+        | Need::Create(k, _)
+        | Need::Modify(k)
+        | Need::Move(k)
+        | Need::Addresses(k)
+        | Need::Routes(k)
+        | Need::Announce(k)
+        | Need::Sysctl(k, _) => Some(*k),
+        Need::Host
+        | Need::Name(_)
+        | Need::UnknownName
+        | Need::Prefix(_)
+        | Need::Links(_)
+        | Need::Masters(_)
+        | Need::Bridges(_) => Some(Kind::Host),
+        Need::IpamRoot(_) | Need::Delegate(_) => None,
     }
-    out
 }
-
 fn push<T: PartialEq>(v: &mut Vec<T>, x: T) {
     if !v.contains(&x) {
         v.push(x);
@@ -1000,7 +1226,14 @@ mod tests {
         let cid = "0123456789abcdef";
         assert_eq!(generalize("veth1a2b3c4d", cid), "veth*");
         assert_eq!(generalize("tap01234567", cid), "tap*");
-        assert_eq!(generalize("c-012345-x", cid), "c-*-x");
+        assert_eq!(generalize("cni-012345-x", cid), "cni-*-x");
+        // Never broader than a 3-character literal start and `*`.
+        assert_eq!(generalize("c-012345-x", cid), "c-012345-x");
+        assert_eq!(generalize("0123456789", cid), "0123456789");
+        assert_eq!(generalize("ab1a2b3c4d", cid), "ab1a2b3c4d");
+        // Nor one that matches a node interface.
+        assert_eq!(generalize("eth012345", cid), "eth012345");
+        assert_eq!(generalize("ens1a2b3c4d", cid), "ens1a2b3c4d");
         assert_eq!(generalize("cni0", cid), "cni0");
         assert_eq!(generalize("eth0", cid), "eth0");
         // All hex: no prefix to keep, so it stays exact.
@@ -1029,5 +1262,263 @@ mod tests {
         assert_eq!(e.container, NsGrant::default());
         let v = entry_json(&e);
         assert_eq!(v, json!({"sha256": SHA.repeat(32)}));
+    }
+
+    #[test]
+    fn grants_only_refused_calls_needed_are_noted_first() {
+        let denied = rec(
+            "ADD",
+            "link.set-up",
+            json!({"ns": "host", "index": 2, "up": true}),
+            "denied",
+            Some("host link \"eth0\" (index 2) was not created by wasmcni and matches none of plugins.mine.host.links"),
+        );
+        let wide = rec(
+            "ADD",
+            "route.add",
+            json!({"ns": "host", "route": {"destination": "10.0.0.0/8"}}),
+            "denied",
+            Some("plugins.mine.host.routes is false"),
+        );
+        let store = rec(
+            "ADD",
+            "ipam-store.[static]store.open",
+            json!({"data-dir": "/etc"}),
+            "denied",
+            Some("IPAM data dir /etc lies under none of plugins.mine.ipam-roots"),
+        );
+        let records = [
+            ok(
+                "link.set-up",
+                json!({"ns": "container", "index": 1, "up": true}),
+            ),
+            ok("netns.host", json!({})),
+            ok(
+                "address.add",
+                json!({"ns": "host", "link-index": 9, "prefix": "10.1.2.3/32"}),
+            ),
+            denied,
+            wide,
+            store,
+        ];
+        let e = parsed(&records);
+        let h = e.host.clone().expect("host");
+        // Kept, as audit2allow keeps them ...
+        assert_eq!(h.links, vec![Pattern("eth0".into())]);
+        assert!(h.modify && h.routes && e.container.modify);
+        assert_eq!(e.ipam_roots, vec![PathBuf::from("/etc")]);
+        assert_eq!(h.prefixes, vec!["10.0.0.0/8".parse().expect("net")]);
+        // ... but named, first.
+        let (_, notes) = derive(&records, &SHA.repeat(32));
+        let refused: Vec<&String> = notes
+            .iter()
+            .take_while(|n| n.contains("only from refused calls"))
+            .collect();
+        for g in [
+            "host.links: [\"eth0\"]",
+            "host.modify",
+            "host.routes",
+            "host.prefixes: [\"10.0.0.0/8\"]",
+            "ipam-roots: [\"/etc\"]",
+        ] {
+            assert!(
+                refused.iter().any(|n| n.starts_with(&format!("{g} only"))),
+                "{g} not noted first: {notes:?}"
+            );
+        }
+        assert!(
+            refused[0].ends_with("the plugin was denied it; grant it only if it needs it"),
+            "{notes:?}"
+        );
+        // What an allowed call needed is not flagged (nor the host entry
+        // an allowed host call implies).
+        for g in ["container.modify", "host only", "host.addresses"] {
+            assert!(!notes.iter().any(|n| n.starts_with(g)), "{g}: {notes:?}");
+        }
+        assert_eq!(refused.len(), 5, "{notes:?}");
+    }
+
+    #[test]
+    fn names_and_paths_from_the_log_are_checked_before_they_become_grants() {
+        let mut star = ok(
+            "link.set-up",
+            json!({"ns": "host", "index": 4, "up": false}),
+        );
+        star.extra
+            .insert("node-links".into(), json!({"4": {"name": "*"}}));
+        let mut long = ok(
+            "link.set-mtu",
+            json!({"ns": "host", "index": 5, "mtu": 1400}),
+        );
+        long.extra.insert(
+            "node-links".into(),
+            json!({"5": {"name": "a-name-longer-than-15"}}),
+        );
+        let spaced = rec(
+            "ADD",
+            "link.set-mtu",
+            json!({"ns": "host", "index": 6, "mtu": 1400}),
+            "denied",
+            Some("host link \"a b\" (index 6) matches none of plugins.mine.host.links"),
+        );
+        let records = [
+            star,
+            long,
+            spaced,
+            ok("link.create-dummy", json!({"ns": "host", "name": "*"})),
+            ok("link.create-dummy", json!({"ns": "host", "name": ".."})),
+            ok("link.create-dummy", json!({"ns": "host", "name": "dummy0"})),
+            ok(
+                "sysctl.set",
+                json!({"ns": "host", "key": "net.ipv4.conf.*.forwarding", "value": "1"}),
+            ),
+            ok(
+                "sysctl.set",
+                json!({"ns": "host", "key": "net.ipv4.conf.dummy0.forwarding", "value": "1"}),
+            ),
+            ok("ipam-store.[static]store.open", json!({"data-dir": "/"})),
+            ok(
+                "ipam-store.[static]store.open",
+                json!({"data-dir": "var/lib"}),
+            ),
+            ok(
+                "ipam-store.[static]store.open",
+                json!({"data-dir": "/var/lib/cni/../../../etc"}),
+            ),
+            ok(
+                "ipam-store.[static]store.open",
+                json!({"data-dir": "/var/lib/./x"}),
+            ),
+            ok(
+                "ipam-store.[static]store.open",
+                json!({"data-dir": "/var/lib/mine"}),
+            ),
+            ok("delegate.run", json!({"plugin-type": "../../bin/sh"})),
+            ok("delegate.run", json!({"plugin-type": "host-local"})),
+        ];
+        let e = parsed(&records);
+        let h = e.host.expect("host");
+        assert!(h.links.is_empty() && h.bridges.is_empty(), "{:?}", h.links);
+        assert_eq!(h.names, Some(vec![Pattern("dummy0".into())]));
+        assert_eq!(
+            h.sysctls,
+            vec![Pattern("net.ipv4.conf.dummy0.forwarding".into())]
+        );
+        assert_eq!(e.ipam_roots, vec![PathBuf::from("/var/lib/mine")]);
+        assert_eq!(e.delegates, vec!["host-local".to_owned()]);
+        let (_, notes) = derive(&records, &SHA.repeat(32));
+        for bad in [
+            "\"*\"",
+            "\"a-name-longer-than-15\"",
+            "\"a b\"",
+            "\"..\"",
+            "\"net.ipv4.conf.*.forwarding\"",
+            "\"/\"",
+            "\"var/lib\"",
+            "\"/var/lib/cni/../../../etc\"",
+            "\"/var/lib/./x\"",
+            "\"../../bin/sh\"",
+        ] {
+            assert!(
+                notes
+                    .iter()
+                    .any(|n| n.contains(bad) && n.contains("left out")
+                        || n.contains(bad) && n.contains("no `names` grant")),
+                "{bad}: {notes:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn generalization_that_would_be_too_broad_keeps_the_name_with_a_note() {
+        let mut node = ok(
+            "link.create-veth",
+            json!({"ns": "host", "name": "upl1a2b3c4d", "peer-ns": "container", "peer-name": "eth0"}),
+        );
+        // `upl*` would match the node's `uplink0`.
+        node.extra
+            .insert("node-links".into(), json!({"2": {"name": "uplink0"}}));
+        let records = [
+            node,
+            ok(
+                "link.create-dummy",
+                json!({"ns": "host", "name": "0123456789ab"}),
+            ),
+            ok(
+                "link.create-dummy",
+                json!({"ns": "host", "name": "eth0123456"}),
+            ),
+            ok(
+                "link.create-dummy",
+                json!({"ns": "host", "name": "veth1a2b3c4d"}),
+            ),
+            ok(
+                "sysctl.set",
+                json!({"ns": "host", "key": "net.ipv4.conf.c-012345.proxy_arp", "value": "1"}),
+            ),
+        ];
+        let e = parsed(&records);
+        let h = e.host.expect("host");
+        assert_eq!(
+            h.names,
+            Some(vec![
+                Pattern("upl1a2b3c4d".into()),
+                Pattern("0123456789ab".into()),
+                Pattern("eth0123456".into()),
+                Pattern("veth*".into()),
+            ])
+        );
+        assert_eq!(
+            h.sysctls,
+            vec![Pattern("net.ipv4.conf.c-012345.proxy_arp".into())]
+        );
+        for n in h.names.iter().flatten().chain(&h.sysctls) {
+            let literal = n.0.split('*').next().unwrap_or("");
+            assert!(!n.0.contains('*') || literal.len() >= 3, "{n:?}");
+        }
+        let (_, notes) = derive(&records, &SHA.repeat(32));
+        for (name, why) in [
+            ("upl1a2b3c4d", "\"uplink0\""),
+            ("0123456789ab", "shorter than 3"),
+            ("eth0123456", "node link name"),
+            ("c-012345", "shorter than 3"),
+        ] {
+            assert!(
+                notes
+                    .iter()
+                    .any(|n| n.contains(&format!("{name:?} kept exact")) && n.contains(why)),
+                "{name}: {notes:?}"
+            );
+        }
+        assert!(
+            notes
+                .iter()
+                .any(|n| n.contains("\"veth1a2b3c4d\" became the pattern \"veth*\"")),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn cni_ifname_becomes_a_star_in_the_container_namespace_only() {
+        // The runtime's CNI_IFNAME is eth0, as a node uplink often is too.
+        let records = [
+            ok(
+                "sysctl.set",
+                json!({"ns": "host", "key": "net.ipv4.conf.eth0.proxy_arp", "value": "1"}),
+            ),
+            ok(
+                "sysctl.set",
+                json!({"ns": "container", "key": "net.ipv4.conf.eth0.arp_notify", "value": "1"}),
+            ),
+        ];
+        let e = parsed(&records);
+        assert_eq!(
+            e.host.expect("host").sysctls,
+            vec![Pattern("net.ipv4.conf.eth0.proxy_arp".into())]
+        );
+        assert_eq!(
+            e.container.sysctls,
+            vec![Pattern("net.ipv4.conf.*.arp_notify".into())]
+        );
     }
 }

@@ -1092,6 +1092,23 @@ fn set_up(inp: &Inputs, ifname: &str) -> anyhow::Result<Runner> {
 /// Runs the sequence again under the suggested entry alone, in a new
 /// container with a new container ID.
 fn verify(runner: &mut Runner, inp: &Inputs, entry: &Entry) -> anyhow::Result<Vec<Step>> {
+    // The suggestion may grant a data dir the learning run refused (one the
+    // config does not name, so the sandbox never covered it): running under
+    // it would write to the machine's disk.
+    let outside = uncovered_roots(&entry.ipam_roots, &inp.ipam_dirs);
+    if !outside.is_empty() {
+        bail!(
+            "not verified: the suggested entry grants IPAM data dirs the sandbox does not \
+             cover ({}); the plugin opened data dirs its config does not name, which the \
+             learning run refused. Name them in the config (dataDir) and try again, or \
+             leave them out of the entry",
+            outside
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     let base = Path::new(BASE);
     let name = inp.plugin.name();
     let path = base.join("policy-suggested.json");
@@ -1106,6 +1123,21 @@ fn verify(runner: &mut Runner, inp: &Inputs, entry: &Entry) -> anyhow::Result<Ve
     runner.policy = path;
     runner.container_id = container_id("verify");
     runner.sequence(&inp.config, &inp.before)
+}
+
+/// The roots in `roots` that lie under none of the covered data dirs (a
+/// root with `.` or `..` components counts as outside, whatever it says).
+fn uncovered_roots<'a>(roots: &'a [PathBuf], covered: &[PathBuf]) -> Vec<&'a PathBuf> {
+    use std::path::Component;
+    roots
+        .iter()
+        .filter(|r| {
+            let plain = r
+                .components()
+                .all(|c| matches!(c, Component::RootDir | Component::Normal(_)));
+            !plain || !covered.iter().any(|d| r.starts_with(d))
+        })
+        .collect()
 }
 
 /// `COMMAND (exit CODE)` of each step that failed.
@@ -1422,6 +1454,20 @@ mod tests {
         assert!(e.to_string().contains("cniVersion"), "{e}");
         fs::write(&f, "[1]").expect("write");
         assert!(network_config(Some(&f), "mtu").is_err());
+    }
+
+    #[test]
+    fn roots_outside_the_covered_dirs_are_found() {
+        let covered = [PathBuf::from("/var/lib/cni/networks"), PathBuf::from("/d")];
+        let roots = [
+            PathBuf::from("/var/lib/cni/networks"),
+            PathBuf::from("/d/sub"),
+            PathBuf::from("/etc"),
+            PathBuf::from("/var/lib/cni/networks/../../../etc"),
+            PathBuf::from("/dx"),
+        ];
+        let out: Vec<_> = uncovered_roots(&roots, &covered);
+        assert_eq!(out, [&roots[2], &roots[3], &roots[4]]);
     }
 
     #[test]
