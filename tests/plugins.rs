@@ -87,13 +87,18 @@ fn cases() -> Vec<(String, String, Value)> {
 
 #[test]
 fn every_standard_plugin_has_cases() {
-    let bundled: Vec<String> = std::process::Command::new(support::wasmcni())
-        .arg("list")
+    let out = std::process::Command::new(support::wasmcni())
+        .args(["list", "--json"])
         .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .expect("wasmcni list")
-        .lines()
-        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .expect("wasmcni list");
+    let list: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("wasmcni list --json: {e}: {out:?}"));
+    let bundled: Vec<String> = list["plugins"]
+        .as_array()
+        .expect("plugins")
+        .iter()
+        .filter(|p| p["origin"] == "bundled")
+        .map(|p| p["name"].as_str().expect("name").to_owned())
         .collect();
     let cases = cases();
     for p in &bundled {
