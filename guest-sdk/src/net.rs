@@ -441,6 +441,18 @@ impl Netns {
             .map_err(self.err("link.set-promiscuous", format_args!("link #{index}")))
     }
 
+    /// Sets or clears all-multicast mode (`IFF_ALLMULTI`).
+    pub fn set_allmulticast(&self, index: u32, on: bool) -> Result<(), HostError> {
+        link::set_allmulticast(&self.inner, index, on)
+            .map_err(self.err("link.set-allmulticast", format_args!("link #{index}")))
+    }
+
+    /// Sets the transmit queue length.
+    pub fn set_txqlen(&self, index: u32, txqlen: u32) -> Result<(), HostError> {
+        link::set_txqlen(&self.inner, index, txqlen)
+            .map_err(self.err("link.set-txqlen", format_args!("link #{index}")))
+    }
+
     /// Renames a (down) link.
     pub fn set_name(&self, index: u32, name: &str) -> Result<(), HostError> {
         link::set_name(&self.inner, index, name)

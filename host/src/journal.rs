@@ -195,6 +195,27 @@ pub enum Undo {
     /// A native delegate's ADD succeeded: run its DEL.
     #[serde(skip)]
     NativeDel(crate::caps::delegate::NativeCall),
+    /// A plugin's attachment-state record changed: put the old values back.
+    #[serde(skip)]
+    State(crate::caps::StateUndo),
+    /// `IFF_ALLMULTI` changed: restore.
+    SetAllmulti {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old flag.
+        on: bool,
+    },
+    /// The transmit queue length changed: restore.
+    SetTxqlen {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old length.
+        txqlen: u32,
+    },
     /// A sysctl was written: write the old value back.
     SetSysctl {
         /// Where.
@@ -243,6 +264,8 @@ impl Undo {
             | Undo::SetHairpin { ns, index, .. }
             | Undo::SetPortVlans { ns, index, .. }
             | Undo::SetPromisc { ns, index, .. }
+            | Undo::SetAllmulti { ns, index, .. }
+            | Undo::SetTxqlen { ns, index, .. }
             | Undo::SetName { ns, index, .. }
             | Undo::SetAlias { ns, index, .. }
             | Undo::MoveBack { ns, index, .. }
@@ -257,6 +280,7 @@ impl Undo {
             Undo::SetSysctl { .. }
             | Undo::RestoreSysctls { .. }
             | Undo::Ipam(_)
+            | Undo::State(_)
             | Undo::NativeDel(_) => None,
         }
     }

@@ -329,6 +329,8 @@ pub struct Entry {
     /// Native plugins from `CNI_PATH` it may run as delegates (for those
     /// that cannot be wasm, like `dhcp`).
     pub native_delegates: Vec<String>,
+    /// Whether it may keep a record per attachment (`attachment-state`).
+    pub attachment_state: bool,
 }
 
 /// Where a plugin's policy entry comes from.
@@ -409,6 +411,8 @@ pub struct Grant {
     pub delegates: Vec<String>,
     /// Native plugins it may run as delegates.
     pub native_delegates: Vec<String>,
+    /// Whether it may keep a record per attachment.
+    pub attachment_state: bool,
 }
 
 /// The default budget of capability calls per invocation.
@@ -848,6 +852,7 @@ impl Entry {
             ipam_roots: self.ipam_roots.clone(),
             delegates: self.delegates.clone(),
             native_delegates: self.native_delegates.clone(),
+            attachment_state: self.attachment_state,
         }
     }
 

@@ -222,6 +222,22 @@ pub const ENTRIES: &[Entry] = &[
         in_gc: false,
     },
     Entry {
+        call: "link.set-allmulticast",
+        authority: "set or clear IFF_ALLMULTI",
+        policy: "`modify`; host: own or `links`; a macvlan/ipvlan/vlan: its lower device own or `links`",
+        undo: "restore the old flag",
+        mutates: true,
+        in_gc: false,
+    },
+    Entry {
+        call: "link.set-txqlen",
+        authority: "set the transmit queue length (IFLA_TXQLEN)",
+        policy: "`modify`; host: own or `links`",
+        undo: "restore the old length",
+        mutates: true,
+        in_gc: false,
+    },
+    Entry {
         call: "link.set-name",
         authority: "rename a link",
         policy: "`modify`; host: own or `links`, new name per `names`",
@@ -390,6 +406,38 @@ pub const ENTRIES: &[Entry] = &[
         // must be the caller's (or DEL during ADD): a CHECK's delegate is
         // read-only.
         mutates: false,
+        in_gc: false,
+    },
+    Entry {
+        call: "attachment-state.get",
+        authority: "read a value of this plugin's own record for this attachment",
+        policy: "`attachment-state: true`",
+        undo: "none (no side effect)",
+        mutates: false,
+        in_gc: false,
+    },
+    Entry {
+        call: "attachment-state.keys",
+        authority: "list the keys of this plugin's own record for this attachment",
+        policy: "`attachment-state: true`",
+        undo: "none (no side effect)",
+        mutates: false,
+        in_gc: false,
+    },
+    Entry {
+        call: "attachment-state.set",
+        authority: "set a value in this plugin's own record for this attachment (at most 32 keys of 64 bytes, values of 4096 bytes; written atomically under the state root)",
+        policy: "`attachment-state: true`; the record is keyed by the runtime's network, container ID and ifname and the plugin's name, never by an argument",
+        undo: "put the record's old values back; the host removes the record after a successful DEL and in GC",
+        mutates: true,
+        in_gc: false,
+    },
+    Entry {
+        call: "attachment-state.remove",
+        authority: "remove a key from this plugin's own record for this attachment",
+        policy: "`attachment-state: true`",
+        undo: "put the record's old values back",
+        mutates: true,
         in_gc: false,
     },
 ];

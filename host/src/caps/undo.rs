@@ -140,6 +140,13 @@ impl Ctx {
             Undo::SetPromisc { ns, index, on } => {
                 self.netlink(*ns)?.set_promisc(*index, *on).map_err(nl_err)
             }
+            Undo::SetAllmulti { ns, index, on } => {
+                self.netlink(*ns)?.set_allmulti(*index, *on).map_err(nl_err)
+            }
+            Undo::SetTxqlen { ns, index, txqlen } => self
+                .netlink(*ns)?
+                .set_txqlen(*index, *txqlen)
+                .map_err(nl_err),
             Undo::SetName { ns, index, name } => {
                 self.netlink(*ns)?.set_name(*index, name).map_err(nl_err)
             }
@@ -181,6 +188,7 @@ impl Ctx {
             Undo::RestoreLink { ns, index, state } => self.restore_link(*ns, *index, state),
             Undo::PruneAddresses { ns, index, keep } => self.prune_addresses(*ns, *index, keep),
             Undo::Ipam(u) => u.apply(),
+            Undo::State(u) => u.apply(),
             Undo::NativeDel(call) => call.run_del(),
             Undo::RestoreSysctls { ns, changes } => {
                 let ns = self.ns(*ns).ok_or(CapError::Kernel(libc::ENOENT))?;
