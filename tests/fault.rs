@@ -357,3 +357,36 @@ fn s6_tuning_add_is_undone_at_every_host_call() {
         "s6_tuning_add_is_undone_at_every_host_call",
     );
 }
+
+#[test]
+fn s6_sbr_add_is_undone_at_every_host_call() {
+    // Rules, default routes and the interface's routes moved to their
+    // tables, for an IPv4 and an IPv6 address.
+    sweep_where_possible(
+        &Subject {
+            plugin: "sbr",
+            conf: json!({"prevResult": {"cniVersion": "1.0.0",
+                "interfaces": [{"name": "eth0"}],
+                "ips": [{"address": "10.84.0.2/24", "gateway": "10.84.0.1", "interface": 0},
+                        {"address": "fd00:84::2/64", "gateway": "fd00:84::1", "interface": 0}]}}),
+            node: &[],
+            needs: None,
+            ctr: &[
+                &[
+                    "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p",
+                ],
+                // No link-local addresses: their duplicate address
+                // detection would end during the sweep, and the state
+                // with it.
+                &["link", "set", "eth0", "addrgenmode", "none"],
+                &["link", "set", "eth0p", "addrgenmode", "none"],
+                &["link", "set", "eth0p", "up"],
+                &["link", "set", "eth0", "up"],
+                &["addr", "add", "10.84.0.2/24", "dev", "eth0"],
+                &["addr", "add", "fd00:84::2/64", "dev", "eth0", "nodad"],
+                &["route", "add", "default", "via", "10.84.0.1", "dev", "eth0"],
+            ],
+        },
+        "s6_sbr_add_is_undone_at_every_host_call",
+    );
+}

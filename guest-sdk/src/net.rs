@@ -75,7 +75,7 @@ pub use crate::bindings::wasmcni::plugin::link::{
     PortVlan, TapOptions, VethPair,
 };
 pub use crate::bindings::wasmcni::plugin::netns::NetnsKind;
-pub use crate::bindings::wasmcni::plugin::route::{Route, Route as KernelRoute, RouteInfo};
+pub use crate::bindings::wasmcni::plugin::route::{Route, Route as KernelRoute, RouteInfo, Rule};
 pub use crate::bindings::wasmcni::plugin::types::{
     ErrorCode, IpAddress, IpFamily, IpPrefix, Scope,
 };
@@ -539,6 +539,26 @@ impl Netns {
         ))
     }
 
+    /// The to-table policy routing rules (`ip rule`), of one family or
+    /// both.
+    pub fn rules(&self, family: Option<IpFamily>) -> Result<Vec<Rule>, HostError> {
+        route::list_rules(&self.inner, family).map_err(self.err("route.list-rules", "rules"))
+    }
+
+    /// Adds a policy routing rule (`routes` in the container namespace).
+    pub fn add_rule(&self, r: &Rule) -> Result<(), HostError> {
+        route::add_rule(&self.inner, *r)
+            .map_err(self.err("route.add-rule", format_args!("rule to table {}", r.table)))
+    }
+
+    /// Deletes the first policy routing rule that matches `r`.
+    pub fn delete_rule(&self, r: &Rule) -> Result<(), HostError> {
+        route::delete_rule(&self.inner, *r).map_err(self.err(
+            "route.delete-rule",
+            format_args!("rule to table {}", r.table),
+        ))
+    }
+
     /// Reads a `net.` sysctl.
     pub fn sysctl(&self, key: &str) -> Result<String, HostError> {
         sysctl::get(&self.inner, key).map_err(self.err("sysctl.get", format_args!("sysctl {key}")))
@@ -727,6 +747,7 @@ impl Route {
             source: None,
             mtu: None,
             on_link: false,
+            protocol: None,
         }
     }
 

@@ -198,6 +198,20 @@ pub enum Undo {
     /// A plugin's attachment-state record changed: put the old values back.
     #[serde(skip)]
     State(crate::caps::StateUndo),
+    /// A policy routing rule was added: delete it.
+    DeleteRule {
+        /// Where.
+        ns: Kind,
+        /// The rule as the kernel made it.
+        spec: crate::netlink::RuleSpec,
+    },
+    /// A policy routing rule was deleted: add it back.
+    AddRule {
+        /// Where.
+        ns: Kind,
+        /// The rule as it was.
+        spec: crate::netlink::RuleSpec,
+    },
     /// `IFF_ALLMULTI` changed: restore.
     SetAllmulti {
         /// Where.
@@ -281,6 +295,8 @@ impl Undo {
             | Undo::RestoreSysctls { .. }
             | Undo::Ipam(_)
             | Undo::State(_)
+            | Undo::DeleteRule { .. }
+            | Undo::AddRule { .. }
             | Undo::NativeDel(_) => None,
         }
     }

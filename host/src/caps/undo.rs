@@ -15,6 +15,8 @@ fn already_gone(kind: &Undo, errno: i32) -> bool {
         Undo::DeleteLink { .. } => errno == libc::ENODEV || errno == libc::ENOENT,
         Undo::DeleteAddress { .. } => errno == libc::EADDRNOTAVAIL || errno == libc::ENODEV,
         Undo::DeleteRoute { .. } => errno == libc::ESRCH || errno == libc::ENODEV,
+        Undo::DeleteRule { .. } => errno == libc::ENOENT,
+        Undo::AddRule { .. } => errno == libc::EEXIST,
         // Put back by the kernel already (a prefix route with its address,
         // a link-local address when the link came up).
         Undo::AddAddress { .. } | Undo::AddRoute { .. } => errno == libc::EEXIST,
@@ -189,6 +191,8 @@ impl Ctx {
             Undo::PruneAddresses { ns, index, keep } => self.prune_addresses(*ns, *index, keep),
             Undo::Ipam(u) => u.apply(),
             Undo::State(u) => u.apply(),
+            Undo::DeleteRule { ns, spec } => self.netlink(*ns)?.delete_rule(spec).map_err(nl_err),
+            Undo::AddRule { ns, spec } => self.netlink(*ns)?.add_rule(spec).map_err(nl_err),
             Undo::NativeDel(call) => call.run_del(),
             Undo::RestoreSysctls { ns, changes } => {
                 let ns = self.ns(*ns).ok_or(CapError::Kernel(libc::ENOENT))?;

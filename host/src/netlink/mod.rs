@@ -4,6 +4,8 @@
 
 pub mod bridge_vlan;
 pub mod route;
+pub mod rule;
 
 pub use bridge_vlan::PortVlan;
 pub use route::*;
+pub use rule::RuleSpec;

@@ -1,5 +1,7 @@
-//! The `tuning` plugin and the `attachment-state` capability it keeps its
-//! backup in, beyond the differential cases (tests/cases/tuning/): values
+//! The meta plugins beyond their differential cases (tests/cases/): sbr's
+//! upstream options (`table`, `gateways`, `addSourceHints`, newer than
+//! Debian's reference) and its undo; the `tuning` plugin and the
+//! `attachment-state` capability it keeps its backup in: values
 //! applied and restored on DEL (which the differential cannot see: there
 //! the veth goes with the bridge's DEL), upstream's `txQLen` and CHECK of
 //! `IFNAME` keys (newer than Debian's reference), the record's lifecycle
@@ -406,4 +408,219 @@ fn gc_removes_exactly_the_records_of_attachments_the_runtime_no_longer_holds() {
     left.sort();
     assert_eq!(left, ["c2", "c4"], "{records}");
     assert!(r.stderr.contains("GC removed the plugin state"), "{r:?}");
+}
+
+/// The container's rules (`ip rule`), both families, as text lines.
+fn rules(world: &World) -> Vec<String> {
+    let mut out: Vec<String> = world
+        .ctr
+        .ip(&["-4", "rule", "show"])
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    out.extend(
+        world
+            .ctr
+            .ip(&["-6", "rule", "show"])
+            .lines()
+            .map(str::to_owned),
+    );
+    out
+}
+
+#[test]
+fn s2_rules_only_with_routes_and_never_in_the_host_namespace() {
+    let world = World::new("rul1");
+    let before = world.snapshot();
+    let add =
+        |ns: &str| json!({"call": "rule.add", "ns": ns, "source": "10.9.0.2/32", "table": 100});
+    let ops = json!([add("container"), add("host"),
+                     {"call": "rule.list", "ns": "container"}]);
+    // No `routes`: refused. `routes` in both namespaces: the host's still
+    // refused (an invariant).
+    for (policy, container_ok) in [
+        (
+            json!({"container": {"read": true}, "host": {"read": true}}),
+            false,
+        ),
+        (
+            json!({"container": {"read": true, "routes": true},
+                "host": {"read": true, "routes": true}}),
+            true,
+        ),
+    ] {
+        let mut entry = policy;
+        entry["delegates"] = json!([]);
+        let r = world.run(
+            "ADD",
+            &json!({"plugins": {"scripted": entry}}),
+            &scripted(ops.clone()),
+            &[],
+        );
+        let res = results(&r);
+        assert_eq!(res[1]["error"], "access-denied", "{r:?}");
+        if container_ok {
+            assert_eq!(res[0], json!({"call": "rule.add", "ok": null}), "{r:?}");
+            let listed = res[2]["ok"].as_array().expect("rules");
+            assert!(
+                listed
+                    .iter()
+                    .any(|x| x["source"] == "10.9.0.2/32" && x["table"] == 100),
+                "{r:?}"
+            );
+            // The rule is the journal's: a DEL-less cleanup of the test.
+            world
+                .ctr
+                .ip(&["rule", "del", "from", "10.9.0.2", "table", "100"]);
+        } else {
+            assert_eq!(res[0]["error"], "access-denied", "{r:?}");
+        }
+    }
+    support::assert_same(&before, &world.snapshot(), "rules");
+}
+
+/// bridge + host-local ADD for the world's container, then `sbr` with
+/// `extra` on its result; returns the sbr config used.
+fn sbr_setup(world: &World, extra: Value, cid: &str) -> Value {
+    let bridge = json!({"cniVersion": "1.0.0", "name": "sbrnet", "type": "bridge",
+        "bridge": "cnisbr9", "isGateway": true,
+        "ipam": {"type": "host-local", "dataDir": world.ipam_dir().display().to_string(),
+                 "ranges": [[{"subnet": "10.83.0.0/24"}], [{"subnet": "fd00:83::/64"}]],
+                 "routes": [{"dst": "0.0.0.0/0"}, {"dst": "::/0"}]}});
+    let policy = json!({"plugins": {"host-local": {"ipam-roots": [world.ipam_dir()]}}});
+    let stdin = bridge.to_string().into_bytes();
+    let add = Invoke::wasmcni_run("bridge", &stdin)
+        .cni("ADD", &world.ctr.path, "eth0")
+        .env("CNI_CONTAINERID", cid)
+        .env(
+            "WASMCNI_POLICY",
+            world.policy(&policy).display().to_string(),
+        )
+        .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
+        .in_netns(&world.node)
+        .run();
+    assert_eq!(add.code, 0, "{add:?}");
+    let mut conf = extra;
+    conf["cniVersion"] = json!("1.0.0");
+    conf["name"] = json!("sbrnet");
+    conf["type"] = json!("sbr");
+    conf["prevResult"] = add.json();
+    conf
+}
+
+#[test]
+fn sbr_moves_the_routes_and_its_del_removes_the_rules() {
+    support::require_root();
+    let world = World::new("sbr1");
+    let conf = sbr_setup(&world, json!({}), "c1");
+    let main_before = world.ctr.ip(&["route", "show", "table", "main"]);
+    assert!(
+        main_before.contains("default via 10.83.0.1"),
+        "{main_before}"
+    );
+    let add = run(&world, "sbr", "ADD", &conf, "c1");
+    assert_eq!(add.code, 0, "{add:?}");
+    let r = rules(&world);
+    assert!(
+        r.iter().any(|l| l.contains("from 10.83.0.2 lookup 100")),
+        "{r:?}"
+    );
+    assert!(
+        r.iter().any(|l| l.contains("from fd00:83::2 lookup 101")),
+        "{r:?}"
+    );
+    let t100 = world.ctr.ip(&["route", "show", "table", "100"]);
+    assert!(t100.contains("default via 10.83.0.1 dev eth0"), "{t100}");
+    assert!(t100.contains("10.83.0.0/24 dev eth0"), "{t100}");
+    assert_eq!(
+        world
+            .ctr
+            .ip(&["-4", "route", "show", "table", "main"])
+            .trim(),
+        ""
+    );
+    // Traffic from the address leaves through table 100: the gateway
+    // answers a ping bound to it.
+    let ping = std::process::Command::new(support::ip_exe())
+        .args([
+            "netns",
+            "exec",
+            &world.ctr.name,
+            "ping",
+            "-c1",
+            "-W2",
+            "-I",
+            "10.83.0.2",
+            "10.83.0.1",
+        ])
+        .output()
+        .expect("ping");
+    assert!(ping.status.success(), "{ping:?}");
+    let check = run(&world, "sbr", "CHECK", &conf, "c1");
+    assert_eq!(check.code, 0, "{check:?}");
+    let del = run(&world, "sbr", "DEL", &conf, "c1");
+    assert_eq!(del.code, 0, "{del:?}");
+    let r = rules(&world);
+    assert!(!r.iter().any(|l| l.contains("lookup 10")), "{r:?}");
+    // CHECK now fails: the rules are gone.
+    let check = run(&world, "sbr", "CHECK", &conf, "c1");
+    check.assert_cni_error(999, "no rule sends traffic from 10.83.0.2");
+}
+
+#[test]
+fn sbr_upstream_options_table_gateways_and_source_hints() {
+    support::require_root();
+    // `table`: only the rules, to that table; DEL removes only its rules.
+    let world = World::new("sbr2");
+    let conf = sbr_setup(&world, json!({"table": 500}), "c1");
+    let main_before = world.ctr.ip(&["route", "show", "table", "main"]);
+    world
+        .ctr
+        .ip(&["rule", "add", "from", "10.99.0.1", "lookup", "77"]);
+    let add = run(&world, "sbr", "ADD", &conf, "c1");
+    assert_eq!(add.code, 0, "{add:?}");
+    let r = rules(&world);
+    assert!(
+        r.iter().any(|l| l.contains("from 10.83.0.2 lookup 500")),
+        "{r:?}"
+    );
+    assert_eq!(
+        world.ctr.ip(&["route", "show", "table", "main"]),
+        main_before
+    );
+    let del = run(&world, "sbr", "DEL", &conf, "c1");
+    assert_eq!(del.code, 0, "{del:?}");
+    let r = rules(&world);
+    assert!(!r.iter().any(|l| l.contains("lookup 500")), "{r:?}");
+    assert!(r.iter().any(|l| l.contains("lookup 77")), "{r:?}");
+
+    // `gateways` overrides the result's; `addSourceHints` keeps the
+    // subnet route in main with the address as its source.
+    let world = World::new("sbr3");
+    let conf = sbr_setup(
+        &world,
+        json!({"gateways": ["10.83.0.254"], "addSourceHints": true}),
+        "c1",
+    );
+    // (A default route of the main table would be moved over the
+    // gateway's, as upstream moves it.)
+    world.ctr.ip(&["-4", "route", "del", "default"]);
+    let add = run(&world, "sbr", "ADD", &conf, "c1");
+    assert_eq!(add.code, 0, "{add:?}");
+    let t100 = world.ctr.ip(&["route", "show", "table", "100"]);
+    assert!(t100.contains("default via 10.83.0.254 dev eth0"), "{t100}");
+    let main = world.ctr.ip(&["-4", "route", "show", "table", "main"]);
+    assert!(
+        main.contains("10.83.0.0/24 dev eth0") && main.contains("src 10.83.0.2"),
+        "{main}"
+    );
+    assert!(!main.contains("default"), "{main}");
+
+    // Bad gateways: a CNI error naming them, nothing changed.
+    let world = World::new("sbr4");
+    let conf = sbr_setup(&world, json!({"gateways": ["10.0.0.1", "10.0.0.2"]}), "c1");
+    let before = world.snapshot();
+    run(&world, "sbr", "ADD", &conf, "c1")
+        .assert_cni_error(999, "gateways list contains multiple IPv4 addresses");
+    support::assert_same(&before, &world.snapshot(), "refused gateways");
 }
