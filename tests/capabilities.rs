@@ -333,6 +333,12 @@ fn cases() -> Vec<Case> {
             command: "ADD",
             undo_setup: false,
         },
+        // `create` without `vrf` (the wide grant's lists none).
+        Case::new(
+            "link.create-vrf",
+            w(),
+            json!([{"call": "link.create-vrf", "ns": "container", "name": "vrf0", "table": 10}]),
+        ),
         Case {
             call: "link.create-tap",
             grant: w(),

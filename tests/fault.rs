@@ -390,3 +390,31 @@ fn s6_sbr_add_is_undone_at_every_host_call() {
         "s6_sbr_add_is_undone_at_every_host_call",
     );
 }
+
+#[test]
+fn s6_vrf_add_is_undone_at_every_host_call() {
+    // The VRF made, the interface enslaved, its IPv6 address put back and
+    // its gateway route moved to the VRF's table (in the VM: this kernel
+    // has no VRF).
+    sweep_where_possible(
+        &Subject {
+            plugin: "vrf",
+            conf: json!({"vrfname": "blue", "table": 1001,
+                         "prevResult": {"cniVersion": "1.0.0",
+                                        "interfaces": [{"name": "eth0"}], "ips": []}}),
+            node: &[],
+            needs: Some("vrf"),
+            ctr: &[
+                &["link", "add", "eth0", "type", "veth", "peer", "name", "eth0p"],
+                &["link", "set", "eth0", "addrgenmode", "none"],
+                &["link", "set", "eth0p", "addrgenmode", "none"],
+                &["link", "set", "eth0p", "up"],
+                &["link", "set", "eth0", "up"],
+                &["addr", "add", "10.85.0.2/24", "dev", "eth0"],
+                &["addr", "add", "fd00:85::2/64", "dev", "eth0", "nodad"],
+                &["route", "add", "default", "via", "10.85.0.1", "dev", "eth0"],
+            ],
+        },
+        "s6_vrf_add_is_undone_at_every_host_call",
+    );
+}

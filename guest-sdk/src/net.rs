@@ -300,6 +300,18 @@ impl Netns {
             .map_err(self.err("link.create-dummy", format_args!("dummy {name:?}")))
     }
 
+    /// Creates a VRF device bound to routing table `table`; returns its
+    /// index.
+    pub fn create_vrf(
+        &self,
+        name: &str,
+        table: u32,
+        options: &LinkOptions,
+    ) -> Result<u32, HostError> {
+        link::create_vrf(&self.inner, name, table, options)
+            .map_err(self.err("link.create-vrf", format_args!("vrf {name:?}")))
+    }
+
     /// Creates a persistent tap; returns its index.
     pub fn create_tap(
         &self,

@@ -68,6 +68,8 @@ pub enum LinkKind {
     Ipvlan,
     /// An 802.1Q vlan on a master link.
     Vlan,
+    /// A VRF device (an L3 master bound to a routing table).
+    Vrf,
 }
 
 impl LinkKind {
@@ -81,6 +83,7 @@ impl LinkKind {
             LinkKind::Macvlan => "macvlan",
             LinkKind::Ipvlan => "ipvlan",
             LinkKind::Vlan => "vlan",
+            LinkKind::Vrf => "vrf",
         }
     }
 }

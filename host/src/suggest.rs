@@ -522,10 +522,11 @@ fn needs_noted(r: &Logged) -> (Vec<Need>, Vec<String>) {
                 name(&mut out, &mut notes, peer, Some(s("peer-name")));
             }
         }
-        "link.create-bridge" | "link.create-dummy" | "link.create-tap" => {
+        "link.create-bridge" | "link.create-dummy" | "link.create-tap" | "link.create-vrf" => {
             let what = match r.call.as_str() {
                 "link.create-bridge" => LinkKind::Bridge,
                 "link.create-dummy" => LinkKind::Dummy,
+                "link.create-vrf" => LinkKind::Vrf,
                 _ => LinkKind::Tap,
             };
             out.push(Need::Create(kind, what));

@@ -208,6 +208,7 @@ fn learning_entry(ipam_roots: &[PathBuf]) -> Entry {
             LinkKind::Macvlan,
             LinkKind::Ipvlan,
             LinkKind::Vlan,
+            LinkKind::Vrf,
         ],
         modify: true,
         move_links: true,

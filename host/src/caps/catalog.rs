@@ -109,6 +109,14 @@ pub const ENTRIES: &[Entry] = &[
         in_gc: false,
     },
     Entry {
+        call: "link.create-vrf",
+        authority: "create a VRF device bound to a routing table (not local or main)",
+        policy: "`create` lists `vrf` for the namespace; host: name per `names`",
+        undo: "delete it",
+        mutates: true,
+        in_gc: false,
+    },
+    Entry {
         call: "link.create-tap",
         authority: "create a persistent tap (/dev/net/tun)",
         policy: "`create: [tap]`; host: named per `names`, marked",

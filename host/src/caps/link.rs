@@ -93,6 +93,7 @@ impl LinkInfo {
             promiscuous: msg.header.flags.contains(LinkFlags::Promisc),
             allmulticast: msg.header.flags.contains(LinkFlags::Allmulti),
             txqlen: 0,
+            vrf_table: None,
             parent_index: None,
             owned: false,
         };
@@ -118,8 +119,16 @@ impl LinkInfo {
                 }
                 LinkAttribute::LinkInfo(infos) => {
                     for i in infos {
-                        if let NlInfo::Kind(k) = i {
-                            info.kind = Some(k.to_string());
+                        match i {
+                            NlInfo::Kind(k) => info.kind = Some(k.to_string()),
+                            NlInfo::Data(InfoData::Vrf(v)) => {
+                                for x in v {
+                                    if let netlink_packet_route::link::InfoVrf::TableId(t) = x {
+                                        info.vrf_table = Some(t);
+                                    }
+                                }
+                            }
+                            _ => {}
                         }
                     }
                 }
@@ -589,6 +598,30 @@ impl Host for StoreData {
             c.check_new_name(kind, &name)?;
             let o = opts(&options)?;
             c.netlink(kind)?.create_dummy(&name, &o)?;
+            c.created(kind, &name, false)
+        })
+    }
+
+    fn create_vrf(
+        &mut self,
+        ns: Resource<NsHandle>,
+        name: String,
+        table: u32,
+        options: LinkOptions,
+    ) -> Result<u32, CapError> {
+        let kind = self.ns_kind(&ns)?;
+        let args = json!({"ns": ns_arg(kind), "name": arg_str(&name), "table": table,
+                          "options": opts_arg(&options)});
+        self.cap("link.create-vrf", args, |c| {
+            // The local and main tables are every link's: a VRF bound to
+            // one would capture the namespace's routing.
+            if matches!(table, 0 | 254 | 255) {
+                return Err(ErrorCode::InvalidArgument.into());
+            }
+            c.require_create(kind, LinkKind::Vrf)?;
+            c.check_new_name(kind, &name)?;
+            let o = opts(&options)?;
+            c.netlink(kind)?.create_vrf(&name, table, &o)?;
             c.created(kind, &name, false)
         })
     }

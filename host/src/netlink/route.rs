@@ -21,7 +21,7 @@ use netlink_packet_route::address::{
 };
 use netlink_packet_route::link::{
     InfoBridge, InfoBridgePort, InfoData, InfoIpVlan, InfoKind, InfoMacVlan, InfoPortData,
-    InfoVeth, InfoVlan, IpVlanMode, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
+    InfoVeth, InfoVlan, InfoVrf, IpVlanMode, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
     LinkProtoInfoBridge, MacVlanMode,
 };
 use netlink_packet_route::neighbour::{NeighbourMessage, NeighbourState};
@@ -938,6 +938,16 @@ impl Netlink {
     pub fn create_dummy(&mut self, name: &str, opts: &LinkOpts) -> Result<(), NlError> {
         let mut msg = new_link(name, opts.mtu, opts.mac.as_deref(), opts.txqlen)?;
         msg.attributes.push(link_info(InfoKind::Dummy, None));
+        self.ack(RouteNetlinkMessage::NewLink(msg), CREATE_EXCL)
+    }
+
+    /// Creates a VRF device bound to routing table `table`.
+    pub fn create_vrf(&mut self, name: &str, table: u32, opts: &LinkOpts) -> Result<(), NlError> {
+        let mut msg = new_link(name, opts.mtu, opts.mac.as_deref(), opts.txqlen)?;
+        msg.attributes.push(link_info(
+            InfoKind::Vrf,
+            Some(InfoData::Vrf(vec![InfoVrf::TableId(table)])),
+        ));
         self.ack(RouteNetlinkMessage::NewLink(msg), CREATE_EXCL)
     }
 
