@@ -41,6 +41,7 @@ mod link;
 mod netns;
 mod route;
 mod sysctl;
+mod traffic_control;
 mod undo;
 
 pub use attachment::Attachment;

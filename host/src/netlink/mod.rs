@@ -4,6 +4,7 @@
 
 pub mod bridge_vlan;
 pub mod route;
+pub mod tc;
 
 pub use bridge_vlan::PortVlan;
 pub use route::*;
