@@ -112,10 +112,12 @@ impl Ctx {
             return Err(CapError::Code(ErrorCode::AlreadyExists));
         }
         let name = self.attachment_ifb();
+        // The link's MTU, and a transmit queue length of 0, as the
+        // reference creates it (its qdisc's queue is the bucket's limit).
         let opts = LinkOpts {
             mtu: Some(l.mtu),
             mac: None,
-            txqlen: None,
+            txqlen: Some(0),
         };
         self.netlink(kind)?.create_ifb(&name, &opts)?;
         let mark = self.journal.len();
