@@ -54,6 +54,59 @@ fn invariant_cases() -> Vec<Case> {
         ..Case::new(call, wide(), ops)
     };
     vec![
+        // Rate limits with `traffic-control`: never on another
+        // attachment's veth, nor on the node's own link; never removed
+        // from them; and removing is a DEL's doing.
+        Case::new(
+            "traffic-control.limit-transmit",
+            wide_tc(),
+            json!([{"call": "traffic-control.limit-transmit", "ns": "host", "link": "other0",
+                    "rate": 800000, "burst": 80000}]),
+        ),
+        Case::new(
+            "traffic-control.limit-receive",
+            wide_tc(),
+            json!([{"call": "traffic-control.limit-receive", "ns": "host", "link": "other0",
+                    "rate": 800000, "burst": 80000}]),
+        ),
+        Case::new(
+            "traffic-control.limit-transmit",
+            wide_tc(),
+            json!([{"call": "traffic-control.limit-transmit", "ns": "host", "link": "uplink",
+                    "rate": 800000, "burst": 80000}]),
+        ),
+        Case::new(
+            "traffic-control.limit-receive",
+            wide_tc(),
+            json!([{"call": "traffic-control.limit-receive", "ns": "host", "link": "uplink",
+                    "rate": 800000, "burst": 80000}]),
+        ),
+        Case {
+            command: "DEL",
+            ..Case::new(
+                "traffic-control.remove-limits",
+                wide_tc(),
+                json!([{"call": "traffic-control.remove-limits", "ns": "host", "link": "uplink"}]),
+            )
+        },
+        Case {
+            command: "DEL",
+            ..Case::new(
+                "traffic-control.remove-limits",
+                wide_tc(),
+                json!([{"call": "traffic-control.remove-limits", "ns": "host", "link": "other0"}]),
+            )
+        },
+        // During ADD, even on a link of its own made in the same call.
+        Case {
+            undo_setup: true,
+            ..Case::new(
+                "traffic-control.remove-limits",
+                wide_tc(),
+                json!([own_veth(), {"call": "traffic-control.remove-limits", "ns": "host",
+                        "link": "cnitestv9"}]),
+            )
+        },
         // Replacing a node route through a link of the plugin's own.
         setup(
             "route.replace",
@@ -566,7 +619,49 @@ fn cases() -> Vec<Case> {
             command: "ADD",
             undo_setup: false,
         },
+        // No `traffic-control` (the wide grant has none) on a link the
+        // plugin may otherwise modify.
+        Case::new(
+            "traffic-control.limit-transmit",
+            w(),
+            host(
+                "traffic-control.limit-transmit",
+                json!({"link": "cnitestpre", "rate": 800000, "burst": 80000}),
+            ),
+        ),
+        Case::new(
+            "traffic-control.limit-receive",
+            w(),
+            host(
+                "traffic-control.limit-receive",
+                json!({"link": "cnitestpre", "rate": 800000, "burst": 80000}),
+            ),
+        ),
+        Case::new(
+            "traffic-control.limits",
+            without(&["host"], "read"),
+            // By index: a lookup by name would be the denied call.
+            host("traffic-control.limits", json!({"link": 1})),
+        ),
+        Case {
+            command: "DEL",
+            ..Case::new(
+                "traffic-control.remove-limits",
+                w(),
+                host(
+                    "traffic-control.remove-limits",
+                    json!({"link": "cnitestpre"}),
+                ),
+            )
+        },
     ]
+}
+
+/// The wide grant with `traffic-control` in the host namespace.
+fn wide_tc() -> Value {
+    let mut g = wide();
+    g["host"]["traffic-control"] = json!(true);
+    g
 }
 
 /// Host functions that need no grant of their own: they touch nothing
