@@ -1312,3 +1312,105 @@ fn audit_shows_identity_imports_grants_and_refusals() {
     );
     assert_eq!(v["policy"]["container"], "nothing", "{v}");
 }
+
+/// The reference's (and wasmcni's) `ifb` name for network `n`, container
+/// `ctr-test-1`: `bwp` + 12 hex digits of SHA-512(network + container ID).
+fn ifb_of_test_attachment() -> String {
+    use sha2::Digest;
+    let d = sha2::Sha512::digest(b"nctr-test-1");
+    format!("bwp{}", &hex::encode(d)[..12])
+}
+
+/// traffic-control end to end through the scripted plugin: limits on the
+/// plugin's own veth are installed, read back and (in DEL) removed with
+/// the attachment's `ifb`; a link squatting the `ifb`'s name that is not
+/// the attachment's is never used nor deleted, and nothing changes.
+#[test]
+fn traffic_control_installs_reads_back_and_removes_only_its_own() {
+    let world = World::new("tc");
+    let run = |command: &str, ops: Value| {
+        world.run(
+            command,
+            &policy_with(wide_tc()),
+            &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": ops}),
+            &[],
+        )
+    };
+    let add = run(
+        "ADD",
+        json!([own_veth(),
+            {"call": "traffic-control.limit-transmit", "ns": "host", "link": "cnitestv9",
+             "rate": 800000, "burst": 80000},
+            {"call": "traffic-control.limit-receive", "ns": "host", "link": "cnitestv9",
+             "rate": 1600000, "burst": 160000},
+            {"call": "traffic-control.limits", "ns": "host", "link": "cnitestv9"},
+            // A second root qdisc is refused, not replaced.
+            {"call": "traffic-control.limit-transmit", "ns": "host", "link": "cnitestv9",
+             "rate": 8000, "burst": 8000}]),
+    );
+    let r = add.json();
+    assert_eq!(add.code, 0, "{add:?}");
+    assert_eq!(
+        r["results"][3]["ok"],
+        "LinkLimits { transmit: Shaping::RateLimit(RateLimit { rate: 800000, burst: 80000 }), \
+         receive: Shaping::RateLimit(RateLimit { rate: 1600000, burst: 160000 }) }",
+        "{r}"
+    );
+    assert_eq!(r["results"][4]["error"], "already-exists", "{r}");
+    let ifb = ifb_of_test_attachment();
+    let tc = world.node.traffic_control().to_string();
+    assert!(tc.contains("\"tbf\"") && tc.contains("\"ingress\""), "{tc}");
+    assert!(tc.contains(&ifb), "{tc}");
+    let link = world.node.ip(&["-d", "link", "show", &ifb]);
+    assert!(
+        link.contains("ifb") && link.contains("alias wasmcni:n:ctr-test-1:eth0"),
+        "{link}"
+    );
+    // DEL removes both qdiscs and the ifb; a second DEL finds nothing.
+    for _ in 0..2 {
+        let del = run(
+            "DEL",
+            json!([{"call": "traffic-control.remove-limits", "ns": "host", "link": "cnitestv9"}]),
+        );
+        assert!(del.json()["results"][0].get("ok").is_some(), "{del:?}");
+        let tc = world.node.traffic_control().to_string();
+        assert!(
+            !tc.contains("\"tbf\"") && !tc.contains("\"ingress\""),
+            "{tc}"
+        );
+        assert!(!world.node.ip(&["link", "show"]).contains(&ifb));
+    }
+    // A link squatting the ifb's name: limit-receive fails and leaves
+    // nothing, remove-limits refuses to delete it.
+    world.node.ip(&["link", "add", &ifb, "type", "ifb"]);
+    let before = world.snapshot();
+    let add = run(
+        "ADD",
+        json!([{"call": "traffic-control.limit-receive", "ns": "host", "link": "cnitestv9",
+                "rate": 1600000, "burst": 160000}]),
+    );
+    assert_eq!(
+        add.json()["results"][0]["error"],
+        "already-exists",
+        "{add:?}"
+    );
+    support::assert_same(
+        &before,
+        &world.snapshot(),
+        "limit-receive over a squatted ifb name",
+    );
+    let del = run(
+        "DEL",
+        json!([{"call": "traffic-control.remove-limits", "ns": "host"}]),
+    );
+    assert_eq!(
+        del.json()["results"][0]["error"],
+        "access-denied",
+        "{del:?}"
+    );
+    support::assert_same(
+        &before,
+        &world.snapshot(),
+        "remove-limits of a squatted ifb name",
+    );
+}
