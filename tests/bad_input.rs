@@ -495,3 +495,53 @@ fn bandwidth_bad_rates_are_errors_naming_the_key() {
         }
     }
 }
+
+/// bandwidth's DEL removes the attachment's ifb, succeeds again when it is
+/// gone, and needs no container namespace (the runtime may have removed
+/// it first, or pass none).
+#[test]
+fn bandwidth_del_is_idempotent_and_needs_no_netns() {
+    use serde_json::json;
+    use support::world::World;
+    let world = World::new("bwdel");
+    let ctr = world.ctr.path.display().to_string();
+    world.node.ip(&[
+        "link", "add", "vethdel0", "type", "veth", "peer", "name", "eth0", "netns", &ctr,
+    ]);
+    world.node.ip(&[
+        "link",
+        "set",
+        "vethdel0",
+        "alias",
+        "wasmcni:bwnet:ctr-test-1:eth0",
+    ]);
+    let conf = json!({"cniVersion": "1.0.0", "name": "bwnet", "type": "bandwidth",
+        "egressRate": 800000, "egressBurst": 80000,
+        "prevResult": {"cniVersion": "1.0.0",
+            "interfaces": [{"name": "vethdel0"}, {"name": "eth0", "sandbox": ctr}], "ips": []}});
+    let stdin = conf.to_string().into_bytes();
+    let policy = world.policy(&json!({"plugins": {}}));
+    let run = |command: &str, netns: &Path| {
+        Invoke::wasmcni_run("bandwidth", &stdin)
+            .cni(command, netns, "eth0")
+            .env("WASMCNI_POLICY", policy.display().to_string())
+            .env("WASMCNI_AUDIT", world.audit_path().display().to_string())
+            .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
+            .in_netns(&world.node)
+            .run()
+    };
+    let add = run("ADD", &world.ctr.path);
+    assert_eq!(add.code, 0, "{add:?}");
+    let ifb = add.json()["interfaces"][2]["name"]
+        .as_str()
+        .expect("the ifb in the result")
+        .to_owned();
+    assert!(ifb.starts_with("bwp") && ifb.len() == 15, "{add:?}");
+    assert!(world.node.ip(&["link", "show"]).contains(&ifb));
+    let gone = Path::new("/run/netns/wasmcni-no-such-netns");
+    for _ in 0..2 {
+        let del = run("DEL", gone);
+        assert_eq!(del.code, 0, "{del:?}");
+        assert!(!world.node.ip(&["link", "show"]).contains(&ifb));
+    }
+}

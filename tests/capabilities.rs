@@ -1380,6 +1380,20 @@ fn traffic_control_installs_reads_back_and_removes_only_its_own() {
         );
         assert!(!world.node.ip(&["link", "show"]).contains(&ifb));
     }
+    // Limits the kernel cannot hold in whole bytes are refused by the
+    // host itself, whatever the plugin checked.
+    let before = world.snapshot();
+    let add = run(
+        "ADD",
+        json!([{"call": "traffic-control.limit-transmit", "ns": "host", "link": "cnitestv9",
+                "rate": 7, "burst": 80000},
+               {"call": "traffic-control.limit-receive", "ns": "host", "link": "cnitestv9",
+                "rate": 80000, "burst": 34359738360u64}]),
+    );
+    let r = add.json();
+    assert_eq!(r["results"][0]["error"], "invalid-argument", "{r}");
+    assert_eq!(r["results"][1]["error"], "invalid-argument", "{r}");
+    support::assert_same(&before, &world.snapshot(), "refused limits");
     // A link squatting the ifb's name: limit-receive fails and leaves
     // nothing, remove-limits refuses to delete it.
     world.node.ip(&["link", "add", &ifb, "type", "ifb"]);
