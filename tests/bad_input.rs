@@ -496,11 +496,12 @@ fn bandwidth_bad_rates_are_errors_naming_the_key() {
     }
 }
 
-/// bandwidth's DEL removes the attachment's ifb, succeeds again when it is
+/// bandwidth's GC collects the ifb of an attachment the runtime no longer
+/// holds; its DEL removes the attachment's ifb, succeeds again when it is
 /// gone, and needs no container namespace (the runtime may have removed
 /// it first, or pass none).
 #[test]
-fn bandwidth_del_is_idempotent_and_needs_no_netns() {
+fn bandwidth_gc_and_del_remove_the_ifb_and_del_needs_no_netns() {
     use serde_json::json;
     use support::world::World;
     let world = World::new("bwdel");
@@ -538,6 +539,32 @@ fn bandwidth_del_is_idempotent_and_needs_no_netns() {
         .to_owned();
     assert!(ifb.starts_with("bwp") && ifb.len() == 15, "{add:?}");
     assert!(world.node.ip(&["link", "show"]).contains(&ifb));
+    // GC keeps the ifb of a valid attachment and collects it once the
+    // runtime no longer lists it.
+    for (valid, kept) in [
+        (
+            json!([{"containerID": "ctr-test-1", "ifname": "eth0"}]),
+            true,
+        ),
+        (json!([]), false),
+    ] {
+        let gc_conf = json!({"cniVersion": "1.1.0", "name": "bwnet", "type": "bandwidth",
+            "egressRate": 800000, "egressBurst": 80000, "cni.dev/valid-attachments": valid});
+        let gc_stdin = gc_conf.to_string().into_bytes();
+        let gc = Invoke::wasmcni_run("bandwidth", &gc_stdin)
+            .cni("GC", Path::new(""), "eth0")
+            .env("WASMCNI_POLICY", policy.display().to_string())
+            .env("WASMCNI_AUDIT", world.audit_path().display().to_string())
+            .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
+            .in_netns(&world.node)
+            .run();
+        assert_eq!(gc.code, 0, "{gc:?}");
+        assert_eq!(
+            world.node.ip(&["link", "show"]).contains(&ifb),
+            kept,
+            "{gc:?}"
+        );
+    }
     let gone = Path::new("/run/netns/wasmcni-no-such-netns");
     for _ in 0..2 {
         let del = run("DEL", gone);

@@ -97,6 +97,20 @@ fn invariant_cases() -> Vec<Case> {
                 json!([{"call": "traffic-control.remove-limits", "ns": "host", "link": "other0"}]),
             )
         },
+        // Collecting other attachments' ifbs is a GC's doing only.
+        Case {
+            command: "DEL",
+            ..Case::new(
+                "traffic-control.collect-garbage",
+                wide_tc(),
+                json!([{"call": "traffic-control.collect-garbage", "ns": "host"}]),
+            )
+        },
+        Case::new(
+            "traffic-control.collect-garbage",
+            wide_tc(),
+            json!([{"call": "traffic-control.collect-garbage", "ns": "host"}]),
+        ),
         // During ADD, even on a link of its own made in the same call.
         Case {
             undo_setup: true,
@@ -652,6 +666,14 @@ fn cases() -> Vec<Case> {
                     "traffic-control.remove-limits",
                     json!({"link": "cnitestpre"}),
                 ),
+            )
+        },
+        Case {
+            command: "GC",
+            ..Case::new(
+                "traffic-control.collect-garbage",
+                w(),
+                host("traffic-control.collect-garbage", json!({})),
             )
         },
     ]
@@ -1427,4 +1449,50 @@ fn traffic_control_installs_reads_back_and_removes_only_its_own() {
         &world.snapshot(),
         "remove-limits of a squatted ifb name",
     );
+}
+
+/// GC deletes exactly the ifbs of this network's attachments that are no
+/// longer valid: not a valid attachment's, not another network's, not a
+/// link that only carries a mark, not one named otherwise.
+#[test]
+fn traffic_control_gc_deletes_only_this_networks_stale_ifbs() {
+    use sha2::Digest;
+    let world = World::new("tcgc");
+    let name = |net: &str, ctr: &str| {
+        let d = sha2::Sha512::digest(format!("{net}{ctr}").as_bytes());
+        format!("bwp{}", &hex::encode(d)[..12])
+    };
+    let add = |link: &str, kind: &str, alias: &str| {
+        world.node.ip(&["link", "add", link, "type", kind]);
+        world.node.ip(&["link", "set", link, "alias", alias]);
+    };
+    let stale = name("n", "gone-ctr");
+    let valid = name("n", "other-ctr");
+    let other_net = name("m", "gone-ctr");
+    let not_ifb = name("n", "gone-ctr2");
+    add(&stale, "ifb", "wasmcni:n:gone-ctr:eth0");
+    add(&valid, "ifb", "wasmcni:n:other-ctr:eth0");
+    add(&other_net, "ifb", "wasmcni:m:gone-ctr:eth0");
+    add(&not_ifb, "veth", "wasmcni:n:gone-ctr2:eth0");
+    // Marked for a stale attachment, but not under its ifb name.
+    add("bwpmisnamed0", "ifb", "wasmcni:n:gone-ctr:eth0");
+    let gc = |grant: Value| {
+        world.run(
+            "GC",
+            &policy_with(grant),
+            &json!({"cniVersion": "1.1.0", "name": "n", "type": "scripted",
+                    "ops": [{"call": "traffic-control.collect-garbage", "ns": "host"}],
+                    "cni.dev/valid-attachments": [{"containerID": "other-ctr", "ifname": "eth0"}]}),
+            &[],
+        )
+    };
+    let run = gc(wide_tc());
+    assert_eq!(run.json()["results"][0]["ok"], 1, "{run:?}");
+    let links = world.node.ip(&["link", "show"]);
+    assert!(!links.contains(&stale), "{links}");
+    for kept in [&valid, &other_net, &not_ifb, &"bwpmisnamed0".to_owned()] {
+        assert!(links.contains(kept.as_str()), "{kept} deleted: {links}");
+    }
+    // Again: nothing left to collect.
+    assert_eq!(gc(wide_tc()).json()["results"][0]["ok"], 0);
 }

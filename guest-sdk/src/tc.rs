@@ -51,4 +51,11 @@ impl Netns {
         traffic_control::remove_limits(&self.inner, index)
             .map_err(self.err("traffic-control.remove-limits", what))
     }
+
+    /// GC: deletes the `ifb`s of this network's attachments the runtime
+    /// no longer holds; how many.
+    pub fn collect_garbage(&self) -> Result<u32, HostError> {
+        traffic_control::collect_garbage(&self.inner)
+            .map_err(self.err("traffic-control.collect-garbage", "ifbs"))
+    }
 }

@@ -518,7 +518,8 @@ fn needs_noted(r: &Logged) -> (Vec<Need>, Vec<String>) {
         | "traffic-control.limits" => out.push(Need::Read(kind)),
         "traffic-control.limit-transmit"
         | "traffic-control.limit-receive"
-        | "traffic-control.remove-limits" => {
+        | "traffic-control.remove-limits"
+        | "traffic-control.collect-garbage" => {
             out.push(Need::TrafficControl(kind));
             if host {
                 if let Some(l) = checked(node_link(r, index), &mut notes) {

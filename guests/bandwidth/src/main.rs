@@ -17,6 +17,8 @@
 //! prevResult. CHECK reads the limits back; DEL removes the attachment's
 //! `ifb` (the host veth, with its qdiscs, goes with the main plugin's DEL),
 //! and succeeds when there is nothing to remove or the namespace is gone.
+//! GC (which the reference lacks) deletes the `ifb`s of the network's
+//! attachments that are not in `cni.dev/valid-attachments`.
 //!
 //! Unlike the reference, a failed ADD leaves nothing behind (the journal
 //! removes qdiscs and `ifb`), and errors name the offending key.
@@ -277,6 +279,13 @@ impl Plugin for BandwidthPlugin {
         // As the reference: the config is validated on DEL too.
         parse(inv)?;
         host_ns()?.remove_limits(None)?;
+        Ok(())
+    }
+
+    /// GC (spec 1.1, which the reference 1.1.1 lacks): the `ifb`s of the
+    /// network's attachments that are gone.
+    fn gc(&self, _inv: &Invocation) -> Result<(), Error> {
+        host_ns()?.collect_garbage()?;
         Ok(())
     }
 }

@@ -358,6 +358,14 @@ pub const ENTRIES: &[Entry] = &[
         in_gc: false,
     },
     Entry {
+        call: "traffic-control.collect-garbage",
+        authority: "delete the `ifb`s of this network's attachments that are not in `cni.dev/valid-attachments`",
+        policy: "`traffic-control`; GC only; only `ifb` links marked for this network under their attachment's `ifb` name",
+        undo: "none (GC only)",
+        mutates: true,
+        in_gc: true,
+    },
+    Entry {
         call: "ipam-store.[static]store.open",
         authority: "open and lock the IPAM state of the config's network (`<data-dir>/<name>`)",
         policy: "`ipam-roots`: the data dir lies under one of them (default /var/lib/cni/networks)",

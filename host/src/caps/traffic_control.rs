@@ -237,6 +237,55 @@ impl Ctx {
         }
         Ok(())
     }
+
+    /// GC: this network's `ifb`s whose attachment is no longer valid.
+    fn collect_ifbs(&mut self, kind: Kind) -> Result<u32, CapError> {
+        self.require(kind, |g| g.traffic_control, "traffic-control")?;
+        if self.command != Command::Gc {
+            return Err(CapError::denied(
+                "traffic-control.collect-garbage is a GC's doing (a wasmcni invariant)",
+            ));
+        }
+        let network = self.attachment.network.clone();
+        let links: Vec<Link> = self
+            .netlink(kind)?
+            .links()?
+            .into_iter()
+            .map(Link::from_message)
+            .collect();
+        let mut deleted = 0;
+        for l in links {
+            if l.kind.as_deref() != Some("ifb") {
+                continue;
+            }
+            let Some(alias) = l.alias.as_deref() else {
+                continue;
+            };
+            let Some(rest) = alias.strip_prefix(super::attachment::ATTACHMENT_MARK) else {
+                continue;
+            };
+            let parts: Vec<&str> = rest.split(':').collect();
+            let [net, container_id, ifname] = parts.as_slice() else {
+                continue;
+            };
+            if *net != network || l.name != ifb_name(net, container_id) {
+                continue;
+            }
+            let holder = crate::ipam::Owner {
+                container_id: (*container_id).to_owned(),
+                ifname: (*ifname).to_owned(),
+            };
+            if self.attachment.still_valid(&holder) {
+                continue;
+            }
+            match self.netlink(kind)?.delete_link(l.index) {
+                Ok(()) => deleted += 1,
+                Err(e) if matches!(e.errno(), libc::ENODEV | libc::ENOENT) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(deleted)
+    }
 }
 
 impl Host for StoreData {
@@ -283,6 +332,14 @@ impl Host for StoreData {
         let args = json!({"ns": ns_arg(kind), "index": index});
         self.cap("traffic-control.remove-limits", args, |c| {
             c.remove_limits(kind, index)
+        })
+    }
+
+    fn collect_garbage(&mut self, ns: Resource<NsHandle>) -> Result<u32, CapError> {
+        let kind = self.ns_kind(&ns)?;
+        let args = json!({"ns": ns_arg(kind)});
+        self.cap("traffic-control.collect-garbage", args, |c| {
+            c.collect_ifbs(kind)
         })
     }
 }
