@@ -489,6 +489,62 @@ fn cases() -> Vec<Case> {
             command: "ADD",
             undo_setup: false,
         },
+        Case::new(
+            "link.set-allmulticast",
+            w(),
+            host(
+                "link.set-allmulticast",
+                json!({"link": "uplink", "on": true}),
+            ),
+        ),
+        Case::new(
+            "link.set-txqlen",
+            w(),
+            host("link.set-txqlen", json!({"link": "uplink", "txqlen": 7})),
+        ),
+        Case::new(
+            "route.list-rules",
+            without(&["host"], "read"),
+            host("rule.list", json!({})),
+        ),
+        // Rules: never in the host namespace, whatever the grant.
+        Case::new(
+            "route.add-rule",
+            w(),
+            host("rule.add", json!({"source": "192.0.2.10/32", "table": 100})),
+        ),
+        Case::new(
+            "route.delete-rule",
+            w(),
+            host("rule.delete", json!({"table": 254})),
+        ),
+        // ... and in the container's only with `routes`.
+        Case::new(
+            "route.add-rule",
+            without(&["container"], "routes"),
+            json!([{"call": "rule.add", "ns": "container", "source": "10.9.0.2/32", "table": 100}]),
+        ),
+        // Plugin state: only with `attachment-state`.
+        Case::new(
+            "attachment-state.get",
+            w(),
+            json!([{"call": "state.get", "key": "k"}]),
+        ),
+        Case::new(
+            "attachment-state.keys",
+            w(),
+            json!([{"call": "state.keys"}]),
+        ),
+        Case::new(
+            "attachment-state.set",
+            w(),
+            json!([{"call": "state.set", "key": "k", "value": "v"}]),
+        ),
+        Case::new(
+            "attachment-state.remove",
+            w(),
+            json!([{"call": "state.remove", "key": "k"}]),
+        ),
         Case {
             call: "link.set-name",
             grant: w(),
@@ -884,6 +940,13 @@ fn s6_ops() -> Value {
         {"call": "link.set-mac", "ns": "container", "link": "pre0", "mac": "02:00:00:00:00:77"},
         {"call": "link.set-alias", "ns": "container", "link": "pre0", "alias": "was-pre"},
         {"call": "link.set-promiscuous", "ns": "container", "link": "pre0", "on": true},
+        {"call": "link.set-allmulticast", "ns": "container", "link": "pre0", "on": true},
+        {"call": "link.set-txqlen", "ns": "container", "link": "pre0", "txqlen": 77},
+        {"call": "rule.add", "ns": "container", "source": "10.60.0.1/32", "table": 100},
+        {"call": "rule.delete", "ns": "container", "source": "10.60.0.9/32", "table": 90},
+        {"call": "state.set", "key": "old-mtu", "value": "1500"},
+        {"call": "state.set", "key": "gone", "value": "x"},
+        {"call": "state.remove", "key": "gone"},
         {"call": "link.set-name", "ns": "container", "link": "pre0p", "name": "renamed0"},
         {"call": "route.replace", "ns": "container", "destination": "10.61.0.0/24", "gateway": "10.99.0.1", "link": "eth0"},
         {"call": "route.delete", "ns": "container", "destination": "10.62.0.0/24", "metric": 10},
@@ -949,6 +1012,7 @@ fn s6_world(tag: &str) -> World {
         "metric",
         "10",
     ]);
+    c.ip(&["rule", "add", "from", "10.60.0.9", "table", "90"]);
     world
 }
 
@@ -956,6 +1020,7 @@ fn s6_grant() -> Value {
     let mut g = wide();
     g["host"]["create"] = json!(["veth", "bridge", "dummy"]);
     g["host"]["sysctls"] = json!(["net.ipv4.conf.*.forwarding", "net.ipv4.conf.all.forwarding"]);
+    g["attachment-state"] = json!(true);
     g
 }
 

@@ -22,6 +22,9 @@ struct Subject {
     conf: Value,
     node: &'static [&'static [&'static str]],
     needs: Option<&'static str>,
+    /// `ip` commands run in the container namespace first (the interface
+    /// a chained plugin works on).
+    ctr: &'static [&'static [&'static str]],
 }
 
 fn host_local(subnet: &str) -> Value {
@@ -35,6 +38,9 @@ fn setup(s: &Subject, tag: &str) -> (World, Value) {
     let world = World::new(&format!("{tag}{}", &s.plugin[..s.plugin.len().min(5)]));
     for cmd in s.node {
         world.node.ip(cmd);
+    }
+    for cmd in s.ctr {
+        world.ctr.ip(cmd);
     }
     let mut conf = s.conf.clone();
     conf["cniVersion"] = json!("1.0.0");
@@ -221,6 +227,7 @@ fn s6_bridge_add_is_undone_at_every_host_call() {
                          "hairpinMode": true, "ipam": host_local("10.66.0.0/24")}),
             node: &[],
             needs: None,
+            ctr: &[],
         },
         "s6_bridge_add_is_undone_at_every_host_call",
     );
@@ -234,6 +241,7 @@ fn s6_ptp_add_is_undone_at_every_host_call() {
             conf: json!({"mtu": 1400, "ipam": host_local("10.67.0.0/24")}),
             node: &[],
             needs: None,
+            ctr: &[],
         },
         "s6_ptp_add_is_undone_at_every_host_call",
     );
@@ -248,6 +256,7 @@ fn s6_tap_add_is_undone_at_every_host_call() {
                          "owner": 4242, "group": 4343, "ipam": host_local("10.68.0.0/24")}),
             node: &[],
             needs: None,
+            ctr: &[],
         },
         "s6_tap_add_is_undone_at_every_host_call",
     );
@@ -261,6 +270,7 @@ fn s6_dummy_add_is_undone_at_every_host_call() {
             conf: json!({"ipam": host_local("10.69.0.0/24")}),
             node: &[],
             needs: Some("dummy"),
+            ctr: &[],
         },
         "s6_dummy_add_is_undone_at_every_host_call",
     );
@@ -277,6 +287,7 @@ fn s6_bridge_vlan_gateway_add_is_undone_at_every_host_call() {
                          "vlanTrunk": [{"id": 301}], "ipam": host_local("10.75.0.0/24")}),
             node: &[],
             needs: Some("bridge-vlan"),
+            ctr: &[],
         },
         "s6_bridge_vlan_gateway_add_is_undone_at_every_host_call",
     );
@@ -310,6 +321,7 @@ fn s6_host_device_add_is_undone_at_every_host_call() {
                 ],
             ],
             needs: None,
+            ctr: &[],
         },
         "s6_host_device_add_is_undone_at_every_host_call",
     );
@@ -324,6 +336,7 @@ fn s6_macvlan_add_is_undone_at_every_host_call() {
                          "ipam": host_local("10.71.0.0/24")}),
             node: &[],
             needs: None,
+            ctr: &[],
         },
         "s6_macvlan_add_is_undone_at_every_host_call",
     );
@@ -337,6 +350,7 @@ fn s6_ipvlan_add_is_undone_at_every_host_call() {
             conf: json!({"master": "uplink", "mode": "l2", "ipam": host_local("10.72.0.0/24")}),
             node: &[],
             needs: Some("ipvlan"),
+            ctr: &[],
         },
         "s6_ipvlan_add_is_undone_at_every_host_call",
     );
@@ -367,7 +381,67 @@ fn s6_vlan_add_is_undone_at_every_host_call() {
             conf: json!({"master": "uplink", "vlanId": 42, "ipam": host_local("10.73.0.0/24")}),
             node: &[],
             needs: Some("vlan"),
+            ctr: &[],
         },
         "s6_vlan_add_is_undone_at_every_host_call",
+    );
+}
+
+#[test]
+fn s6_tuning_add_is_undone_at_every_host_call() {
+    // Every value tuning sets, on a container interface (a veth whose
+    // peer stays in the container), with its attachment-state backup.
+    sweep_where_possible(
+        &Subject {
+            plugin: "tuning",
+            conf: json!({"mtu": 1400, "mac": "02:00:00:00:77:01", "promisc": true,
+                         "allmulti": true, "txQLen": 222,
+                         "sysctl": {"net.ipv4.conf.IFNAME.rp_filter": "2",
+                                    "net.ipv4.ip_forward": "1"},
+                         "prevResult": {"cniVersion": "1.0.0",
+                                        "interfaces": [{"name": "eth0"}], "ips": []}}),
+            node: &[],
+            needs: None,
+            ctr: &[
+                &[
+                    "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p",
+                ],
+                &["link", "set", "eth0", "up"],
+            ],
+        },
+        "s6_tuning_add_is_undone_at_every_host_call",
+    );
+}
+
+#[test]
+fn s6_sbr_add_is_undone_at_every_host_call() {
+    // Rules, default routes and the interface's routes moved to their
+    // tables, for an IPv4 and an IPv6 address.
+    sweep_where_possible(
+        &Subject {
+            plugin: "sbr",
+            conf: json!({"prevResult": {"cniVersion": "1.0.0",
+                "interfaces": [{"name": "eth0"}],
+                "ips": [{"address": "10.84.0.2/24", "gateway": "10.84.0.1", "interface": 0},
+                        {"address": "fd00:84::2/64", "gateway": "fd00:84::1", "interface": 0}]}}),
+            node: &[],
+            needs: None,
+            ctr: &[
+                &[
+                    "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p",
+                ],
+                // No link-local addresses: their duplicate address
+                // detection would end during the sweep, and the state
+                // with it.
+                &["link", "set", "eth0", "addrgenmode", "none"],
+                &["link", "set", "eth0p", "addrgenmode", "none"],
+                &["link", "set", "eth0p", "up"],
+                &["link", "set", "eth0", "up"],
+                &["addr", "add", "10.84.0.2/24", "dev", "eth0"],
+                &["addr", "add", "fd00:84::2/64", "dev", "eth0", "nodad"],
+                &["route", "add", "default", "via", "10.84.0.1", "dev", "eth0"],
+            ],
+        },
+        "s6_sbr_add_is_undone_at_every_host_call",
     );
 }

@@ -462,12 +462,37 @@ fn run_case(plugin: &str, file: &str, case: &Value, version: &str) {
                 let e = wa.cni_error().expect("a CNI error");
                 assert_eq!(e["msg"], msg, "{what}: {wa:?}");
             }
+            // In a chain, libcni leaves the earlier plugins' ADDs for the
+            // runtime's DEL (as containerd and CRI-O call it): after that
+            // DEL, both sides alike (what a successful ADD and DEL leave,
+            // like the bridge, stays on both).
+            if case["plugins"].as_array().is_some_and(|p| p.len() > 1) {
+                let (rd, wd) = (r.call("del", &rl, c, case), w.call("del", &wl, c, case));
+                assert_eq!(
+                    wd.code, 0,
+                    "{what}: the runtime's DEL after the failed ADD: {wd:?}"
+                );
+                assert_eq!(
+                    outcome(&rd),
+                    outcome(&wd),
+                    "{what}: DEL after the failed ADD"
+                );
+                let (rs, ws) = states(&r, &w);
+                assert_same(
+                    &rs,
+                    &ws,
+                    &format!("{what}: state after the failed ADD and DEL"),
+                );
+                assert_no_plugin_state(&w, &what);
+                return;
+            }
             // Where the reference may leak, wasmcni leaves nothing.
             assert_same(
                 &before.expect("the state before the failing ADD"),
                 &w.state(),
                 &format!("{what}: a failed ADD left state"),
             );
+            assert_no_plugin_state(&w, &what);
             return;
         }
         assert_eq!(wa.code, 0, "{what}: ADD #{c}: {wa:?}");
@@ -573,6 +598,7 @@ fn run_case(plugin: &str, file: &str, case: &Value, version: &str) {
                 "{what}: an ifb left after DEL: {links}"
             );
         }
+        assert_no_plugin_state(&w, &what);
     }
 }
 
@@ -585,6 +611,32 @@ fn contains(have: &Value, want: &Value) -> bool {
             .all(|(k, v)| h.get(k).is_some_and(|x| contains(x, v))),
         _ => have == want,
     }
+}
+
+/// No plugin keeps an `attachment-state` record past the attachment's DEL.
+fn assert_no_plugin_state(w: &Side, what: &str) {
+    let dir = w.dir.path().join("state").join("plugin-state");
+    let left: Vec<String> = walkdir(&dir);
+    assert!(
+        left.is_empty(),
+        "{what}: plugin state left after DEL: {left:?}"
+    );
+}
+
+/// Every file below `dir` (none if it is missing).
+fn walkdir(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walkdir(&p));
+            } else {
+                out.push(p.display().to_string());
+            }
+        }
+    }
+    out
 }
 
 /// The link kinds a case needs.

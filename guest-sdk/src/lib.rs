@@ -104,6 +104,8 @@
 //! - [`ipam`]: IPAM reservation state kept by the host (host-local's
 //!   on-disk layout), and [`delegate`]: running another plugin (IPAM)
 //!   through the host.
+//! - [`state`]: a small record per attachment the host keeps from ADD to
+//!   DEL (what a plugin must remember to undo its changes on DEL).
 //!
 //! Two route types: [`cni::Route`] (also [`cni::ResultRoute`]) is a route
 //! in a CNI result; [`net::Route`] (also [`net::KernelRoute`]) is one the
@@ -115,6 +117,7 @@ pub mod delegate;
 pub mod ipam;
 pub mod net;
 pub mod skel;
+pub mod state;
 pub mod tc;
 
 /// Stops a host call where no wasmcni host can answer it: a native build
@@ -123,8 +126,8 @@ pub mod tc;
 /// `unreachable!()`; a panic cannot unwind out of them, so the test process
 /// would abort (SIGABRT) with no word of which call it was. Every handle
 /// the SDK hands out (a [`net::Netns`], an [`ipam::Store`]) is made by one
-/// of four calls, and [`delegate::run`] is the fifth way in: each calls
-/// this first, so the first host call a native test reaches panics here,
+/// of four calls, and [`delegate::run`] and the [`state`] functions are
+/// the other ways in: each calls this first, so the first host call a native test reaches panics here,
 /// as an ordinary, catchable test failure that says what to do.
 #[cfg_attr(not(target_arch = "wasm32"), track_caller)]
 #[inline(always)]

@@ -75,7 +75,7 @@ pub use crate::bindings::wasmcni::plugin::link::{
     PortVlan, TapOptions, VethPair,
 };
 pub use crate::bindings::wasmcni::plugin::netns::NetnsKind;
-pub use crate::bindings::wasmcni::plugin::route::{Route, Route as KernelRoute, RouteInfo};
+pub use crate::bindings::wasmcni::plugin::route::{Route, Route as KernelRoute, RouteInfo, Rule};
 pub use crate::bindings::wasmcni::plugin::types::{
     ErrorCode, IpAddress, IpFamily, IpPrefix, Scope,
 };
@@ -441,6 +441,18 @@ impl Netns {
             .map_err(self.err("link.set-promiscuous", format_args!("link #{index}")))
     }
 
+    /// Sets or clears all-multicast mode (`IFF_ALLMULTI`).
+    pub fn set_allmulticast(&self, index: u32, on: bool) -> Result<(), HostError> {
+        link::set_allmulticast(&self.inner, index, on)
+            .map_err(self.err("link.set-allmulticast", format_args!("link #{index}")))
+    }
+
+    /// Sets the transmit queue length.
+    pub fn set_txqlen(&self, index: u32, txqlen: u32) -> Result<(), HostError> {
+        link::set_txqlen(&self.inner, index, txqlen)
+            .map_err(self.err("link.set-txqlen", format_args!("link #{index}")))
+    }
+
     /// Renames a (down) link.
     pub fn set_name(&self, index: u32, name: &str) -> Result<(), HostError> {
         link::set_name(&self.inner, index, name)
@@ -524,6 +536,26 @@ impl Netns {
         route::delete(&self.inner, *r).map_err(self.err(
             "route.delete",
             format_args!("route to {}", cidr(&r.destination)),
+        ))
+    }
+
+    /// The to-table policy routing rules (`ip rule`), of one family or
+    /// both.
+    pub fn rules(&self, family: Option<IpFamily>) -> Result<Vec<Rule>, HostError> {
+        route::list_rules(&self.inner, family).map_err(self.err("route.list-rules", "rules"))
+    }
+
+    /// Adds a policy routing rule (`routes` in the container namespace).
+    pub fn add_rule(&self, r: &Rule) -> Result<(), HostError> {
+        route::add_rule(&self.inner, *r)
+            .map_err(self.err("route.add-rule", format_args!("rule to table {}", r.table)))
+    }
+
+    /// Deletes the first policy routing rule that matches `r`.
+    pub fn delete_rule(&self, r: &Rule) -> Result<(), HostError> {
+        route::delete_rule(&self.inner, *r).map_err(self.err(
+            "route.delete-rule",
+            format_args!("rule to table {}", r.table),
         ))
     }
 
@@ -715,6 +747,7 @@ impl Route {
             source: None,
             mtu: None,
             on_link: false,
+            protocol: None,
         }
     }
 

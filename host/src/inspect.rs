@@ -69,6 +69,7 @@ pub fn report(plugin: &str, policy_file: Option<&Path>) -> anyhow::Result<Value>
             "ipam-roots": entry.ipam_roots,
             "delegates": entry.delegates,
             "native-delegates": entry.native_delegates,
+            "attachment-state": entry.attachment_state,
             "raw": serde_json::to_value(&entry)?,
         },
         "imports": imports,
@@ -137,6 +138,14 @@ pub fn print(plugin: &str, as_json: bool, policy_file: Option<&Path>) -> anyhow:
         }
     };
     println!("  ipam state {}", list(&pol["ipam-roots"]));
+    println!(
+        "  attachment state {}",
+        if pol["attachment-state"] == true {
+            "yes"
+        } else {
+            "no"
+        }
+    );
     println!(
         "  delegates  {} (native: {})",
         list(&pol["delegates"]),

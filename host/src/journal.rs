@@ -205,6 +205,41 @@ pub enum Undo {
         /// The link's `ingress` qdisc (`ffff:`), or else its root `tbf` (`1:`).
         ingress: bool,
     },
+    /// A plugin's attachment-state record changed: put the old values back.
+    #[serde(skip)]
+    State(crate::caps::StateUndo),
+    /// A policy routing rule was added: delete it.
+    DeleteRule {
+        /// Where.
+        ns: Kind,
+        /// The rule as the kernel made it.
+        spec: crate::netlink::RuleSpec,
+    },
+    /// A policy routing rule was deleted: add it back.
+    AddRule {
+        /// Where.
+        ns: Kind,
+        /// The rule as it was.
+        spec: crate::netlink::RuleSpec,
+    },
+    /// `IFF_ALLMULTI` changed: restore.
+    SetAllmulti {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old flag.
+        on: bool,
+    },
+    /// The transmit queue length changed: restore.
+    SetTxqlen {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old length.
+        txqlen: u32,
+    },
     /// A sysctl was written: write the old value back.
     SetSysctl {
         /// Where.
@@ -253,6 +288,8 @@ impl Undo {
             | Undo::SetHairpin { ns, index, .. }
             | Undo::SetPortVlans { ns, index, .. }
             | Undo::SetPromisc { ns, index, .. }
+            | Undo::SetAllmulti { ns, index, .. }
+            | Undo::SetTxqlen { ns, index, .. }
             | Undo::SetName { ns, index, .. }
             | Undo::SetAlias { ns, index, .. }
             | Undo::MoveBack { ns, index, .. }
@@ -268,6 +305,9 @@ impl Undo {
             Undo::SetSysctl { .. }
             | Undo::RestoreSysctls { .. }
             | Undo::Ipam(_)
+            | Undo::State(_)
+            | Undo::DeleteRule { .. }
+            | Undo::AddRule { .. }
             | Undo::NativeDel(_) => None,
         }
     }

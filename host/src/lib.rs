@@ -20,6 +20,7 @@ pub mod limits;
 pub mod netlink;
 pub mod netlock;
 pub mod netns;
+pub mod plugin_state;
 pub mod plugins;
 pub mod policy;
 pub mod record;

@@ -335,6 +335,8 @@ pub struct Entry {
     /// Native plugins from `CNI_PATH` it may run as delegates (for those
     /// that cannot be wasm, like `dhcp`).
     pub native_delegates: Vec<String>,
+    /// Whether it may keep a record per attachment (`attachment-state`).
+    pub attachment_state: bool,
 }
 
 /// Where a plugin's policy entry comes from.
@@ -415,6 +417,8 @@ pub struct Grant {
     pub delegates: Vec<String>,
     /// Native plugins it may run as delegates.
     pub native_delegates: Vec<String>,
+    /// Whether it may keep a record per attachment.
+    pub attachment_state: bool,
 }
 
 /// The default budget of capability calls per invocation.
@@ -854,6 +858,7 @@ impl Entry {
             ipam_roots: self.ipam_roots.clone(),
             delegates: self.delegates.clone(),
             native_delegates: self.native_delegates.clone(),
+            attachment_state: self.attachment_state,
         }
     }
 

@@ -121,7 +121,7 @@ pub struct Location {
 /// A path component for `name`: itself if it is a plain file name
 /// (letters, digits, `_`, `.`, `-`, not starting with `.`, at most 128
 /// bytes), else `#` and a digest.
-fn component(name: &str) -> String {
+pub(crate) fn component(name: &str) -> String {
     let plain = !name.is_empty()
         && name.len() <= 128
         && !name.starts_with('.')
@@ -178,18 +178,9 @@ impl Location {
     /// # Ambient Authority
     /// Opens the state root by path (the host's setting).
     pub fn load(&self) -> io::Result<Option<Record>> {
-        let root = match Dir::open_ambient_dir(&self.root, ambient_authority()) {
-            Ok(d) => d,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e),
+        let Some(text) = read_bounded(&self.root, &self.dir.join(&self.file), MAX_RECORD)? else {
+            return Ok(None);
         };
-        let file = match root.open(self.dir.join(&self.file)) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        let mut text = Vec::new();
-        io::Read::read_to_end(&mut io::Read::take(file, MAX_RECORD), &mut text)?;
         let record: Record = serde_json::from_slice(&text).map_err(|e| {
             io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -224,24 +215,6 @@ impl Location {
                 format!("more than {MAX_BORROWED} links in one record"),
             ));
         }
-        std::fs::create_dir_all(&self.root)?;
-        let root = Dir::open_ambient_dir(&self.root, ambient_authority())?;
-        let mut builder = DirBuilder::new();
-        builder.recursive(true);
-        {
-            use cap_std::fs::DirBuilderExt;
-            builder.mode(0o700);
-        }
-        root.create_dir_with(&self.dir, &builder)?;
-        let dir = root.open_dir(&self.dir)?;
-        let tmp = format!(".{}.tmp", self.file);
-        let mut opts = OpenOptions::new();
-        opts.write(true).create(true).truncate(true);
-        {
-            use cap_std::fs::OpenOptionsExt;
-            opts.mode(0o600);
-        }
-        let mut f = dir.open_with(&tmp, &opts)?;
         let text = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
         if text.len() as u64 > MAX_RECORD {
             return Err(io::Error::new(
@@ -249,11 +222,7 @@ impl Location {
                 format!("a record of {} bytes (at most {MAX_RECORD})", text.len()),
             ));
         }
-        f.write_all(&text)?;
-        f.sync_all()?;
-        drop(f);
-        dir.rename(&tmp, &dir, &self.file)?;
-        dir.open(".")?.sync_all()
+        write_atomic(&self.root, &self.dir, &self.file, &text)
     }
 
     /// Removes the record, and the directories above it it leaves empty
@@ -262,26 +231,89 @@ impl Location {
     /// # Ambient Authority
     /// Opens the state root by path (the host's setting).
     pub fn remove(&self) -> io::Result<()> {
-        let root = match Dir::open_ambient_dir(&self.root, ambient_authority()) {
-            Ok(d) => d,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e),
-        };
-        match root.remove_file(self.dir.join(&self.file)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e),
-        }
-        let mut d = self.dir.clone();
-        while d.parent().is_some() && d != Path::new("attachments") {
-            // Not empty (another plugin's record, another attachment): stop.
-            if root.remove_dir(&d).is_err() {
-                break;
-            }
-            d.pop();
-        }
-        Ok(())
+        remove_pruning(&self.root, &self.dir, &self.file, Path::new("attachments"))
     }
+}
+
+/// The file `path` below `root`, at most `max` bytes of it; `None` if
+/// either is missing.
+///
+/// # Ambient Authority
+/// Opens `root` by path (the host's state root).
+pub(crate) fn read_bounded(root: &Path, path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
+    let root = match Dir::open_ambient_dir(root, ambient_authority()) {
+        Ok(d) => d,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let file = match root.open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut text = Vec::new();
+    io::Read::read_to_end(&mut io::Read::take(file, max), &mut text)?;
+    Ok(Some(text))
+}
+
+/// Writes `text` as `dir/file` below `root` whole: a temporary file,
+/// synced, renamed over the old one, the directory synced (directories
+/// 0700, the file 0600). A crash or `kill -9` at any instant leaves the
+/// old file or the new one.
+///
+/// # Ambient Authority
+/// Creates `root` by path (the host's state root).
+pub(crate) fn write_atomic(root: &Path, dir: &Path, file: &str, text: &[u8]) -> io::Result<()> {
+    std::fs::create_dir_all(root)?;
+    let root = Dir::open_ambient_dir(root, ambient_authority())?;
+    let mut builder = DirBuilder::new();
+    builder.recursive(true);
+    {
+        use cap_std::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    root.create_dir_with(dir, &builder)?;
+    let dir = root.open_dir(dir)?;
+    let tmp = format!(".{file}.tmp");
+    let mut opts = OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    {
+        use cap_std::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = dir.open_with(&tmp, &opts)?;
+    f.write_all(text)?;
+    f.sync_all()?;
+    drop(f);
+    dir.rename(&tmp, &dir, file)?;
+    dir.open(".")?.sync_all()
+}
+
+/// Removes `dir/file` below `root`, and the directories above it it
+/// leaves empty, up to (not including) `top`.
+///
+/// # Ambient Authority
+/// Opens `root` by path (the host's state root).
+pub(crate) fn remove_pruning(root: &Path, dir: &Path, file: &str, top: &Path) -> io::Result<()> {
+    let root = match Dir::open_ambient_dir(root, ambient_authority()) {
+        Ok(d) => d,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    match root.remove_file(dir.join(file)) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    let mut d = dir.to_owned();
+    while d.parent().is_some() && d != top {
+        // Not empty (another plugin's file, another attachment): stop.
+        if root.remove_dir(&d).is_err() {
+            break;
+        }
+        d.pop();
+    }
+    Ok(())
 }
 
 impl Record {

@@ -289,12 +289,45 @@ pub fn invoke(
         // Whatever the plugin's DEL left of what the record holds, the
         // host returns.
         "DEL" => match caps.finish_del() {
+            // The plugin's own records go with the attachment (kept when
+            // its DEL failed: the retry needs them).
+            Ok(()) if !failed => match caps.drop_state() {
+                failures if failures.is_empty() => outcome,
+                failures => Err(CniError::new(
+                    Code::Io,
+                    format!(
+                        "wasmcni: the attachment's plugin state could not be removed: {}",
+                        failures.join("; ")
+                    ),
+                )),
+            },
             Ok(()) => outcome,
             Err(why) => Err(CniError::new(
                 Code::Internal,
                 format!("wasmcni: host links this attachment took could not be returned: {why}"),
             )),
         },
+        // The plugin's records of attachments the runtime no longer holds.
+        "GC" if !failed => {
+            let (removed, failures) = caps.gc_state();
+            if !removed.is_empty() {
+                eprintln!(
+                    "wasmcni: GC removed the plugin state of {}",
+                    removed.join(", ")
+                );
+            }
+            if failures.is_empty() {
+                outcome
+            } else {
+                Err(CniError::new(
+                    Code::Io,
+                    format!(
+                        "wasmcni: GC could not remove plugin state: {}",
+                        failures.join("; ")
+                    ),
+                ))
+            }
+        }
         _ => outcome,
     };
     let outcome = explain_denials(outcome, caps.denials(), plugin.name(), has_entry);

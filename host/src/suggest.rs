@@ -84,6 +84,8 @@ pub enum Need {
     IpamRoot(PathBuf),
     /// `delegates: [name]`.
     Delegate(String),
+    /// `attachment-state`.
+    AttachmentState,
 }
 
 fn ns_name(k: Kind) -> &'static str {
@@ -115,6 +117,7 @@ impl fmt::Display for Need {
             Need::Bridges(n) => write!(f, "host.bridges: [{}]", q(n)),
             Need::IpamRoot(p) => write!(f, "ipam-roots: [{}]", q(&p.display().to_string())),
             Need::Delegate(n) => write!(f, "delegates: [{}]", q(n)),
+            Need::AttachmentState => write!(f, "attachment-state"),
         }
     }
 }
@@ -457,6 +460,10 @@ fn needs_noted(r: &Logged) -> (Vec<Need>, Vec<String>) {
                     );
                 }
             }
+            "attachment-state.get"
+            | "attachment-state.keys"
+            | "attachment-state.set"
+            | "attachment-state.remove" => out.push(Need::AttachmentState),
             "ipam-store.[static]store.open" => {
                 let dir = a
                     .get("data-dir")
@@ -573,6 +580,8 @@ fn needs_noted(r: &Logged) -> (Vec<Need>, Vec<String>) {
         }
         "link.set-up"
         | "link.set-promiscuous"
+        | "link.set-allmulticast"
+        | "link.set-txqlen"
         | "link.set-mac"
         | "link.set-master"
         | "link.set-mtu"
@@ -772,7 +781,7 @@ fn need_kind(n: &Need) -> Option<Kind> {
         | Need::Links(_)
         | Need::Masters(_)
         | Need::Bridges(_) => Some(Kind::Host),
-        Need::IpamRoot(_) | Need::Delegate(_) => None,
+        Need::IpamRoot(_) | Need::Delegate(_) | Need::AttachmentState => None,
     }
 }
 fn push<T: PartialEq>(v: &mut Vec<T>, x: T) {
@@ -815,6 +824,7 @@ fn apply(e: &mut Entry, names: &mut Vec<Pattern>, unknown_name: &mut bool, need:
         Need::Bridges(n) => push(&mut g(e, Kind::Host).bridges, Pattern(n)),
         Need::IpamRoot(p) => push(&mut e.ipam_roots, p),
         Need::Delegate(n) => push(&mut e.delegates, n),
+        Need::AttachmentState => e.attachment_state = true,
     }
 }
 
@@ -1242,6 +1252,23 @@ mod tests {
             notes.iter().any(|n| n.contains("0.0.0.0/0 is wide")),
             "{notes:?}"
         );
+    }
+
+    #[test]
+    fn attachment_state_and_the_tuning_setters() {
+        let e = parsed(&[
+            ok(
+                "attachment-state.set",
+                json!({"key": "restore", "bytes": 12}),
+            ),
+            ok(
+                "link.set-txqlen",
+                json!({"ns": "container", "index": 2, "txqlen": 5}),
+            ),
+        ]);
+        assert!(e.attachment_state);
+        assert!(e.container.modify);
+        assert!(!parsed(&[]).attachment_state);
     }
 
     #[test]

@@ -148,6 +148,8 @@ impl Netns {
             "addrs": addrs,
             "routes4": routes4,
             "routes6": j(&["-j", "-6", "route", "show", "table", "all"]),
+            "rules4": j(&["-j", "-4", "rule", "show"]),
+            "rules6": j(&["-j", "-6", "rule", "show"]),
         });
         scrub(&mut v);
         // The kernel lists routes of one prefix in the order they were

@@ -117,6 +117,7 @@ pub fn configure(ns: &Netns, ifname: &str, result: &CniResult) -> Result<(), Err
             source: None,
             mtu: r.mtu,
             on_link: false,
+            protocol: None,
         };
         ns.add_route(&route).map_err(|e| {
             let via = gw.map(|g| g.to_string()).unwrap_or_else(|| "<nil>".into());

@@ -115,6 +115,7 @@ impl Plugin for Ptp {
                 source: None,
                 mtu: None,
                 on_link: false,
+                protocol: None,
             };
             let fail = |e: guest_sdk::net::HostError| {
                 Error::internal(format!("failed to delete route {net}: {e}"))
@@ -171,6 +172,7 @@ impl Plugin for Ptp {
                 source: None,
                 mtu: None,
                 on_link: false,
+                protocol: None,
             };
             match host.add_route(&route) {
                 Ok(()) => {}

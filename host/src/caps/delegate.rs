@@ -269,6 +269,7 @@ impl Ctx {
             runtime: Some(rt.clone()),
         });
         child.depth = self.depth + 1;
+        child.state_owner = self.state_owner.clone();
         child.journal = std::mem::take(&mut self.journal);
         child.stores = std::mem::take(&mut self.stores);
         let mark = child.journal.len();

@@ -91,6 +91,8 @@ impl LinkInfo {
             master: None,
             alias: None,
             promiscuous: msg.header.flags.contains(LinkFlags::Promisc),
+            allmulticast: msg.header.flags.contains(LinkFlags::Allmulti),
+            txqlen: 0,
             parent_index: None,
             owned: false,
         };
@@ -98,6 +100,7 @@ impl LinkInfo {
             match attr {
                 LinkAttribute::IfName(n) => info.name = n,
                 LinkAttribute::Mtu(m) => info.mtu = m,
+                LinkAttribute::TxQueueLen(q) => info.txqlen = q,
                 LinkAttribute::Address(a) => info.mac = a,
                 LinkAttribute::Controller(m) => info.master = Some(m),
                 LinkAttribute::IfAlias(a) => info.alias = Some(a),
@@ -198,6 +201,15 @@ impl Ctx {
 
     /// [`Ctx::change_link`] that also accepts a shared bridge when the
     /// caller has checked the change is one a shared link may take.
+    /// The WIT view of link `index` as the kernel reports it now.
+    fn kernel_link_info(&mut self, kind: Kind, index: u32) -> Result<LinkInfo, CapError> {
+        if index == 0 {
+            return Err(ErrorCode::NotFound.into());
+        }
+        let msg = self.netlink(kind)?.link_by_index(index)?;
+        Ok(LinkInfo::from_message(msg))
+    }
+
     fn change_link_as(
         &mut self,
         kind: Kind,
@@ -1130,6 +1142,65 @@ impl Host for StoreData {
                         on: l.promiscuous,
                     },
                 )
+            },
+        )
+    }
+
+    fn set_allmulticast(
+        &mut self,
+        ns: Resource<NsHandle>,
+        index: u32,
+        on: bool,
+    ) -> Result<(), CapError> {
+        let kind = self.ns_kind(&ns)?;
+        self.cap(
+            "link.set-allmulticast",
+            json!({"ns": ns_arg(kind), "index": index, "on": on}),
+            |c| {
+                // A stacked link passes IFF_ALLMULTI to its lower device,
+                // as it does promiscuity.
+                c.modifiable(kind, index)?;
+                c.check_lower(kind, index, "all-multicast mode")?;
+                let old = c.kernel_link_info(kind, index)?.allmulticast;
+                c.netlink(kind)?.set_allmulti(index, on)?;
+                c.record_for(
+                    kind,
+                    index,
+                    Undo::SetAllmulti {
+                        ns: kind,
+                        index,
+                        on: old,
+                    },
+                );
+                Ok(())
+            },
+        )
+    }
+
+    fn set_txqlen(
+        &mut self,
+        ns: Resource<NsHandle>,
+        index: u32,
+        txqlen: u32,
+    ) -> Result<(), CapError> {
+        let kind = self.ns_kind(&ns)?;
+        self.cap(
+            "link.set-txqlen",
+            json!({"ns": ns_arg(kind), "index": index, "txqlen": txqlen}),
+            |c| {
+                c.modifiable(kind, index)?;
+                let old = c.kernel_link_info(kind, index)?.txqlen;
+                c.netlink(kind)?.set_txqlen(index, txqlen)?;
+                c.record_for(
+                    kind,
+                    index,
+                    Undo::SetTxqlen {
+                        ns: kind,
+                        index,
+                        txqlen: old,
+                    },
+                );
+                Ok(())
             },
         )
     }

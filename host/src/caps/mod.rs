@@ -40,6 +40,7 @@ mod ipam_store;
 mod link;
 mod netns;
 mod route;
+mod state;
 mod sysctl;
 mod traffic_control;
 mod undo;
@@ -48,6 +49,7 @@ pub use attachment::Attachment;
 pub use error::{BudgetExceeded, CapError, Denial};
 pub use ipam_store::{IpamUndo, StoreHandle};
 pub use netns::NsHandle;
+pub use state::StateUndo;
 
 /// Host bindings generated from `wit/` (documented there).
 #[allow(missing_docs)]
@@ -107,6 +109,10 @@ pub struct Ctx {
     /// Why calls of this invocation (and its delegates) were refused,
     /// each once, for the runtime if the plugin fails ([`Denial`]).
     denials: Vec<String>,
+    /// The attachment whose `attachment-state` records this invocation
+    /// uses (network, container ID, ifname): the runtime's, which a
+    /// delegate inherits whatever config its caller hands it.
+    state_owner: (String, String, String),
 }
 
 /// The most distinct denials an invocation keeps for the runtime.
@@ -162,6 +168,11 @@ impl Ctx {
     /// gone).
     pub fn new(p: CtxParams) -> Ctx {
         let marks = (p.attachment.mark(), p.attachment.network_mark());
+        let state_owner = (
+            p.attachment.network.clone(),
+            p.attachment.container_id.clone(),
+            p.attachment.ifname.clone(),
+        );
         Ctx {
             grant: p.grant,
             container: p.container,
@@ -178,6 +189,7 @@ impl Ctx {
             depth: 0,
             stores: Vec::new(),
             denials: Vec::new(),
+            state_owner,
         }
     }
 

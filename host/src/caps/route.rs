@@ -8,11 +8,11 @@ use serde_json::json;
 use wasmtime::component::Resource;
 
 use super::address::{ip_from_wit, ip_to_wit, prefix_from_wit, scope_from_value, scope_value};
-use super::bindings::wasmcni::plugin::route::{Host, Route, RouteInfo};
+use super::bindings::wasmcni::plugin::route::{Host, Route, RouteInfo, Rule};
 use super::bindings::wasmcni::plugin::types::{IpFamily, IpPrefix, Scope};
 use super::{ns_arg, CapError, Ctx, NsHandle, StoreData, RTPROT_BOOT, RTPROT_WASMCNI};
 use crate::journal::Undo;
-use crate::netlink::{RouteAdd, RouteKey, RouteSpec};
+use crate::netlink::{RouteAdd, RouteKey, RouteSpec, RuleSpec};
 use crate::netns::Kind;
 
 /// `RT_TABLE_MAIN`.
@@ -54,10 +54,12 @@ fn to_spec(kind: Kind, r: &Route) -> Result<RouteSpec, CapError> {
         source,
         mtu: r.mtu,
         onlink: r.on_link,
-        protocol: if kind == Kind::Host {
-            RTPROT_WASMCNI
-        } else {
-            RTPROT_BOOT
+        protocol: match (kind, r.protocol) {
+            (Kind::Host, Some(p)) if p != RTPROT_WASMCNI => {
+                return Err(super::ErrorCode::InvalidArgument.into())
+            }
+            (Kind::Host, _) => RTPROT_WASMCNI,
+            (Kind::Container, p) => p.unwrap_or(RTPROT_BOOT),
         },
     })
 }
@@ -91,6 +93,7 @@ fn to_wit(s: &RouteSpec) -> Route {
         source: s.source.map(ip_to_wit),
         mtu: s.mtu,
         on_link: s.onlink,
+        protocol: Some(s.protocol),
     }
 }
 
@@ -101,6 +104,7 @@ fn route_arg(s: &Result<RouteSpec, CapError>, r: &Route) -> serde_json::Value {
             "gateway": s.gateway.map(|g| g.to_string()),
             "link-index": s.oif, "table": s.table, "metric": s.metric, "scope": s.scope,
             "source": s.source.map(|g| g.to_string()), "mtu": s.mtu, "on-link": s.onlink,
+            "protocol": s.protocol,
         }),
         Err(_) => json!({"destination": format!("{:?}", r.destination), "invalid": true}),
     }
@@ -195,7 +199,140 @@ impl Ctx {
     }
 }
 
+fn rule_spec(r: &Rule) -> Result<RuleSpec, CapError> {
+    let v4 = r.family == IpFamily::Ipv4;
+    let prefix = |p: &Option<IpPrefix>| -> Result<Option<(IpAddr, u8)>, CapError> {
+        match p {
+            None => Ok(None),
+            Some(p) => {
+                let (ip, len) = prefix_from_wit(*p)?;
+                if ip.is_ipv4() != v4 {
+                    return Err(super::ErrorCode::InvalidArgument.into());
+                }
+                Ok(Some((network(ip, len), len)))
+            }
+        }
+    };
+    if r.table == 0 {
+        return Err(super::ErrorCode::InvalidArgument.into());
+    }
+    Ok(RuleSpec {
+        v4,
+        priority: r.priority,
+        src: prefix(&r.source)?,
+        dst: prefix(&r.destination)?,
+        table: r.table,
+    })
+}
+
+fn rule_to_wit(s: &RuleSpec) -> Rule {
+    let p = |x: Option<(IpAddr, u8)>| {
+        x.map(|(ip, len)| IpPrefix {
+            address: ip_to_wit(ip),
+            prefix_len: len,
+        })
+    };
+    Rule {
+        family: if s.v4 { IpFamily::Ipv4 } else { IpFamily::Ipv6 },
+        priority: s.priority,
+        source: p(s.src),
+        destination: p(s.dst),
+        table: s.table,
+    }
+}
+
+fn rule_arg(r: &Rule) -> serde_json::Value {
+    let p = |x: &Option<IpPrefix>| {
+        x.and_then(|p| prefix_from_wit(p).ok())
+            .map(|(ip, len)| format!("{ip}/{len}"))
+    };
+    json!({"family": format!("{:?}", r.family), "priority": r.priority,
+           "source": p(&r.source), "destination": p(&r.destination), "table": r.table})
+}
+
+impl Ctx {
+    /// Rule changes: `routes` in the container namespace; never in the
+    /// host's.
+    fn rule_target(&mut self, kind: Kind) -> Result<(), CapError> {
+        self.require(kind, |g| g.routes, "routes")?;
+        if kind == Kind::Host {
+            return Err(CapError::denied(
+                "policy routing rules of the host namespace are the node's (a wasmcni invariant)",
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Host for StoreData {
+    fn list_rules(
+        &mut self,
+        ns: Resource<NsHandle>,
+        family: Option<IpFamily>,
+    ) -> Result<Vec<Rule>, CapError> {
+        let kind = self.ns_kind(&ns)?;
+        let args = json!({"ns": ns_arg(kind), "family": family.map(|f| format!("{f:?}"))});
+        self.cap("route.list-rules", args, |c| {
+            c.require(kind, |g| g.read, "read")?;
+            let v4 = family.map(|f| f == IpFamily::Ipv4);
+            Ok(c.netlink(kind)?
+                .rules(v4)?
+                .iter()
+                .map(rule_to_wit)
+                .collect())
+        })
+    }
+
+    fn add_rule(&mut self, ns: Resource<NsHandle>, rule: Rule) -> Result<(), CapError> {
+        let kind = self.ns_kind(&ns)?;
+        let args = json!({"ns": ns_arg(kind), "rule": rule_arg(&rule)});
+        self.cap("route.add-rule", args, |c| {
+            let spec = rule_spec(&rule)?;
+            c.rule_target(kind)?;
+            let before = c.netlink(kind)?.rules(Some(spec.v4))?;
+            c.netlink(kind)?.add_rule(&spec)?;
+            // The rule as the kernel made it (its priority, if it chose
+            // one): the undo deletes exactly that one.
+            let made = c
+                .netlink(kind)?
+                .rules(Some(spec.v4))?
+                .into_iter()
+                .find(|r| !before.contains(r) && r.src == spec.src && r.dst == spec.dst)
+                .unwrap_or(spec);
+            c.journal.record(Undo::DeleteRule {
+                ns: kind,
+                spec: made,
+            });
+            Ok(())
+        })
+    }
+
+    fn delete_rule(&mut self, ns: Resource<NsHandle>, rule: Rule) -> Result<(), CapError> {
+        let kind = self.ns_kind(&ns)?;
+        let args = json!({"ns": ns_arg(kind), "rule": rule_arg(&rule)});
+        self.cap("route.delete-rule", args, |c| {
+            let spec = rule_spec(&rule)?;
+            c.rule_target(kind)?;
+            let old = c
+                .netlink(kind)?
+                .rules(Some(spec.v4))?
+                .into_iter()
+                .find(|r| {
+                    r.table == spec.table
+                        && r.src == spec.src
+                        && r.dst == spec.dst
+                        && spec.priority.is_none_or(|p| r.priority == Some(p))
+                })
+                .ok_or(CapError::Kernel(libc::ENOENT))?;
+            c.netlink(kind)?.delete_rule(&old)?;
+            c.journal.record(Undo::AddRule {
+                ns: kind,
+                spec: old,
+            });
+            Ok(())
+        })
+    }
+
     fn list(
         &mut self,
         ns: Resource<NsHandle>,

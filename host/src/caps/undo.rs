@@ -15,6 +15,8 @@ fn already_gone(kind: &Undo, errno: i32) -> bool {
         Undo::DeleteLink { .. } => errno == libc::ENODEV || errno == libc::ENOENT,
         Undo::DeleteAddress { .. } => errno == libc::EADDRNOTAVAIL || errno == libc::ENODEV,
         Undo::DeleteRoute { .. } => errno == libc::ESRCH || errno == libc::ENODEV,
+        Undo::DeleteRule { .. } => errno == libc::ENOENT,
+        Undo::AddRule { .. } => errno == libc::EEXIST,
         // The qdisc, or its link, is gone already.
         Undo::DeleteQdisc { .. } => {
             errno == libc::ENOENT || errno == libc::ENODEV || errno == libc::EINVAL
@@ -144,6 +146,13 @@ impl Ctx {
             Undo::SetPromisc { ns, index, on } => {
                 self.netlink(*ns)?.set_promisc(*index, *on).map_err(nl_err)
             }
+            Undo::SetAllmulti { ns, index, on } => {
+                self.netlink(*ns)?.set_allmulti(*index, *on).map_err(nl_err)
+            }
+            Undo::SetTxqlen { ns, index, txqlen } => self
+                .netlink(*ns)?
+                .set_txqlen(*index, *txqlen)
+                .map_err(nl_err),
             Undo::SetName { ns, index, name } => {
                 self.netlink(*ns)?.set_name(*index, name).map_err(nl_err)
             }
@@ -185,6 +194,9 @@ impl Ctx {
             Undo::RestoreLink { ns, index, state } => self.restore_link(*ns, *index, state),
             Undo::PruneAddresses { ns, index, keep } => self.prune_addresses(*ns, *index, keep),
             Undo::Ipam(u) => u.apply(),
+            Undo::State(u) => u.apply(),
+            Undo::DeleteRule { ns, spec } => self.netlink(*ns)?.delete_rule(spec).map_err(nl_err),
+            Undo::AddRule { ns, spec } => self.netlink(*ns)?.add_rule(spec).map_err(nl_err),
             Undo::NativeDel(call) => call.run_del(),
             Undo::RestoreSysctls { ns, changes } => {
                 let ns = self.ns(*ns).ok_or(CapError::Kernel(libc::ENOENT))?;

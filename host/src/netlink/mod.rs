@@ -4,7 +4,9 @@
 
 pub mod bridge_vlan;
 pub mod route;
+pub mod rule;
 pub mod tc;
 
 pub use bridge_vlan::PortVlan;
 pub use route::*;
+pub use rule::RuleSpec;

@@ -1065,6 +1065,26 @@ impl Netlink {
         self.ack(RouteNetlinkMessage::SetLink(msg), 0)
     }
 
+    /// Sets or clears `IFF_ALLMULTI`.
+    pub fn set_allmulti(&mut self, index: u32, on: bool) -> Result<(), NlError> {
+        let mut msg = link_at(index)?;
+        msg.header.change_mask = LinkFlags::Allmulti;
+        if on {
+            msg.header.flags = LinkFlags::Allmulti;
+        }
+        self.ack(RouteNetlinkMessage::SetLink(msg), 0)
+    }
+
+    /// Sets `IFLA_TXQLEN`.
+    pub fn set_txqlen(&mut self, index: u32, txqlen: u32) -> Result<(), NlError> {
+        if txqlen > i32::MAX as u32 {
+            return einval();
+        }
+        let mut msg = link_at(index)?;
+        msg.attributes.push(LinkAttribute::TxQueueLen(txqlen));
+        self.ack(RouteNetlinkMessage::SetLink(msg), 0)
+    }
+
     /// Renames.
     pub fn set_name(&mut self, index: u32, name: &str) -> Result<(), NlError> {
         check_ifname(name)?;
