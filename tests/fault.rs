@@ -368,6 +368,7 @@ fn s6_bandwidth_add_is_undone_at_every_host_call() {
                          "egressRate": 1600000, "egressBurst": 160000, "prevResult": "@veth"}),
             node: &[],
             needs: None,
+            ctr: &[],
         },
         "s6_bandwidth_add_is_undone_at_every_host_call",
     );
