@@ -397,3 +397,178 @@ fn denials_reach_the_runtime_as_policy_field_paths() {
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.json().get("details").is_none(), "{run:?}");
 }
+
+/// bandwidth: bad rates and bursts are CNI errors (code 999, as the
+/// reference's untyped errors) whose message names the key, on wasmcni
+/// and, where it checks the same, on the reference; nothing is installed.
+#[test]
+fn bandwidth_bad_rates_are_errors_naming_the_key() {
+    use serde_json::{json, Value};
+    use support::world::World;
+    let world = World::new("bwbad");
+    let ctr = world.ctr.path.display().to_string();
+    world.node.ip(&[
+        "link", "add", "vethbad0", "type", "veth", "peer", "name", "eth0", "netns", &ctr,
+    ]);
+    world.node.ip(&[
+        "link",
+        "set",
+        "vethbad0",
+        "alias",
+        "wasmcni:bwnet:ctr-test-1:eth0",
+    ]);
+    let prev = json!({"cniVersion": "1.0.0",
+        "interfaces": [{"name": "vethbad0"}, {"name": "eth0", "sandbox": ctr}], "ips": []});
+    let policy = world.policy(&json!({"plugins": {}}));
+    // (what, the plugin's keys, words the message must hold, whether the
+    // reference refuses it too)
+    let cases: Vec<(&str, Value, &[&str], bool)> = vec![
+        (
+            "rate without burst",
+            json!({"ingressRate": 800000}),
+            &["ingressRate", "ingressBurst"],
+            true,
+        ),
+        (
+            "burst without rate",
+            json!({"egressBurst": 80000}),
+            &["egressBurst", "egressRate"],
+            true,
+        ),
+        (
+            "negative rate",
+            json!({"egressRate": -1, "egressBurst": 80000}),
+            &["egressRate"],
+            true,
+        ),
+        (
+            "rate not a number",
+            json!({"ingressRate": "1mbit", "ingressBurst": 80000}),
+            &["ingressRate"],
+            true,
+        ),
+        (
+            "burst of 4 GiB",
+            json!({"ingressRate": 800000, "ingressBurst": 34359738360u64}),
+            &["ingressBurst", "4GB"],
+            true,
+        ),
+        (
+            "runtime rate without burst",
+            json!({"runtimeConfig": {"bandwidth": {"egressRate": 800000}}}),
+            &["runtimeConfig.bandwidth.egressRate"],
+            true,
+        ),
+        (
+            "rate below one byte per second",
+            json!({"ingressRate": 7, "ingressBurst": 80000}),
+            &["ingressRate", "at least 8"],
+            false,
+        ),
+    ];
+    for (what, keys, words, reference_too) in cases {
+        let mut conf = json!({"cniVersion": "1.0.0", "name": "bwnet", "type": "bandwidth",
+                              "prevResult": prev});
+        for (k, v) in keys.as_object().expect("object") {
+            conf[k] = v.clone();
+        }
+        let stdin = conf.to_string().into_bytes();
+        let before = world.snapshot();
+        let run = Invoke::wasmcni_run("bandwidth", &stdin)
+            .cni("ADD", &world.ctr.path, "eth0")
+            .env("WASMCNI_POLICY", policy.display().to_string())
+            .env("WASMCNI_AUDIT", world.audit_path().display().to_string())
+            .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
+            .in_netns(&world.node)
+            .run();
+        for w in words {
+            run.assert_cni_error(999, w);
+        }
+        support::assert_same(&before, &world.snapshot(), what);
+        if reference_too {
+            let r = Invoke::exe(format!("{REFERENCE_DIR}/bandwidth"), &stdin)
+                .cni("ADD", &world.ctr.path, "eth0")
+                .in_netns(&world.node)
+                .run();
+            r.assert_cni_error(999, "");
+            support::assert_same(&before, &world.snapshot(), what);
+        }
+    }
+}
+
+/// bandwidth's GC collects the ifb of an attachment the runtime no longer
+/// holds; its DEL removes the attachment's ifb, succeeds again when it is
+/// gone, and needs no container namespace (the runtime may have removed
+/// it first, or pass none).
+#[test]
+fn bandwidth_gc_and_del_remove_the_ifb_and_del_needs_no_netns() {
+    use serde_json::json;
+    use support::world::World;
+    let world = World::new("bwdel");
+    let ctr = world.ctr.path.display().to_string();
+    world.node.ip(&[
+        "link", "add", "vethdel0", "type", "veth", "peer", "name", "eth0", "netns", &ctr,
+    ]);
+    world.node.ip(&[
+        "link",
+        "set",
+        "vethdel0",
+        "alias",
+        "wasmcni:bwnet:ctr-test-1:eth0",
+    ]);
+    let conf = json!({"cniVersion": "1.0.0", "name": "bwnet", "type": "bandwidth",
+        "egressRate": 800000, "egressBurst": 80000,
+        "prevResult": {"cniVersion": "1.0.0",
+            "interfaces": [{"name": "vethdel0"}, {"name": "eth0", "sandbox": ctr}], "ips": []}});
+    let stdin = conf.to_string().into_bytes();
+    let policy = world.policy(&json!({"plugins": {}}));
+    let run = |command: &str, netns: &Path| {
+        Invoke::wasmcni_run("bandwidth", &stdin)
+            .cni(command, netns, "eth0")
+            .env("WASMCNI_POLICY", policy.display().to_string())
+            .env("WASMCNI_AUDIT", world.audit_path().display().to_string())
+            .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
+            .in_netns(&world.node)
+            .run()
+    };
+    let add = run("ADD", &world.ctr.path);
+    assert_eq!(add.code, 0, "{add:?}");
+    let ifb = add.json()["interfaces"][2]["name"]
+        .as_str()
+        .expect("the ifb in the result")
+        .to_owned();
+    assert!(ifb.starts_with("bwp") && ifb.len() == 15, "{add:?}");
+    assert!(world.node.ip(&["link", "show"]).contains(&ifb));
+    // GC keeps the ifb of a valid attachment and collects it once the
+    // runtime no longer lists it.
+    for (valid, kept) in [
+        (
+            json!([{"containerID": "ctr-test-1", "ifname": "eth0"}]),
+            true,
+        ),
+        (json!([]), false),
+    ] {
+        let gc_conf = json!({"cniVersion": "1.1.0", "name": "bwnet", "type": "bandwidth",
+            "egressRate": 800000, "egressBurst": 80000, "cni.dev/valid-attachments": valid});
+        let gc_stdin = gc_conf.to_string().into_bytes();
+        let gc = Invoke::wasmcni_run("bandwidth", &gc_stdin)
+            .cni("GC", Path::new(""), "eth0")
+            .env("WASMCNI_POLICY", policy.display().to_string())
+            .env("WASMCNI_AUDIT", world.audit_path().display().to_string())
+            .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
+            .in_netns(&world.node)
+            .run();
+        assert_eq!(gc.code, 0, "{gc:?}");
+        assert_eq!(
+            world.node.ip(&["link", "show"]).contains(&ifb),
+            kept,
+            "{gc:?}"
+        );
+    }
+    let gone = Path::new("/run/netns/wasmcni-no-such-netns");
+    for _ in 0..2 {
+        let del = run("DEL", gone);
+        assert_eq!(del.code, 0, "{del:?}");
+        assert!(!world.node.ip(&["link", "show"]).contains(&ifb));
+    }
+}

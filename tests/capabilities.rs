@@ -54,6 +54,73 @@ fn invariant_cases() -> Vec<Case> {
         ..Case::new(call, wide(), ops)
     };
     vec![
+        // Rate limits with `traffic-control`: never on another
+        // attachment's veth, nor on the node's own link; never removed
+        // from them; and removing is a DEL's doing.
+        Case::new(
+            "traffic-control.limit-transmit",
+            wide_tc(),
+            json!([{"call": "traffic-control.limit-transmit", "ns": "host", "link": "other0",
+                    "rate": 800000, "burst": 80000}]),
+        ),
+        Case::new(
+            "traffic-control.limit-receive",
+            wide_tc(),
+            json!([{"call": "traffic-control.limit-receive", "ns": "host", "link": "other0",
+                    "rate": 800000, "burst": 80000}]),
+        ),
+        Case::new(
+            "traffic-control.limit-transmit",
+            wide_tc(),
+            json!([{"call": "traffic-control.limit-transmit", "ns": "host", "link": "uplink",
+                    "rate": 800000, "burst": 80000}]),
+        ),
+        Case::new(
+            "traffic-control.limit-receive",
+            wide_tc(),
+            json!([{"call": "traffic-control.limit-receive", "ns": "host", "link": "uplink",
+                    "rate": 800000, "burst": 80000}]),
+        ),
+        Case {
+            command: "DEL",
+            ..Case::new(
+                "traffic-control.remove-limits",
+                wide_tc(),
+                json!([{"call": "traffic-control.remove-limits", "ns": "host", "link": "uplink"}]),
+            )
+        },
+        Case {
+            command: "DEL",
+            ..Case::new(
+                "traffic-control.remove-limits",
+                wide_tc(),
+                json!([{"call": "traffic-control.remove-limits", "ns": "host", "link": "other0"}]),
+            )
+        },
+        // Collecting other attachments' ifbs is a GC's doing only.
+        Case {
+            command: "DEL",
+            ..Case::new(
+                "traffic-control.collect-garbage",
+                wide_tc(),
+                json!([{"call": "traffic-control.collect-garbage", "ns": "host"}]),
+            )
+        },
+        Case::new(
+            "traffic-control.collect-garbage",
+            wide_tc(),
+            json!([{"call": "traffic-control.collect-garbage", "ns": "host"}]),
+        ),
+        // During ADD, even on a link of its own made in the same call.
+        Case {
+            undo_setup: true,
+            ..Case::new(
+                "traffic-control.remove-limits",
+                wide_tc(),
+                json!([own_veth(), {"call": "traffic-control.remove-limits", "ns": "host",
+                        "link": "cnitestv9"}]),
+            )
+        },
         // Replacing a node route through a link of the plugin's own.
         setup(
             "route.replace",
@@ -628,7 +695,57 @@ fn cases() -> Vec<Case> {
             command: "ADD",
             undo_setup: false,
         },
+        // No `traffic-control` (the wide grant has none) on a link the
+        // plugin may otherwise modify.
+        Case::new(
+            "traffic-control.limit-transmit",
+            w(),
+            host(
+                "traffic-control.limit-transmit",
+                json!({"link": "cnitestpre", "rate": 800000, "burst": 80000}),
+            ),
+        ),
+        Case::new(
+            "traffic-control.limit-receive",
+            w(),
+            host(
+                "traffic-control.limit-receive",
+                json!({"link": "cnitestpre", "rate": 800000, "burst": 80000}),
+            ),
+        ),
+        Case::new(
+            "traffic-control.limits",
+            without(&["host"], "read"),
+            // By index: a lookup by name would be the denied call.
+            host("traffic-control.limits", json!({"link": 1})),
+        ),
+        Case {
+            command: "DEL",
+            ..Case::new(
+                "traffic-control.remove-limits",
+                w(),
+                host(
+                    "traffic-control.remove-limits",
+                    json!({"link": "cnitestpre"}),
+                ),
+            )
+        },
+        Case {
+            command: "GC",
+            ..Case::new(
+                "traffic-control.collect-garbage",
+                w(),
+                host("traffic-control.collect-garbage", json!({})),
+            )
+        },
     ]
+}
+
+/// The wide grant with `traffic-control` in the host namespace.
+fn wide_tc() -> Value {
+    let mut g = wide();
+    g["host"]["traffic-control"] = json!(true);
+    g
 }
 
 /// Host functions that need no grant of their own: they touch nothing
@@ -1287,4 +1404,166 @@ fn audit_shows_identity_imports_grants_and_refusals() {
         "{v}"
     );
     assert_eq!(v["policy"]["container"], "nothing", "{v}");
+}
+
+/// The reference's (and wasmcni's) `ifb` name for network `n`, container
+/// `ctr-test-1`: `bwp` + 12 hex digits of SHA-512(network + container ID).
+fn ifb_of_test_attachment() -> String {
+    use sha2::Digest;
+    let d = sha2::Sha512::digest(b"nctr-test-1");
+    format!("bwp{}", &hex::encode(d)[..12])
+}
+
+/// traffic-control end to end through the scripted plugin: limits on the
+/// plugin's own veth are installed, read back and (in DEL) removed with
+/// the attachment's `ifb`; a link squatting the `ifb`'s name that is not
+/// the attachment's is never used nor deleted, and nothing changes.
+#[test]
+fn traffic_control_installs_reads_back_and_removes_only_its_own() {
+    let world = World::new("tc");
+    let run = |command: &str, ops: Value| {
+        world.run(
+            command,
+            &policy_with(wide_tc()),
+            &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": ops}),
+            &[],
+        )
+    };
+    let add = run(
+        "ADD",
+        json!([own_veth(),
+            {"call": "traffic-control.limit-transmit", "ns": "host", "link": "cnitestv9",
+             "rate": 800000, "burst": 80000},
+            {"call": "traffic-control.limit-receive", "ns": "host", "link": "cnitestv9",
+             "rate": 1600000, "burst": 160000},
+            {"call": "traffic-control.limits", "ns": "host", "link": "cnitestv9"},
+            // A second root qdisc is refused, not replaced.
+            {"call": "traffic-control.limit-transmit", "ns": "host", "link": "cnitestv9",
+             "rate": 8000, "burst": 8000}]),
+    );
+    let r = add.json();
+    assert_eq!(add.code, 0, "{add:?}");
+    assert_eq!(
+        r["results"][3]["ok"],
+        "LinkLimits { transmit: Shaping::RateLimit(RateLimit { rate: 800000, burst: 80000 }), \
+         receive: Shaping::RateLimit(RateLimit { rate: 1600000, burst: 160000 }) }",
+        "{r}"
+    );
+    assert_eq!(r["results"][4]["error"], "already-exists", "{r}");
+    let ifb = ifb_of_test_attachment();
+    let tc = world.node.traffic_control().to_string();
+    assert!(tc.contains("\"tbf\"") && tc.contains("\"ingress\""), "{tc}");
+    assert!(tc.contains(&ifb), "{tc}");
+    let link = world.node.ip(&["-d", "link", "show", &ifb]);
+    assert!(
+        link.contains("ifb") && link.contains("alias wasmcni:n:ctr-test-1:eth0"),
+        "{link}"
+    );
+    // DEL removes both qdiscs and the ifb; a second DEL finds nothing.
+    for _ in 0..2 {
+        let del = run(
+            "DEL",
+            json!([{"call": "traffic-control.remove-limits", "ns": "host", "link": "cnitestv9"}]),
+        );
+        assert!(del.json()["results"][0].get("ok").is_some(), "{del:?}");
+        let tc = world.node.traffic_control().to_string();
+        assert!(
+            !tc.contains("\"tbf\"") && !tc.contains("\"ingress\""),
+            "{tc}"
+        );
+        assert!(!world.node.ip(&["link", "show"]).contains(&ifb));
+    }
+    // Limits the kernel cannot hold in whole bytes are refused by the
+    // host itself, whatever the plugin checked.
+    let before = world.snapshot();
+    let add = run(
+        "ADD",
+        json!([{"call": "traffic-control.limit-transmit", "ns": "host", "link": "cnitestv9",
+                "rate": 7, "burst": 80000},
+               {"call": "traffic-control.limit-receive", "ns": "host", "link": "cnitestv9",
+                "rate": 80000, "burst": 34359738360u64}]),
+    );
+    let r = add.json();
+    assert_eq!(r["results"][0]["error"], "invalid-argument", "{r}");
+    assert_eq!(r["results"][1]["error"], "invalid-argument", "{r}");
+    support::assert_same(&before, &world.snapshot(), "refused limits");
+    // A link squatting the ifb's name: limit-receive fails and leaves
+    // nothing, remove-limits refuses to delete it.
+    world.node.ip(&["link", "add", &ifb, "type", "ifb"]);
+    let before = world.snapshot();
+    let add = run(
+        "ADD",
+        json!([{"call": "traffic-control.limit-receive", "ns": "host", "link": "cnitestv9",
+                "rate": 1600000, "burst": 160000}]),
+    );
+    assert_eq!(
+        add.json()["results"][0]["error"],
+        "already-exists",
+        "{add:?}"
+    );
+    support::assert_same(
+        &before,
+        &world.snapshot(),
+        "limit-receive over a squatted ifb name",
+    );
+    let del = run(
+        "DEL",
+        json!([{"call": "traffic-control.remove-limits", "ns": "host"}]),
+    );
+    assert_eq!(
+        del.json()["results"][0]["error"],
+        "access-denied",
+        "{del:?}"
+    );
+    support::assert_same(
+        &before,
+        &world.snapshot(),
+        "remove-limits of a squatted ifb name",
+    );
+}
+
+/// GC deletes exactly the ifbs of this network's attachments that are no
+/// longer valid: not a valid attachment's, not another network's, not a
+/// link that only carries a mark, not one named otherwise.
+#[test]
+fn traffic_control_gc_deletes_only_this_networks_stale_ifbs() {
+    use sha2::Digest;
+    let world = World::new("tcgc");
+    let name = |net: &str, ctr: &str| {
+        let d = sha2::Sha512::digest(format!("{net}{ctr}").as_bytes());
+        format!("bwp{}", &hex::encode(d)[..12])
+    };
+    let add = |link: &str, kind: &str, alias: &str| {
+        world.node.ip(&["link", "add", link, "type", kind]);
+        world.node.ip(&["link", "set", link, "alias", alias]);
+    };
+    let stale = name("n", "gone-ctr");
+    let valid = name("n", "other-ctr");
+    let other_net = name("m", "gone-ctr");
+    let not_ifb = name("n", "gone-ctr2");
+    add(&stale, "ifb", "wasmcni:n:gone-ctr:eth0");
+    add(&valid, "ifb", "wasmcni:n:other-ctr:eth0");
+    add(&other_net, "ifb", "wasmcni:m:gone-ctr:eth0");
+    add(&not_ifb, "veth", "wasmcni:n:gone-ctr2:eth0");
+    // Marked for a stale attachment, but not under its ifb name.
+    add("bwpmisnamed0", "ifb", "wasmcni:n:gone-ctr:eth0");
+    let gc = |grant: Value| {
+        world.run(
+            "GC",
+            &policy_with(grant),
+            &json!({"cniVersion": "1.1.0", "name": "n", "type": "scripted",
+                    "ops": [{"call": "traffic-control.collect-garbage", "ns": "host"}],
+                    "cni.dev/valid-attachments": [{"containerID": "other-ctr", "ifname": "eth0"}]}),
+            &[],
+        )
+    };
+    let run = gc(wide_tc());
+    assert_eq!(run.json()["results"][0]["ok"], 1, "{run:?}");
+    let links = world.node.ip(&["link", "show"]);
+    assert!(!links.contains(&stale), "{links}");
+    for kept in [&valid, &other_net, &not_ifb, &"bwpmisnamed0".to_owned()] {
+        assert!(links.contains(kept.as_str()), "{kept} deleted: {links}");
+    }
+    // Again: nothing left to collect.
+    assert_eq!(gc(wide_tc()).json()["results"][0]["ok"], 0);
 }

@@ -46,6 +46,44 @@ fn setup(s: &Subject, tag: &str) -> (World, Value) {
     conf["cniVersion"] = json!("1.0.0");
     conf["name"] = json!("faultnet");
     conf["type"] = json!(s.plugin);
+    if conf["prevResult"] == "@veth" {
+        // A chained plugin: a main plugin's veth (node end `vethfault0`,
+        // container end `eth0`) and its result.
+        let ctr = world.ctr.path.display().to_string();
+        world.node.ip(&[
+            "link",
+            "add",
+            "vethfault0",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "eth0",
+            "netns",
+            &ctr,
+        ]);
+        // Marked as this attachment's, as the main plugin's ADD leaves it.
+        world.node.ip(&[
+            "link",
+            "set",
+            "vethfault0",
+            "alias",
+            "wasmcni:faultnet:ctr-test-1:eth0",
+        ]);
+        // No IPv6 link-local addresses: their duplicate address detection
+        // would run on its own clock across snapshots.
+        world
+            .node
+            .ip(&["link", "set", "vethfault0", "addrgenmode", "none"]);
+        world
+            .ctr
+            .ip(&["link", "set", "eth0", "addrgenmode", "none"]);
+        world.node.ip(&["link", "set", "vethfault0", "up"]);
+        world.ctr.ip(&["link", "set", "eth0", "up"]);
+        conf["prevResult"] = json!({"cniVersion": "1.0.0",
+            "interfaces": [{"name": "vethfault0"}, {"name": "eth0", "sandbox": ctr}],
+            "ips": [{"address": "10.76.0.2/24", "interface": 1}]});
+    }
     (world, conf)
 }
 
@@ -315,6 +353,24 @@ fn s6_ipvlan_add_is_undone_at_every_host_call() {
             ctr: &[],
         },
         "s6_ipvlan_add_is_undone_at_every_host_call",
+    );
+}
+
+/// bandwidth, chained after a main plugin's veth: the tbf on the host
+/// veth, the ingress qdisc, its redirect filter and the ifb, all undone at
+/// every host call.
+#[test]
+fn s6_bandwidth_add_is_undone_at_every_host_call() {
+    sweep_where_possible(
+        &Subject {
+            plugin: "bandwidth",
+            conf: json!({"ingressRate": 800000, "ingressBurst": 80000,
+                         "egressRate": 1600000, "egressBurst": 160000, "prevResult": "@veth"}),
+            node: &[],
+            needs: None,
+            ctr: &[],
+        },
+        "s6_bandwidth_add_is_undone_at_every_host_call",
     );
 }
 

@@ -5,7 +5,8 @@
 //! sandbox of its own (a node namespace, which the plugins see as the
 //! host, and container namespaces). ADD, CHECK, DEL, DEL: results, errors
 //! and the kernel state of every namespace (links, addresses, routes of
-//! every table, the whole `net.` settings tree) and of the IPAM state
+//! every table, the whole `net.` settings tree, qdiscs and ingress
+//! filters as `tc -j` shows them) and of the IPAM state
 //! directory must match after each step, modulo what differs by
 //! construction (random MACs and veth names, wasmcni's ownership marks).
 //! Where the reference leaks (a failed ADD leaves its veth), wasmcni must
@@ -32,6 +33,9 @@
 //! reference's are not compared; `"del-idempotent"` — the reference's
 //! second DEL fails (the device is gone from the container), wasmcni's
 //! succeeds, as the spec asks.
+//! `qdiscs`: qdiscs (subsets of `tc -d -j qdisc show` entries) the node
+//! must have after ADD; after each DEL no `tbf`, `ingress` or `ifb` may be
+//! left.
 //! `needs`: link kinds (`ip link add … type KIND`) the case uses. Cases
 //! needing a kind this kernel lacks run in tests/vm/, a VM whose kernel
 //! has every kind (`cases_needing_other_link_types_…`); nothing is skipped.
@@ -500,6 +504,19 @@ fn run_case(plugin: &str, file: &str, case: &Value, version: &str) {
     }
     let (rs, ws) = states(&r, &w);
     assert_same(&rs, &ws, &format!("{what}: state after ADD"));
+    // The qdiscs the case names are there (equal on both sides, so on
+    // both): `"qdiscs": [{"kind": "tbf", "options": {"rate": ..}}]`, each
+    // a subset of one qdisc of the node.
+    for want in case["qdiscs"].as_array().into_iter().flatten() {
+        let have = ws["node"]["tc"]["qdiscs"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert!(
+            have.iter().any(|q| contains(q, want)),
+            "{what}: no qdisc {want} after ADD: {have:?}"
+        );
+    }
     // Connectivity, the same on both sides.
     for c in 0..ctrs {
         for to in case["ping"].as_array().into_iter().flatten() {
@@ -563,7 +580,36 @@ fn run_case(plugin: &str, file: &str, case: &Value, version: &str) {
         }
         let (rs, ws) = states(&r, &w);
         assert_same(&rs, &ws, &format!("{what}: state after DEL #{round}"));
+        if case["qdiscs"].is_array() {
+            // Nothing of the limits is left: no tbf, no ingress qdisc, no ifb.
+            let qdiscs = ws["node"]["tc"]["qdiscs"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            assert!(
+                qdiscs
+                    .iter()
+                    .all(|q| q["kind"] != "tbf" && q["kind"] != "ingress"),
+                "{what}: qdiscs left after DEL #{round}: {qdiscs:?}"
+            );
+            let links = ws["node"]["links"].to_string();
+            assert!(
+                !links.contains("\"ifb\""),
+                "{what}: an ifb left after DEL: {links}"
+            );
+        }
         assert_no_plugin_state(&w, &what);
+    }
+}
+
+/// Whether every key of `want` is in `have` with the same value (objects
+/// compared key by key, recursively).
+fn contains(have: &Value, want: &Value) -> bool {
+    match (have, want) {
+        (Value::Object(h), Value::Object(w)) => w
+            .iter()
+            .all(|(k, v)| h.get(k).is_some_and(|x| contains(x, v))),
+        _ => have == want,
     }
 }
 

@@ -99,6 +99,8 @@
 //! - [`skel`]: the entry point, like Go's `skel.PluginMainFuncs`.
 //! - [`net`]: typed wrappers over wasmcni's capability imports, and the
 //!   conversions between `std`'s addresses and the WIT types.
+//! - [`tc`]: rate limits on links (`traffic-control`), as methods of
+//!   [`net::Netns`].
 //! - [`ipam`]: IPAM reservation state kept by the host (host-local's
 //!   on-disk layout), and [`delegate`]: running another plugin (IPAM)
 //!   through the host.
@@ -116,6 +118,7 @@ pub mod ipam;
 pub mod net;
 pub mod skel;
 pub mod state;
+pub mod tc;
 
 /// Stops a host call where no wasmcni host can answer it: a native build
 /// (`cargo test` of a plugin on the build machine). wit-bindgen's native

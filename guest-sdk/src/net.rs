@@ -145,7 +145,7 @@ impl From<HostError> for Error {
 /// A handle by itself grants nothing; every operation on it is checked by
 /// the host against the plugin's policy for this namespace.
 pub struct Netns {
-    inner: netns::Netns,
+    pub(crate) inner: netns::Netns,
     kind: NetnsKind,
 }
 
@@ -212,7 +212,7 @@ impl Netns {
         self.kind
     }
 
-    fn err(
+    pub(crate) fn err(
         &self,
         operation: &'static str,
         what: impl fmt::Display,

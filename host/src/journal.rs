@@ -195,6 +195,16 @@ pub enum Undo {
     /// A native delegate's ADD succeeded: run its DEL.
     #[serde(skip)]
     NativeDel(crate::caps::delegate::NativeCall),
+    /// A qdisc was added to a link (`traffic-control`): delete it (an
+    /// `ingress` qdisc takes its filters along).
+    DeleteQdisc {
+        /// Where.
+        ns: Kind,
+        /// Which link.
+        index: u32,
+        /// The link's `ingress` qdisc (`ffff:`), or else its root `tbf` (`1:`).
+        ingress: bool,
+    },
     /// A plugin's attachment-state record changed: put the old values back.
     #[serde(skip)]
     State(crate::caps::StateUndo),
@@ -284,7 +294,8 @@ impl Undo {
             | Undo::SetAlias { ns, index, .. }
             | Undo::MoveBack { ns, index, .. }
             | Undo::RestoreLink { ns, index, .. }
-            | Undo::PruneAddresses { ns, index, .. } => Some((*ns, index)),
+            | Undo::PruneAddresses { ns, index, .. }
+            | Undo::DeleteQdisc { ns, index, .. } => Some((*ns, index)),
             Undo::DeleteAddress { ns, spec } | Undo::AddAddress { ns, spec } => {
                 Some((*ns, &mut spec.index))
             }

@@ -185,6 +185,9 @@ fn glob_match(pat: &[u8], s: &[u8]) -> bool {
 ///   plugin may modify; routes only wasmcni's own).
 /// - `announce`: send gratuitous ARP for an address of a link.
 /// - `sysctls`: keys (patterns) the plugin may read and write.
+/// - `traffic-control`: install and remove rate limits (`tbf` qdiscs, an
+///   `ingress` qdisc redirecting to this attachment's `ifb`) on links (host:
+///   only links the plugin may modify; only this attachment's `ifb`).
 /// - `names`: (host) the names the links it creates, moves into the host
 ///   namespace or renames there may take (default `veth*`, `cni*`), so a
 ///   plugin cannot squat a name the node or another tool needs (`eth1`,
@@ -231,6 +234,9 @@ pub struct NsGrant {
     pub announce: bool,
     /// Sysctl keys it may read and write.
     pub sysctls: Vec<Pattern>,
+    /// May install and remove rate limits (`traffic-control`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub traffic_control: bool,
     /// (Host) networks its addresses and route destinations must lie in.
     pub prefixes: Vec<ipnet::IpNet>,
     /// (Host) names the links it creates, moves in or renames may take;
@@ -1009,6 +1015,7 @@ impl fmt::Display for NsGrant {
         flag(self.addresses, "addresses");
         flag(self.routes, "routes");
         flag(self.announce, "announce");
+        flag(self.traffic_control, "traffic-control");
         let list = |v: &[Pattern]| {
             v.iter()
                 .map(|p| p.0.as_str())

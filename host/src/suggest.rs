@@ -63,6 +63,8 @@ pub enum Need {
     Routes(Kind),
     /// `announce`.
     Announce(Kind),
+    /// `traffic-control`.
+    TrafficControl(Kind),
     /// `sysctls: [pattern]`.
     Sysctl(Kind, String),
     /// `host.names: [pattern]`.
@@ -105,6 +107,7 @@ impl fmt::Display for Need {
             Need::Addresses(k) => write!(f, "{}.addresses", ns_name(*k)),
             Need::Routes(k) => write!(f, "{}.routes", ns_name(*k)),
             Need::Announce(k) => write!(f, "{}.announce", ns_name(*k)),
+            Need::TrafficControl(k) => write!(f, "{}.traffic-control", ns_name(*k)),
             Need::Sysctl(k, p) => write!(f, "{}.sysctls: [{}]", ns_name(*k), q(p)),
             Need::Name(p) => write!(f, "host.names: [{}]", q(p)),
             Need::UnknownName => write!(f, "host.names: [the link's name]"),
@@ -512,8 +515,25 @@ fn needs_noted(r: &Logged) -> (Vec<Need>, Vec<String>) {
     let on = |k: &str| a.get(k).and_then(Value::as_bool).unwrap_or(false);
     match r.call.as_str() {
         "netns.host" => out.push(Need::Host),
-        "link.get-by-name" | "link.get-by-index" | "link.list" | "link.find-devices"
-        | "link.port-vlans" | "address.list" | "route.list" => out.push(Need::Read(kind)),
+        "link.get-by-name"
+        | "link.get-by-index"
+        | "link.list"
+        | "link.find-devices"
+        | "link.port-vlans"
+        | "address.list"
+        | "route.list"
+        | "traffic-control.limits" => out.push(Need::Read(kind)),
+        "traffic-control.limit-transmit"
+        | "traffic-control.limit-receive"
+        | "traffic-control.remove-limits"
+        | "traffic-control.collect-garbage" => {
+            out.push(Need::TrafficControl(kind));
+            if host {
+                if let Some(l) = checked(node_link(r, index), &mut notes) {
+                    out.push(foreign(l, false));
+                }
+            }
+        }
         "link.create-veth" => {
             out.push(Need::Create(kind, LinkKind::Veth));
             name(&mut out, &mut notes, kind, Some(s("name")));
@@ -753,6 +773,7 @@ fn need_kind(n: &Need) -> Option<Kind> {
         | Need::Addresses(k)
         | Need::Routes(k)
         | Need::Announce(k)
+        | Need::TrafficControl(k)
         | Need::Sysctl(k, _) => Some(*k),
         Need::Host
         | Need::Name(_)
@@ -788,6 +809,7 @@ fn apply(e: &mut Entry, names: &mut Vec<Pattern>, unknown_name: &mut bool, need:
         Need::Addresses(k) => g(e, k).addresses = true,
         Need::Routes(k) => g(e, k).routes = true,
         Need::Announce(k) => g(e, k).announce = true,
+        Need::TrafficControl(k) => g(e, k).traffic_control = true,
         Need::Sysctl(k, p) => push(&mut g(e, k).sysctls, Pattern(p)),
         Need::Name(p) => {
             g(e, Kind::Host);
@@ -1012,6 +1034,45 @@ mod tests {
         assert!(e.host.is_none());
         assert_eq!(e.sha256.as_deref(), Some(SHA.repeat(32).as_str()));
         assert!(e.ipam_roots.is_empty() && e.delegates.is_empty());
+    }
+
+    #[test]
+    fn bandwidth_needs_traffic_control_on_the_host_and_read() {
+        let limit = json!({"rate": 800000, "burst": 80000});
+        let e = parsed(&[
+            ok("netns.host", json!({})),
+            ok(
+                "link.get-by-name",
+                json!({"ns": "container", "name": "eth0"}),
+            ),
+            ok("link.get-by-index", json!({"ns": "host", "index": 7})),
+            ok(
+                "traffic-control.limit-transmit",
+                json!({"ns": "host", "index": 7, "limit": limit}),
+            ),
+            ok(
+                "traffic-control.limit-receive",
+                json!({"ns": "host", "index": 7, "limit": limit}),
+            ),
+            rec(
+                "CHECK",
+                "traffic-control.limits",
+                json!({"ns": "host", "index": 7}),
+                "ok",
+                None,
+            ),
+            rec(
+                "DEL",
+                "traffic-control.remove-limits",
+                json!({"ns": "host", "index": null}),
+                "ok",
+                None,
+            ),
+        ]);
+        let host = e.host.expect("a host grant");
+        assert!(host.traffic_control && host.read, "{host}");
+        assert!(!host.modify && host.links.is_empty(), "{host}");
+        assert!(e.container.read && !e.container.traffic_control);
     }
 
     #[test]

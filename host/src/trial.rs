@@ -218,6 +218,7 @@ fn learning_entry(ipam_roots: &[PathBuf]) -> Entry {
         addresses: true,
         routes: true,
         announce: true,
+        traffic_control: true,
         // `conf.all.X` in the host needs a pattern naming `all` literally.
         sysctls: [
             "net.*",

@@ -208,7 +208,47 @@ impl Netns {
         let mut v = self.snapshot();
         v["sysctls"] = serde_json::json!(self.sysctls());
         v["vlans"] = self.bridge_vlans();
+        v["tc"] = self.traffic_control();
         v
+    }
+
+    /// Every qdisc (`tc -d -j qdisc show`: kind, handle, parent, options
+    /// such as a `tbf`'s rate, burst, latency and link layer) and the
+    /// filters of every `ingress` qdisc (`tc -j filter show dev DEV
+    /// ingress`: match, flowid, actions with their redirect target).
+    pub fn traffic_control(&self) -> Value {
+        let tc = |args: &[&str]| -> Value {
+            let out = Command::new("tc")
+                .arg("-n")
+                .arg(&self.name)
+                .args(args)
+                .output()
+                .expect("tc (iproute2)");
+            assert!(
+                out.status.success(),
+                "tc -n {} {args:?}: {out:?}",
+                self.name
+            );
+            let text = String::from_utf8_lossy(&out.stdout);
+            if text.trim().is_empty() {
+                Value::Array(vec![])
+            } else {
+                serde_json::from_str(&text).unwrap_or_else(|e| panic!("tc {args:?}: {e}: {text}"))
+            }
+        };
+        let qdiscs = tc(&["-d", "-j", "qdisc", "show"]);
+        let filters: Vec<Value> = qdiscs
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|q| q["kind"] == "ingress" || q["kind"] == "clsact")
+            .filter_map(|q| q["dev"].as_str())
+            .map(|dev| {
+                serde_json::json!({"dev": dev,
+                    "filters": tc(&["-j", "filter", "show", "dev", dev, "ingress"])})
+            })
+            .collect();
+        serde_json::json!({"qdiscs": qdiscs, "filters": filters})
     }
 
     /// The VLANs of every bridge and bridge port (`bridge -j vlan show`;

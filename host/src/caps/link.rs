@@ -178,7 +178,12 @@ impl Ctx {
     /// host side, as this attachment's or (`shared`: a bridge) its
     /// network's. A link that cannot be marked is deleted again at once (an
     /// unmarked wasmcni link would be out of every plugin's reach).
-    fn created(&mut self, kind: Kind, name: &str, shared: bool) -> Result<u32, CapError> {
+    pub(super) fn created(
+        &mut self,
+        kind: Kind,
+        name: &str,
+        shared: bool,
+    ) -> Result<u32, CapError> {
         let index = self.index_of(kind, name)?;
         self.journal.record(Undo::DeleteLink { ns: kind, index });
         if let Err(e) = self.mark(kind, index, shared) {

@@ -42,6 +42,7 @@ mod netns;
 mod route;
 mod state;
 mod sysctl;
+mod traffic_control;
 mod undo;
 
 pub use attachment::Attachment;

@@ -17,6 +17,10 @@ fn already_gone(kind: &Undo, errno: i32) -> bool {
         Undo::DeleteRoute { .. } => errno == libc::ESRCH || errno == libc::ENODEV,
         Undo::DeleteRule { .. } => errno == libc::ENOENT,
         Undo::AddRule { .. } => errno == libc::EEXIST,
+        // The qdisc, or its link, is gone already.
+        Undo::DeleteQdisc { .. } => {
+            errno == libc::ENOENT || errno == libc::ENODEV || errno == libc::EINVAL
+        }
         // Put back by the kernel already (a prefix route with its address,
         // a link-local address when the link came up).
         Undo::AddAddress { .. } | Undo::AddRoute { .. } => errno == libc::EEXIST,
@@ -205,6 +209,22 @@ impl Ctx {
                         differing.join(", ")
                     )))
                 }
+            }
+            Undo::DeleteQdisc { ns, index, ingress } => {
+                let (parent, handle) = if *ingress {
+                    (
+                        netlink_packet_route::tc::TcHandle::INGRESS,
+                        crate::netlink::tc::INGRESS_HANDLE,
+                    )
+                } else {
+                    (
+                        netlink_packet_route::tc::TcHandle::ROOT,
+                        crate::netlink::tc::TBF_HANDLE,
+                    )
+                };
+                self.netlink(*ns)?
+                    .delete_qdisc(*index, parent, handle)
+                    .map_err(nl_err)
             }
             Undo::SetSysctl { ns, key, value } => {
                 let ns = self.ns(*ns).ok_or(CapError::Kernel(libc::ENOENT))?;

@@ -5,6 +5,7 @@
 pub mod bridge_vlan;
 pub mod route;
 pub mod rule;
+pub mod tc;
 
 pub use bridge_vlan::PortVlan;
 pub use route::*;

@@ -890,7 +890,7 @@ fn route_message(spec: &RouteSpec, delete: bool) -> Result<RouteMessage, NlError
 
 impl Netlink {
     /// Sends a request that only needs the kernel's acknowledgement.
-    fn ack(&mut self, msg: RouteNetlinkMessage, flags: u16) -> Result<(), NlError> {
+    pub(super) fn ack(&mut self, msg: RouteNetlinkMessage, flags: u16) -> Result<(), NlError> {
         self.request(msg, NLM_F_ACK | flags).map(drop)
     }
 
@@ -948,6 +948,13 @@ impl Netlink {
             InfoKind::Vrf,
             Some(InfoData::Vrf(vec![InfoVrf::TableId(table)])),
         ));
+        self.ack(RouteNetlinkMessage::NewLink(msg), CREATE_EXCL)
+    }
+
+    /// Creates an `ifb` link (down, as the kernel creates it).
+    pub fn create_ifb(&mut self, name: &str, opts: &LinkOpts) -> Result<(), NlError> {
+        let mut msg = new_link(name, opts.mtu, opts.mac.as_deref(), opts.txqlen)?;
+        msg.attributes.push(link_info(InfoKind::Ifb, None));
         self.ack(RouteNetlinkMessage::NewLink(msg), CREATE_EXCL)
     }
 

@@ -1,0 +1,358 @@
+//! The CNI `bandwidth` plugin for wasmcni.
+//!
+//! Behaves like the reference (containernetworking/plugins
+//! `plugins/meta/bandwidth`, 1.1.1): a chained plugin that limits the
+//! container's traffic on the host side of its veth. `ingressRate` /
+//! `ingressBurst` (traffic to the container) become a token bucket on what
+//! the host veth sends; `egressRate` / `egressBurst` (traffic from the
+//! container) one on what it receives, redirected to an `ifb` device
+//! (`bwp…`, which the result lists). Rates are bits per second, bursts
+//! bits; the keys may instead come from the runtime (`runtimeConfig.
+//! bandwidth`, capability `bandwidth`), used only when the config sets
+//! none of the four. A rate needs its burst and a burst its rate; a burst
+//! must be below 4 GiB (32 Gbit).
+//!
+//! The host veth is found as the reference finds it: the peer of
+//! `CNI_IFNAME` in the container, which must be a host interface of the
+//! prevResult. CHECK reads the limits back; DEL removes the attachment's
+//! `ifb` (the host veth, with its qdiscs, goes with the main plugin's DEL),
+//! and succeeds when there is nothing to remove or the namespace is gone.
+//! GC (which the reference lacks) deletes the `ifb`s of the network's
+//! attachments that are not in `cni.dev/valid-attachments`.
+//!
+//! Unlike the reference, a failed ADD leaves nothing behind (the journal
+//! removes qdiscs and `ifb`), and errors name the offending key.
+
+use guest_sdk::cni::{CniResult, Error, Interface};
+use guest_sdk::net::Netns;
+use guest_sdk::skel::{self, Invocation, Plugin};
+use guest_sdk::tc::{RateLimit, Shaping};
+use plugin_common::mac;
+use serde_json::{Map, Value};
+
+/// The four keys of the CNI bandwidth convention, bits per second and bits
+/// (0: not set).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Bandwidth {
+    ingress_rate: u64,
+    ingress_burst: u64,
+    egress_rate: u64,
+    egress_burst: u64,
+}
+
+/// The largest burst the reference accepts: below 4 GiB, in bits.
+const MAX_BURST_BYTES: u64 = u32::MAX as u64;
+
+impl Bandwidth {
+    fn is_zero(&self) -> bool {
+        *self == Bandwidth::default()
+    }
+
+    /// The keys from `obj` (where `at` names it in errors), or `None` if
+    /// it sets none of them.
+    fn from_object(obj: &Map<String, Value>, at: &str) -> Result<Option<Bandwidth>, Error> {
+        let keys = ["ingressRate", "ingressBurst", "egressRate", "egressBurst"];
+        if !keys.iter().any(|k| obj.contains_key(*k)) {
+            return Ok(None);
+        }
+        let mut v = [0u64; 4];
+        for (slot, key) in v.iter_mut().zip(keys) {
+            *slot = match obj.get(key) {
+                None | Some(Value::Null) => 0,
+                Some(x) => x.as_u64().ok_or_else(|| {
+                    Error::internal(format!(
+                        "failed to parse network configuration: {at}{key} must be a \
+                         non-negative integer (bits{}), got {x}",
+                        if key.ends_with("Rate") {
+                            " per second"
+                        } else {
+                            ""
+                        }
+                    ))
+                })?,
+            };
+        }
+        Ok(Some(Bandwidth {
+            ingress_rate: v[0],
+            ingress_burst: v[1],
+            egress_rate: v[2],
+            egress_burst: v[3],
+        }))
+    }
+
+    /// The reference's checks of one direction, naming the keys.
+    fn validate(&self, at: &str) -> Result<(), Error> {
+        for (dir, rate, burst) in [
+            ("ingress", self.ingress_rate, self.ingress_burst),
+            ("egress", self.egress_rate, self.egress_burst),
+        ] {
+            let (rk, bk) = (format!("{at}{dir}Rate"), format!("{at}{dir}Burst"));
+            if burst == 0 && rate != 0 {
+                return Err(Error::internal(format!(
+                    "{rk} is set but {bk} is not: if rate is set, burst must also be set"
+                )));
+            }
+            if rate == 0 && burst != 0 {
+                return Err(Error::internal(format!(
+                    "{bk} is set but {rk} is not: if burst is set, rate must also be set"
+                )));
+            }
+            if burst / 8 >= MAX_BURST_BYTES {
+                return Err(Error::internal(format!(
+                    "{bk} is {burst} bits: burst cannot be more than 4GB"
+                )));
+            }
+            // The kernel keeps whole bytes.
+            if rate != 0 && rate < 8 {
+                return Err(Error::internal(format!(
+                    "{rk} is {rate} bits per second: the rate must be at least 8 (one byte)"
+                )));
+            }
+            if burst != 0 && burst < 8 {
+                return Err(Error::internal(format!(
+                    "{bk} is {burst} bits: the burst must be at least 8 (one byte)"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The limits the config asks for: its own keys, else the runtime's
+/// (`runtimeConfig.bandwidth`), validated; `None` when neither sets any.
+fn parse(inv: &Invocation) -> Result<Option<Bandwidth>, Error> {
+    if let Some(b) = Bandwidth::from_object(&inv.conf.extra, "")? {
+        b.validate("")?;
+        return Ok(Some(b));
+    }
+    let runtime = inv
+        .conf
+        .runtime_config
+        .as_ref()
+        .and_then(|r| r.get("bandwidth"));
+    match runtime {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(m)) => {
+            let at = "runtimeConfig.bandwidth.";
+            let b = Bandwidth::from_object(m, at)?.unwrap_or_default();
+            b.validate(at)?;
+            Ok(Some(b))
+        }
+        Some(other) => Err(Error::internal(format!(
+            "failed to parse network configuration: runtimeConfig.bandwidth must be an \
+             object, got {other}"
+        ))),
+    }
+}
+
+/// The host side of the container's veth: the peer of `CNI_IFNAME`, which
+/// must be a host interface of the prevResult. Its index and name.
+fn host_interface(
+    inv: &Invocation,
+    prev: &CniResult,
+    host: &Netns,
+) -> Result<(u32, String), Error> {
+    if prev.interfaces.is_empty() {
+        return Err(Error::internal("no interfaces provided"));
+    }
+    let ifname = &inv.env.ifname;
+    let container = Netns::container()
+        .map_err(|e| Error::internal(format!("failed to open netns {:?}: {e}", inv.env.netns)))?;
+    let peer = match container.link(ifname) {
+        Ok(l) if l.kind.as_deref() == Some("veth") => l.parent_index.unwrap_or(0),
+        Ok(_) => 0,
+        Err(e) => {
+            return Err(Error::internal(format!(
+                "container interface {ifname} has no veth peer: {e}"
+            )))
+        }
+    };
+    if peer == 0 {
+        return Err(Error::internal(format!(
+            "container interface {ifname} has no veth peer: it is not a veth"
+        )));
+    }
+    let link = host
+        .link_by_index(peer)
+        .map_err(|_| Error::internal(format!("veth peer with index {peer} is not in host ns")))?;
+    if prev
+        .interfaces
+        .iter()
+        .any(|i| i.sandbox.is_empty() && i.name == link.name)
+    {
+        Ok((link.index, link.name))
+    } else {
+        Err(Error::internal(
+            "no veth peer of container interface found in host ns",
+        ))
+    }
+}
+
+/// Compares what is installed in one direction with what is configured
+/// (the kernel keeps whole bytes).
+fn check_direction(what: &str, have: &Shaping, rate: u64, burst: u64) -> Result<(), Error> {
+    match have {
+        Shaping::None => Err(Error::internal(format!("{what}: Failed to find qdisc"))),
+        Shaping::Other(kind) => Err(Error::internal(format!(
+            "{what}: found a {kind} qdisc where the rate limit should be"
+        ))),
+        Shaping::RateLimit(l) if l.rate != rate / 8 * 8 => {
+            Err(Error::internal(format!("{what}: Rate doesn't match")))
+        }
+        Shaping::RateLimit(l) if l.burst != burst / 8 * 8 => {
+            Err(Error::internal(format!("{what}: Limit doesn't match")))
+        }
+        Shaping::RateLimit(_) => Ok(()),
+    }
+}
+
+fn host_ns() -> Result<Netns, Error> {
+    Ok(Netns::host()?)
+}
+
+struct BandwidthPlugin;
+
+impl Plugin for BandwidthPlugin {
+    fn add(&self, inv: &Invocation) -> Result<CniResult, Error> {
+        let bw = parse(inv)?;
+        let prev = inv.prev_result()?;
+        let bw = match bw {
+            Some(b) if !b.is_zero() => b,
+            _ => return prev.ok_or_else(|| Error::internal("must be called as chained plugin")),
+        };
+        let mut result = prev.ok_or_else(|| Error::internal("must be called as chained plugin"))?;
+        let host = host_ns()?;
+        let (index, _name) = host_interface(inv, &result, &host)?;
+        if bw.ingress_rate > 0 && bw.ingress_burst > 0 {
+            host.limit_transmit(
+                index,
+                RateLimit {
+                    rate: bw.ingress_rate,
+                    burst: bw.ingress_burst,
+                },
+            )?;
+        }
+        if bw.egress_rate > 0 && bw.egress_burst > 0 {
+            let ifb = host.limit_receive(
+                index,
+                RateLimit {
+                    rate: bw.egress_rate,
+                    burst: bw.egress_burst,
+                },
+            )?;
+            let link = host.link_by_index(ifb)?;
+            result.interfaces.push(Interface {
+                mac: mac::format(&link.mac),
+                ..Interface::new(link.name)
+            });
+        }
+        Ok(result)
+    }
+
+    fn check(&self, inv: &Invocation) -> Result<(), Error> {
+        let bw = parse(inv)?;
+        let prev = inv
+            .prev_result()?
+            .ok_or_else(|| Error::internal("must be called as a chained plugin"))?;
+        let host = host_ns()?;
+        let (index, _name) = host_interface(inv, &prev, &host)?;
+        let bw = match bw {
+            Some(b) if !b.is_zero() => b,
+            _ => return Ok(()),
+        };
+        let limits = host.limits(index)?;
+        if bw.ingress_rate > 0 && bw.ingress_burst > 0 {
+            check_direction(
+                "ingress",
+                &limits.transmit,
+                bw.ingress_rate,
+                bw.ingress_burst,
+            )?;
+        }
+        if bw.egress_rate > 0 && bw.egress_burst > 0 {
+            check_direction("egress", &limits.receive, bw.egress_rate, bw.egress_burst)?;
+        }
+        Ok(())
+    }
+
+    fn del(&self, inv: &Invocation) -> Result<(), Error> {
+        // As the reference: the config is validated on DEL too.
+        parse(inv)?;
+        host_ns()?.remove_limits(None)?;
+        Ok(())
+    }
+
+    /// GC (spec 1.1, which the reference 1.1.1 lacks): the `ifb`s of the
+    /// network's attachments that are gone.
+    fn gc(&self, _inv: &Invocation) -> Result<(), Error> {
+        host_ns()?.collect_garbage()?;
+        Ok(())
+    }
+}
+
+fn main() {
+    skel::run(BandwidthPlugin, "CNI bandwidth plugin (wasmcni)");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn bw(v: Value) -> Result<Option<Bandwidth>, Error> {
+        let m = v.as_object().expect("object").clone();
+        let b = Bandwidth::from_object(&m, "")?;
+        if let Some(b) = b {
+            b.validate("")?;
+        }
+        Ok(b)
+    }
+
+    #[test]
+    fn keys_and_errors() {
+        assert_eq!(bw(json!({"name": "x"})).expect("ok"), None);
+        let b = bw(json!({"ingressRate": 800000, "ingressBurst": 80000}))
+            .expect("ok")
+            .expect("set");
+        assert_eq!(
+            (b.ingress_rate, b.ingress_burst, b.egress_rate),
+            (800000, 80000, 0)
+        );
+        for (conf, words) in [
+            (
+                json!({"ingressRate": 1000}),
+                vec!["ingressRate", "ingressBurst", "burst must also be set"],
+            ),
+            (
+                json!({"egressBurst": 1000}),
+                vec!["egressBurst", "egressRate", "rate must also be set"],
+            ),
+            (
+                json!({"egressRate": -1, "egressBurst": 8}),
+                vec!["egressRate", "non-negative"],
+            ),
+            (
+                json!({"ingressRate": "fast", "ingressBurst": 8}),
+                vec!["ingressRate"],
+            ),
+            (
+                json!({"ingressRate": 8, "ingressBurst": 34359738360u64}),
+                vec!["ingressBurst", "4GB"],
+            ),
+            (
+                json!({"ingressRate": 7, "ingressBurst": 80}),
+                vec!["ingressRate", "at least 8"],
+            ),
+            (
+                json!({"ingressRate": 80, "ingressBurst": 7}),
+                vec!["ingressBurst", "at least 8"],
+            ),
+        ] {
+            let e = bw(conf.clone()).expect_err(&conf.to_string());
+            assert_eq!(e.code, 999, "{conf}: {e:?}");
+            for w in words {
+                assert!(e.msg.contains(w), "{conf}: {:?} lacks {w:?}", e.msg);
+            }
+        }
+    }
+}

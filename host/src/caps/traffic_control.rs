@@ -1,0 +1,358 @@
+//! `wasmcni:plugin/traffic-control`: rate limits on links, the two shapes
+//! of the reference `bandwidth` plugin (see `wit/traffic-control.wit`).
+//!
+//! The `ifb` that carries a link's received traffic belongs to the
+//! attachment: the host names it (as the reference does, from the network
+//! name and container ID), creates it, and marks it in the host namespace
+//! with the attachment's alias, so only this attachment's DEL removes it.
+
+use serde_json::json;
+use sha2::{Digest, Sha512};
+use wasmtime::component::Resource;
+
+use super::bindings::wasmcni::plugin::traffic_control::{Host, LinkLimits, RateLimit, Shaping};
+use super::bindings::wasmcni::plugin::types::ErrorCode;
+use super::link::Link;
+use super::{ns_arg, CapError, Command, Ctx, NsHandle, StoreData};
+use crate::journal::Undo;
+use crate::netlink::tc::{Tbf, INGRESS_HANDLE, TBF_HANDLE};
+use crate::netlink::LinkOpts;
+use crate::netns::Kind;
+use netlink_packet_route::tc::TcHandle;
+
+/// The `ifb` name of an attachment: `bwp` and the first 12 hex digits of
+/// SHA-512(network name + container ID), the reference's name (so both
+/// implementations collide, and clean up, alike).
+pub fn ifb_name(network: &str, container_id: &str) -> String {
+    let digest = Sha512::digest(format!("{network}{container_id}").as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("bwp{}", &hex[..12])
+}
+
+/// The bucket for a limit, or `invalid-argument`.
+fn bucket(limit: &RateLimit) -> Result<Tbf, CapError> {
+    Tbf::sized(limit.rate, limit.burst).ok_or(CapError::Code(ErrorCode::InvalidArgument))
+}
+
+fn limit_arg(limit: &RateLimit) -> serde_json::Value {
+    json!({"rate": limit.rate, "burst": limit.burst})
+}
+
+impl Ctx {
+    /// Link `index`, if the plugin may put limits on it: `traffic-control`,
+    /// and in the host namespace a link it controls
+    /// ([`Ctx::check_host_link`]).
+    fn tc_link(&mut self, kind: Kind, index: u32) -> Result<Link, CapError> {
+        self.require(kind, |g| g.traffic_control, "traffic-control")?;
+        let l = self.link(kind, index)?;
+        self.check_host_link(kind, &l)?;
+        Ok(l)
+    }
+
+    fn attachment_ifb(&self) -> String {
+        ifb_name(&self.attachment.network, &self.attachment.container_id)
+    }
+
+    /// This attachment's `ifb` in `kind`, if there is one; refused if a
+    /// link of its name is there that is not this attachment's `ifb`.
+    fn own_ifb(&mut self, kind: Kind) -> Result<Option<Link>, CapError> {
+        let name = self.attachment_ifb();
+        let l = match self.netlink(kind)?.link_by_name(&name) {
+            Ok(m) => Link::from_message(m),
+            Err(e) if matches!(e.errno(), libc::ENODEV | libc::ENOENT) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let ours = l.kind.as_deref() == Some("ifb")
+            && (kind == Kind::Container || self.owned(&l) || self.journal.created(kind, l.index));
+        if !ours {
+            return Err(CapError::denied_with(
+                format!(
+                    "{} link {:?} (index {}) has this attachment's ifb name but is not its \
+                     ifb (a wasmcni invariant)",
+                    super::kind_name(kind),
+                    l.name,
+                    l.index
+                ),
+                l.alias.unwrap_or_default(),
+            ));
+        }
+        Ok(Some(l))
+    }
+
+    fn limit_transmit(
+        &mut self,
+        kind: Kind,
+        index: u32,
+        limit: &RateLimit,
+    ) -> Result<(), CapError> {
+        let tbf = bucket(limit)?;
+        self.tc_link(kind, index)?;
+        self.netlink(kind)?.add_tbf(index, &tbf)?;
+        self.record_for(
+            kind,
+            index,
+            Undo::DeleteQdisc {
+                ns: kind,
+                index,
+                ingress: false,
+            },
+        );
+        Ok(())
+    }
+
+    fn limit_receive(
+        &mut self,
+        kind: Kind,
+        index: u32,
+        limit: &RateLimit,
+    ) -> Result<u32, CapError> {
+        let tbf = bucket(limit)?;
+        let l = self.tc_link(kind, index)?;
+        if self.netlink(kind)?.ingress_qdisc(index)?.is_some() {
+            return Err(CapError::Code(ErrorCode::AlreadyExists));
+        }
+        let name = self.attachment_ifb();
+        // The link's MTU, and a transmit queue length of 0, as the
+        // reference creates it (its qdisc's queue is the bucket's limit).
+        let opts = LinkOpts {
+            mtu: Some(l.mtu),
+            mac: None,
+            txqlen: Some(0),
+        };
+        self.netlink(kind)?.create_ifb(&name, &opts)?;
+        let mark = self.journal.len();
+        let ifb = self.created(kind, &name, false)?;
+        // Every later step is undone with the ifb if one fails, so a
+        // plugin that goes on after the error finds nothing half-made.
+        let mut ingress_added = false;
+        let mut steps = || -> Result<(), CapError> {
+            let nl = self.netlink(kind)?;
+            nl.set_link_up(ifb, true)?;
+            nl.add_tbf(ifb, &tbf)?;
+            nl.add_ingress(index)?;
+            ingress_added = true;
+            self.record_for(
+                kind,
+                index,
+                Undo::DeleteQdisc {
+                    ns: kind,
+                    index,
+                    ingress: true,
+                },
+            );
+            self.netlink(kind)?.add_redirect(index, ifb)?;
+            Ok(())
+        };
+        if let Err(e) = steps() {
+            if self.command == Command::Add {
+                self.undo_from(mark);
+            } else if let Ok(nl) = self.netlink(kind) {
+                if ingress_added {
+                    let _ = nl.delete_qdisc(index, TcHandle::INGRESS, INGRESS_HANDLE);
+                }
+                let _ = nl.delete_link(ifb);
+            }
+            self.journal.forget_link(kind, ifb);
+            return Err(e);
+        }
+        Ok(ifb)
+    }
+
+    fn link_limits(&mut self, kind: Kind, index: u32) -> Result<LinkLimits, CapError> {
+        self.require(kind, |g| g.read, "read")?;
+        self.link(kind, index)?;
+        let nl = self.netlink(kind)?;
+        let shaping = |q: Option<crate::netlink::tc::Qdisc>| match q {
+            None => Shaping::None,
+            Some(q) if q.handle == TcHandle::UNSPEC => Shaping::None,
+            Some(q) => match (q.handle == TBF_HANDLE, q.tbf.and_then(|t| t.as_sized())) {
+                (true, Some((rate, burst))) => Shaping::RateLimit(RateLimit { rate, burst }),
+                _ => Shaping::Other(q.kind),
+            },
+        };
+        let transmit = shaping(nl.root_qdisc(index)?);
+        let receive = match nl.ingress_qdisc(index)? {
+            None => Shaping::None,
+            Some(q) if q.kind != "ingress" => Shaping::Other(q.kind),
+            Some(_) => {
+                let redirects = nl.ingress_redirects(index)?;
+                let name = self.attachment_ifb();
+                let nl = self.netlink(kind)?;
+                match nl.link_by_name(&name) {
+                    Ok(m)
+                        if !redirects.is_empty()
+                            && redirects.iter().all(|r| *r == m.header.index) =>
+                    {
+                        shaping(nl.root_qdisc(m.header.index)?)
+                    }
+                    _ => Shaping::Other("ingress".into()),
+                }
+            }
+        };
+        Ok(LinkLimits { transmit, receive })
+    }
+
+    fn remove_limits(&mut self, kind: Kind, index: Option<u32>) -> Result<(), CapError> {
+        self.require(kind, |g| g.traffic_control, "traffic-control")?;
+        if self.command == Command::Add {
+            return Err(CapError::denied(
+                "traffic-control.remove-limits is a DEL's doing: during ADD limits are only \
+                 installed, and undone by the journal (a wasmcni invariant)",
+            ));
+        }
+        // Every check before any change: a refusal leaves everything as is.
+        let link = match index {
+            Some(i) => match self.link(kind, i) {
+                Ok(l) => {
+                    self.check_host_link(kind, &l)?;
+                    Some(l.index)
+                }
+                Err(CapError::Kernel(e)) if e == libc::ENODEV || e == libc::ENOENT => None,
+                Err(CapError::Code(ErrorCode::NotFound)) => None,
+                Err(e) => return Err(e),
+            },
+            None => None,
+        };
+        let ifb = self.own_ifb(kind)?;
+        let nl = self.netlink(kind)?;
+        if let Some(i) = link {
+            if let Some(q) = nl.root_qdisc(i)? {
+                if q.kind == "tbf" && q.handle == TBF_HANDLE {
+                    nl.delete_qdisc(i, TcHandle::ROOT, TBF_HANDLE)?;
+                }
+            }
+            if let Some(q) = nl.ingress_qdisc(i)? {
+                if q.kind == "ingress" {
+                    nl.delete_qdisc(i, TcHandle::INGRESS, INGRESS_HANDLE)?;
+                }
+            }
+        }
+        if let Some(l) = ifb {
+            match nl.delete_link(l.index) {
+                Ok(()) => {}
+                Err(e) if matches!(e.errno(), libc::ENODEV | libc::ENOENT) => {}
+                Err(e) => return Err(e.into()),
+            }
+            self.journal.forget_link(kind, l.index);
+        }
+        Ok(())
+    }
+
+    /// GC: this network's `ifb`s whose attachment is no longer valid.
+    fn collect_ifbs(&mut self, kind: Kind) -> Result<u32, CapError> {
+        self.require(kind, |g| g.traffic_control, "traffic-control")?;
+        if self.command != Command::Gc {
+            return Err(CapError::denied(
+                "traffic-control.collect-garbage is a GC's doing (a wasmcni invariant)",
+            ));
+        }
+        let network = self.attachment.network.clone();
+        let links: Vec<Link> = self
+            .netlink(kind)?
+            .links()?
+            .into_iter()
+            .map(Link::from_message)
+            .collect();
+        let mut deleted = 0;
+        for l in links {
+            if l.kind.as_deref() != Some("ifb") {
+                continue;
+            }
+            let Some(alias) = l.alias.as_deref() else {
+                continue;
+            };
+            let Some(rest) = alias.strip_prefix(super::attachment::ATTACHMENT_MARK) else {
+                continue;
+            };
+            let parts: Vec<&str> = rest.split(':').collect();
+            let [net, container_id, ifname] = parts.as_slice() else {
+                continue;
+            };
+            if *net != network || l.name != ifb_name(net, container_id) {
+                continue;
+            }
+            let holder = crate::ipam::Owner {
+                container_id: (*container_id).to_owned(),
+                ifname: (*ifname).to_owned(),
+            };
+            if self.attachment.still_valid(&holder) {
+                continue;
+            }
+            match self.netlink(kind)?.delete_link(l.index) {
+                Ok(()) => deleted += 1,
+                Err(e) if matches!(e.errno(), libc::ENODEV | libc::ENOENT) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(deleted)
+    }
+}
+
+impl Host for StoreData {
+    fn limit_transmit(
+        &mut self,
+        ns: Resource<NsHandle>,
+        index: u32,
+        limit: RateLimit,
+    ) -> Result<(), CapError> {
+        let kind = self.ns_kind(&ns)?;
+        let args = json!({"ns": ns_arg(kind), "index": index, "limit": limit_arg(&limit)});
+        self.cap("traffic-control.limit-transmit", args, |c| {
+            c.limit_transmit(kind, index, &limit)
+        })
+    }
+
+    fn limit_receive(
+        &mut self,
+        ns: Resource<NsHandle>,
+        index: u32,
+        limit: RateLimit,
+    ) -> Result<u32, CapError> {
+        let kind = self.ns_kind(&ns)?;
+        let args = json!({"ns": ns_arg(kind), "index": index, "limit": limit_arg(&limit)});
+        self.cap("traffic-control.limit-receive", args, |c| {
+            c.limit_receive(kind, index, &limit)
+        })
+    }
+
+    fn limits(&mut self, ns: Resource<NsHandle>, index: u32) -> Result<LinkLimits, CapError> {
+        let kind = self.ns_kind(&ns)?;
+        let args = json!({"ns": ns_arg(kind), "index": index});
+        self.cap("traffic-control.limits", args, |c| {
+            c.link_limits(kind, index)
+        })
+    }
+
+    fn remove_limits(
+        &mut self,
+        ns: Resource<NsHandle>,
+        index: Option<u32>,
+    ) -> Result<(), CapError> {
+        let kind = self.ns_kind(&ns)?;
+        let args = json!({"ns": ns_arg(kind), "index": index});
+        self.cap("traffic-control.remove-limits", args, |c| {
+            c.remove_limits(kind, index)
+        })
+    }
+
+    fn collect_garbage(&mut self, ns: Resource<NsHandle>) -> Result<u32, CapError> {
+        let kind = self.ns_kind(&ns)?;
+        let args = json!({"ns": ns_arg(kind)});
+        self.cap("traffic-control.collect-garbage", args, |c| {
+            c.collect_ifbs(kind)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ifb_named_as_the_reference() {
+        // What the reference bandwidth plugin (1.1.1) names it for network
+        // "diffnet", container "ctr0".
+        assert_eq!(ifb_name("diffnet", "ctr0"), "bwp959dd18981f2");
+        assert_eq!(ifb_name("diffnet", "ctr0").len(), 15);
+    }
+}
