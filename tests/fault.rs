@@ -461,7 +461,9 @@ fn s6_vrf_add_is_undone_at_every_host_call() {
             node: &[],
             needs: Some("vrf"),
             ctr: &[
-                &["link", "add", "eth0", "type", "veth", "peer", "name", "eth0p"],
+                &[
+                    "link", "add", "eth0", "type", "veth", "peer", "name", "eth0p",
+                ],
                 &["link", "set", "eth0", "addrgenmode", "none"],
                 &["link", "set", "eth0p", "addrgenmode", "none"],
                 &["link", "set", "eth0p", "up"],

@@ -206,10 +206,7 @@ impl Plugin for Vrf {
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e.into()),
         }
-        let left = ns
-            .links()?
-            .iter()
-            .any(|l| l.master == Some(vrf.index));
+        let left = ns.links()?.iter().any(|l| l.master == Some(vrf.index));
         if !left {
             ns.delete_link(vrf.index)?;
         }
