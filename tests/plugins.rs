@@ -319,8 +319,9 @@ fn normalize(v: &mut Value, side: &Side) {
             }
             for (k, x) in m.iter_mut() {
                 normalize(x, side);
-                // Sorted by their text, which held random veth names.
-                if k.starts_with("routes") {
+                // Sorted by their text, which held random veth names
+                // (qdiscs and filters list in link index order).
+                if k.starts_with("routes") || k == "qdiscs" || k == "filters" {
                     if let Value::Array(a) = x {
                         a.sort_by_key(|r| r.to_string());
                     }

@@ -236,7 +236,12 @@ impl Netns {
                 serde_json::from_str(&text).unwrap_or_else(|e| panic!("tc {args:?}: {e}: {text}"))
             }
         };
-        let qdiscs = tc(&["-d", "-j", "qdisc", "show"]);
+        let mut qdiscs = tc(&["-d", "-j", "qdisc", "show"]);
+        // Listed in link index order: a link moved away and back keeps its
+        // qdiscs but may list elsewhere. The set is what counts.
+        if let Some(a) = qdiscs.as_array_mut() {
+            a.sort_by_key(|q| q.to_string());
+        }
         let filters: Vec<Value> = qdiscs
             .as_array()
             .into_iter()
