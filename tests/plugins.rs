@@ -32,7 +32,14 @@
 //! after each DEL wasmcni's namespaces must be as before the ADD, and the
 //! reference's are not compared; `"del-idempotent"` — the reference's
 //! second DEL fails (the device is gone from the container), wasmcni's
-//! succeeds, as the spec asks.
+//! succeeds, as the spec asks; `"vrf-aware-check"` — the reference's
+//! CHECK looks for the subnet route of each address in the main table
+//! only, and fails once a VRF took it; wasmcni's looks in the table of
+//! the interface's VRF and succeeds; `"del-frees-bad-config"` — a chain
+//! whose last plugin's config is invalid: the reference's DEL fails on it
+//! and never reaches the plugins before (the bridge's address leaks),
+//! wasmcni's DEL of a config no ADD can have used succeeds, and the
+//! chain's DEL leaves the namespaces as before the ADD.
 //! `qdiscs`: qdiscs (subsets of `tc -d -j qdisc show` entries) the node
 //! must have after ADD; after each DEL no `tbf`, `ingress` or `ifb` may be
 //! left.
@@ -473,6 +480,29 @@ fn run_case(plugin: &str, file: &str, case: &Value, version: &str) {
                     wd.code, 0,
                     "{what}: the runtime's DEL after the failed ADD: {wd:?}"
                 );
+                if deliberate("del-frees-bad-config") {
+                    assert_ne!(
+                        rd.code, 0,
+                        "{what}: the reference's DEL now succeeds: {rd:?}"
+                    );
+                    // The containers as before; no address reserved
+                    // (what stays is what a successful ADD and DEL leave:
+                    // the bridge, host-local's lock and last-reserved
+                    // files).
+                    let (before, now) = (before.expect("the state before"), w.state());
+                    assert_same(
+                        &before["ctrs"],
+                        &now["ctrs"],
+                        &format!("{what}: the failed ADD and the DEL left state in a container"),
+                    );
+                    let ipam = now["ipam"].as_object().expect("ipam files");
+                    assert!(
+                        ipam.keys().all(|f| f.parse::<std::net::IpAddr>().is_err()),
+                        "{what}: an address is still reserved: {ipam:?}"
+                    );
+                    assert_no_plugin_state(&w, &what);
+                    return;
+                }
                 assert_eq!(
                     outcome(&rd),
                     outcome(&wd),
@@ -551,6 +581,14 @@ fn run_case(plugin: &str, file: &str, case: &Value, version: &str) {
     if version == "0.4.0" || version.starts_with('1') {
         for c in 0..ctrs {
             let (rc, wc) = (r.call("check", &rl, c, case), w.call("check", &wl, c, case));
+            if deliberate("vrf-aware-check") {
+                assert!(
+                    rc.stderr.contains("Failed to find Gateway"),
+                    "{what}: the reference's CHECK no longer fails on the VRF: {rc:?}"
+                );
+                assert_eq!(wc.code, 0, "{what}: CHECK must succeed: {wc:?}");
+                continue;
+            }
             assert_eq!(outcome(&rc), outcome(&wc), "{what}: CHECK\n{rc:?}\n{wc:?}");
         }
     }

@@ -208,6 +208,12 @@ pub enum Undo {
     /// A plugin's attachment-state record changed: put the old values back.
     #[serde(skip)]
     State(crate::caps::StateUndo),
+    /// The namespace's first VRF made the kernel add its `l3mdev` rules:
+    /// delete them.
+    DeleteL3mdevRules {
+        /// Where.
+        ns: Kind,
+    },
     /// A policy routing rule was added: delete it.
     DeleteRule {
         /// Where.
@@ -307,6 +313,7 @@ impl Undo {
             | Undo::Ipam(_)
             | Undo::State(_)
             | Undo::DeleteRule { .. }
+            | Undo::DeleteL3mdevRules { .. }
             | Undo::AddRule { .. }
             | Undo::NativeDel(_) => None,
         }

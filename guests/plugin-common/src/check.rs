@@ -63,9 +63,17 @@ pub fn addresses_and_routes(ns: &Netns, link: &LinkInfo, prev: &CniResult) -> Re
     routes(ns, prev)
 }
 
-/// Every address of `prev` is on `link`.
+/// Every address of `prev` is on `link`, and a route to its subnet is in
+/// the table `link` routes in: the main table, or its VRF's (the
+/// reference looks in the main table only, and so fails CHECK when a VRF
+/// took the routes).
 pub fn addresses(ns: &Netns, link: &LinkInfo, prev: &CniResult) -> Result<(), Error> {
     let addrs = ns.addresses(Some(link), None)?;
+    let table = match link.master {
+        Some(m) => ns.link_by_index(m)?.vrf_table.unwrap_or(254),
+        None => 254,
+    };
+    let routes = ns.routes(None, Some(table))?;
     for ip in &prev.ips {
         let found = addrs.iter().any(|a| {
             guest_sdk::net::to_ip(&a.prefix.address) == ip.address.addr()
@@ -75,6 +83,21 @@ pub fn addresses(ns: &Netns, link: &LinkInfo, prev: &CniResult) -> Result<(), Er
             return Err(Error::internal(format!(
                 "Failed to match addr {} on interface {}",
                 ip.address, link.name
+            )));
+        }
+        let routed = routes.iter().any(|ri| {
+            let dst = &ri.route.destination;
+            guest_sdk::net::to_ip(&dst.address) == ip.address.network()
+                && dst.prefix_len == ip.address.prefix_len()
+        });
+        if !routed {
+            let gw = ip
+                .gateway
+                .map(|g| g.to_string())
+                .unwrap_or_else(|| "<nil>".into());
+            return Err(Error::internal(format!(
+                "Failed to find Gateway {gw} for interface {}",
+                link.name
             )));
         }
     }

@@ -107,8 +107,14 @@ impl Plugin for Vrf {
                 } else {
                     c.table
                 };
+                // Queue length 0, as the reference's netlink library
+                // makes it.
+                let options = LinkOptions {
+                    txqlen: Some(0),
+                    ..LinkOptions::default()
+                };
                 let index = ns
-                    .create_vrf(&c.vrfname, table, &LinkOptions::default())
+                    .create_vrf(&c.vrfname, table, &options)
                     .map_err(|e| failed(format!("could not add VRF {}: {e}", c.vrfname)))?;
                 ns.set_up(index, true).map_err(|e| {
                     failed(format!("could not set link up for VRF {}: {e}", c.vrfname))
@@ -160,12 +166,9 @@ impl Plugin for Vrf {
             ns.add_address(
                 link.index,
                 a.prefix,
-                // It was on this link a moment ago: no second duplicate
-                // address detection, usable at once.
-                AddressOptions {
-                    no_dad: true,
-                    ..AddressOptions::default()
-                },
+                // With the flags the bridge gave it (as the reference
+                // puts it back: duplicate address detection again).
+                AddressOptions::default(),
             )
             .map_err(|e| {
                 failed(format!(
@@ -186,8 +189,11 @@ impl Plugin for Vrf {
     }
 
     fn del(&self, inv: &Invocation) -> Result<(), Error> {
-        let c = conf(inv)?;
-        if inv.env.netns.is_empty() {
+        // No VRF name: no ADD of this config made anything, and failing
+        // would stop the runtime's DEL of the chain before the plugins
+        // that did (the reference fails, and the bridge's address leaks).
+        let c: Conf = inv.conf.plugin_config()?;
+        if c.vrfname.is_empty() || inv.env.netns.is_empty() {
             return Ok(());
         }
         let ns = match Netns::container() {

@@ -208,8 +208,6 @@ impl Ctx {
         self.change_link_as(kind, index, false, set, undo)
     }
 
-    /// [`Ctx::change_link`] that also accepts a shared bridge when the
-    /// caller has checked the change is one a shared link may take.
     /// The WIT view of link `index` as the kernel reports it now.
     fn kernel_link_info(&mut self, kind: Kind, index: u32) -> Result<LinkInfo, CapError> {
         if index == 0 {
@@ -219,6 +217,8 @@ impl Ctx {
         Ok(LinkInfo::from_message(msg))
     }
 
+    /// [`Ctx::change_link`] that also accepts a shared bridge when the
+    /// caller has checked the change is one a shared link may take.
     fn change_link_as(
         &mut self,
         kind: Kind,
@@ -626,8 +626,18 @@ impl Host for StoreData {
             c.require_create(kind, LinkKind::Vrf)?;
             c.check_new_name(kind, &name)?;
             let o = opts(&options)?;
+            let rules_before = c.netlink(kind)?.l3mdev_rules()?.len();
             c.netlink(kind)?.create_vrf(&name, table, &o)?;
-            c.created(kind, &name, false)
+            let index = c.created(kind, &name, false)?;
+            // The first VRF of a namespace brings the kernel's l3mdev
+            // rules, which outlive it: the undo takes them too.
+            if c.command == super::Command::Add
+                && rules_before == 0
+                && !c.netlink(kind)?.l3mdev_rules()?.is_empty()
+            {
+                c.journal.record(Undo::DeleteL3mdevRules { ns: kind });
+            }
+            Ok(index)
         })
     }
 
@@ -1001,16 +1011,31 @@ impl Host for StoreData {
                 // Against the undo of a concurrent ADD that created the
                 // shared bridge (it keeps a bridge that has ports).
                 let _lock = shared.then(|| crate::netlock::lock(&c.attachment.network));
-                c.change_link(
-                    kind,
-                    index,
-                    |nl| nl.set_master(index, master),
-                    |l| Undo::SetMaster {
-                        ns: kind,
+                let change = |c: &mut Ctx| {
+                    c.change_link(
+                        kind,
                         index,
-                        master: l.master,
-                    },
-                )
+                        |nl| nl.set_master(index, master),
+                        |l| Undo::SetMaster {
+                            ns: kind,
+                            index,
+                            master: l.master,
+                        },
+                    )
+                };
+                // Joining or leaving a VRF cycles the link, and the kernel
+                // drops its routes and IPv6 addresses: the undo puts them
+                // back.
+                let current = c.kernel_link_info(kind, index)?.master;
+                let mut vrf = false;
+                for m in [master, current].into_iter().flatten() {
+                    vrf |= c.kernel_link_info(kind, m)?.kind.as_deref() == Some("vrf");
+                }
+                if vrf {
+                    c.preserving(kind, index, change)
+                } else {
+                    change(c)
+                }
             },
         )
     }

@@ -137,6 +137,35 @@ impl Netlink {
         Ok(out)
     }
 
+    /// The `l3mdev` rules (`ip rule add l3mdev`, which the kernel adds in
+    /// both families when the namespace's first VRF is made, and keeps).
+    pub fn l3mdev_rules(&mut self) -> Result<Vec<RuleMessage>, NlError> {
+        let mut out = Vec::new();
+        for family in [AddressFamily::Inet, AddressFamily::Inet6] {
+            let mut msg = RuleMessage::default();
+            msg.header.family = family;
+            for m in self.request(RouteNetlinkMessage::GetRule(msg), NLM_F_DUMP)? {
+                if let RouteNetlinkMessage::NewRule(r) = m {
+                    if r.attributes.contains(&RuleAttribute::L3MDev(true)) {
+                        out.push(r);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Deletes the `l3mdev` rules ([`Netlink::l3mdev_rules`]).
+    pub fn delete_l3mdev_rules(&mut self) -> Result<(), NlError> {
+        for r in self.l3mdev_rules()? {
+            self.request(
+                RouteNetlinkMessage::DelRule(r),
+                netlink_packet_core::NLM_F_ACK,
+            )?;
+        }
+        Ok(())
+    }
+
     /// Adds a rule (`NLM_F_CREATE | NLM_F_EXCL`: an equal rule is
     /// `EEXIST`).
     pub fn add_rule(&mut self, spec: &RuleSpec) -> Result<(), NlError> {
