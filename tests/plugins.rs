@@ -39,7 +39,8 @@
 //! whose last plugin's config is invalid: the reference's DEL fails on it
 //! and never reaches the plugins before (the bridge's address leaks),
 //! wasmcni's DEL of a config no ADD can have used succeeds, and the
-//! chain's DEL leaves the namespaces as before the ADD.
+//! chain's DEL leaves the containers as before the ADD and no address
+//! reserved (the node keeps what any ADD and DEL leave: the bridge).
 //! `qdiscs`: qdiscs (subsets of `tc -d -j qdisc show` entries) the node
 //! must have after ADD; after each DEL no `tbf`, `ingress` or `ifb` may be
 //! left.

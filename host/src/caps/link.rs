@@ -208,15 +208,6 @@ impl Ctx {
         self.change_link_as(kind, index, false, set, undo)
     }
 
-    /// The WIT view of link `index` as the kernel reports it now.
-    fn kernel_link_info(&mut self, kind: Kind, index: u32) -> Result<LinkInfo, CapError> {
-        if index == 0 {
-            return Err(ErrorCode::NotFound.into());
-        }
-        let msg = self.netlink(kind)?.link_by_index(index)?;
-        Ok(LinkInfo::from_message(msg))
-    }
-
     /// [`Ctx::change_link`] that also accepts a shared bridge when the
     /// caller has checked the change is one a shared link may take.
     fn change_link_as(
@@ -626,15 +617,13 @@ impl Host for StoreData {
             c.require_create(kind, LinkKind::Vrf)?;
             c.check_new_name(kind, &name)?;
             let o = opts(&options)?;
-            let rules_before = c.netlink(kind)?.l3mdev_rules()?.len();
+            // The first VRF of a namespace brings the kernel's l3mdev
+            // rules, which outlive it: in ADD the undo takes them too.
+            let first =
+                c.command == super::Command::Add && c.netlink(kind)?.l3mdev_rules()?.is_empty();
             c.netlink(kind)?.create_vrf(&name, table, &o)?;
             let index = c.created(kind, &name, false)?;
-            // The first VRF of a namespace brings the kernel's l3mdev
-            // rules, which outlive it: the undo takes them too.
-            if c.command == super::Command::Add
-                && rules_before == 0
-                && !c.netlink(kind)?.l3mdev_rules()?.is_empty()
-            {
+            if first && !c.netlink(kind)?.l3mdev_rules()?.is_empty() {
                 c.journal.record(Undo::DeleteL3mdevRules { ns: kind });
             }
             Ok(index)
@@ -996,9 +985,11 @@ impl Host for StoreData {
             |c| {
                 // Enslaving changes the master too: it must be the
                 // plugin's, or a bridge its network shares.
+                let mut joins_vrf = false;
                 let shared = match master {
                     Some(m) => {
                         let ml = c.modifiable_or_shared(kind, m, true)?;
+                        joins_vrf = ml.kind.as_deref() == Some("vrf");
                         c.check_host_link(kind, &ml).is_err()
                     }
                     None => false,
@@ -1024,13 +1015,14 @@ impl Host for StoreData {
                     )
                 };
                 // Joining or leaving a VRF cycles the link, and the kernel
-                // drops its routes and IPv6 addresses: the undo puts them
-                // back.
-                let current = c.kernel_link_info(kind, index)?.master;
-                let mut vrf = false;
-                for m in [master, current].into_iter().flatten() {
-                    vrf |= c.kernel_link_info(kind, m)?.kind.as_deref() == Some("vrf");
-                }
+                // drops its routes and IPv6 addresses: in ADD (the only
+                // command undone) the undo puts them back.
+                let vrf = c.journaling_for(kind, index)
+                    && (joins_vrf
+                        || match c.link(kind, index)?.master {
+                            Some(m) => c.link(kind, m)?.kind.as_deref() == Some("vrf"),
+                            None => false,
+                        });
                 if vrf {
                     c.preserving(kind, index, change)
                 } else {
@@ -1219,18 +1211,16 @@ impl Host for StoreData {
                 // as it does promiscuity.
                 c.modifiable(kind, index)?;
                 c.check_lower(kind, index, "all-multicast mode")?;
-                let old = c.kernel_link_info(kind, index)?.allmulticast;
-                c.netlink(kind)?.set_allmulti(index, on)?;
-                c.record_for(
+                c.change_link(
                     kind,
                     index,
-                    Undo::SetAllmulti {
+                    |nl| nl.set_allmulti(index, on),
+                    |l| Undo::SetAllmulti {
                         ns: kind,
                         index,
-                        on: old,
+                        on: l.allmulticast,
                     },
-                );
-                Ok(())
+                )
             },
         )
     }
@@ -1246,19 +1236,16 @@ impl Host for StoreData {
             "link.set-txqlen",
             json!({"ns": ns_arg(kind), "index": index, "txqlen": txqlen}),
             |c| {
-                c.modifiable(kind, index)?;
-                let old = c.kernel_link_info(kind, index)?.txqlen;
-                c.netlink(kind)?.set_txqlen(index, txqlen)?;
-                c.record_for(
+                c.change_link(
                     kind,
                     index,
-                    Undo::SetTxqlen {
+                    |nl| nl.set_txqlen(index, txqlen),
+                    |l| Undo::SetTxqlen {
                         ns: kind,
                         index,
-                        txqlen: old,
+                        txqlen: l.txqlen,
                     },
-                );
-                Ok(())
+                )
             },
         )
     }

@@ -122,19 +122,32 @@ impl Netlink {
             if v4.is_some_and(|f| f != family) {
                 continue;
             }
-            let mut msg = RuleMessage::default();
-            msg.header.family = if family {
+            let family = if family {
                 AddressFamily::Inet
             } else {
                 AddressFamily::Inet6
             };
-            let answers = self.request(RouteNetlinkMessage::GetRule(msg), NLM_F_DUMP)?;
-            out.extend(answers.iter().filter_map(|m| match m {
-                RouteNetlinkMessage::NewRule(r) => RuleSpec::from_message(r),
-                _ => None,
-            }));
+            out.extend(
+                self.dump_rules(family)?
+                    .iter()
+                    .filter_map(RuleSpec::from_message),
+            );
         }
         Ok(out)
+    }
+
+    /// Every rule of one family, as the kernel lists them.
+    fn dump_rules(&mut self, family: AddressFamily) -> Result<Vec<RuleMessage>, NlError> {
+        let mut msg = RuleMessage::default();
+        msg.header.family = family;
+        let answers = self.request(RouteNetlinkMessage::GetRule(msg), NLM_F_DUMP)?;
+        Ok(answers
+            .into_iter()
+            .filter_map(|m| match m {
+                RouteNetlinkMessage::NewRule(r) => Some(r),
+                _ => None,
+            })
+            .collect())
     }
 
     /// The `l3mdev` rules (`ip rule add l3mdev`, which the kernel adds in
@@ -142,15 +155,11 @@ impl Netlink {
     pub fn l3mdev_rules(&mut self) -> Result<Vec<RuleMessage>, NlError> {
         let mut out = Vec::new();
         for family in [AddressFamily::Inet, AddressFamily::Inet6] {
-            let mut msg = RuleMessage::default();
-            msg.header.family = family;
-            for m in self.request(RouteNetlinkMessage::GetRule(msg), NLM_F_DUMP)? {
-                if let RouteNetlinkMessage::NewRule(r) = m {
-                    if r.attributes.contains(&RuleAttribute::L3MDev(true)) {
-                        out.push(r);
-                    }
-                }
-            }
+            out.extend(
+                self.dump_rules(family)?
+                    .into_iter()
+                    .filter(|r| r.attributes.contains(&RuleAttribute::L3MDev(true))),
+            );
         }
         Ok(out)
     }
