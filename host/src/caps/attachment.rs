@@ -45,6 +45,10 @@ pub struct Attachment {
     /// The addresses this attachment's IPAM delegates gave it (their ADD
     /// results, seen by the host because delegation runs through it).
     pub addresses: Vec<IpAddr>,
+    /// The addresses the runtime's `prevResult` lists (a chained plugin's
+    /// attachment's addresses), read by the host from the config on stdin;
+    /// a delegate keeps its runtime's.
+    pub prev_addresses: Vec<IpAddr>,
     /// The node devices the config names (`host-device`'s keys).
     pub devices: ConfigDevices,
 }
@@ -142,6 +146,41 @@ fn parse_mac(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// The addresses of a config's `prevResult`, in any result version
+/// (`ips[].address`; 0.1/0.2: `ip4.ip`, `ip6.ip`), without prefix lengths.
+/// At most 64; what does not parse is skipped.
+fn prev_result_addresses(conf: &Value) -> Vec<IpAddr> {
+    let Some(prev) = conf.get("prevResult") else {
+        return Vec::new();
+    };
+    let mut cidrs: Vec<&str> = Vec::new();
+    if let Some(ips) = prev.get("ips").and_then(Value::as_array) {
+        cidrs.extend(
+            ips.iter()
+                .filter_map(|i| i.get("address").and_then(Value::as_str)),
+        );
+    }
+    for key in ["ip4", "ip6"] {
+        if let Some(a) = prev
+            .get(key)
+            .and_then(|v| v.get("ip"))
+            .and_then(Value::as_str)
+        {
+            cidrs.push(a);
+        }
+    }
+    let mut out: Vec<IpAddr> = Vec::new();
+    for c in cidrs.into_iter().take(64) {
+        let ip = c.split('/').next().and_then(|a| a.parse::<IpAddr>().ok());
+        if let Some(ip) = ip {
+            if !out.contains(&ip) {
+                out.push(ip);
+            }
+        }
+    }
+    out
+}
+
 fn plain(s: &str) -> bool {
     s.bytes()
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
@@ -206,6 +245,7 @@ impl Attachment {
             ifname: var("CNI_IFNAME"),
             valid,
             addresses: Vec::new(),
+            prev_addresses: prev_result_addresses(&conf),
             devices: ConfigDevices::from_config(&conf),
         }
     }
@@ -282,6 +322,31 @@ mod tests {
             ..a
         };
         assert!(long.mark().len() <= MAX_MARK);
+    }
+
+    #[test]
+    fn prev_result_addresses_in_every_version() {
+        let a = Attachment::from_invocation(
+            &env("ADD"),
+            br#"{"name":"n","prevResult":{"ips":[{"address":"10.1.0.2/24"},{"address":"fd00::2/64"},{"address":"junk"}]}}"#,
+        );
+        assert_eq!(
+            a.prev_addresses,
+            vec![
+                "10.1.0.2".parse::<IpAddr>().expect("ip"),
+                "fd00::2".parse().expect("ip")
+            ]
+        );
+        let a = Attachment::from_invocation(
+            &env("ADD"),
+            br#"{"name":"n","prevResult":{"ip4":{"ip":"10.1.0.3/24"}}}"#,
+        );
+        assert_eq!(
+            a.prev_addresses,
+            vec!["10.1.0.3".parse::<IpAddr>().expect("ip")]
+        );
+        let a = Attachment::from_invocation(&env("ADD"), br#"{"name":"n"}"#);
+        assert!(a.prev_addresses.is_empty());
     }
 
     #[test]
