@@ -1245,7 +1245,9 @@ mod tests {
         assert!(g.to_string().contains("firewall.port-mappings"), "{g}");
         let empty: NsGrant = serde_json::from_str("{}").expect("grant");
         assert!(empty.firewall.is_empty());
-        assert!(!serde_json::to_string(&empty).expect("json").contains("firewall"));
+        assert!(!serde_json::to_string(&empty)
+            .expect("json")
+            .contains("firewall"));
     }
 
     #[test]

@@ -243,10 +243,10 @@ fn octets(ip: IpAddr) -> (Vec<u8>, bool) {
 }
 
 fn mask_bytes(len: u8, v6: bool) -> Vec<u8> {
-    let n = if v6 { 16 } else { 4 };
+    let n: i32 = if v6 { 16 } else { 4 };
     (0..n)
         .map(|i| {
-            let bits = (len as i32 - 8 * i as i32).clamp(0, 8);
+            let bits = (i32::from(len) - 8 * i).clamp(0, 8);
             (0xffu16 << (8 - bits)) as u8
         })
         .collect()
@@ -277,7 +277,7 @@ fn addr_match(source: bool, ip: IpAddr, len: u8, negate: bool) -> Vec<crate::net
         Operator::Equal
     };
     let mut e = vec![expr::payload(expr::Base::Network, offset, n)];
-    if len < n * 8 {
+    if u32::from(len) < n * 8 {
         e.push(expr::bitwise(mask, vec![0; n as usize]));
     }
     e.push(expr::cmp(op, net));
@@ -564,7 +564,7 @@ impl Ctx {
                                 false,
                             ));
                             e.extend(ct_dnat(false));
-                            e.push(expr::verdict(Verdict::Drop, None));
+                            e.push(expr::verdict(expr::DROP, None));
                             push(&mut plan, FILTER_INPUT.name, e);
                             plan.route_localnet = Some(ifname);
                         }
@@ -639,7 +639,7 @@ impl Ctx {
                 e.push(expr::verdict(Verdict::Jump, Some(ISOLATION)));
                 push(&mut plan, FILTER_FORWARD.name, e);
                 let mut e = name_match(false, &l.name, false);
-                e.push(expr::verdict(Verdict::Drop, None));
+                e.push(expr::verdict(expr::DROP, None));
                 push(&mut plan, ISOLATION, e);
             }
             Rules::MacSpoof(MacSpoof { link, mac }) => {
@@ -651,7 +651,7 @@ impl Ctx {
                 let mut e = name_match(true, &l.name, false);
                 e.push(expr::payload(expr::Base::Link, 6, 6));
                 e.push(expr::cmp(Operator::NotEqual, mac.clone()));
-                e.push(expr::verdict(Verdict::Drop, None));
+                e.push(expr::verdict(expr::DROP, None));
                 push(&mut plan, BRIDGE_PREROUTING.name, e);
             }
         }
@@ -751,18 +751,26 @@ impl Ctx {
             } else {
                 ("iptables", "/proc/net/ip_tables_names")
             };
-            let legacy = std::fs::read_to_string(names)
-                .is_ok_and(|s| s.lines().any(|l| l.trim() == "filter"));
+            let legacy_cmd = format!("{cmd}-legacy");
+            // iptables-nft's table, read by netlink; legacy tables only
+            // when they are in use (the kernel lists an empty `filter` in
+            // every namespace).
             let nft = self
                 .nft()?
                 .jumps_to(ipv6, "filter", "FORWARD", FORWARD_CHAIN)?;
-            let present = match nft {
+            let cmd = match nft {
                 Some(true) => continue,
-                Some(false) => false,
-                None if !legacy => continue,
-                None => iptables(
-                    cmd,
-                    &[
+                Some(false) => cmd.to_owned(),
+                None => {
+                    let listed = std::fs::read_to_string(names)
+                        .is_ok_and(|s| s.lines().any(|l| l.trim() == "filter"));
+                    let in_use = listed
+                        && iptables_output(&legacy_cmd, &["-S", "FORWARD"])
+                            .is_ok_and(|out| out.lines().any(|l| l.trim() != "-P FORWARD ACCEPT"));
+                    if !in_use {
+                        continue;
+                    }
+                    let check = [
                         "-C",
                         "FORWARD",
                         "-m",
@@ -771,13 +779,14 @@ impl Ctx {
                         "wasmcni",
                         "-j",
                         FORWARD_CHAIN,
-                    ],
-                )
-                .is_ok(),
+                    ];
+                    if iptables(&legacy_cmd, &check).is_ok() {
+                        continue;
+                    }
+                    legacy_cmd
+                }
             };
-            if present {
-                continue;
-            }
+            let cmd = cmd.as_str();
             let mark = format!("{mark:#x}/{mark:#x}");
             // Creating a chain that exists fails: fine.
             let _ = iptables(cmd, &["-N", FORWARD_CHAIN]);
@@ -1068,6 +1077,11 @@ const ADMIN_CHAIN: &str = "CNI-ADMIN";
 /// # Ambient Authority
 /// Executes the node's iptables binary; only for the static FORWARD rule.
 fn iptables(cmd: &str, args: &[&str]) -> Result<(), String> {
+    iptables_output(cmd, args).map(|_| ())
+}
+
+/// [`iptables`], returning what it printed.
+fn iptables_output(cmd: &str, args: &[&str]) -> Result<String, String> {
     let exe = ["/usr/sbin/", "/sbin/", "/usr/bin/"]
         .iter()
         .map(|d| format!("{d}{cmd}"))
@@ -1080,7 +1094,7 @@ fn iptables(cmd: &str, args: &[&str]) -> Result<(), String> {
         .output()
         .map_err(|e| format!("{exe}: {e}"))?;
     if out.status.success() {
-        Ok(())
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     } else {
         Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
     }

@@ -565,12 +565,15 @@ impl Nft {
         chain: &str,
         target: &str,
     ) -> Result<Option<bool>, NlError> {
-        let seq = self.next_seq();
         let family = if ipv6 {
             NetfilterProtoFamily::IPv6
         } else {
             NetfilterProtoFamily::IPv4
         };
+        if !self.chains_of(family, table)?.iter().any(|c| c == chain) {
+            return Ok(None);
+        }
+        let seq = self.next_seq();
         let mut m = NetlinkMessage::from(NetfilterMessage::new(
             NetfilterHeader::new(family, 0, 0),
             NfTablesMessage::GetRule(RuleMessage {
@@ -618,14 +621,24 @@ impl Nft {
     /// The names of the chains of wasmcni's table of `family` (none if
     /// the table is missing).
     pub fn chains(&mut self, family: Family) -> Result<Vec<String>, NlError> {
+        self.chains_of(family.proto(), TABLE)
+    }
+
+    /// The names of the chains of `table` (none if it is missing: a dump
+    /// filtered by a table that does not exist is empty).
+    fn chains_of(
+        &mut self,
+        family: NetfilterProtoFamily,
+        table: &str,
+    ) -> Result<Vec<String>, NlError> {
         let seq = self.next_seq();
-        let mut m = nfmsg(
-            family,
+        let mut m = NetlinkMessage::from(NetfilterMessage::new(
+            NetfilterHeader::new(family, 0, 0),
             NfTablesMessage::GetChain(ChainMessage {
-                attributes: vec![ChainAttribute::Table(TABLE.into())],
+                attributes: vec![ChainAttribute::Table(table.into())],
             }),
-            NLM_F_DUMP,
-        );
+        ));
+        m.header.flags = NLM_F_REQUEST | NLM_F_DUMP;
         m.header.sequence_number = seq;
         self.send(&mut [m])?;
         let mut out = Vec::new();
@@ -637,15 +650,15 @@ impl Nft {
             },
             NetlinkPayload::InnerMessage(nf) => {
                 if let NetfilterMessageInner::NfTables(NfTablesMessage::NewChain(c)) = nf.inner {
-                    let (mut table, mut name) = (String::new(), String::new());
+                    let (mut t, mut name) = (String::new(), String::new());
                     for a in c.attributes {
                         match a {
-                            ChainAttribute::Table(t) => table = t,
+                            ChainAttribute::Table(x) => t = x,
                             ChainAttribute::Name(n) => name = n,
                             _ => {}
                         }
                     }
-                    if table == TABLE {
+                    if t == table {
                         out.push(name);
                     }
                 }
@@ -893,6 +906,9 @@ pub mod expr {
             vec![DefaultNla::new(1, be32(1)), DefaultNla::new(2, be32(key))],
         )
     }
+
+    /// The `drop` verdict (`NF_DROP`; the crate names no accept or drop).
+    pub const DROP: Verdict = Verdict::Other(0);
 
     /// `ct state`.
     pub const CT_STATE: u32 = 0;
