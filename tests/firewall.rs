@@ -577,3 +577,85 @@ fn portmap_bad_input_is_a_clear_error_and_leaves_nothing() {
     assert_ne!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("chained"), "{r:?}");
 }
+
+/// `iptables` in `ns` (iptables-nft, inside the test's namespace only).
+fn iptables(ns: &Netns, args: &[&str]) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.name, "iptables"])
+        .args(args)
+        .output()
+        .expect("iptables");
+    assert!(out.status.success(), "iptables {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn forward_marks_pass_an_iptables_forward_drop_policy_once_per_node() {
+    let world = World::new("fwf");
+    let (node, ctr) = (&world.node, &world.ctr);
+    node.ip(&[
+        "link", "add", "vethfwf0", "type", "veth", "peer", "name", "eth0", "netns", &ctr.name,
+    ]);
+    node.ip(&["link", "set", "vethfwf0", "master", "cnishared0", "up"]);
+    node.ip(&["link", "set", "cnishared0", "up"]);
+    ctr.ip(&["addr", "add", "10.70.0.5/24", "dev", "eth0"]);
+    ctr.ip(&["link", "set", "eth0", "up"]);
+    ctr.ip(&["route", "add", "default", "via", "10.70.0.1"]);
+    let x = Netns::new("fwfx");
+    node.ip(&[
+        "link", "add", "xlink", "type", "veth", "peer", "name", "x0", "netns", &x.name,
+    ]);
+    node.ip(&["addr", "add", "203.0.113.1/24", "dev", "xlink"]);
+    node.ip(&["link", "set", "xlink", "up"]);
+    x.ip(&["addr", "add", "203.0.113.2/24", "dev", "x0"]);
+    x.ip(&["link", "set", "x0", "up"]);
+    x.ip(&["link", "set", "lo", "up"]);
+    x.ip(&["route", "add", "default", "via", "203.0.113.1"]);
+    node.sysctl("net.ipv4.ip_forward", "1");
+    // A Docker/Kubernetes-like node: FORWARD drops by default.
+    iptables(node, &["-P", "FORWARD", "DROP"]);
+    let _server = Server::start(&x);
+    assert_eq!(
+        fetch(ctr, "203.0.113.2", 80),
+        "",
+        "forwarded before the ADD"
+    );
+
+    let fwd = json!([{"call": "firewall.add", "ns": "host", "rules": {"forward": "10.70.0.5"}}]);
+    ok(
+        &run(&world, "ADD", "ctr-a", &conf("n", "10.70.0.5", fwd.clone())),
+        "ADD",
+    );
+    let rules = iptables(node, &["-S"]);
+    assert!(
+        rules.contains("-A FORWARD -m comment --comment wasmcni -j WASMCNI-FORWARD"),
+        "{rules}"
+    );
+    assert!(rules.contains("-A WASMCNI-FORWARD -j CNI-ADMIN"), "{rules}");
+    assert!(
+        rules.contains("-A WASMCNI-FORWARD -m mark --mark 0x1000/0x1000 -j ACCEPT"),
+        "{rules}"
+    );
+    // The container's traffic passes; nothing else does.
+    assert_eq!(fetch(ctr, "203.0.113.2", 80), "10.70.0.5");
+    // Another attachment's ADD does not add the static rule again.
+    ok(
+        &run(
+            &world,
+            "ADD",
+            "ctr-b",
+            &conf(
+                "n",
+                "10.70.0.6",
+                json!([{"call": "firewall.add", "ns": "host", "rules": {"forward": "10.70.0.6"}}]),
+            ),
+        ),
+        "ADD b",
+    );
+    assert_eq!(iptables(node, &["-S"]), rules);
+    // After DEL the mark is gone, and with it the container's way out.
+    let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+                     "ops": [{"call": "firewall.remove", "ns": "host", "kinds": ["forward"]}]});
+    ok(&run(&world, "DEL", "ctr-a", &del), "DEL");
+    assert_eq!(fetch(ctr, "203.0.113.2", 80), "");
+}
