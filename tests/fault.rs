@@ -82,7 +82,8 @@ fn setup(s: &Subject, tag: &str) -> (World, Value) {
         world.ctr.ip(&["link", "set", "eth0", "up"]);
         conf["prevResult"] = json!({"cniVersion": "1.0.0",
             "interfaces": [{"name": "vethfault0"}, {"name": "eth0", "sandbox": ctr}],
-            "ips": [{"address": "10.76.0.2/24", "interface": 1}]});
+            "ips": [{"address": "10.76.0.2/24", "interface": 1},
+                    {"address": "fd00:76::2/64", "interface": 1}]});
     }
     (world, conf)
 }
@@ -371,6 +372,25 @@ fn s6_bandwidth_add_is_undone_at_every_host_call() {
             ctr: &[],
         },
         "s6_bandwidth_add_is_undone_at_every_host_call",
+    );
+}
+
+/// portmap, chained after a main plugin's veth: its nftables rules (and
+/// the table) undone at every host call.
+#[test]
+fn s6_portmap_add_is_undone_at_every_host_call() {
+    sweep_where_possible(
+        &Subject {
+            plugin: "portmap",
+            conf: json!({"runtimeConfig": {"portMappings": [
+                             {"hostPort": 8080, "containerPort": 80, "protocol": "tcp"},
+                             {"hostPort": 5353, "containerPort": 53, "protocol": "udp"}]},
+                         "prevResult": "@veth"}),
+            node: &[],
+            needs: None,
+            ctr: &[],
+        },
+        "s6_portmap_add_is_undone_at_every_host_call",
     );
 }
 

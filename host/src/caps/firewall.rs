@@ -351,7 +351,11 @@ fn rules_arg(r: &Rules) -> Value {
                 "container": prefix(&pm.container),
                 "mappings": pm.mappings.iter().take(32).map(|m| json!({
                     "host-port": m.host_port, "container-port": m.container_port,
-                    "protocol": format!("{:?}", m.protocol).to_lowercase(),
+                    "protocol": match m.protocol {
+                        Protocol::Tcp => "tcp",
+                        Protocol::Udp => "udp",
+                        Protocol::Sctp => "sctp",
+                    },
                     "host-ip": m.host_ip.map(|ip| ip_from_wit(ip).to_string()),
                 })).collect::<Vec<_>>(),
                 "mapping-count": pm.mappings.len(),
