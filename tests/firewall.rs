@@ -669,3 +669,48 @@ fn forward_marks_pass_an_iptables_forward_drop_policy_once_per_node() {
     ok(&run(&world, "DEL", "ctr-a", &del), "DEL");
     assert_eq!(fetch(ctr, "203.0.113.2", 80), "");
 }
+
+#[test]
+fn mac_spoof_and_isolation_rules_are_the_attachments_and_go_with_it() {
+    let world = World::new("fwm");
+    let ops = json!([
+        {"call": "link.create-veth", "ns": "host", "name": "cnitestv9", "peer-ns": "container", "peer-name": "eth9"},
+        {"call": "firewall.add", "ns": "host", "link": "cnitestv9", "rules": {"mac-spoof": "02:00:00:00:00:09"}},
+        {"call": "firewall.add", "ns": "host", "link": "cnishared0", "rules": {"isolation": true}}
+    ]);
+    // A failed ADD takes them back with the veth ...
+    let before = world.snapshot();
+    let mut c = conf("n", "10.70.0.5", ops.clone());
+    c["exit"] = json!(1);
+    let r = run(&world, "ADD", "ctr-a", &c);
+    assert_ne!(r.code, 0, "{r:?}");
+    support::assert_same(&before, &world.snapshot(), "failed ADD");
+    // ... a successful one installs them in wasmcni's tables (bridge
+    // priority -300, which nft names `dstnat`).
+    ok(
+        &run(&world, "ADD", "ctr-a", &conf("n", "10.70.0.5", ops)),
+        "ADD",
+    );
+    let bridge = world.node.nft(&["list", "table", "bridge", "wasmcni"]);
+    assert!(
+        bridge.contains("type filter hook prerouting priority dstnat;"),
+        "{bridge}"
+    );
+    assert!(
+        bridge.contains("iifname \"cnitestv9\" ether saddr != 02:00:00:00:00:09 drop"),
+        "{bridge}"
+    );
+    let inet = world.node.nft(&["list", "table", "inet", "wasmcni"]);
+    assert!(
+        inet.contains("iifname \"cnishared0\" oifname != \"cnishared0\" jump isolation"),
+        "{inet}"
+    );
+    assert!(inet.contains("oifname \"cnishared0\" drop"), "{inet}");
+    // DEL removes both tables' rules (and the tables, the last ones).
+    let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+                     "ops": [{"call": "firewall.remove", "ns": "host",
+                              "kinds": ["mac-spoof", "isolation"]}]});
+    let rep = ok(&run(&world, "DEL", "ctr-a", &del), "DEL");
+    assert_eq!(rep["results"][0]["ok"], 3, "{rep}");
+    assert_eq!(world.node.nft(&["list", "tables"]).trim(), "");
+}
