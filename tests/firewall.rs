@@ -714,3 +714,60 @@ fn mac_spoof_and_isolation_rules_are_the_attachments_and_go_with_it() {
     assert_eq!(rep["results"][0]["ok"], 3, "{rep}");
     assert_eq!(world.node.nft(&["list", "tables"]).trim(), "");
 }
+
+/// `conntrack ARGS...` in `ns`: its output (both streams).
+fn conntrack(ns: &Netns, args: &[&str]) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.name, "conntrack"])
+        .args(args)
+        .output()
+        .expect("this test needs conntrack (apt-get install conntrack)");
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+#[test]
+fn udp_conntrack_entries_to_a_mapped_port_go_after_add_and_after_del() {
+    let world = World::new("fwc");
+    let node = &world.node;
+    let plant = |dport: &str| {
+        let out = conntrack(
+            node,
+            &[
+                "-I",
+                "-p",
+                "udp",
+                "-s",
+                "198.51.100.9",
+                "-d",
+                "192.0.2.10",
+                "--sport",
+                "4000",
+                "--dport",
+                dport,
+                "-t",
+                "120",
+            ],
+        );
+        assert!(out.contains("1 flow entries have been created"), "{out}");
+    };
+    let listed = |dport: &str| conntrack(node, &["-L", "-p", "udp", "--dport", dport]);
+    plant("5353");
+    plant("5354");
+    ok(
+        &run(
+            &world,
+            "ADD",
+            "ctr-a",
+            &conf("n", "10.70.0.5", add_ops("10.70.0.5")),
+        ),
+        "ADD",
+    );
+    assert!(!listed("5353").contains("dport=5353"), "{}", listed("5353"));
+    // Another port's entry stays.
+    assert!(listed("5354").contains("dport=5354"), "{}", listed("5354"));
+    plant("5353");
+    let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": del_ops()});
+    ok(&run(&world, "DEL", "ctr-a", &del), "DEL");
+    assert!(!listed("5353").contains("dport=5353"), "{}", listed("5353"));
+    assert!(listed("5354").contains("dport=5354"), "{}", listed("5354"));
+}
