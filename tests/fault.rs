@@ -135,7 +135,10 @@ fn sweep(s: &Subject) {
         assert_eq!(del.code, 0, "{what}: DEL: {del:?}");
         total
     };
-    assert!(total >= 3, "{what}: only {total} host calls");
+    // The fewest: portmap's (the node namespace, then one firewall.add
+    // for every address and mapping; its undo after later calls is
+    // swept in tests/firewall.rs).
+    assert!(total >= 2, "{what}: only {total} host calls");
     let (mut world, mut conf) = setup(s, "fb");
     let mut before = without_new_lock(world.snapshot());
     let mut tolerated = Vec::new();

@@ -24,23 +24,38 @@ fn grant() -> Value {
     g
 }
 
-/// A config whose runtime `prevResult` gives the attachment `ip`.
-fn conf(network: &str, ip: &str, ops: Value) -> Value {
-    json!({"cniVersion": "1.0.0", "name": network, "type": "scripted", "ops": ops,
-           "prevResult": {"cniVersion": "1.0.0", "ips": [{"address": format!("{ip}/24")}]}})
+/// The IPv6 address of the attachment whose IPv4 one is `ip`
+/// (10.70.0.5: fd70::5).
+fn v6_of(ip: &str) -> String {
+    format!("fd70::{}", ip.rsplit('.').next().unwrap_or("1"))
 }
 
-/// Port mappings and ipMasq for `ip` (in the shared bridge's 10.70.0.0/24).
+/// A config whose runtime `prevResult` gives the attachment `ip` and its
+/// IPv6 address, and whose `runtimeConfig.portMappings` are [`add_ops`]'s.
+fn conf(network: &str, ip: &str, ops: Value) -> Value {
+    json!({"cniVersion": "1.0.0", "name": network, "type": "scripted", "ops": ops,
+           "runtimeConfig": {"portMappings": [
+               {"hostPort": 8080, "containerPort": 80, "protocol": "tcp"},
+               {"hostPort": 5353, "containerPort": 53, "protocol": "udp", "hostIP": "192.0.2.10"}]},
+           "prevResult": {"cniVersion": "1.0.0", "ips": [
+               {"address": format!("{ip}/24")}, {"address": format!("{}/64", v6_of(ip))}]}})
+}
+
+/// Port mappings, ipMasq and forward for `ip` (in the shared bridge's
+/// 10.70.0.0/24) and its IPv6 address, each kind in one call.
 fn add_ops(ip: &str) -> Value {
+    let mappings = json!([
+        {"host-port": 8080, "container-port": 80, "protocol": "tcp"},
+        {"host-port": 5353, "container-port": 53, "protocol": "udp", "host-ip": "192.0.2.10"}
+    ]);
+    let ip6 = v6_of(ip);
     json!([
-        {"call": "firewall.add", "ns": "host", "rules": {"port-map": {
-            "container": format!("{ip}/24"), "snat": true,
-            "mappings": [
-                {"host-port": 8080, "container-port": 80, "protocol": "tcp"},
-                {"host-port": 5353, "container-port": 53, "protocol": "udp", "host-ip": "192.0.2.10"}
-            ]}}},
-        {"call": "firewall.add", "ns": "host", "rules": {"masquerade": format!("{ip}/24")}},
-        {"call": "firewall.add", "ns": "host", "rules": {"forward": ip}}
+        {"call": "firewall.add", "ns": "host", "rules": {"port-map": [
+            {"container": format!("{ip}/24"), "snat": true, "mappings": mappings},
+            {"container": format!("{ip6}/64"), "snat": true, "mappings": mappings}]}},
+        {"call": "firewall.add", "ns": "host",
+         "rules": {"masquerade": [format!("{ip}/24"), format!("{ip6}/64")]}},
+        {"call": "firewall.add", "ns": "host", "rules": {"forward": [ip, ip6.as_str()]}}
     ])
 }
 
@@ -55,6 +70,14 @@ fn check_ops(ip: &str) -> Value {
         op["call"] = json!("firewall.check");
     }
     ops
+}
+
+/// The network's bridge up, as a bridge plugin leaves it; without DAD, so
+/// that its link-local address is not tentative in one snapshot and
+/// settled in the next.
+fn bridge_up(node: &Netns) {
+    node.sysctl("net.ipv6.conf.cnishared0.accept_dad", "0");
+    node.ip(&["link", "set", "cnishared0", "up"]);
 }
 
 fn run(world: &World, cmd: &str, ctr: &str, conf: &Value) -> support::Run {
@@ -88,7 +111,7 @@ fn rules_of(ns: &Netns, network: &str, ctr: &str) -> Vec<Value> {
 fn rules_are_wasmcnis_own_and_del_removes_exactly_one_attachment() {
     let world = World::new("fwr");
     // The network's bridge is up, as a bridge plugin leaves it.
-    world.node.ip(&["link", "set", "cnishared0", "up"]);
+    bridge_up(&world.node);
     let node_before = world.snapshot();
     ok(
         &run(
@@ -113,6 +136,12 @@ fn rules_are_wasmcnis_own_and_del_removes_exactly_one_attachment() {
         "ip saddr 10.70.0.5 ip daddr != 10.70.0.0/24 ip daddr != 224.0.0.0/4 masquerade",
         "iifname \"cnishared0\" ip daddr 127.0.0.0/8",
         "meta mark set meta mark | 0x00001000",
+        // IPv6 in the same calls: the mapping bound to an IPv4 host IP is
+        // skipped, as the reference skips it.
+        "tcp dport 8080 dnat ip6 to [fd70::5]:80",
+        "ip6 saddr fd70::/64 masquerade",
+        "ip6 saddr fd70::5 ip6 daddr != fd70::/64 ip6 daddr != ff00::/8 masquerade",
+        "ip6 saddr fd70::5 meta mark set meta mark | 0x00001000",
     ] {
         assert!(text.contains(want), "missing {want:?} in:\n{text}");
     }
@@ -124,10 +153,15 @@ fn rules_are_wasmcnis_own_and_del_removes_exactly_one_attachment() {
         read_sysctl(&world.node, "net/ipv4/conf/cnishared0/route_localnet"),
         "1"
     );
+    assert!(
+        !text.contains("dnat ip6 to [fd70::5]:53"),
+        "an IPv4 host IP's mapping in IPv6:\n{text}"
+    );
     let a_rules = rules_of(&world.node, "n", "ctr-a");
-    // Port mappings: the jump, 2 DNATs, 2 masquerades (hairpin, localhost),
-    // the 127/8 guard; ipMasq: 1; forward: 2.
-    assert_eq!(a_rules.len(), 9, "{a_rules:#?}");
+    // Port mappings: the jump; IPv4: 2 DNATs, 2 masquerades (hairpin,
+    // localhost), the 127/8 guard; IPv6: 1 DNAT, the hairpin masquerade;
+    // ipMasq: 2; forward: 2 per address.
+    assert_eq!(a_rules.len(), 14, "{a_rules:#?}");
 
     // CHECK finds exactly these; a second ADD replaces, not duplicates.
     let rep = ok(
@@ -156,7 +190,7 @@ fn rules_are_wasmcnis_own_and_del_removes_exactly_one_attachment() {
         ),
         "ADD a again",
     );
-    assert_eq!(rules_of(&world.node, "n", "ctr-a").len(), 9);
+    assert_eq!(rules_of(&world.node, "n", "ctr-a").len(), 14);
     let entries = world
         .node
         .wasmcni_rules()
@@ -176,7 +210,7 @@ fn rules_are_wasmcnis_own_and_del_removes_exactly_one_attachment() {
         ),
         "ADD b",
     );
-    assert_eq!(rules_of(&world.node, "n", "ctr-b").len(), 9);
+    assert_eq!(rules_of(&world.node, "n", "ctr-b").len(), 14);
     // ... whose CHECK does not see a's rules as its own ...
     let rep = ok(
         &run(
@@ -206,7 +240,7 @@ fn rules_are_wasmcnis_own_and_del_removes_exactly_one_attachment() {
         ),
         "DEL b",
     );
-    assert_eq!(rep["results"][0]["ok"], 9, "{rep}");
+    assert_eq!(rep["results"][0]["ok"], 14, "{rep}");
     assert!(rules_of(&world.node, "n", "ctr-b").is_empty());
     assert_eq!(
         rules_of(&world.node, "n", "ctr-a"),
@@ -219,16 +253,75 @@ fn rules_are_wasmcnis_own_and_del_removes_exactly_one_attachment() {
     let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": del_ops()});
     let rep = ok(&run(&world, "DEL", "ctr-b", &del), "DEL b again");
     assert_eq!(rep["results"][0]["ok"], 0);
+    // b's DEL left route_localnet: a's port map still needs it.
+    assert_eq!(
+        read_sysctl(&world.node, "net/ipv4/conf/cnishared0/route_localnet"),
+        "1"
+    );
     ok(&run(&world, "DEL", "ctr-a", &del), "DEL a");
     assert_eq!(world.node.nft(&["list", "tables"]).trim(), "");
-    // As the reference, route_localnet stays (the interface is shared);
-    // everything else is as before.
-    let mut after = world.snapshot();
-    let mut before = node_before;
-    for s in [&mut after, &mut before] {
-        s["node"]["sysctls"] = Value::Null;
+    // Unlike the reference, the last DEL puts route_localnet back with the
+    // guard that made it safe: everything is as before.
+    support::assert_same(&node_before, &world.snapshot(), "after every DEL");
+}
+
+/// Threat 6 (a hostile plugin with `port-mappings`): it may map only what
+/// the runtime asked for in `runtimeConfig.portMappings` (read by the host
+/// from stdin), not capture the node's SSH or API server ports, a port of
+/// the node's loopback, or a mapping with another container port or
+/// protocol; each try is refused (access-denied, audited) and leaves no
+/// rule and no table.
+#[test]
+fn a_plugin_maps_only_the_ports_the_runtime_asked_for() {
+    let world = World::new("fwp");
+    bridge_up(&world.node);
+    let before = world.snapshot();
+    let pm = |m: Value| {
+        json!([{"call": "firewall.add", "ns": "host", "rules": {"port-map": {
+            "container": "10.70.0.5/24", "snat": true, "mappings": [m]}}}])
+    };
+    for m in [
+        json!({"host-port": 22, "container-port": 22, "protocol": "tcp"}),
+        json!({"host-port": 6443, "container-port": 80, "protocol": "tcp"}),
+        json!({"host-port": 8080, "container-port": 80, "protocol": "tcp", "host-ip": "127.0.0.1"}),
+        json!({"host-port": 8080, "container-port": 81, "protocol": "tcp"}),
+        json!({"host-port": 8080, "container-port": 80, "protocol": "udp"}),
+        json!({"host-port": 5353, "container-port": 53, "protocol": "udp"}),
+    ] {
+        let r = run(
+            &world,
+            "ADD",
+            "ctr-a",
+            &conf("n", "10.70.0.5", pm(m.clone())),
+        );
+        assert_eq!(r.code, 0, "{m}: {r:?}");
+        let rep = r.json();
+        assert_eq!(rep["results"][0]["error"], "access-denied", "{m}: {rep}");
+        let audit = world.audit();
+        assert!(
+            audit.last().is_some_and(|a| a["call"] == "firewall.add"
+                && a["outcome"] == "denied"
+                && a["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("runtimeConfig.portMappings"))),
+            "{m}: {audit:?}"
+        );
+        support::assert_same(&before, &world.snapshot(), &format!("after {m}"));
     }
-    support::assert_same(&before, &after, "after every DEL");
+    // What the runtime asked for is mapped (the same call, the same conf).
+    let asked = pm(
+        json!({"host-port": 5353, "container-port": 53, "protocol": "udp",
+                          "host-ip": "192.0.2.10"}),
+    );
+    ok(
+        &run(&world, "ADD", "ctr-a", &conf("n", "10.70.0.5", asked)),
+        "asked for",
+    );
+    let text = world.node.nft(&["list", "table", "inet", "wasmcni"]);
+    assert!(
+        text.contains("udp dport 5353 dnat ip to 10.70.0.5:53"),
+        "{text}"
+    );
 }
 
 fn read_sysctl(ns: &Netns, key: &str) -> String {
@@ -249,7 +342,7 @@ fn read_sysctl(ns: &Netns, key: &str) -> String {
 fn gc_removes_only_this_networks_gone_attachments() {
     let world = World::new("fwg");
     // The network's bridge is up, as a bridge plugin leaves it.
-    world.node.ip(&["link", "set", "cnishared0", "up"]);
+    bridge_up(&world.node);
     ok(
         &run(
             &world,
@@ -285,7 +378,7 @@ fn gc_removes_only_this_networks_gone_attachments() {
                              "kinds": ["port-map", "masquerade", "forward"]}],
                     "cni.dev/valid-attachments": [{"containerID": "ctr-a", "ifname": "eth0"}]});
     let rep = ok(&run(&world, "GC", "gc", &gc), "GC");
-    assert_eq!(rep["results"][0]["ok"], 9, "{rep}");
+    assert_eq!(rep["results"][0]["ok"], 14, "{rep}");
     assert!(rules_of(&world.node, "n", "ctr-b").is_empty());
     assert_eq!(rules_of(&world.node, "n", "ctr-a"), a);
     assert_eq!(rules_of(&world.node, "n2", "ctr-b"), other);
@@ -299,7 +392,7 @@ fn s6_a_failed_add_leaves_no_rule_after_every_host_call() {
     world
         .node
         .sysctl("net.ipv6.conf.cnishared0.disable_ipv6", "1");
-    world.node.ip(&["link", "set", "cnishared0", "up"]);
+    bridge_up(&world.node);
     std::thread::sleep(Duration::from_millis(200));
     let before = world.snapshot();
     let ops = add_ops("10.70.0.5");
@@ -387,7 +480,7 @@ fn traffic_reaches_the_container_only_through_a_local_mapped_port() {
         "link", "add", "vethfwt0", "type", "veth", "peer", "name", "eth0", "netns", &ctr.name,
     ]);
     node.ip(&["link", "set", "vethfwt0", "master", "cnishared0", "up"]);
-    node.ip(&["link", "set", "cnishared0", "up"]);
+    bridge_up(node);
     ctr.ip(&["addr", "add", "10.70.0.5/24", "dev", "eth0"]);
     ctr.ip(&["link", "set", "eth0", "up"]);
     ctr.ip(&["link", "set", "lo", "up"]);
@@ -480,7 +573,7 @@ fn portmap_conf(extra: Value, mappings: Value) -> Value {
 fn portmap_plugin_maps_checks_and_dels_without_mappings() {
     let world = World::new("fwp");
     // The network's bridge is up, as a bridge plugin leaves it.
-    world.node.ip(&["link", "set", "cnishared0", "up"]);
+    bridge_up(&world.node);
     let before = world.snapshot();
     let m = json!([{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"},
                    {"hostPort": 5353, "containerPort": 53, "protocol": "udp"}]);
@@ -607,7 +700,7 @@ fn forward_marks_pass_an_iptables_forward_drop_policy_once_per_node() {
         "link", "add", "vethfwf0", "type", "veth", "peer", "name", "eth0", "netns", &ctr.name,
     ]);
     node.ip(&["link", "set", "vethfwf0", "master", "cnishared0", "up"]);
-    node.ip(&["link", "set", "cnishared0", "up"]);
+    bridge_up(node);
     ctr.ip(&["addr", "add", "10.70.0.5/24", "dev", "eth0"]);
     ctr.ip(&["link", "set", "eth0", "up"]);
     ctr.ip(&["route", "add", "default", "via", "10.70.0.1"]);

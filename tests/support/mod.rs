@@ -213,16 +213,11 @@ impl Netns {
     }
 
     /// The whole nftables ruleset of the namespace (`nft -j list
-    /// ruleset`; wasmcni's rules have no counters), or null when nft is missing: a test
-    /// that needs it asserts it with [`Netns::nft`].
+    /// ruleset`; wasmcni's rules have no counters). Panics when nft is
+    /// missing or fails: a snapshot without the ruleset would let every
+    /// undo test pass without looking at rules.
     pub fn nftables(&self) -> Value {
-        let out = Command::new("ip")
-            .args(["netns", "exec", &self.name, "nft", "-j", "list", "ruleset"])
-            .output();
-        match out {
-            Ok(o) if o.status.success() => serde_json::from_slice(&o.stdout).unwrap_or(Value::Null),
-            _ => Value::Null,
-        }
+        serde_json::from_str(&self.nft(&["-j", "list", "ruleset"])).expect("nft -j output")
     }
 
     /// `nft ARGS...` inside the namespace; panics on failure (the test
@@ -253,6 +248,12 @@ impl Netns {
             .output()
             .expect("this test needs nft (apt-get install nftables)");
         if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                err.contains("No such file or directory"),
+                "nft list table inet wasmcni in {}: {err}",
+                self.name
+            );
             return Vec::new();
         }
         let v: Value = serde_json::from_slice(&out.stdout).expect("nft -j output");

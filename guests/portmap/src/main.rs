@@ -298,23 +298,25 @@ fn container_addresses(prev: &CniResult, ifname: &str) -> Vec<(IpAddr, u8)> {
     out
 }
 
-fn port_maps(conf: &Conf, prev: &CniResult, ifname: &str) -> Vec<Rules> {
-    container_addresses(prev, ifname)
+/// The port maps to the container's first IPv4 and first IPv6 address,
+/// as one request (the host replaces the attachment's port maps with it);
+/// `None` without an address.
+fn port_maps(conf: &Conf, prev: &CniResult, ifname: &str) -> Option<Rules> {
+    let maps: Vec<PortMap> = container_addresses(prev, ifname)
         .into_iter()
-        .map(|(ip, len)| {
-            Rules::PortMap(PortMap {
-                container: prefix(ip, len),
-                mappings: conf.mappings.clone(),
-                snat: conf.snat,
-                masq_all: conf.masq_all,
-                conditions: if ip.is_ipv4() {
-                    conf.conditions_v4.clone()
-                } else {
-                    conf.conditions_v6.clone()
-                },
-            })
+        .map(|(ip, len)| PortMap {
+            container: prefix(ip, len),
+            mappings: conf.mappings.clone(),
+            snat: conf.snat,
+            masq_all: conf.masq_all,
+            conditions: if ip.is_ipv4() {
+                conf.conditions_v4.clone()
+            } else {
+                conf.conditions_v6.clone()
+            },
         })
-        .collect()
+        .collect();
+    (!maps.is_empty()).then_some(Rules::PortMap(maps))
 }
 
 fn chained(inv: &Invocation) -> Result<CniResult, Error> {
@@ -331,9 +333,8 @@ impl Plugin for Portmap {
         if conf.mappings.is_empty() {
             return Ok(prev);
         }
-        let host = Netns::host()?;
-        for r in port_maps(&conf, &prev, &inv.env.ifname) {
-            host.firewall_add(&r)?;
+        if let Some(r) = port_maps(&conf, &prev, &inv.env.ifname) {
+            Netns::host()?.firewall_add(&r)?;
         }
         Ok(prev)
     }
@@ -344,9 +345,8 @@ impl Plugin for Portmap {
         if conf.mappings.is_empty() {
             return Ok(());
         }
-        let host = Netns::host()?;
-        for r in port_maps(&conf, &prev, &inv.env.ifname) {
-            if !host.firewall_check(&r)? {
+        if let Some(r) = port_maps(&conf, &prev, &inv.env.ifname) {
+            if !Netns::host()?.firewall_check(&r)? {
                 return Err(Error::internal(
                     "portmap rules of this container are missing or differ",
                 ));

@@ -415,9 +415,9 @@ pub const ENTRIES: &[Entry] = &[
     },
     Entry {
         call: "firewall.add",
-        authority: "install nftables rules for the attachment in wasmcni's own tables (`inet wasmcni`, `bridge wasmcni`), tagged with it, replacing its rules of the same kind, in one batch: port mappings (DNAT entered only through `fib daddr type local`, at nat priority -90 after every iptables nat chain; hairpin/localhost masquerade; `route_localnet=1` on the node interface towards the container and a 127/8 guard there), masquerade, forward marks (and, once per node where an iptables `filter` table exists, the one rule outside wasmcni's tables: `FORWARD -j WASMCNI-FORWARD`, which runs `CNI-ADMIN` and accepts the mark, installed with `iptables`), bridge isolation, MAC spoof checks (`bridge wasmcni`); UDP conntrack entries to mapped ports flushed",
-        policy: "host `firewall.<kind>` (`port-mappings`, `masquerade`, `forward`, `isolation`, `mac-spoof`); ADD only; the container address must be the attachment's (its IPAM result or the runtime's prevResult); links: own (isolation: or a bridge its network shares); never a table, chain or handle of the plugin's choosing",
-        undo: "remove the attachment's rules of that kind by tag (and its chains; the tables once empty); the old `route_localnet` written back; the static FORWARD rule stays",
+        authority: "install nftables rules for the attachment in wasmcni's own tables (`inet wasmcni`, `bridge wasmcni`), tagged with it, replacing its rules of the same kind (every address of the attachment, IPv4 and IPv6, in one call), in one batch: port mappings (DNAT entered only through `fib daddr type local`, at nat priority -90 after every iptables nat chain; hairpin/localhost masquerade; `route_localnet=1` on the node interface towards the container and a 127/8 guard there), masquerade, forward marks (and, once per node where an iptables `filter` table exists, the one rule outside wasmcni's tables: `FORWARD -j WASMCNI-FORWARD`, which runs `CNI-ADMIN` and accepts the mark, installed with `iptables`), bridge isolation, MAC spoof checks (`bridge wasmcni`); UDP conntrack entries to mapped ports flushed",
+        policy: "host `firewall.<kind>` (`port-mappings`, `masquerade`, `forward`, `isolation`, `mac-spoof`); ADD only; the container address must be the attachment's (its IPAM result or the runtime's prevResult); every port mapping must be one of the runtime's `runtimeConfig.portMappings` (host port, container port, protocol, host IP), read by the host from stdin; links: own (isolation: or a bridge its network shares); never a table, chain or handle of the plugin's choosing",
+        undo: "remove the attachment's rules of that kind by tag (and its chains; the tables once empty); the old `route_localnet` written back (a batch whose acknowledgement was lost is looked for and undone too); the static FORWARD rule stays",
         mutates: true,
         in_gc: false,
     },
@@ -431,8 +431,8 @@ pub const ENTRIES: &[Entry] = &[
     },
     Entry {
         call: "firewall.remove",
-        authority: "delete the attachment's rules of the given kinds (by tag), its chains, and the tables once no attachment has rules left",
-        policy: "host `firewall.<kind>` for each kind; refused during ADD",
+        authority: "delete the attachment's rules of the given kinds (by tag), its chains, and the tables once no attachment has rules left; `route_localnet` back to 0 on an interface whose last port map goes, if wasmcni's first port map there found it 0",
+        policy: "host `firewall.<kind>` for each kind (at most 5); refused during ADD",
         undo: "none (refused during ADD)",
         mutates: true,
         in_gc: false,
@@ -440,7 +440,7 @@ pub const ENTRIES: &[Entry] = &[
     Entry {
         call: "firewall.collect-garbage",
         authority: "delete the rules of the given kinds of this network's attachments that are not in `cni.dev/valid-attachments`",
-        policy: "host `firewall.<kind>` for each kind; GC only; only rules tagged with this network",
+        policy: "host `firewall.<kind>` for each kind (at most 5); GC only; only rules tagged with this network",
         undo: "none (GC only)",
         mutates: true,
         in_gc: true,

@@ -261,6 +261,7 @@ impl Ctx {
         attachment.devices = self.attachment.devices.clone();
         // Likewise the runtime's prevResult, not one the caller hands it.
         attachment.prev_addresses = self.attachment.prev_addresses.clone();
+        attachment.port_mappings = self.attachment.port_mappings.clone();
         let mut child = Ctx::new(CtxParams {
             grant: entry.grant(),
             container,

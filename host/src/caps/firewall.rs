@@ -20,7 +20,7 @@ use wasmtime::component::Resource;
 
 use super::address::{ip_from_wit, prefix_from_wit};
 use super::bindings::wasmcni::plugin::firewall::{
-    Condition, Host, MacSpoof, NameMatch, PrefixMatch, Protocol, RuleKind, Rules,
+    Condition, Host, MacSpoof, NameMatch, PortMapping, PrefixMatch, Protocol, RuleKind, Rules,
 };
 use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::{CapError, Command, Ctx, NsHandle, StoreData};
@@ -113,8 +113,14 @@ fn kind_of(r: &Rules) -> FwKind {
 const ENTRY_COMMENT: &str = "wasmcni entry";
 /// The default forward mark bit.
 pub const DEFAULT_FORWARD_MARK: u32 = 0x1000;
-/// Most mappings in one call.
+/// Most port maps (container addresses) in one call.
+const MAX_PORT_MAPS: usize = 8;
+/// Most mappings in one port map.
 const MAX_MAPPINGS: usize = 256;
+/// Most prefixes or addresses of a masquerade or forward call.
+const MAX_ADDRESSES: usize = 16;
+/// Most kinds in a remove or collect-garbage call (there are five).
+const MAX_KINDS: usize = 5;
 /// Most conditions in one call.
 const MAX_CONDITIONS: usize = 16;
 /// How often a batch is recomputed when another writer changed the
@@ -177,6 +183,9 @@ pub struct Tag {
     pub kind: FwKind,
     /// The rule's digest.
     pub rule: String,
+    /// A `route_localnet` guard's interface, and whether `route_localnet`
+    /// was 1 there before wasmcni's first port map set it (`lo=<0|1><name>`).
+    pub localnet: Option<(String, bool)>,
 }
 
 impl Tag {
@@ -191,11 +200,19 @@ impl Tag {
         let att = field("a=")?;
         let kind = FwKind::from_tag(&field("k=")?)?;
         let rule = field("r=")?;
+        let localnet = it.next().and_then(|t| t.strip_prefix("lo=")).and_then(|t| {
+            match t.split_at_checked(1)? {
+                ("0", name) if valid_ifname(name) => Some((name.to_owned(), false)),
+                ("1", name) if valid_ifname(name) => Some((name.to_owned(), true)),
+                _ => None,
+            }
+        });
         Some(Tag {
             net,
             att,
             kind,
             rule,
+            localnet,
         })
     }
 }
@@ -228,8 +245,9 @@ struct Plan {
     /// Chains of the attachment (created empty, flushed when replaced).
     own_chains: Vec<(Family, String)>,
     rules: Vec<NewRule>,
-    /// The node interface whose `route_localnet` must be 1.
-    route_localnet: Option<String>,
+    /// The node interfaces whose `route_localnet` must be 1, each with
+    /// the index of its guard rule in `rules`.
+    guards: Vec<(String, usize)>,
     /// UDP host ports it maps (IPv6, port): their conntrack entries go.
     udp: Vec<(bool, u16)>,
 }
@@ -345,9 +363,11 @@ fn rules_arg(r: &Rules) -> Value {
     let prefix = |p: &super::bindings::wasmcni::plugin::types::IpPrefix| {
         format!("{}/{}", ip_from_wit(p.address), p.prefix_len)
     };
+    // At most this many entries of a list are written out (with the count).
+    const SHOWN: usize = 16;
     match r {
-        Rules::PortMap(pm) => json!({
-            "port-map": {
+        Rules::PortMap(maps) => json!({
+            "port-map": maps.iter().take(SHOWN).map(|pm| json!({
                 "container": prefix(&pm.container),
                 "mappings": pm.mappings.iter().take(32).map(|m| json!({
                     "host-port": m.host_port, "container-port": m.container_port,
@@ -361,10 +381,18 @@ fn rules_arg(r: &Rules) -> Value {
                 "mapping-count": pm.mappings.len(),
                 "snat": pm.snat, "masq-all": pm.masq_all,
                 "conditions": pm.conditions.len(),
-            }
+            })).collect::<Vec<_>>(),
+            "count": maps.len(),
         }),
-        Rules::Masquerade(p) => json!({ "masquerade": prefix(p) }),
-        Rules::Forward(ip) => json!({ "forward": ip_from_wit(*ip).to_string() }),
+        Rules::Masquerade(ps) => json!({
+            "masquerade": ps.iter().take(SHOWN).map(prefix).collect::<Vec<_>>(),
+            "count": ps.len(),
+        }),
+        Rules::Forward(ips) => json!({
+            "forward": ips.iter().take(SHOWN).map(|ip| ip_from_wit(*ip).to_string())
+                .collect::<Vec<_>>(),
+            "count": ips.len(),
+        }),
         Rules::Isolation(i) => json!({ "isolation": { "link": i } }),
         Rules::MacSpoof(m) => json!({ "mac-spoof": {
             "link": m.link,
@@ -377,6 +405,7 @@ fn kinds_arg(kinds: &[RuleKind]) -> Value {
     Value::from(
         kinds
             .iter()
+            .take(MAX_KINDS + 1)
             .map(|k| FwKind::from(*k).field())
             .collect::<Vec<_>>(),
     )
@@ -401,14 +430,48 @@ impl Ctx {
         attachment_hashes(n, c, i)
     }
 
-    fn fw_comment(&self, kind: FwKind, rule_digest: &str) -> String {
+    fn fw_comment(
+        &self,
+        kind: FwKind,
+        rule_digest: &str,
+        localnet: Option<(&str, bool)>,
+    ) -> String {
         let (n, c, i) = &self.state_owner;
         let (nh, ah) = self.fw_hashes();
         let cid: String = c.chars().take(12).collect();
+        let lo = localnet
+            .map(|(name, was)| format!("lo={}{name} ", u8::from(was)))
+            .unwrap_or_default();
         format!(
-            "wasmcni n={nh} a={ah} k={} r={rule_digest} {n}/{cid}/{i}",
+            "wasmcni n={nh} a={ah} k={} r={rule_digest} {lo}{n}/{cid}/{i}",
             kind.tag()
         )
+    }
+
+    /// Refuses a port mapping the runtime did not ask for: every one must
+    /// be in the config's `runtimeConfig.portMappings`, read by the host.
+    fn fw_requested(&self, m: &PortMapping) -> Result<(), CapError> {
+        let proto = match m.protocol {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+            Protocol::Sctp => "sctp",
+        };
+        let host_ip = m.host_ip.map(ip_from_wit).filter(|a| !a.is_unspecified());
+        let asked = self.attachment.port_mappings.iter().any(|r| {
+            r.host_port == m.host_port
+                && r.container_port == m.container_port
+                && r.protocol == proto
+                && r.host_ip == host_ip
+        });
+        if asked {
+            return Ok(());
+        }
+        let on = host_ip.map(|a| format!(" on {a}")).unwrap_or_default();
+        Err(CapError::denied(format!(
+            "{proto} host port {}{on} to container port {} is not one of the runtime's \
+             runtimeConfig.portMappings, so no plugin may map it (a wasmcni invariant)",
+            m.host_port, m.container_port
+        )))
     }
 
     /// Refuses unless the grant allows rules of `kind`, in the node
@@ -466,28 +529,15 @@ impl Ctx {
             });
         };
         match rules {
-            Rules::PortMap(pm) => {
-                let (cip, len) = prefix_from_wit(pm.container)?;
-                self.fw_own_address(cip)?;
-                let (cbytes, v6) = octets(cip);
-                if pm.mappings.is_empty() {
+            Rules::PortMap(maps) => {
+                if maps.is_empty() {
                     return Err(ErrorCode::InvalidArgument.into());
                 }
-                if pm.mappings.len() > MAX_MAPPINGS {
+                if maps.len() > MAX_PORT_MAPS {
                     return Err(CapError::Limit(format!(
-                        "{} port mappings, more than the {MAX_MAPPINGS} wasmcni accepts",
-                        pm.mappings.len()
+                        "{} port maps, more than the {MAX_PORT_MAPS} wasmcni accepts",
+                        maps.len()
                     )));
-                }
-                if pm.conditions.len() > MAX_CONDITIONS {
-                    return Err(CapError::Limit(format!(
-                        "{} conditions, more than the {MAX_CONDITIONS} wasmcni accepts",
-                        pm.conditions.len()
-                    )));
-                }
-                let mut conds = Vec::new();
-                for c in &pm.conditions {
-                    conds.extend(condition(c, v6)?);
                 }
                 let chain = pm_chain(&att);
                 plan.own_chains.push((Family::Inet, chain.clone()));
@@ -496,136 +546,188 @@ impl Ctx {
                     HOSTPORTS,
                     vec![expr::verdict(Verdict::Jump, Some(&chain))],
                 );
-                for m in &pm.mappings {
-                    if m.host_port == 0 || m.container_port == 0 {
+                let mut seen: Vec<IpAddr> = Vec::new();
+                for pm in maps {
+                    let (cip, len) = prefix_from_wit(pm.container)?;
+                    if seen.contains(&cip) {
                         return Err(ErrorCode::InvalidArgument.into());
                     }
-                    let host_ip = m.host_ip.map(ip_from_wit);
-                    let mut e = nfproto(v6);
-                    match host_ip {
-                        // The reference skips a mapping whose host IP is of
-                        // the other family.
-                        Some(h) if h.is_ipv6() != v6 => continue,
-                        Some(h) if !h.is_unspecified() => {
-                            e.extend(addr_match(false, h, if v6 { 128 } else { 32 }, false))
+                    seen.push(cip);
+                    self.fw_own_address(cip)?;
+                    let (cbytes, v6) = octets(cip);
+                    if pm.mappings.is_empty() {
+                        return Err(ErrorCode::InvalidArgument.into());
+                    }
+                    if pm.mappings.len() > MAX_MAPPINGS {
+                        return Err(CapError::Limit(format!(
+                            "{} port mappings, more than the {MAX_MAPPINGS} wasmcni accepts",
+                            pm.mappings.len()
+                        )));
+                    }
+                    if pm.conditions.len() > MAX_CONDITIONS {
+                        return Err(CapError::Limit(format!(
+                            "{} conditions, more than the {MAX_CONDITIONS} wasmcni accepts",
+                            pm.conditions.len()
+                        )));
+                    }
+                    let mut conds = Vec::new();
+                    for c in &pm.conditions {
+                        conds.extend(condition(c, v6)?);
+                    }
+                    for m in &pm.mappings {
+                        if m.host_port == 0 || m.container_port == 0 {
+                            return Err(ErrorCode::InvalidArgument.into());
                         }
-                        _ => {}
-                    }
-                    e.extend(conds.iter().cloned());
-                    e.push(expr::meta(MetaKey::L4Proto));
-                    e.push(expr::eq(vec![protocol_number(m.protocol)]));
-                    e.push(expr::payload(expr::Base::Transport, 2, 2));
-                    e.push(expr::eq(m.host_port.to_be_bytes().to_vec()));
-                    e.push(expr::immediate(false, cbytes.clone()));
-                    e.push(expr::immediate(
-                        true,
-                        m.container_port.to_be_bytes().to_vec(),
-                    ));
-                    e.push(expr::dnat(v6));
-                    push(&mut plan, &chain, e);
-                    if matches!(m.protocol, Protocol::Udp) && !plan.udp.contains(&(v6, m.host_port))
-                    {
-                        plan.udp.push((v6, m.host_port));
-                    }
-                }
-                if pm.snat {
-                    // Hairpin (from the container's subnet, or from
-                    // anywhere with masqAll) and, for IPv4, the node's own
-                    // 127.0.0.1: connections this chain DNATed to the
-                    // container, masqueraded so the answer comes back.
-                    let full = if v6 { 128 } else { 32 };
-                    let mut sources: Vec<Option<(IpAddr, u8)>> = Vec::new();
-                    if pm.masq_all {
-                        sources.push(None);
-                    } else {
-                        sources.push(Some((cip, len)));
-                        if !v6 {
-                            sources.push(Some((IpAddr::V4(Ipv4Addr::LOCALHOST), 32)));
-                        }
-                    }
-                    for src in sources {
+                        self.fw_requested(m)?;
+                        let host_ip = m.host_ip.map(ip_from_wit);
                         let mut e = nfproto(v6);
-                        e.extend(ct_dnat(true));
-                        e.extend(addr_match(false, cip, full, false));
-                        if let Some((ip, l)) = src {
-                            e.extend(addr_match(true, ip, l, false));
+                        match host_ip {
+                            // The reference skips a mapping whose host IP is of
+                            // the other family.
+                            Some(h) if h.is_ipv6() != v6 => continue,
+                            Some(h) if !h.is_unspecified() => {
+                                e.extend(addr_match(false, h, if v6 { 128 } else { 32 }, false))
+                            }
+                            _ => {}
                         }
-                        e.push(expr::masq());
-                        push(&mut plan, NAT_POSTROUTING.name, e);
+                        e.extend(conds.iter().cloned());
+                        e.push(expr::meta(MetaKey::L4Proto));
+                        e.push(expr::eq(vec![protocol_number(m.protocol)]));
+                        e.push(expr::payload(expr::Base::Transport, 2, 2));
+                        e.push(expr::eq(m.host_port.to_be_bytes().to_vec()));
+                        e.push(expr::immediate(false, cbytes.clone()));
+                        e.push(expr::immediate(
+                            true,
+                            m.container_port.to_be_bytes().to_vec(),
+                        ));
+                        e.push(expr::dnat(v6));
+                        push(&mut plan, &chain, e);
+                        if matches!(m.protocol, Protocol::Udp)
+                            && !plan.udp.contains(&(v6, m.host_port))
+                        {
+                            plan.udp.push((v6, m.host_port));
+                        }
                     }
-                    if !v6 {
-                        if let Some(ifname) = self.fw_route_link(cip)? {
-                            // route_localnet lets 127/8 be routed through
-                            // that interface: drop what arrives there for
-                            // 127/8 unless this chain DNATed it
-                            // (CVE-2020-8558).
-                            let mut e = nfproto(false);
-                            e.extend(name_match(true, &ifname, false));
-                            e.extend(addr_match(
-                                false,
-                                IpAddr::V4(Ipv4Addr::new(127, 0, 0, 0)),
-                                8,
-                                false,
-                            ));
-                            e.extend(ct_dnat(false));
-                            e.push(expr::verdict(expr::DROP, None));
-                            push(&mut plan, FILTER_INPUT.name, e);
-                            plan.route_localnet = Some(ifname);
+                    if pm.snat {
+                        // Hairpin (from the container's subnet, or from
+                        // anywhere with masqAll) and, for IPv4, the node's own
+                        // 127.0.0.1: connections this chain DNATed to the
+                        // container, masqueraded so the answer comes back.
+                        let full = if v6 { 128 } else { 32 };
+                        let mut sources: Vec<Option<(IpAddr, u8)>> = Vec::new();
+                        if pm.masq_all {
+                            sources.push(None);
+                        } else {
+                            sources.push(Some((cip, len)));
+                            if !v6 {
+                                sources.push(Some((IpAddr::V4(Ipv4Addr::LOCALHOST), 32)));
+                            }
+                        }
+                        for src in sources {
+                            let mut e = nfproto(v6);
+                            e.extend(ct_dnat(true));
+                            e.extend(addr_match(false, cip, full, false));
+                            if let Some((ip, l)) = src {
+                                e.extend(addr_match(true, ip, l, false));
+                            }
+                            e.push(expr::masq());
+                            push(&mut plan, NAT_POSTROUTING.name, e);
+                        }
+                        if !v6 {
+                            if let Some(ifname) = self.fw_route_link(cip)? {
+                                // route_localnet lets 127/8 be routed through
+                                // that interface: drop what arrives there for
+                                // 127/8 unless this chain DNATed it
+                                // (CVE-2020-8558).
+                                let mut e = nfproto(false);
+                                e.extend(name_match(true, &ifname, false));
+                                e.extend(addr_match(
+                                    false,
+                                    IpAddr::V4(Ipv4Addr::new(127, 0, 0, 0)),
+                                    8,
+                                    false,
+                                ));
+                                e.extend(ct_dnat(false));
+                                e.push(expr::verdict(expr::DROP, None));
+                                if !plan.guards.iter().any(|(g, _)| *g == ifname) {
+                                    push(&mut plan, FILTER_INPUT.name, e);
+                                    plan.guards.push((ifname, plan.rules.len() - 1));
+                                }
+                            }
                         }
                     }
                 }
             }
-            Rules::Masquerade(p) => {
-                let (cip, len) = prefix_from_wit(*p)?;
-                self.fw_own_address(cip)?;
-                let v6 = cip.is_ipv6();
-                let full = if v6 { 128 } else { 32 };
-                let mut e = nfproto(v6);
-                e.extend(addr_match(true, cip, full, false));
-                e.extend(addr_match(false, cip, len, true));
-                if v6 {
-                    e.extend(addr_match(false, "ff00::".parse().expect("ip"), 8, true));
-                } else {
-                    e.extend(addr_match(
-                        false,
-                        IpAddr::V4(Ipv4Addr::new(224, 0, 0, 0)),
-                        4,
-                        true,
+            Rules::Masquerade(prefixes) => {
+                fw_count(prefixes.len(), "prefixes")?;
+                let mut seen: Vec<IpAddr> = Vec::new();
+                for p in prefixes {
+                    let (cip, len) = prefix_from_wit(*p)?;
+                    if seen.contains(&cip) {
+                        return Err(ErrorCode::InvalidArgument.into());
+                    }
+                    seen.push(cip);
+                    self.fw_own_address(cip)?;
+                    let v6 = cip.is_ipv6();
+                    let full = if v6 { 128 } else { 32 };
+                    let mut e = nfproto(v6);
+                    e.extend(addr_match(true, cip, full, false));
+                    e.extend(addr_match(false, cip, len, true));
+                    if v6 {
+                        e.extend(addr_match(false, "ff00::".parse().expect("ip"), 8, true));
+                    } else {
+                        e.extend(addr_match(
+                            false,
+                            IpAddr::V4(Ipv4Addr::new(224, 0, 0, 0)),
+                            4,
+                            true,
+                        ));
+                    }
+                    e.push(expr::masq());
+                    push(&mut plan, NAT_POSTROUTING.name, e);
+                }
+            }
+            Rules::Forward(ips) => {
+                fw_count(ips.len(), "addresses")?;
+                let mut seen: Vec<IpAddr> = Vec::new();
+                for ip in ips {
+                    let cip = ip_from_wit(*ip);
+                    if seen.contains(&cip) {
+                        return Err(ErrorCode::InvalidArgument.into());
+                    }
+                    seen.push(cip);
+                    self.fw_own_address(cip)?;
+                    let v6 = cip.is_ipv6();
+                    let full = if v6 { 128 } else { 32 };
+                    let mark = match self.ns_grant(Kind::Host).firewall.forward_mark {
+                        Some(m) if m != 0 => m,
+                        _ => DEFAULT_FORWARD_MARK,
+                    };
+                    let set_mark = || {
+                        vec![
+                            expr::meta(MetaKey::Mark),
+                            expr::bitwise(
+                                (!mark).to_ne_bytes().to_vec(),
+                                mark.to_ne_bytes().to_vec(),
+                            ),
+                            expr::meta_set(MetaKey::Mark),
+                        ]
+                    };
+                    let mut e = nfproto(v6);
+                    e.extend(addr_match(false, cip, full, false));
+                    e.push(expr::ct(expr::CT_STATE));
+                    e.push(expr::bitwise(
+                        expr::CT_ESTABLISHED_RELATED.to_ne_bytes().to_vec(),
+                        0u32.to_ne_bytes().to_vec(),
                     ));
+                    e.push(expr::cmp(Operator::NotEqual, 0u32.to_ne_bytes().to_vec()));
+                    e.extend(set_mark());
+                    push(&mut plan, FILTER_FORWARD.name, e);
+                    let mut e = nfproto(v6);
+                    e.extend(addr_match(true, cip, full, false));
+                    e.extend(set_mark());
+                    push(&mut plan, FILTER_FORWARD.name, e);
                 }
-                e.push(expr::masq());
-                push(&mut plan, NAT_POSTROUTING.name, e);
-            }
-            Rules::Forward(ip) => {
-                let cip = ip_from_wit(*ip);
-                self.fw_own_address(cip)?;
-                let v6 = cip.is_ipv6();
-                let full = if v6 { 128 } else { 32 };
-                let mark = match self.ns_grant(Kind::Host).firewall.forward_mark {
-                    Some(m) if m != 0 => m,
-                    _ => DEFAULT_FORWARD_MARK,
-                };
-                let set_mark = || {
-                    vec![
-                        expr::meta(MetaKey::Mark),
-                        expr::bitwise((!mark).to_ne_bytes().to_vec(), mark.to_ne_bytes().to_vec()),
-                        expr::meta_set(MetaKey::Mark),
-                    ]
-                };
-                let mut e = nfproto(v6);
-                e.extend(addr_match(false, cip, full, false));
-                e.push(expr::ct(expr::CT_STATE));
-                e.push(expr::bitwise(
-                    expr::CT_ESTABLISHED_RELATED.to_ne_bytes().to_vec(),
-                    0u32.to_ne_bytes().to_vec(),
-                ));
-                e.push(expr::cmp(Operator::NotEqual, 0u32.to_ne_bytes().to_vec()));
-                e.extend(set_mark());
-                push(&mut plan, FILTER_FORWARD.name, e);
-                let mut e = nfproto(v6);
-                e.extend(addr_match(true, cip, full, false));
-                e.extend(set_mark());
-                push(&mut plan, FILTER_FORWARD.name, e);
             }
             Rules::Isolation(index) => {
                 let l = self.link(Kind::Host, *index)?;
@@ -661,7 +763,7 @@ impl Ctx {
         }
         for r in &mut plan.rules {
             let digest = r.digest();
-            r.comment = self.fw_comment(kind, &digest);
+            r.comment = self.fw_comment(kind, &digest, None);
         }
         Ok(plan)
     }
@@ -695,38 +797,62 @@ impl Ctx {
                 "firewall.add is an ADD's doing (a wasmcni invariant)",
             ));
         }
-        let plan = self.fw_plan(rules)?;
+        let mut plan = self.fw_plan(rules)?;
         let (_, att) = self.fw_hashes();
         // route_localnet first, journaled, so that a failure of the batch
-        // leaves it restored by the undo.
+        // leaves it restored by the undo. Each guard rule records what
+        // route_localnet was before wasmcni's first port map on that
+        // interface set it (an earlier guard's record wins), so that the
+        // last DEL puts it back.
         let mark = self.journal.len();
-        if let Some(ifname) = &plan.route_localnet {
-            let key = format!("net.ipv4.conf.{ifname}.route_localnet");
-            let ns = self
-                .ns(Kind::Host)
-                .ok_or(CapError::Code(ErrorCode::NotFound))?;
-            let old = crate::sysctl::read(ns, &key)?;
-            if old.trim() != "1" {
-                crate::sysctl::write(ns, &key, "1")?;
-                self.journal.record(Undo::SetSysctl {
-                    ns: Kind::Host,
-                    key,
-                    value: old.trim().to_owned(),
-                });
+        if !plan.guards.is_empty() {
+            let earlier: Vec<(String, bool)> = self
+                .nft()?
+                .rules(Family::Inet)?
+                .iter()
+                .filter_map(|d| Tag::parse(&d.comment)?.localnet)
+                .collect();
+            for (ifname, at) in plan.guards.clone() {
+                let key = format!("net.ipv4.conf.{ifname}.route_localnet");
+                let ns = self
+                    .ns(Kind::Host)
+                    .ok_or(CapError::Code(ErrorCode::NotFound))?;
+                let old = crate::sysctl::read(ns, &key)?;
+                let on = old.trim() == "1";
+                let was = earlier
+                    .iter()
+                    .find(|(n, _)| *n == ifname)
+                    .map_or(on, |(_, w)| *w);
+                let digest = plan.rules[at].digest();
+                plan.rules[at].comment = self.fw_comment(kind, &digest, Some((&ifname, was)));
+                if !on {
+                    crate::sysctl::write(ns, &key, "1")?;
+                    self.journal.record(Undo::SetSysctl {
+                        ns: Kind::Host,
+                        key,
+                        value: old.trim().to_owned(),
+                    });
+                }
             }
         }
         if let Err(e) = self.fw_install(kind, &plan, &att) {
-            // Nothing of the batch is there: put route_localnet back now,
-            // whatever the plugin does next.
+            // A batch whose acknowledgement was lost may have been applied:
+            // then it is journaled like one that succeeded.
+            if self.fw_installed_any(kind, &plan, &att) {
+                self.journal.record(Undo::FirewallRemove {
+                    attachment: att,
+                    kinds: vec![kind],
+                });
+            }
+            // Nothing of the batch is there otherwise: put route_localnet
+            // back now, whatever the plugin does next.
             self.undo_from(mark);
             return Err(e);
         }
-        if self.command == Command::Add {
-            self.journal.record(Undo::FirewallRemove {
-                attachment: att,
-                kinds: vec![kind],
-            });
-        }
+        self.journal.record(Undo::FirewallRemove {
+            attachment: att,
+            kinds: vec![kind],
+        });
         self.fw_flush_udp(&plan.udp);
         if kind == FwKind::Forward {
             self.fw_forward_accept()?;
@@ -828,6 +954,24 @@ impl Ctx {
             }
         }
         Ok(())
+    }
+
+    /// Whether any of `plan`'s rules is there, tagged for the attachment
+    /// (after a failed commit: whether it was applied after all).
+    fn fw_installed_any(&mut self, kind: FwKind, plan: &Plan, att: &str) -> bool {
+        let Ok(existing) = self.nft().and_then(|n| Ok(n.rules(kind.family())?)) else {
+            return true;
+        };
+        existing.iter().any(|d| {
+            Tag::parse(&d.comment).is_some_and(|t| {
+                t.att == att
+                    && t.kind == kind
+                    && plan
+                        .rules
+                        .iter()
+                        .any(|r| r.chain == d.chain && r.digest() == t.rule)
+            })
+        })
     }
 
     /// Replaces the attachment's rules of `kind` with `plan`'s, with the
@@ -934,13 +1078,17 @@ impl Ctx {
         let (_, att) = self.fw_hashes();
         let nft = self.nft()?;
         let existing = nft.rules(kind.family())?;
-        let have: Vec<&Dumped> = existing
+        // By tag, not by the whole comment: a long network name is cut
+        // short in it.
+        let have: Vec<(&Dumped, Tag)> = existing
             .iter()
-            .filter(|d| Tag::parse(&d.comment).is_some_and(|t| t.att == att && t.kind == kind))
+            .filter_map(|d| Some((d, Tag::parse(&d.comment)?)))
+            .filter(|(_, t)| t.att == att && t.kind == kind)
             .collect();
         let all_there = plan.rules.iter().all(|r| {
+            let digest = r.digest();
             have.iter()
-                .any(|d| d.chain == r.chain && d.comment == r.comment)
+                .any(|(d, t)| d.chain == r.chain && t.rule == digest)
         });
         let entries = kind != FwKind::PortMap
             || [NAT_PREROUTING.name, NAT_OUTPUT.name].iter().all(|c| {
@@ -970,17 +1118,33 @@ impl Ctx {
                 let chains = nft.chains(family)?;
                 let mut victims = Vec::new();
                 let mut others = 0;
+                // Attachments whose port-map jump goes: their own chains go.
                 let mut atts: Vec<String> = Vec::new();
+                // route_localnet guards that go, and those that stay.
+                let mut guards_gone: Vec<(String, bool)> = Vec::new();
+                let mut guards_kept: Vec<String> = Vec::new();
                 for d in &existing {
                     match Tag::parse(&d.comment) {
                         Some(t) if pick(&t) => {
-                            if !atts.contains(&t.att) {
+                            if t.kind == FwKind::PortMap
+                                && d.chain == HOSTPORTS
+                                && !atts.contains(&t.att)
+                            {
                                 atts.push(t.att.clone());
+                            }
+                            if let Some(g) = t.localnet {
+                                guards_gone.push(g);
                             }
                             victims.push(d.clone());
                         }
-                        _ if d.comment == ENTRY_COMMENT => {}
-                        _ => others += 1,
+                        Some(t) => {
+                            if let Some((name, _)) = t.localnet {
+                                guards_kept.push(name);
+                            }
+                            others += 1;
+                        }
+                        None if d.comment == ENTRY_COMMENT => {}
+                        None => others += 1,
                     }
                 }
                 if victims.is_empty() {
@@ -995,15 +1159,11 @@ impl Ctx {
                         b.delete_rule(family, &d.chain, d.handle);
                     }
                     for c in chains.iter().filter(|c| own(c)) {
-                        // Emptied, unreferenced now: only port-map rules
-                        // live there, and the jump went above.
-                        let rest = existing.iter().any(|d| {
-                            d.chain == *c && !victims.iter().any(|v| v.handle == d.handle)
-                        });
-                        if !rest {
-                            b.flush_chain(family, c);
-                            b.delete_chain(family, c);
-                        }
+                        // Unreferenced now (the jump goes in this batch),
+                        // and only that attachment's port-map rules live
+                        // there.
+                        b.flush_chain(family, c);
+                        b.delete_chain(family, c);
                     }
                 }
                 match self.nft()?.commit(b, Some(generation)) {
@@ -1013,6 +1173,7 @@ impl Ctx {
                             victims.iter().filter_map(|v| v.udp_dnat).collect();
                         udp.dedup();
                         self.fw_flush_udp(&udp);
+                        self.fw_restore_localnet(&guards_gone, &guards_kept);
                         break;
                     }
                     Err(e) if e.errno() == libc::ERESTART && attempt < ATTEMPTS => continue,
@@ -1023,8 +1184,41 @@ impl Ctx {
         Ok(removed)
     }
 
+    /// Puts `route_localnet` back to 0 on each interface whose last guard
+    /// went, if wasmcni's first port map there had found it 0. Best
+    /// effort: the interface may be gone.
+    fn fw_restore_localnet(&mut self, gone: &[(String, bool)], kept: &[String]) {
+        let Some(ns) = self.ns(Kind::Host) else {
+            return;
+        };
+        let mut done: Vec<&str> = Vec::new();
+        for (name, was) in gone {
+            if *was || kept.contains(name) || done.contains(&name.as_str()) {
+                continue;
+            }
+            done.push(name);
+            let key = format!("net.ipv4.conf.{name}.route_localnet");
+            if let Err(e) = crate::sysctl::write(ns, &key, "0") {
+                log::debug!("{key}: {e:?}");
+            }
+        }
+    }
+
     fn fw_kinds(&self, ns: Kind, kinds: &[RuleKind]) -> Result<Vec<FwKind>, CapError> {
-        let kinds: Vec<FwKind> = kinds.iter().map(|k| FwKind::from(*k)).collect();
+        if kinds.len() > MAX_KINDS {
+            return Err(CapError::Limit(format!(
+                "{} kinds, more than the {MAX_KINDS} there are",
+                kinds.len()
+            )));
+        }
+        let mut out: Vec<FwKind> = Vec::new();
+        for k in kinds {
+            let k = FwKind::from(*k);
+            if !out.contains(&k) {
+                out.push(k);
+            }
+        }
+        let kinds = out;
         if kinds.is_empty() {
             return Err(ErrorCode::InvalidArgument.into());
         }
@@ -1102,6 +1296,19 @@ fn iptables_output(cmd: &str, args: &[&str]) -> Result<String, String> {
     } else {
         Err(String::from_utf8_lossy(&out.stderr).trim().to_owned())
     }
+}
+
+/// Refuses an empty list, or one longer than [`MAX_ADDRESSES`].
+fn fw_count(n: usize, what: &str) -> Result<(), CapError> {
+    if n == 0 {
+        return Err(ErrorCode::InvalidArgument.into());
+    }
+    if n > MAX_ADDRESSES {
+        return Err(CapError::Limit(format!(
+            "{n} {what}, more than the {MAX_ADDRESSES} wasmcni accepts"
+        )));
+    }
+    Ok(())
 }
 
 /// Whether `chain` is one of attachment `att`'s own chains.

@@ -404,6 +404,17 @@ impl Nft {
             let mut s = Socket::new(NETLINK_NETFILTER)?;
             s.bind_auto()?;
             s.connect(&SocketAddr::new(0, 0))?;
+            // Room for the largest batch (256 mappings with 16 conditions
+            // each, sent in one message) and for one acknowledgement per
+            // change: a dropped acknowledgement would leave the outcome of
+            // an applied batch unknown. Root may exceed the sysctl limits.
+            use nix::sys::socket::{setsockopt, sockopt};
+            let size: usize = 4 << 20;
+            if let Err(e) = setsockopt(&s, sockopt::SndBufForce, &size)
+                .and_then(|()| setsockopt(&s, sockopt::RcvBufForce, &size))
+            {
+                log::debug!("nftables socket buffers: {e}");
+            }
             Ok(s)
         })?;
         Ok(Nft {
