@@ -121,6 +121,82 @@ fn invariant_cases() -> Vec<Case> {
                         "link": "cnitestv9"}]),
             )
         },
+        // Firewall rules: only for the attachment's own address (none is
+        // in this config's IPAM result or prevResult), ...
+        Case::new(
+            "firewall.add",
+            wide_fw(),
+            json!([{"call": "firewall.add", "ns": "host", "rules": {"port-map": {
+                "container": "10.70.0.5/24", "snat": true,
+                "mappings": [{"host-port": 8080, "container-port": 80, "protocol": "tcp"}]}}}]),
+        ),
+        Case::new(
+            "firewall.add",
+            wide_fw(),
+            json!([{"call": "firewall.add", "ns": "host", "rules": {"forward": "192.0.2.10"}}]),
+        ),
+        // ... only in the node namespace, ...
+        Case::new(
+            "firewall.add",
+            wide_fw(),
+            json!([{"call": "firewall.add", "ns": "container", "rules": {"masquerade": "10.70.0.5/24"}}]),
+        ),
+        // ... never a MAC check on the node's or another attachment's
+        // link, never isolating a link that is no bridge, ...
+        Case::new(
+            "firewall.add",
+            wide_fw(),
+            json!([{"call": "firewall.add", "ns": "host", "link": "uplink",
+                    "rules": {"mac-spoof": "02:00:00:00:00:01"}}]),
+        ),
+        Case::new(
+            "firewall.add",
+            wide_fw(),
+            json!([{"call": "firewall.add", "ns": "host", "link": "other0",
+                    "rules": {"mac-spoof": "02:00:00:00:00:01"}}]),
+        ),
+        Case::new(
+            "firewall.add",
+            wide_fw(),
+            json!([{"call": "firewall.add", "ns": "host", "link": "cnibrfake",
+                    "rules": {"isolation": true}}]),
+        ),
+        // ... installing is an ADD's doing, removing a DEL's, collecting
+        // other attachments' rules a GC's.
+        Case {
+            command: "DEL",
+            ..Case::new(
+                "firewall.add",
+                wide_fw(),
+                json!([{"call": "firewall.add", "ns": "host", "rules": {"masquerade": "10.70.0.5/24"}}]),
+            )
+        },
+        Case::new(
+            "firewall.remove",
+            wide_fw(),
+            json!([{"call": "firewall.remove", "ns": "host", "kinds": ["port-map"]}]),
+        ),
+        Case {
+            command: "DEL",
+            ..Case::new(
+                "firewall.collect-garbage",
+                wide_fw(),
+                json!([{"call": "firewall.collect-garbage", "ns": "host", "kinds": ["port-map"]}]),
+            )
+        },
+        // Removing a kind the grant lacks.
+        Case {
+            command: "DEL",
+            ..Case::new(
+                "firewall.remove",
+                {
+                    let mut g = wide_fw();
+                    g["host"]["firewall"]["mac-spoof"] = json!(false);
+                    g
+                },
+                json!([{"call": "firewall.remove", "ns": "host", "kinds": ["port-map", "mac-spoof"]}]),
+            )
+        },
         // Replacing a node route through a link of the plugin's own.
         setup(
             "route.replace",
@@ -738,7 +814,48 @@ fn cases() -> Vec<Case> {
                 host("traffic-control.collect-garbage", json!({})),
             )
         },
+        // No `firewall` (the wide grant has none).
+        Case::new(
+            "firewall.add",
+            w(),
+            host(
+                "firewall.add",
+                json!({"rules": {"masquerade": "10.70.0.5/24"}}),
+            ),
+        ),
+        Case::new(
+            "firewall.check",
+            without(&["host"], "read"),
+            host(
+                "firewall.check",
+                json!({"rules": {"masquerade": "10.70.0.5/24"}}),
+            ),
+        ),
+        Case {
+            command: "DEL",
+            ..Case::new(
+                "firewall.remove",
+                w(),
+                host("firewall.remove", json!({"kinds": ["masquerade"]})),
+            )
+        },
+        Case {
+            command: "GC",
+            ..Case::new(
+                "firewall.collect-garbage",
+                w(),
+                host("firewall.collect-garbage", json!({"kinds": ["port-map"]})),
+            )
+        },
     ]
+}
+
+/// The wide grant with every `firewall` kind in the host namespace.
+fn wide_fw() -> Value {
+    let mut g = wide();
+    g["host"]["firewall"] = json!({"port-mappings": true, "masquerade": true, "forward": true,
+                                   "isolation": true, "mac-spoof": true});
+    g
 }
 
 /// The wide grant with `traffic-control` in the host namespace.

@@ -40,7 +40,15 @@
 //! and never reaches the plugins before (the bridge's address leaks),
 //! wasmcni's DEL of a config no ADD can have used succeeds, and the
 //! chain's DEL leaves the containers as before the ADD and no address
-//! reserved (the node keeps what any ADD and DEL leave: the bridge).
+//! reserved (the node keeps what any ADD and DEL leave: the bridge);
+//! `"ipv4-only-check"` — the reference portmap's CHECK looks for its IPv6
+//! chain although the container has no IPv6 address, and fails; wasmcni's
+//! checks the families it mapped and succeeds.
+//! `"localnet-restored"` — the reference portmap leaves
+//! `route_localnet=1` on the interface towards the container after the
+//! last DEL (and nothing guarding it); wasmcni's last DEL puts back what
+//! its first ADD found (0 here): the reference's interfaces must show a
+//! 1, wasmcni's none, and the rest of the state must match.
 //! `qdiscs`: qdiscs (subsets of `tc -d -j qdisc show` entries) the node
 //! must have after ADD; after each DEL no `tbf`, `ingress` or `ifb` may be
 //! left.
@@ -590,6 +598,14 @@ fn run_case(plugin: &str, file: &str, case: &Value, version: &str) {
                 assert_eq!(wc.code, 0, "{what}: CHECK must succeed: {wc:?}");
                 continue;
             }
+            if deliberate("ipv4-only-check") {
+                assert!(
+                    rc.stderr.contains("could not check ipv6 dnat"),
+                    "{what}: the reference's CHECK no longer fails on IPv6: {rc:?}"
+                );
+                assert_eq!(wc.code, 0, "{what}: CHECK must succeed: {wc:?}");
+                continue;
+            }
             assert_eq!(outcome(&rc), outcome(&wc), "{what}: CHECK\n{rc:?}\n{wc:?}");
         }
     }
@@ -618,7 +634,30 @@ fn run_case(plugin: &str, file: &str, case: &Value, version: &str) {
             }
             continue;
         }
-        let (rs, ws) = states(&r, &w);
+        let (mut rs, mut ws) = states(&r, &w);
+        if deliberate("localnet-restored") {
+            let localnet = |s: &mut Value| -> Vec<String> {
+                let Some(all) = s["node"]["sysctls"].as_array_mut() else {
+                    return Vec::new();
+                };
+                let (ln, rest): (Vec<Value>, Vec<Value>) = all
+                    .drain(..)
+                    .partition(|l| l.as_str().is_some_and(|l| l.contains("/route_localnet:")));
+                *all = rest;
+                ln.iter()
+                    .filter_map(|l| l.as_str().map(str::to_owned))
+                    .collect()
+            };
+            let (rl, wl) = (localnet(&mut rs), localnet(&mut ws));
+            assert!(
+                rl.iter().any(|l| l.ends_with(":1")),
+                "{what}: the reference no longer leaves route_localnet on: {rl:?}"
+            );
+            assert!(
+                wl.iter().all(|l| l.ends_with(":0")),
+                "{what}: wasmcni left route_localnet on after DEL #{round}: {wl:?}"
+            );
+        }
         assert_same(&rs, &ws, &format!("{what}: state after DEL #{round}"));
         if case["qdiscs"].is_array() {
             // Nothing of the limits is left: no tbf, no ingress qdisc, no ifb.

@@ -1,7 +1,8 @@
 //! A real runtime: Debian's podman (4.3, CNI backend) runs a container on a
-//! bridge + host-local network served by an installed wasmcni bin dir, and
-//! the container reaches its gateway; when it is removed, DEL leaves no
-//! veth and no reservation. Runs in a network and mount namespace of its
+//! bridge + host-local + portmap network served by an installed wasmcni bin
+//! dir: the container reaches its gateway, the node reaches the container's
+//! server through its published port (`-p 18080:80`, portmap's DNAT); when
+//! it is removed, DEL leaves no veth, no reservation and no nftables table. Runs in a network and mount namespace of its
 //! own (tests/podman/run.sh), so the machine's network is never touched.
 
 mod support;
@@ -9,7 +10,7 @@ mod support;
 use std::process::Command;
 
 #[test]
-fn podman_runs_a_container_on_a_wasmcni_bridge_network() {
+fn podman_runs_a_container_with_a_published_port_on_a_wasmcni_network() {
     support::require_root();
     for tool in ["podman", "runc", "busybox"] {
         assert!(
@@ -42,6 +43,14 @@ fn podman_runs_a_container_on_a_wasmcni_bridge_network() {
         stdout.contains("1 packets transmitted, 1 packets received"),
         "the container reaches its gateway: {stdout}\n{stderr}"
     );
+    assert!(
+        stdout.contains("DNAT rules while running: 1"),
+        "portmap installed the mapping podman asked for: {stdout}\n{stderr}"
+    );
+    assert!(
+        stdout.contains("node port 18080 answered: through-portmap"),
+        "the published port reaches the container: {stdout}\n{stderr}"
+    );
     let after = stdout.split("== after").nth(1).unwrap_or("");
     assert!(
         after.contains("reservations: last_reserved_ip.0 lock \n"),
@@ -49,7 +58,11 @@ fn podman_runs_a_container_on_a_wasmcni_bridge_network() {
     );
     assert!(after.contains("veths: 0"), "DEL removed the veth: {after}");
     assert!(
-        !after.contains("audit: 0 "),
+        !after.contains("audit: 0 ") && !after.contains(" 0 portmap calls"),
         "the calls were audited: {after}"
+    );
+    assert!(
+        after.contains("wasmcni tables: 0"),
+        "DEL removed the port mapping and its tables: {after}"
     );
 }

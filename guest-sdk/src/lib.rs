@@ -101,6 +101,9 @@
 //!   conversions between `std`'s addresses and the WIT types.
 //! - [`tc`]: rate limits on links (`traffic-control`), as methods of
 //!   [`net::Netns`].
+//! - [`firewall`]: nftables rules for the attachment (port mappings,
+//!   masquerade, forward, isolation, MAC spoof checks), as methods of
+//!   [`net::Netns`].
 //! - [`ipam`]: IPAM reservation state kept by the host (host-local's
 //!   on-disk layout), and [`delegate`]: running another plugin (IPAM)
 //!   through the host.
@@ -114,6 +117,7 @@
 
 pub mod cni;
 pub mod delegate;
+pub mod firewall;
 pub mod ipam;
 pub mod net;
 pub mod skel;

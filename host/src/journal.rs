@@ -246,6 +246,16 @@ pub enum Undo {
         /// The old length.
         txqlen: u32,
     },
+    /// Firewall rules were installed for an attachment: remove its rules
+    /// of these kinds, found by their tag (no handle is kept, so the entry
+    /// stays valid in another process), with the attachment's chains, and
+    /// the tables once no attachment has rules left.
+    FirewallRemove {
+        /// The attachment's hash, as its rules' tags carry it.
+        attachment: String,
+        /// Which kinds.
+        kinds: Vec<crate::caps::firewall::FwKind>,
+    },
     /// A sysctl was written: write the old value back.
     SetSysctl {
         /// Where.
@@ -315,6 +325,7 @@ impl Undo {
             | Undo::DeleteRule { .. }
             | Undo::DeleteL3mdevRules { .. }
             | Undo::AddRule { .. }
+            | Undo::FirewallRemove { .. }
             | Undo::NativeDel(_) => None,
         }
     }

@@ -188,6 +188,9 @@ fn glob_match(pat: &[u8], s: &[u8]) -> bool {
 /// - `traffic-control`: install and remove rate limits (`tbf` qdiscs, an
 ///   `ingress` qdisc redirecting to this attachment's `ifb`) on links (host:
 ///   only links the plugin may modify; only this attachment's `ifb`).
+/// - `firewall`: (host) the nftables rules it may install for its
+///   attachment, by kind ([`FirewallGrant`]); always in wasmcni's own
+///   tables, tagged with the attachment, removed only by its DEL or GC.
 /// - `names`: (host) the names the links it creates, moves into the host
 ///   namespace or renames there may take (default `veth*`, `cni*`), so a
 ///   plugin cannot squat a name the node or another tool needs (`eth1`,
@@ -237,6 +240,10 @@ pub struct NsGrant {
     /// May install and remove rate limits (`traffic-control`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub traffic_control: bool,
+    /// (Host) nftables rules it may install for its attachment
+    /// (`firewall`).
+    #[serde(skip_serializing_if = "FirewallGrant::is_empty")]
+    pub firewall: FirewallGrant,
     /// (Host) networks its addresses and route destinations must lie in.
     pub prefixes: Vec<ipnet::IpNet>,
     /// (Host) names the links it creates, moves in or renames may take;
@@ -246,6 +253,46 @@ pub struct NsGrant {
     /// (Host) config keys whose device it may take as if `links` named it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub config_links: Vec<ConfigKey>,
+}
+
+/// Which firewall rules a plugin may install for its attachment (in the
+/// host grant). Every field defaults to nothing.
+///
+/// # Capabilities
+/// - `port-mappings`: DNAT of local host ports to the attachment's address
+///   (only traffic to an address of the node), with hairpin and localhost
+///   masquerading (and `route_localnet` on the interface towards it).
+/// - `masquerade`: masquerade the attachment's address (ipMasq).
+/// - `forward`: mark the attachment's forwarded traffic with
+///   `forward-mark` (default `0x1000`), which wasmcni's FORWARD accept
+///   lets through.
+/// - `isolation`: isolate a bridge the attachment uses from other
+///   isolated bridges.
+/// - `mac-spoof`: drop frames from the attachment's host link whose source
+///   MAC is not the container's.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
+pub struct FirewallGrant {
+    /// May map host ports.
+    pub port_mappings: bool,
+    /// May masquerade.
+    pub masquerade: bool,
+    /// May allow forwarding.
+    pub forward: bool,
+    /// May isolate bridges.
+    pub isolation: bool,
+    /// May install MAC spoof checks.
+    pub mac_spoof: bool,
+    /// The mark bit(s) `forward` sets (none or 0: `0x1000`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forward_mark: Option<u32>,
+}
+
+impl FirewallGrant {
+    /// Whether it grants nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == FirewallGrant::default()
+    }
 }
 
 /// The names a plugin may give the links it creates, moves in or renames
@@ -1016,6 +1063,11 @@ impl fmt::Display for NsGrant {
         flag(self.routes, "routes");
         flag(self.announce, "announce");
         flag(self.traffic_control, "traffic-control");
+        flag(self.firewall.port_mappings, "firewall.port-mappings");
+        flag(self.firewall.masquerade, "firewall.masquerade");
+        flag(self.firewall.forward, "firewall.forward");
+        flag(self.firewall.isolation, "firewall.isolation");
+        flag(self.firewall.mac_spoof, "firewall.mac-spoof");
         let list = |v: &[Pattern]| {
             v.iter()
                 .map(|p| p.0.as_str())
@@ -1175,6 +1227,27 @@ mod tests {
         )
         .expect_err("kind");
         assert!(e.to_string().contains("vxlan"), "{e}");
+        let e = Policy::parse(
+            r#"{"plugins":{"x":{"host":{"firewall":{"port-mapings":true}}}}}"#,
+            "t",
+        )
+        .expect_err("firewall field");
+        assert!(e.to_string().contains("port-mapings"), "{e}");
+    }
+
+    #[test]
+    fn firewall_grants_parse_and_print() {
+        let g: NsGrant =
+            serde_json::from_str(r#"{"firewall": {"port-mappings": true, "forward-mark": 4096}}"#)
+                .expect("grant");
+        assert!(g.firewall.port_mappings && !g.firewall.masquerade);
+        assert_eq!(g.firewall.forward_mark, Some(4096));
+        assert!(g.to_string().contains("firewall.port-mappings"), "{g}");
+        let empty: NsGrant = serde_json::from_str("{}").expect("grant");
+        assert!(empty.firewall.is_empty());
+        assert!(!serde_json::to_string(&empty)
+            .expect("json")
+            .contains("firewall"));
     }
 
     #[test]

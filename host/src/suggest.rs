@@ -65,6 +65,8 @@ pub enum Need {
     Announce(Kind),
     /// `traffic-control`.
     TrafficControl(Kind),
+    /// `host.firewall.<kind>` (`port-mappings`, `masquerade`, ...).
+    Firewall(String),
     /// `sysctls: [pattern]`.
     Sysctl(Kind, String),
     /// `host.names: [pattern]`.
@@ -108,6 +110,7 @@ impl fmt::Display for Need {
             Need::Routes(k) => write!(f, "{}.routes", ns_name(*k)),
             Need::Announce(k) => write!(f, "{}.announce", ns_name(*k)),
             Need::TrafficControl(k) => write!(f, "{}.traffic-control", ns_name(*k)),
+            Need::Firewall(field) => write!(f, "host.firewall.{field}"),
             Need::Sysctl(k, p) => write!(f, "{}.sysctls: [{}]", ns_name(*k), q(p)),
             Need::Name(p) => write!(f, "host.names: [{}]", q(p)),
             Need::UnknownName => write!(f, "host.names: [the link's name]"),
@@ -522,7 +525,31 @@ fn needs_noted(r: &Logged) -> (Vec<Need>, Vec<String>) {
         | "link.port-vlans"
         | "address.list"
         | "route.list"
-        | "traffic-control.limits" => out.push(Need::Read(kind)),
+        | "traffic-control.limits"
+        | "firewall.check" => out.push(Need::Read(kind)),
+        "firewall.add" => {
+            let field = match a["rules"].as_object().and_then(|o| o.keys().next()) {
+                Some(k) if k == "port-map" => "port-mappings",
+                Some(k) => k.as_str(),
+                None => "",
+            };
+            if matches!(
+                field,
+                "port-mappings" | "masquerade" | "forward" | "isolation" | "mac-spoof"
+            ) {
+                out.push(Need::Firewall(field.to_owned()));
+            }
+        }
+        "firewall.remove" | "firewall.collect-garbage" => {
+            for k in a["kinds"].as_array().into_iter().flatten() {
+                if let Some(
+                    k @ ("port-mappings" | "masquerade" | "forward" | "isolation" | "mac-spoof"),
+                ) = k.as_str()
+                {
+                    out.push(Need::Firewall(k.to_owned()));
+                }
+            }
+        }
         "traffic-control.limit-transmit"
         | "traffic-control.limit-receive"
         | "traffic-control.remove-limits"
@@ -781,7 +808,8 @@ fn need_kind(n: &Need) -> Option<Kind> {
         | Need::Prefix(_)
         | Need::Links(_)
         | Need::Masters(_)
-        | Need::Bridges(_) => Some(Kind::Host),
+        | Need::Bridges(_)
+        | Need::Firewall(_) => Some(Kind::Host),
         Need::IpamRoot(_) | Need::Delegate(_) | Need::AttachmentState => None,
     }
 }
@@ -810,6 +838,17 @@ fn apply(e: &mut Entry, names: &mut Vec<Pattern>, unknown_name: &mut bool, need:
         Need::Routes(k) => g(e, k).routes = true,
         Need::Announce(k) => g(e, k).announce = true,
         Need::TrafficControl(k) => g(e, k).traffic_control = true,
+        Need::Firewall(field) => {
+            let f = &mut g(e, Kind::Host).firewall;
+            match field.as_str() {
+                "port-mappings" => f.port_mappings = true,
+                "masquerade" => f.masquerade = true,
+                "forward" => f.forward = true,
+                "isolation" => f.isolation = true,
+                "mac-spoof" => f.mac_spoof = true,
+                _ => {}
+            }
+        }
         Need::Sysctl(k, p) => push(&mut g(e, k).sysctls, Pattern(p)),
         Need::Name(p) => {
             g(e, Kind::Host);

@@ -219,6 +219,14 @@ fn learning_entry(ipam_roots: &[PathBuf]) -> Entry {
         routes: true,
         announce: true,
         traffic_control: true,
+        firewall: crate::policy::FirewallGrant {
+            port_mappings: true,
+            masquerade: true,
+            forward: true,
+            isolation: true,
+            mac_spoof: true,
+            forward_mark: None,
+        },
         // `conf.all.X` in the host needs a pattern naming `all` literally.
         sysctls: [
             "net.*",

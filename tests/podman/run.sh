@@ -1,6 +1,7 @@
 #!/bin/bash
 # Runs a container with Debian's podman (4.3, CNI backend) on a bridge +
-# host-local network served by an installed wasmcni bin dir. Meant to run
+# host-local + portmap network served by an installed wasmcni bin dir, with
+# a published port the node reaches through portmap's DNAT. Meant to run
 # inside `unshare -n -m` (tests/podman.rs): every path podman and CNI
 # write to is a tmpfs of this mount namespace, and the network is this
 # process's own.
@@ -23,7 +24,8 @@ CONF
 cat > /etc/cni/net.d/wasmnet.conflist <<'CONF'
 {"cniVersion": "0.4.0", "name": "wasmnet", "plugins": [
   {"type": "bridge", "bridge": "cni-wasm0", "isGateway": true,
-   "ipam": {"type": "host-local", "subnet": "10.59.0.0/24", "routes": [{"dst": "0.0.0.0/0"}]}}]}
+   "ipam": {"type": "host-local", "subnet": "10.59.0.0/24", "routes": [{"dst": "0.0.0.0/0"}]}},
+  {"type": "portmap", "capabilities": {"portMappings": true}}]}
 CONF
 root=$work/rootfs
 mkdir -p "$root/bin"
@@ -31,10 +33,31 @@ cp /bin/busybox "$root/bin/busybox"
 for c in sh ip ping; do ln -sf busybox "$root/bin/$c"; done
 export WASMCNI_AUDIT=$work/audit.jsonl
 echo "== run"
+# The container serves one connection on port 80, published as node port
+# 18080; the node connects to its own bridge address (nat output hook).
 podman --log-level=error run --rm --network wasmnet --runtime runc \
   --ulimit nproc=1000:1000 --ulimit nofile=1000:1000 --cap-add NET_RAW \
-  --rootfs "$root" /bin/sh -c 'ip -4 addr show eth0; ping -c 1 -W 2 10.59.0.1'
+  -p 18080:80 --rootfs "$root" /bin/sh -c \
+  'ip -4 addr show eth0; ping -c 1 -W 2 10.59.0.1; echo through-portmap | nc -l -p 80' \
+  </dev/null &
+pod=$!
+rules=0
+for _ in $(seq 1 150); do
+  rules=$(nft list table inet wasmcni 2>/dev/null | grep -c 'dnat ip to 10.59.0.2:80' || true)
+  [ "$rules" -gt 0 ] && break
+  sleep 0.2
+done
+echo "DNAT rules while running: $rules"
+reply=
+for _ in $(seq 1 100); do
+  reply=$(busybox nc -w 2 10.59.0.1 18080 </dev/null 2>/dev/null || true)
+  [ -n "$reply" ] && break
+  sleep 0.2
+done
+echo "node port 18080 answered: ${reply:-nothing}"
+wait "$pod"
 echo "== after"
 echo "reservations: $(ls /var/lib/cni/networks/wasmnet | tr '\n' ' ')"
 echo "veths: $(ip -o link show type veth | wc -l)"
-echo "audit: $(grep -c '"plugin":"bridge"' "$work/audit.jsonl") bridge calls"
+echo "audit: $(grep -c '"plugin":"bridge"' "$work/audit.jsonl") bridge calls, $(grep -c '"plugin":"portmap"' "$work/audit.jsonl") portmap calls"
+echo "wasmcni tables: $(nft list tables | grep -c wasmcni)"

@@ -212,6 +212,61 @@ impl Netns {
         v
     }
 
+    /// The whole nftables ruleset of the namespace (`nft -j list
+    /// ruleset`; wasmcni's rules have no counters). Panics when nft is
+    /// missing or fails: a snapshot without the ruleset would let every
+    /// undo test pass without looking at rules.
+    pub fn nftables(&self) -> Value {
+        serde_json::from_str(&self.nft(&["-j", "list", "ruleset"])).expect("nft -j output")
+    }
+
+    /// `nft ARGS...` inside the namespace; panics on failure (the test
+    /// needs Debian's `nftables`).
+    pub fn nft(&self, args: &[&str]) -> String {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &self.name, "nft"])
+            .args(args)
+            .output()
+            .expect("this test needs nft (apt-get install nftables)");
+        assert!(
+            out.status.success(),
+            "nft {args:?} in {}: {}",
+            self.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// The rules of wasmcni's `inet` table as `nft -j` lists them, each
+    /// `{chain, comment, expr}` (handles and counters dropped); none when
+    /// the table is missing.
+    pub fn wasmcni_rules(&self) -> Vec<Value> {
+        let out = Command::new("ip")
+            .args([
+                "netns", "exec", &self.name, "nft", "-j", "list", "table", "inet", "wasmcni",
+            ])
+            .output()
+            .expect("this test needs nft (apt-get install nftables)");
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                err.contains("No such file or directory"),
+                "nft list table inet wasmcni in {}: {err}",
+                self.name
+            );
+            return Vec::new();
+        }
+        let v: Value = serde_json::from_slice(&out.stdout).expect("nft -j output");
+        v["nftables"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|o| o.get("rule").cloned())
+            .map(|r| serde_json::json!({"chain": r["chain"], "comment": r["comment"], "expr": r["expr"], "handle": r["handle"]}))
+            .collect()
+    }
+
     /// Every qdisc (`tc -d -j qdisc show`: kind, handle, parent, options
     /// such as a `tbf`'s rate, burst, latency and link layer) and the
     /// filters of every `ingress` qdisc (`tc -j filter show dev DEV

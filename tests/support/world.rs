@@ -137,8 +137,13 @@ impl World {
         walk(&self.ipam_dir(), &self.ipam_dir(), &mut files);
         let mut records = serde_json::Map::new();
         walk(&self.state_dir(), &self.state_dir(), &mut records);
-        json!({"node": self.node.full_snapshot(), "ctr": self.ctr.full_snapshot(), "ipam": files,
-               "records": records})
+        let mut node = self.node.full_snapshot();
+        let mut ctr = self.ctr.full_snapshot();
+        // The firewall capability's nftables rules (not in the
+        // differential snapshots: the reference writes iptables rules).
+        node["nft"] = self.node.nftables();
+        ctr["nft"] = self.ctr.nftables();
+        json!({"node": node, "ctr": ctr, "ipam": files, "records": records})
     }
 
     pub fn audit_path(&self) -> PathBuf {

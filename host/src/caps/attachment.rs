@@ -45,8 +45,69 @@ pub struct Attachment {
     /// The addresses this attachment's IPAM delegates gave it (their ADD
     /// results, seen by the host because delegation runs through it).
     pub addresses: Vec<IpAddr>,
+    /// The addresses the runtime's `prevResult` lists (a chained plugin's
+    /// attachment's addresses), read by the host from the config on stdin;
+    /// a delegate keeps its runtime's.
+    pub prev_addresses: Vec<IpAddr>,
+    /// The port mappings the runtime asked for
+    /// (`runtimeConfig.portMappings`), read by the host from the config on
+    /// stdin: the only host ports a plugin may map; a delegate keeps its
+    /// runtime's.
+    pub port_mappings: Vec<RuntimePortMapping>,
     /// The node devices the config names (`host-device`'s keys).
     pub devices: ConfigDevices,
+}
+
+/// One entry of the runtime's `runtimeConfig.portMappings`, as the
+/// reference reads it (protocol case-insensitive, `tcp` when absent; an
+/// empty or unspecified `hostIP`: every address).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimePortMapping {
+    /// `hostPort`.
+    pub host_port: u16,
+    /// `containerPort`.
+    pub container_port: u16,
+    /// `protocol`, lower case.
+    pub protocol: String,
+    /// `hostIP`, if a specific address.
+    pub host_ip: Option<IpAddr>,
+}
+
+/// The runtime's `runtimeConfig.portMappings` (at most 256; an entry that
+/// does not parse is left out, so no plugin may map it).
+fn runtime_port_mappings(conf: &Value) -> Vec<RuntimePortMapping> {
+    let Some(list) = conf
+        .get("runtimeConfig")
+        .and_then(|r| r.get("portMappings"))
+        .and_then(Value::as_array)
+    else {
+        return Vec::new();
+    };
+    let port = |m: &Value, key: &str| {
+        m.get(key)
+            .and_then(Value::as_u64)
+            .and_then(|p| u16::try_from(p).ok())
+            .filter(|p| *p != 0)
+    };
+    list.iter()
+        .take(256)
+        .filter_map(|m| {
+            let protocol = match m.get("protocol") {
+                None | Some(Value::Null) => "tcp".to_owned(),
+                Some(p) => p.as_str()?.to_ascii_lowercase(),
+            };
+            let host_ip = match m.get("hostIP").and_then(Value::as_str) {
+                None | Some("") => None,
+                Some(a) => Some(a.parse::<IpAddr>().ok()?).filter(|a| !a.is_unspecified()),
+            };
+            Some(RuntimePortMapping {
+                host_port: port(m, "hostPort")?,
+                container_port: port(m, "containerPort")?,
+                protocol,
+                host_ip,
+            })
+        })
+        .collect()
 }
 
 /// The node devices a network config names, by the keys the reference
@@ -142,6 +203,41 @@ fn parse_mac(s: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
+/// The addresses of a config's `prevResult`, in any result version
+/// (`ips[].address`; 0.1/0.2: `ip4.ip`, `ip6.ip`), without prefix lengths.
+/// At most 64; what does not parse is skipped.
+fn prev_result_addresses(conf: &Value) -> Vec<IpAddr> {
+    let Some(prev) = conf.get("prevResult") else {
+        return Vec::new();
+    };
+    let mut cidrs: Vec<&str> = Vec::new();
+    if let Some(ips) = prev.get("ips").and_then(Value::as_array) {
+        cidrs.extend(
+            ips.iter()
+                .filter_map(|i| i.get("address").and_then(Value::as_str)),
+        );
+    }
+    for key in ["ip4", "ip6"] {
+        if let Some(a) = prev
+            .get(key)
+            .and_then(|v| v.get("ip"))
+            .and_then(Value::as_str)
+        {
+            cidrs.push(a);
+        }
+    }
+    let mut out: Vec<IpAddr> = Vec::new();
+    for c in cidrs.into_iter().take(64) {
+        let ip = c.split('/').next().and_then(|a| a.parse::<IpAddr>().ok());
+        if let Some(ip) = ip {
+            if !out.contains(&ip) {
+                out.push(ip);
+            }
+        }
+    }
+    out
+}
+
 fn plain(s: &str) -> bool {
     s.bytes()
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
@@ -206,6 +302,8 @@ impl Attachment {
             ifname: var("CNI_IFNAME"),
             valid,
             addresses: Vec::new(),
+            prev_addresses: prev_result_addresses(&conf),
+            port_mappings: runtime_port_mappings(&conf),
             devices: ConfigDevices::from_config(&conf),
         }
     }
@@ -282,6 +380,62 @@ mod tests {
             ..a
         };
         assert!(long.mark().len() <= MAX_MARK);
+    }
+
+    #[test]
+    fn prev_result_addresses_in_every_version() {
+        let a = Attachment::from_invocation(
+            &env("ADD"),
+            br#"{"name":"n","prevResult":{"ips":[{"address":"10.1.0.2/24"},{"address":"fd00::2/64"},{"address":"junk"}]}}"#,
+        );
+        assert_eq!(
+            a.prev_addresses,
+            vec![
+                "10.1.0.2".parse::<IpAddr>().expect("ip"),
+                "fd00::2".parse().expect("ip")
+            ]
+        );
+        let a = Attachment::from_invocation(
+            &env("ADD"),
+            br#"{"name":"n","prevResult":{"ip4":{"ip":"10.1.0.3/24"}}}"#,
+        );
+        assert_eq!(
+            a.prev_addresses,
+            vec!["10.1.0.3".parse::<IpAddr>().expect("ip")]
+        );
+        let a = Attachment::from_invocation(&env("ADD"), br#"{"name":"n"}"#);
+        assert!(a.prev_addresses.is_empty());
+    }
+
+    #[test]
+    fn runtime_port_mappings_as_the_reference_reads_them() {
+        let a = Attachment::from_invocation(
+            &env("ADD"),
+            br#"{"name":"n","runtimeConfig":{"portMappings":[
+                {"hostPort":8080,"containerPort":80},
+                {"hostPort":53,"containerPort":53,"protocol":"UDP","hostIP":"10.0.0.1"},
+                {"hostPort":9,"containerPort":9,"hostIP":"0.0.0.0"},
+                {"hostPort":0,"containerPort":80},
+                {"hostPort":70000,"containerPort":80},
+                {"hostPort":1,"containerPort":1,"hostIP":"junk"},
+                {"hostPort":2,"containerPort":2,"protocol":6}]}}"#,
+        );
+        let m = |h, c, p: &str, ip: Option<&str>| RuntimePortMapping {
+            host_port: h,
+            container_port: c,
+            protocol: p.to_owned(),
+            host_ip: ip.map(|i| i.parse().expect("ip")),
+        };
+        assert_eq!(
+            a.port_mappings,
+            vec![
+                m(8080, 80, "tcp", None),
+                m(53, 53, "udp", Some("10.0.0.1")),
+                m(9, 9, "tcp", None)
+            ]
+        );
+        let a = Attachment::from_invocation(&env("ADD"), br#"{"name":"n"}"#);
+        assert!(a.port_mappings.is_empty());
     }
 
     #[test]

@@ -259,6 +259,9 @@ impl Ctx {
         // The devices the runtime's config names, not those of the config
         // the caller hands its delegate (which the caller chooses).
         attachment.devices = self.attachment.devices.clone();
+        // Likewise the runtime's prevResult, not one the caller hands it.
+        attachment.prev_addresses = self.attachment.prev_addresses.clone();
+        attachment.port_mappings = self.attachment.port_mappings.clone();
         let mut child = Ctx::new(CtxParams {
             grant: entry.grant(),
             container,

@@ -36,6 +36,7 @@ mod borrowed;
 pub mod catalog;
 pub mod delegate;
 mod error;
+pub mod firewall;
 mod ipam_store;
 mod link;
 mod netns;
@@ -113,6 +114,9 @@ pub struct Ctx {
     /// uses (network, container ID, ifname): the runtime's, which a
     /// delegate inherits whatever config its caller hands it.
     state_owner: (String, String, String),
+    /// The netfilter socket of the node namespace (`firewall`), opened on
+    /// first use.
+    nft: Option<crate::netlink::nft::Nft>,
 }
 
 /// The most distinct denials an invocation keeps for the runtime.
@@ -190,6 +194,7 @@ impl Ctx {
             stores: Vec::new(),
             denials: Vec::new(),
             state_owner,
+            nft: None,
         }
     }
 

@@ -229,6 +229,9 @@ impl Ctx {
                     .delete_qdisc(*index, parent, handle)
                     .map_err(nl_err)
             }
+            Undo::FirewallRemove { attachment, kinds } => self
+                .firewall_remove_where(|t| t.att == *attachment && kinds.contains(&t.kind))
+                .map(|_| ()),
             Undo::SetSysctl { ns, key, value } => {
                 let ns = self.ns(*ns).ok_or(CapError::Kernel(libc::ENOENT))?;
                 crate::sysctl::write(ns, key, value).map_err(io_err)

@@ -1,8 +1,10 @@
 //! Netlink, by family: [`route`] (rtnetlink: links, addresses, routes,
-//! neighbours, namespace ids) today; netfilter and traffic control will
-//! sit beside it, each over its own socket.
+//! neighbours, namespace ids), [`tc`] (traffic control) and [`nft`]
+//! (nftables, over its own netfilter socket).
 
 pub mod bridge_vlan;
+pub mod conntrack;
+pub mod nft;
 pub mod route;
 pub mod rule;
 pub mod tc;

@@ -1,0 +1,451 @@
+//! The CNI `portmap` plugin for wasmcni.
+//!
+//! Behaves like the reference (containernetworking/plugins
+//! `plugins/meta/portmap`, 1.1.1, with `masqAll` of later versions): a
+//! chained plugin that forwards host ports (`runtimeConfig.portMappings`,
+//! capability `portMappings`) to the container's first IPv4 and first IPv6
+//! address of `CNI_IFNAME` in the prevResult. Options: `snat` (default
+//! true: masquerade hairpin and localhost traffic), `masqAll`,
+//! `markMasqBit` (0-31, default 13) and `externalSetMarkChain` (mutually
+//! exclusive; validated as the reference does, unused: wasmcni's rules
+//! need no mark), `conditionsV4` / `conditionsV6` (a subset: `-s`, `-d`,
+//! `-i`, `-o` with `!`, or nft's `ip saddr|daddr [!=] CIDR`,
+//! `iifname|oifname [!=] NAME`; anything else is refused naming the
+//! element).
+//!
+//! The rules are the host's (`firewall` capability): DNAT only for traffic
+//! to a local address of the node, after every iptables nat chain, tagged
+//! with the attachment. So, unlike the reference, DEL needs neither
+//! `portMappings` nor prevResult and removes everything (idempotent), GC
+//! removes the rules of attachments that are gone, and a failed ADD leaves
+//! nothing.
+
+use std::net::IpAddr;
+
+use guest_sdk::cni::{CniResult, Error};
+use guest_sdk::firewall::{
+    Condition, NameMatch, PortMap, PortMapping, PrefixMatch, Protocol, RuleKind, Rules,
+};
+use guest_sdk::net::{prefix, Netns};
+use guest_sdk::skel::{self, Invocation, Plugin};
+use serde_json::Value;
+
+/// The parsed config.
+#[derive(Debug, Default)]
+struct Conf {
+    mappings: Vec<PortMapping>,
+    snat: bool,
+    masq_all: bool,
+    conditions_v4: Vec<Condition>,
+    conditions_v6: Vec<Condition>,
+}
+
+fn bad(msg: impl Into<String>) -> Error {
+    Error::invalid_config(msg)
+}
+
+fn parse_mappings(rc: Option<&serde_json::Map<String, Value>>) -> Result<Vec<PortMapping>, Error> {
+    let list = match rc.and_then(|r| r.get("portMappings")) {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(l)) => l,
+        Some(other) => {
+            return Err(bad(format!(
+                "runtimeConfig.portMappings must be a list, got {other}"
+            )))
+        }
+    };
+    let mut out = Vec::new();
+    for (i, m) in list.iter().enumerate() {
+        let at = format!("runtimeConfig.portMappings[{i}]");
+        let Some(o) = m.as_object() else {
+            return Err(bad(format!("{at} must be an object, got {m}")));
+        };
+        let port = |key: &str, what: &str| -> Result<u16, Error> {
+            match o.get(key) {
+                Some(v) => match v.as_i64() {
+                    Some(p) if (1..=65535).contains(&p) => Ok(p as u16),
+                    _ => Err(bad(format!("{at}.{key}: Invalid {what} port number: {v}"))),
+                },
+                None => Err(bad(format!("{at}.{key}: Invalid {what} port number: 0"))),
+            }
+        };
+        let host_port = port("hostPort", "host")?;
+        let container_port = port("containerPort", "container")?;
+        let protocol = match o.get("protocol").and_then(Value::as_str) {
+            None | Some("") => Protocol::Tcp,
+            Some(p) => match p.to_ascii_lowercase().as_str() {
+                "tcp" => Protocol::Tcp,
+                "udp" => Protocol::Udp,
+                "sctp" => Protocol::Sctp,
+                _ => {
+                    return Err(bad(format!(
+                        "{at}.protocol: unknown protocol {p:?} (tcp, udp or sctp)"
+                    )))
+                }
+            },
+        };
+        let host_ip = match o.get("hostIP") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(s)) if s.is_empty() => None,
+            Some(Value::String(s)) => Some(
+                s.parse::<IpAddr>()
+                    .map_err(|_| bad(format!("{at}.hostIP: not an IP address: {s:?}")))?
+                    .into(),
+            ),
+            Some(v) => return Err(bad(format!("{at}.hostIP must be a string, got {v}"))),
+        };
+        out.push(PortMapping {
+            host_port,
+            container_port,
+            protocol,
+            host_ip,
+        });
+    }
+    Ok(out)
+}
+
+/// Parses a condition list (`key` names it in errors) for `v6`.
+fn parse_conditions(v: Option<&Value>, key: &str, v6: bool) -> Result<Vec<Condition>, Error> {
+    let list = match v {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(l)) => l,
+        Some(other) => return Err(bad(format!("{key} must be a list of strings, got {other}"))),
+    };
+    // Tokens with the element each came from.
+    let mut tokens: Vec<(usize, String)> = Vec::new();
+    for (i, e) in list.iter().enumerate() {
+        let Some(s) = e.as_str() else {
+            return Err(bad(format!("{key}[{i}] must be a string, got {e}")));
+        };
+        tokens.extend(
+            s.split_whitespace()
+                .map(|t| (i, t.trim_matches('"').to_owned())),
+        );
+    }
+    let mut out = Vec::new();
+    let mut it = tokens.into_iter().peekable();
+    let mut negate = false;
+    while let Some((i, t)) = it.next() {
+        let unsupported = |what: &str| {
+            bad(format!(
+                "{key}[{i}]: {what:?} is not a condition wasmcni supports (-s, -d, -i, -o, \
+                 optionally with !; or ip saddr, ip daddr, iifname, oifname)"
+            ))
+        };
+        let value = |it: &mut std::iter::Peekable<std::vec::IntoIter<(usize, String)>>| {
+            it.next()
+                .map(|(_, v)| v)
+                .ok_or_else(|| bad(format!("{key}[{i}]: {t:?} needs a value")))
+        };
+        let prefix_of = |s: &str, negate: bool| -> Result<PrefixMatch, Error> {
+            let (ip, len) = match s.split_once('/') {
+                Some((a, l)) => (a, l.parse::<u8>().ok()),
+                None => (s, Some(if s.contains(':') { 128 } else { 32 })),
+            };
+            let ip: IpAddr = ip
+                .parse()
+                .map_err(|_| bad(format!("{key}[{i}]: not an address or CIDR: {s:?}")))?;
+            let max = if ip.is_ipv4() { 32 } else { 128 };
+            let len = len
+                .filter(|l| *l <= max)
+                .ok_or_else(|| bad(format!("{key}[{i}]: bad prefix length in {s:?}")))?;
+            if ip.is_ipv6() != v6 {
+                return Err(bad(format!(
+                    "{key}[{i}]: {s:?} is not an IPv{} address",
+                    if v6 { 6 } else { 4 }
+                )));
+            }
+            Ok(PrefixMatch {
+                prefix: prefix(ip, len),
+                negate,
+            })
+        };
+        let name_of = |s: String, negate: bool| -> Result<NameMatch, Error> {
+            if s.is_empty()
+                || s.len() > 15
+                || s.contains(['/', ':', '*', '+'])
+                || s == "."
+                || s == ".."
+            {
+                return Err(bad(format!("{key}[{i}]: not an interface name: {s:?}")));
+            }
+            Ok(NameMatch { name: s, negate })
+        };
+        match t.as_str() {
+            "!" => {
+                negate = !negate;
+                continue;
+            }
+            "-s" | "--source" | "--src" => {
+                out.push(Condition::Source(prefix_of(&value(&mut it)?, negate)?))
+            }
+            "-d" | "--destination" | "--dst" => {
+                out.push(Condition::Destination(prefix_of(&value(&mut it)?, negate)?))
+            }
+            "-i" | "--in-interface" => {
+                out.push(Condition::InInterface(name_of(value(&mut it)?, negate)?))
+            }
+            "-o" | "--out-interface" => {
+                out.push(Condition::OutInterface(name_of(value(&mut it)?, negate)?))
+            }
+            "ip" | "ip6" => {
+                if (t == "ip6") != v6 {
+                    return Err(unsupported(&t));
+                }
+                let field = value(&mut it)?;
+                let mut v = value(&mut it)?;
+                let mut neg = negate;
+                if v == "!=" {
+                    neg = !neg;
+                    v = value(&mut it)?;
+                }
+                let p = prefix_of(&v, neg)?;
+                match field.as_str() {
+                    "saddr" => out.push(Condition::Source(p)),
+                    "daddr" => out.push(Condition::Destination(p)),
+                    other => return Err(unsupported(other)),
+                }
+            }
+            "iifname" | "oifname" => {
+                let mut v = value(&mut it)?;
+                let mut neg = negate;
+                if v == "!=" {
+                    neg = !neg;
+                    v = value(&mut it)?;
+                }
+                let n = name_of(v, neg)?;
+                out.push(if t == "iifname" {
+                    Condition::InInterface(n)
+                } else {
+                    Condition::OutInterface(n)
+                });
+            }
+            other => return Err(unsupported(other)),
+        }
+        negate = false;
+    }
+    if negate {
+        return Err(bad(format!("{key}: a trailing \"!\" negates nothing")));
+    }
+    if out.len() > 16 {
+        return Err(bad(format!("{key}: more than 16 conditions")));
+    }
+    Ok(out)
+}
+
+fn parse(inv: &Invocation) -> Result<Conf, Error> {
+    let extra = &inv.conf.extra;
+    let snat = match extra.get("snat") {
+        None | Some(Value::Null) => true,
+        Some(Value::Bool(b)) => *b,
+        Some(v) => return Err(bad(format!("snat must be true or false, got {v}"))),
+    };
+    let masq_all = match extra.get("masqAll") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(v) => return Err(bad(format!("masqAll must be true or false, got {v}"))),
+    };
+    let mark_bit = match extra.get("markMasqBit") {
+        None | Some(Value::Null) => None,
+        Some(v) => match v.as_i64() {
+            Some(b) if (0..=31).contains(&b) => Some(b),
+            Some(_) => return Err(bad("markMasqBit: MasqMarkBit must be between 0 and 31")),
+            None => return Err(bad(format!("markMasqBit must be an integer, got {v}"))),
+        },
+    };
+    match extra.get("externalSetMarkChain") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(_)) if mark_bit.is_some() => {
+            return Err(bad(
+                "externalSetMarkChain: Cannot specify externalSetMarkChain and markMasqBit",
+            ))
+        }
+        Some(Value::String(_)) => {}
+        Some(v) => {
+            return Err(bad(format!(
+                "externalSetMarkChain must be a string, got {v}"
+            )))
+        }
+    }
+    Ok(Conf {
+        mappings: parse_mappings(inv.conf.runtime_config.as_ref())?,
+        snat,
+        masq_all,
+        conditions_v4: parse_conditions(extra.get("conditionsV4"), "conditionsV4", false)?,
+        conditions_v6: parse_conditions(extra.get("conditionsV6"), "conditionsV6", true)?,
+    })
+}
+
+/// The container's first IPv4 and first IPv6 address (with prefix) as the
+/// reference picks them: addresses of no interface or of `ifname` in a
+/// sandbox.
+fn container_addresses(prev: &CniResult, ifname: &str) -> Vec<(IpAddr, u8)> {
+    let mut out: Vec<(IpAddr, u8)> = Vec::new();
+    for ip in &prev.ips {
+        if let Some(i) = ip.interface {
+            if let Some(iface) = prev.interfaces.get(i) {
+                if iface.name != ifname || iface.sandbox.is_empty() {
+                    continue;
+                }
+            }
+        }
+        let a = ip.address.addr();
+        if out.iter().any(|(b, _)| b.is_ipv4() == a.is_ipv4()) {
+            continue;
+        }
+        out.push((a, ip.address.prefix_len()));
+    }
+    out
+}
+
+/// The port maps to the container's first IPv4 and first IPv6 address,
+/// as one request (the host replaces the attachment's port maps with it);
+/// `None` without an address.
+fn port_maps(conf: &Conf, prev: &CniResult, ifname: &str) -> Option<Rules> {
+    let maps: Vec<PortMap> = container_addresses(prev, ifname)
+        .into_iter()
+        .map(|(ip, len)| PortMap {
+            container: prefix(ip, len),
+            mappings: conf.mappings.clone(),
+            snat: conf.snat,
+            masq_all: conf.masq_all,
+            conditions: if ip.is_ipv4() {
+                conf.conditions_v4.clone()
+            } else {
+                conf.conditions_v6.clone()
+            },
+        })
+        .collect();
+    (!maps.is_empty()).then_some(Rules::PortMap(maps))
+}
+
+fn chained(inv: &Invocation) -> Result<CniResult, Error> {
+    inv.prev_result()?
+        .ok_or_else(|| bad("must be called as chained plugin"))
+}
+
+struct Portmap;
+
+impl Plugin for Portmap {
+    fn add(&self, inv: &Invocation) -> Result<CniResult, Error> {
+        let conf = parse(inv)?;
+        let prev = chained(inv)?;
+        if conf.mappings.is_empty() {
+            return Ok(prev);
+        }
+        if let Some(r) = port_maps(&conf, &prev, &inv.env.ifname) {
+            Netns::host()?.firewall_add(&r)?;
+        }
+        Ok(prev)
+    }
+
+    fn check(&self, inv: &Invocation) -> Result<(), Error> {
+        let conf = parse(inv)?;
+        let prev = chained(inv)?;
+        if conf.mappings.is_empty() {
+            return Ok(());
+        }
+        if let Some(r) = port_maps(&conf, &prev, &inv.env.ifname) {
+            if !Netns::host()?.firewall_check(&r)? {
+                return Err(Error::internal(
+                    "portmap rules of this container are missing or differ",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn del(&self, inv: &Invocation) -> Result<(), Error> {
+        // As the reference, a bad config fails DEL too; unlike it, the
+        // rules go whether or not the runtime repeats its port mappings.
+        parse(inv)?;
+        Netns::host()?.firewall_remove(&[RuleKind::PortMap])?;
+        Ok(())
+    }
+
+    fn gc(&self, _inv: &Invocation) -> Result<(), Error> {
+        Netns::host()?.firewall_collect_garbage(&[RuleKind::PortMap])?;
+        Ok(())
+    }
+}
+
+fn main() {
+    skel::run(Portmap, "CNI portmap plugin (wasmcni)");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn conditions_in_both_syntaxes() {
+        let c = parse_conditions(
+            Some(&json!([
+                "-s",
+                "10.0.0.0/8",
+                "!",
+                "-d",
+                "10.1.0.1",
+                "-i eth0"
+            ])),
+            "conditionsV4",
+            false,
+        )
+        .expect("ok");
+        assert_eq!(c.len(), 3);
+        assert!(matches!(&c[1], Condition::Destination(p) if p.negate));
+        let c = parse_conditions(
+            Some(&json!(["ip saddr != 10.0.0.0/8", "oifname \"cni0\""])),
+            "conditionsV4",
+            false,
+        )
+        .expect("ok");
+        assert!(matches!(&c[0], Condition::Source(p) if p.negate));
+        assert!(matches!(&c[1], Condition::OutInterface(n) if n.name == "cni0" && !n.negate));
+    }
+
+    #[test]
+    fn bad_conditions_name_the_element() {
+        for (v, key, v6, idx) in [
+            (
+                json!(["-s", "10.0.0.0/8", "-j", "ACCEPT"]),
+                "conditionsV4",
+                false,
+                "[2]",
+            ),
+            (json!(["-m", "comment"]), "conditionsV4", false, "[0]"),
+            (json!(["-s", "fd00::/8"]), "conditionsV4", false, "[0]"),
+            (json!(["-s", "10.0.0.0/8"]), "conditionsV6", true, "[0]"),
+            (json!(["-s"]), "conditionsV4", false, "[0]"),
+            (json!(["-i", "a/b"]), "conditionsV4", false, "[0]"),
+        ] {
+            let e = parse_conditions(Some(&v), key, v6).expect_err(&v.to_string());
+            assert_eq!(e.code, 7, "{v}");
+            assert!(e.msg.contains(&format!("{key}{idx}")), "{v}: {}", e.msg);
+        }
+    }
+
+    #[test]
+    fn mappings_are_checked() {
+        let rc = |m: Value| {
+            let v = json!({"portMappings": m});
+            parse_mappings(v.as_object()).map(|l| l.len())
+        };
+        assert_eq!(
+            rc(json!([{"hostPort": 8080, "containerPort": 80, "protocol": "TCP"}])).expect("ok"),
+            1
+        );
+        for m in [
+            json!([{"hostPort": 0, "containerPort": 80}]),
+            json!([{"hostPort": 8080, "containerPort": 70000}]),
+            json!([{"hostPort": 8080, "containerPort": 80, "protocol": "icmp"}]),
+            json!([{"hostPort": 8080, "containerPort": 80, "hostIP": "nope"}]),
+            json!("8080"),
+        ] {
+            let e = rc(m.clone()).expect_err(&m.to_string());
+            assert_eq!(e.code, 7, "{m}");
+            assert!(e.msg.contains("portMappings"), "{m}: {}", e.msg);
+        }
+    }
+}

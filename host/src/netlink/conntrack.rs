@@ -1,0 +1,178 @@
+//! Conntrack over ctnetlink: deleting the UDP entries to one destination
+//! port, as the reference portmap does after mapping a UDP port
+//! (`DeleteConntrackEntriesForDstPort`): a stale entry would keep sending
+//! the port's traffic where it went before the mapping (or after it is
+//! gone). Dump (`IPCTNL_MSG_CT_GET`), filter in user space by the original
+//! tuple, delete each (`IPCTNL_MSG_CT_DELETE` with the original tuple and
+//! zone). Raw messages: `netlink-packet-netfilter` types none of this.
+
+use netlink_sys::{protocols::NETLINK_NETFILTER, Socket, SocketAddr};
+
+use super::NlError;
+use crate::netns::NetNs;
+
+const NFNL_SUBSYS_CTNETLINK: u16 = 1;
+const IPCTNL_MSG_CT_GET: u16 = 1;
+const IPCTNL_MSG_CT_DELETE: u16 = 2;
+const NLM_F_REQUEST: u16 = 1;
+const NLM_F_ACK: u16 = 4;
+const NLM_F_DUMP: u16 = 0x300;
+const NLMSG_ERROR: u16 = 2;
+const NLMSG_DONE: u16 = 3;
+const CTA_TUPLE_ORIG: u16 = 1;
+const CTA_ZONE: u16 = 18;
+const CTA_TUPLE_PROTO: u16 = 2;
+const CTA_PROTO_NUM: u16 = 1;
+const CTA_PROTO_DST_PORT: u16 = 3;
+const NLA_F_NESTED: u16 = 0x8000;
+/// Most entries deleted in one call.
+const MAX_DELETIONS: usize = 4096;
+
+fn message(ty: u16, flags: u16, seq: u32, family: u8, attrs: &[u8]) -> Vec<u8> {
+    let len = 16 + 4 + attrs.len();
+    let mut v = Vec::with_capacity(len);
+    v.extend((len as u32).to_ne_bytes());
+    v.extend(((NFNL_SUBSYS_CTNETLINK << 8) | ty).to_ne_bytes());
+    v.extend(flags.to_ne_bytes());
+    v.extend(seq.to_ne_bytes());
+    v.extend(0u32.to_ne_bytes());
+    v.extend([family, 0, 0, 0]);
+    v.extend(attrs);
+    v
+}
+
+/// The attributes of a stream: (type without flags, payload, whole bytes).
+fn attributes(b: &[u8]) -> Vec<(u16, &[u8], &[u8])> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i + 4 <= b.len() {
+        let l = u16::from_ne_bytes([b[i], b[i + 1]]) as usize;
+        let t = u16::from_ne_bytes([b[i + 2], b[i + 3]]) & 0x3fff;
+        if l < 4 || i + l > b.len() {
+            break;
+        }
+        out.push((t, &b[i + 4..i + l], &b[i..i + l]));
+        i += (l + 3) & !3;
+    }
+    out
+}
+
+/// The original tuple (and zone) of an entry whose original tuple is UDP
+/// to `port`, ready to send back in a delete.
+fn victim(body: &[u8], port: u16) -> Option<Vec<u8>> {
+    let mut orig = None;
+    let mut zone = None;
+    let mut hit = false;
+    for (t, p, whole) in attributes(body) {
+        if t == CTA_TUPLE_ORIG {
+            orig = Some(whole.to_vec());
+            for (t2, p2, _) in attributes(p) {
+                if t2 == CTA_TUPLE_PROTO {
+                    let (mut num, mut dport) = (0u8, 0u16);
+                    for (t3, p3, _) in attributes(p2) {
+                        if t3 == CTA_PROTO_NUM && !p3.is_empty() {
+                            num = p3[0];
+                        }
+                        if t3 == CTA_PROTO_DST_PORT && p3.len() >= 2 {
+                            dport = u16::from_be_bytes([p3[0], p3[1]]);
+                        }
+                    }
+                    hit = num == 17 && dport == port;
+                }
+            }
+        } else if t == CTA_ZONE {
+            zone = Some(whole.to_vec());
+        }
+    }
+    let mut o = orig.filter(|_| hit)?;
+    o[2..4].copy_from_slice(&(CTA_TUPLE_ORIG | NLA_F_NESTED).to_ne_bytes());
+    if let Some(z) = zone {
+        o.extend(z);
+    }
+    Some(o)
+}
+
+/// Deletes the UDP conntrack entries of `ns` whose original destination
+/// port is `port` (`ipv6`: of that family); how many. Entries that expire
+/// meanwhile are no error.
+pub fn flush_udp_port(ns: &NetNs, ipv6: bool, port: u16) -> Result<usize, NlError> {
+    let socket = ns.run_inside(|| {
+        let mut s = Socket::new(NETLINK_NETFILTER)?;
+        s.bind_auto()?;
+        s.connect(&SocketAddr::new(0, 0))?;
+        Ok(s)
+    })?;
+    let family = if ipv6 { 10 } else { 2 };
+    socket.send(
+        &message(
+            IPCTNL_MSG_CT_GET,
+            NLM_F_REQUEST | NLM_F_DUMP,
+            1,
+            family,
+            &[],
+        ),
+        0,
+    )?;
+    let mut victims: Vec<Vec<u8>> = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    'dump: loop {
+        let n = socket.recv(&mut &mut buf[..], 0)?;
+        let mut off = 0;
+        while off + 16 <= n {
+            let len =
+                u32::from_ne_bytes([buf[off], buf[off + 1], buf[off + 2], buf[off + 3]]) as usize;
+            let ty = u16::from_ne_bytes([buf[off + 4], buf[off + 5]]);
+            if len < 16 || off + len > n {
+                break;
+            }
+            match ty {
+                NLMSG_DONE => break 'dump,
+                NLMSG_ERROR => {
+                    let code = if len >= 20 {
+                        i32::from_ne_bytes([
+                            buf[off + 16],
+                            buf[off + 17],
+                            buf[off + 18],
+                            buf[off + 19],
+                        ])
+                    } else {
+                        -libc::EIO
+                    };
+                    return Err(NlError::Kernel(-code));
+                }
+                _ if len >= 20 => {
+                    if let Some(v) = victim(&buf[off + 20..off + len], port) {
+                        if victims.len() < MAX_DELETIONS {
+                            victims.push(v);
+                        }
+                    }
+                }
+                _ => {}
+            }
+            off += (len + 3) & !3;
+        }
+    }
+    let mut deleted = 0;
+    for (i, v) in victims.iter().enumerate() {
+        socket.send(
+            &message(
+                IPCTNL_MSG_CT_DELETE,
+                NLM_F_REQUEST | NLM_F_ACK,
+                2 + i as u32,
+                family,
+                v,
+            ),
+            0,
+        )?;
+        let n = socket.recv(&mut &mut buf[..], 0)?;
+        if n >= 20 && u16::from_ne_bytes([buf[4], buf[5]]) == NLMSG_ERROR {
+            let code = i32::from_ne_bytes([buf[16], buf[17], buf[18], buf[19]]);
+            if code == 0 {
+                deleted += 1;
+            } else if code != -libc::ENOENT {
+                return Err(NlError::Kernel(-code));
+            }
+        }
+    }
+    Ok(deleted)
+}

@@ -1,0 +1,866 @@
+//! The `firewall` capability in a real kernel: the rules it installs
+//! (`nft -j list table inet wasmcni`), traffic through a mapped port
+//! between namespaces, DEL of exactly one attachment's rules (a second
+//! attachment's DEL leaves the first's byte-identical), the undo of a
+//! failed ADD after every host call (S6), and GC of attachments that are
+//! gone. Everything runs inside namespaces the test makes; the machine's
+//! own nftables, iptables and sysctls are never touched. Needs root and
+//! Debian's `nftables` (`nft`): without them the tests fail.
+
+mod support;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::world::{policy_with, wide, World};
+use support::Netns;
+
+/// The wide grant with every firewall kind.
+fn grant() -> Value {
+    let mut g = wide();
+    g["host"]["firewall"] = json!({"port-mappings": true, "masquerade": true, "forward": true,
+                                   "isolation": true, "mac-spoof": true});
+    g
+}
+
+/// The IPv6 address of the attachment whose IPv4 one is `ip`
+/// (10.70.0.5: fd70::5).
+fn v6_of(ip: &str) -> String {
+    format!("fd70::{}", ip.rsplit('.').next().unwrap_or("1"))
+}
+
+/// A config whose runtime `prevResult` gives the attachment `ip` and its
+/// IPv6 address, and whose `runtimeConfig.portMappings` are [`add_ops`]'s.
+fn conf(network: &str, ip: &str, ops: Value) -> Value {
+    json!({"cniVersion": "1.0.0", "name": network, "type": "scripted", "ops": ops,
+           "runtimeConfig": {"portMappings": [
+               {"hostPort": 8080, "containerPort": 80, "protocol": "tcp"},
+               {"hostPort": 5353, "containerPort": 53, "protocol": "udp", "hostIP": "192.0.2.10"}]},
+           "prevResult": {"cniVersion": "1.0.0", "ips": [
+               {"address": format!("{ip}/24")}, {"address": format!("{}/64", v6_of(ip))}]}})
+}
+
+/// Port mappings, ipMasq and forward for `ip` (in the shared bridge's
+/// 10.70.0.0/24) and its IPv6 address, each kind in one call.
+fn add_ops(ip: &str) -> Value {
+    let mappings = json!([
+        {"host-port": 8080, "container-port": 80, "protocol": "tcp"},
+        {"host-port": 5353, "container-port": 53, "protocol": "udp", "host-ip": "192.0.2.10"}
+    ]);
+    let ip6 = v6_of(ip);
+    json!([
+        {"call": "firewall.add", "ns": "host", "rules": {"port-map": [
+            {"container": format!("{ip}/24"), "snat": true, "mappings": mappings},
+            {"container": format!("{ip6}/64"), "snat": true, "mappings": mappings}]}},
+        {"call": "firewall.add", "ns": "host",
+         "rules": {"masquerade": [format!("{ip}/24"), format!("{ip6}/64")]}},
+        {"call": "firewall.add", "ns": "host", "rules": {"forward": [ip, ip6.as_str()]}}
+    ])
+}
+
+fn del_ops() -> Value {
+    json!([{"call": "firewall.remove", "ns": "host",
+            "kinds": ["port-map", "masquerade", "forward"]}])
+}
+
+fn check_ops(ip: &str) -> Value {
+    let mut ops = add_ops(ip);
+    for op in ops.as_array_mut().expect("ops") {
+        op["call"] = json!("firewall.check");
+    }
+    ops
+}
+
+/// The network's bridge up, as a bridge plugin leaves it; without DAD, so
+/// that its link-local address is not tentative in one snapshot and
+/// settled in the next.
+fn bridge_up(node: &Netns) {
+    node.sysctl("net.ipv6.conf.cnishared0.accept_dad", "0");
+    node.ip(&["link", "set", "cnishared0", "up"]);
+}
+
+fn run(world: &World, cmd: &str, ctr: &str, conf: &Value) -> support::Run {
+    world.run(
+        cmd,
+        &policy_with(grant()),
+        conf,
+        &[("CNI_CONTAINERID", ctr)],
+    )
+}
+
+fn ok(r: &support::Run, what: &str) -> Value {
+    assert_eq!(r.code, 0, "{what}: {r:?}");
+    let rep = r.json();
+    for x in rep["results"].as_array().expect("results") {
+        assert!(x.get("ok").is_some(), "{what}: {rep}");
+    }
+    rep
+}
+
+/// The rules of one attachment (by the readable tail of their tag).
+fn rules_of(ns: &Netns, network: &str, ctr: &str) -> Vec<Value> {
+    let tail = format!(" {network}/{ctr}/eth0");
+    ns.wasmcni_rules()
+        .into_iter()
+        .filter(|r| r["comment"].as_str().is_some_and(|c| c.ends_with(&tail)))
+        .collect()
+}
+
+#[test]
+fn rules_are_wasmcnis_own_and_del_removes_exactly_one_attachment() {
+    let world = World::new("fwr");
+    // The network's bridge is up, as a bridge plugin leaves it.
+    bridge_up(&world.node);
+    let node_before = world.snapshot();
+    ok(
+        &run(
+            &world,
+            "ADD",
+            "ctr-a",
+            &conf("n", "10.70.0.5", add_ops("10.70.0.5")),
+        ),
+        "ADD a",
+    );
+    let text = world.node.nft(&["list", "table", "inet", "wasmcni"]);
+    for want in [
+        "type nat hook prerouting priority dstnat + 10",
+        "type nat hook output priority -90",
+        "type nat hook postrouting priority srcnat + 10",
+        "type filter hook forward priority filter - 10",
+        "fib daddr type local jump hostports",
+        "tcp dport 8080 dnat ip to 10.70.0.5:80",
+        "ip daddr 192.0.2.10 udp dport 5353 dnat ip to 10.70.0.5:53",
+        "ip saddr 10.70.0.0/24 masquerade",
+        "ip saddr 127.0.0.1 masquerade",
+        "ip saddr 10.70.0.5 ip daddr != 10.70.0.0/24 ip daddr != 224.0.0.0/4 masquerade",
+        "iifname \"cnishared0\" ip daddr 127.0.0.0/8",
+        "meta mark set meta mark | 0x00001000",
+        // IPv6 in the same calls: the mapping bound to an IPv4 host IP is
+        // skipped, as the reference skips it.
+        "tcp dport 8080 dnat ip6 to [fd70::5]:80",
+        "ip6 saddr fd70::/64 masquerade",
+        "ip6 saddr fd70::5 ip6 daddr != fd70::/64 ip6 daddr != ff00::/8 masquerade",
+        "ip6 saddr fd70::5 meta mark set meta mark | 0x00001000",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    // Nothing outside wasmcni's table.
+    let all = world.node.nft(&["list", "tables"]);
+    assert_eq!(all.trim(), "table inet wasmcni", "{all}");
+    // route_localnet on the interface towards the container.
+    assert_eq!(
+        read_sysctl(&world.node, "net/ipv4/conf/cnishared0/route_localnet"),
+        "1"
+    );
+    assert!(
+        !text.contains("dnat ip6 to [fd70::5]:53"),
+        "an IPv4 host IP's mapping in IPv6:\n{text}"
+    );
+    let a_rules = rules_of(&world.node, "n", "ctr-a");
+    // Port mappings: the jump; IPv4: 2 DNATs, 2 masquerades (hairpin,
+    // localhost), the 127/8 guard; IPv6: 1 DNAT, the hairpin masquerade;
+    // ipMasq: 2; forward: 2 per address.
+    assert_eq!(a_rules.len(), 14, "{a_rules:#?}");
+
+    // CHECK finds exactly these; a second ADD replaces, not duplicates.
+    let rep = ok(
+        &run(
+            &world,
+            "CHECK",
+            "ctr-a",
+            &conf("n", "10.70.0.5", check_ops("10.70.0.5")),
+        ),
+        "CHECK a",
+    );
+    assert!(
+        rep["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["ok"] == true),
+        "{rep}"
+    );
+    ok(
+        &run(
+            &world,
+            "ADD",
+            "ctr-a",
+            &conf("n", "10.70.0.5", add_ops("10.70.0.5")),
+        ),
+        "ADD a again",
+    );
+    assert_eq!(rules_of(&world.node, "n", "ctr-a").len(), 14);
+    let entries = world
+        .node
+        .wasmcni_rules()
+        .iter()
+        .filter(|r| r["comment"] == "wasmcni entry")
+        .count();
+    assert_eq!(entries, 2, "one entry rule per nat base chain");
+    let a_rules = rules_of(&world.node, "n", "ctr-a");
+
+    // A second attachment (same network, other container)...
+    ok(
+        &run(
+            &world,
+            "ADD",
+            "ctr-b",
+            &conf("n", "10.70.0.6", add_ops("10.70.0.6")),
+        ),
+        "ADD b",
+    );
+    assert_eq!(rules_of(&world.node, "n", "ctr-b").len(), 14);
+    // ... whose CHECK does not see a's rules as its own ...
+    let rep = ok(
+        &run(
+            &world,
+            "CHECK",
+            "ctr-b",
+            &conf("n", "10.70.0.5", check_ops("10.70.0.5")),
+        ),
+        "CHECK b as a",
+    );
+    assert!(
+        rep["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["ok"] == false),
+        "{rep}"
+    );
+    // ... and whose DEL (no prevResult needed) leaves a's rules as they were,
+    // handle for handle.
+    let rep = ok(
+        &run(
+            &world,
+            "DEL",
+            "ctr-b",
+            &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": del_ops()}),
+        ),
+        "DEL b",
+    );
+    assert_eq!(rep["results"][0]["ok"], 14, "{rep}");
+    assert!(rules_of(&world.node, "n", "ctr-b").is_empty());
+    assert_eq!(
+        rules_of(&world.node, "n", "ctr-a"),
+        a_rules,
+        "DEL of b changed a's rules"
+    );
+    let text = world.node.nft(&["list", "table", "inet", "wasmcni"]);
+    assert_eq!(text.matches("-pm {").count(), 1, "b's chain left:\n{text}");
+    // DEL twice, and DEL of a: the table goes with the last attachment.
+    let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": del_ops()});
+    let rep = ok(&run(&world, "DEL", "ctr-b", &del), "DEL b again");
+    assert_eq!(rep["results"][0]["ok"], 0);
+    // b's DEL left route_localnet: a's port map still needs it.
+    assert_eq!(
+        read_sysctl(&world.node, "net/ipv4/conf/cnishared0/route_localnet"),
+        "1"
+    );
+    ok(&run(&world, "DEL", "ctr-a", &del), "DEL a");
+    assert_eq!(world.node.nft(&["list", "tables"]).trim(), "");
+    // Unlike the reference, the last DEL puts route_localnet back with the
+    // guard that made it safe: everything is as before.
+    support::assert_same(&node_before, &world.snapshot(), "after every DEL");
+}
+
+/// Threat 6 (a hostile plugin with `port-mappings`): it may map only what
+/// the runtime asked for in `runtimeConfig.portMappings` (read by the host
+/// from stdin), not capture the node's SSH or API server ports, a port of
+/// the node's loopback, or a mapping with another container port or
+/// protocol; each try is refused (access-denied, audited) and leaves no
+/// rule and no table.
+#[test]
+fn a_plugin_maps_only_the_ports_the_runtime_asked_for() {
+    let world = World::new("fwp");
+    bridge_up(&world.node);
+    let before = world.snapshot();
+    let pm = |m: Value| {
+        json!([{"call": "firewall.add", "ns": "host", "rules": {"port-map": {
+            "container": "10.70.0.5/24", "snat": true, "mappings": [m]}}}])
+    };
+    for m in [
+        json!({"host-port": 22, "container-port": 22, "protocol": "tcp"}),
+        json!({"host-port": 6443, "container-port": 80, "protocol": "tcp"}),
+        json!({"host-port": 8080, "container-port": 80, "protocol": "tcp", "host-ip": "127.0.0.1"}),
+        json!({"host-port": 8080, "container-port": 81, "protocol": "tcp"}),
+        json!({"host-port": 8080, "container-port": 80, "protocol": "udp"}),
+        json!({"host-port": 5353, "container-port": 53, "protocol": "udp"}),
+    ] {
+        let r = run(
+            &world,
+            "ADD",
+            "ctr-a",
+            &conf("n", "10.70.0.5", pm(m.clone())),
+        );
+        assert_eq!(r.code, 0, "{m}: {r:?}");
+        let rep = r.json();
+        assert_eq!(rep["results"][0]["error"], "access-denied", "{m}: {rep}");
+        let audit = world.audit();
+        assert!(
+            audit.last().is_some_and(|a| a["call"] == "firewall.add"
+                && a["outcome"] == "denied"
+                && a["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("runtimeConfig.portMappings"))),
+            "{m}: {audit:?}"
+        );
+        support::assert_same(&before, &world.snapshot(), &format!("after {m}"));
+    }
+    // What the runtime asked for is mapped (the same call, the same conf).
+    let asked = pm(
+        json!({"host-port": 5353, "container-port": 53, "protocol": "udp",
+                          "host-ip": "192.0.2.10"}),
+    );
+    ok(
+        &run(&world, "ADD", "ctr-a", &conf("n", "10.70.0.5", asked)),
+        "asked for",
+    );
+    let text = world.node.nft(&["list", "table", "inet", "wasmcni"]);
+    assert!(
+        text.contains("udp dport 5353 dnat ip to 10.70.0.5:53"),
+        "{text}"
+    );
+}
+
+fn read_sysctl(ns: &Netns, key: &str) -> String {
+    let out = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &ns.name,
+            "cat",
+            &format!("/proc/sys/{key}"),
+        ])
+        .output()
+        .expect("cat");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[test]
+fn gc_removes_only_this_networks_gone_attachments() {
+    let world = World::new("fwg");
+    // The network's bridge is up, as a bridge plugin leaves it.
+    bridge_up(&world.node);
+    ok(
+        &run(
+            &world,
+            "ADD",
+            "ctr-a",
+            &conf("n", "10.70.0.5", add_ops("10.70.0.5")),
+        ),
+        "ADD a",
+    );
+    ok(
+        &run(
+            &world,
+            "ADD",
+            "ctr-b",
+            &conf("n", "10.70.0.6", add_ops("10.70.0.6")),
+        ),
+        "ADD b",
+    );
+    // Another network's attachment with the same container ID as b.
+    ok(
+        &run(
+            &world,
+            "ADD",
+            "ctr-b",
+            &conf("n2", "10.70.0.7", add_ops("10.70.0.7")),
+        ),
+        "ADD n2/b",
+    );
+    let a = rules_of(&world.node, "n", "ctr-a");
+    let other = rules_of(&world.node, "n2", "ctr-b");
+    let gc = json!({"cniVersion": "1.1.0", "name": "n", "type": "scripted",
+                    "ops": [{"call": "firewall.collect-garbage", "ns": "host",
+                             "kinds": ["port-map", "masquerade", "forward"]}],
+                    "cni.dev/valid-attachments": [{"containerID": "ctr-a", "ifname": "eth0"}]});
+    let rep = ok(&run(&world, "GC", "gc", &gc), "GC");
+    assert_eq!(rep["results"][0]["ok"], 14, "{rep}");
+    assert!(rules_of(&world.node, "n", "ctr-b").is_empty());
+    assert_eq!(rules_of(&world.node, "n", "ctr-a"), a);
+    assert_eq!(rules_of(&world.node, "n2", "ctr-b"), other);
+}
+
+#[test]
+fn s6_a_failed_add_leaves_no_rule_after_every_host_call() {
+    let world = World::new("fw6");
+    // The network's bridge is up, as a bridge plugin leaves it (no IPv6:
+    // its link-local address would still be tentative in the snapshots).
+    world
+        .node
+        .sysctl("net.ipv6.conf.cnishared0.disable_ipv6", "1");
+    bridge_up(&world.node);
+    std::thread::sleep(Duration::from_millis(200));
+    let before = world.snapshot();
+    let ops = add_ops("10.70.0.5");
+    let total = ops.as_array().unwrap().len() as u64;
+    // The plugin's ops; with WASMCNI_FAULT, every host call of the process
+    // (`netns.host` first).
+    for k in 1..=total + 1 {
+        for how in ["exit", "trap"] {
+            if k > total {
+                break;
+            }
+            let mut c = conf("n", "10.70.0.5", ops.clone());
+            c["fail"] = json!({"after": k, "how": how});
+            let r = run(&world, "ADD", "ctr-a", &c);
+            assert_ne!(r.code, 0, "k={k} {how}: {r:?}");
+            support::assert_same(&before, &world.snapshot(), &format!("k={k} {how}"));
+        }
+        // The k-th call itself fails (EIO) or traps before it acts.
+        for fault in [format!("call:{k}"), format!("call:{k}:error")] {
+            let mut c = conf("n", "10.70.0.5", ops.clone());
+            c["exit"] = json!(1);
+            let r = world.run(
+                "ADD",
+                &policy_with(grant()),
+                &c,
+                &[("CNI_CONTAINERID", "ctr-a"), ("WASMCNI_FAULT", &fault)],
+            );
+            assert_ne!(r.code, 0, "{fault}: {r:?}");
+            support::assert_same(&before, &world.snapshot(), &fault);
+        }
+    }
+}
+
+/// A TCP server in `ns` on port 80 that answers each connection with the
+/// address it came from.
+struct Server(Child);
+
+impl Server {
+    fn start(ns: &Netns) -> Server {
+        let child = Command::new("ip")
+            .args(["netns", "exec", &ns.name, "python3", "-c"])
+            .arg(
+                "import socket\n\
+                 s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+                 s.bind(('0.0.0.0', 80)); s.listen(16)\n\
+                 while True:\n    c, a = s.accept(); c.sendall(a[0].encode()); c.close()\n",
+            )
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("python3");
+        std::thread::sleep(Duration::from_millis(300));
+        Server(child)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// What the server saw as the client's address, connecting from `ns` to
+/// `addr:port` ("" if nothing answered).
+fn fetch(ns: &Netns, addr: &str, port: u16) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.name, "python3", "-c"])
+        .arg(format!(
+            "import socket\n\
+             try:\n    s=socket.create_connection(('{addr}', {port}), timeout=2); print(s.recv(64).decode())\n\
+             except Exception:\n    pass\n"
+        ))
+        .output()
+        .expect("python3");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+#[test]
+fn traffic_reaches_the_container_only_through_a_local_mapped_port() {
+    let world = World::new("fwt");
+    let (node, ctr) = (&world.node, &world.ctr);
+    // The container on the shared bridge (what a bridge plugin's ADD made).
+    node.ip(&[
+        "link", "add", "vethfwt0", "type", "veth", "peer", "name", "eth0", "netns", &ctr.name,
+    ]);
+    node.ip(&["link", "set", "vethfwt0", "master", "cnishared0", "up"]);
+    bridge_up(node);
+    ctr.ip(&["addr", "add", "10.70.0.5/24", "dev", "eth0"]);
+    ctr.ip(&["link", "set", "eth0", "up"]);
+    ctr.ip(&["link", "set", "lo", "up"]);
+    ctr.ip(&["route", "add", "default", "via", "10.70.0.1"]);
+    // A client outside, on its own link to the node.
+    let x = Netns::new("fwtx");
+    node.ip(&[
+        "link", "add", "xlink", "type", "veth", "peer", "name", "x0", "netns", &x.name,
+    ]);
+    node.ip(&["addr", "add", "203.0.113.1/24", "dev", "xlink"]);
+    node.ip(&["link", "set", "xlink", "up"]);
+    x.ip(&["addr", "add", "203.0.113.2/24", "dev", "x0"]);
+    x.ip(&["link", "set", "x0", "up"]);
+    x.ip(&["route", "add", "default", "via", "203.0.113.1"]);
+    node.sysctl("net.ipv4.ip_forward", "1");
+    let _server = Server::start(ctr);
+    assert_eq!(fetch(&x, "203.0.113.1", 8080), "", "mapped before the ADD");
+
+    ok(
+        &run(
+            &world,
+            "ADD",
+            "ctr-a",
+            &conf("n", "10.70.0.5", add_ops("10.70.0.5")),
+        ),
+        "ADD",
+    );
+    // From outside to a node address: DNATed, the client's address kept.
+    assert_eq!(fetch(&x, "203.0.113.1", 8080), "203.0.113.2");
+    // From the node to its own address (its source kept, as the
+    // reference) and to 127.0.0.1 (route_localnet; masqueraded to the
+    // bridge's address).
+    assert_eq!(fetch(node, "192.0.2.10", 8080), "192.0.2.10");
+    assert_eq!(fetch(node, "127.0.0.1", 8080), "10.70.0.1");
+    // Hairpin: the container to the node's mapped port. This kernel has
+    // br_netfilter built in (bridge-nf-call-iptables=1), so the DNATed
+    // packet goes back out of the bridge port it came in on: the port needs
+    // hairpin mode, as the bridge plugin's `hairpinMode` sets it (the
+    // reference needs the same).
+    node.ip(&[
+        "link",
+        "set",
+        "vethfwt0",
+        "type",
+        "bridge_slave",
+        "hairpin",
+        "on",
+    ]);
+    assert_eq!(fetch(ctr, "203.0.113.1", 8080), "10.70.0.1");
+    // Not local: a routed destination on the same port is never captured.
+    assert_eq!(fetch(&x, "198.51.100.7", 8080), "");
+    // After DEL nothing answers.
+    let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": del_ops()});
+    ok(&run(&world, "DEL", "ctr-a", &del), "DEL");
+    assert_eq!(fetch(&x, "203.0.113.1", 8080), "");
+}
+
+/// Runs the bundled portmap plugin in `world` (its default-policy entry).
+fn portmap(world: &World, command: &str, conf: &Value, cid: &str) -> support::Run {
+    let stdin = conf.to_string().into_bytes();
+    support::Invoke::wasmcni_run("portmap", &stdin)
+        .cni(command, &world.ctr.path, "eth0")
+        .env("CNI_CONTAINERID", cid)
+        .env(
+            "WASMCNI_POLICY",
+            world.policy(&json!({"plugins": {}})).display().to_string(),
+        )
+        .env("WASMCNI_AUDIT", world.audit_path().display().to_string())
+        .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
+        .in_netns(&world.node)
+        .run()
+}
+
+fn portmap_conf(extra: Value, mappings: Value) -> Value {
+    let mut c = json!({
+        "cniVersion": "1.0.0", "name": "pmnet", "type": "portmap",
+        "runtimeConfig": {"portMappings": mappings},
+        "prevResult": {"cniVersion": "1.0.0",
+            "interfaces": [{"name": "vethpm0"}, {"name": "eth0", "sandbox": "/var/run/netns/x"}],
+            "ips": [{"address": "10.70.0.5/24", "interface": 1},
+                    {"address": "10.70.0.99/24", "interface": 0}]}
+    });
+    for (k, v) in extra.as_object().expect("object") {
+        c[k] = v.clone();
+    }
+    c
+}
+
+#[test]
+fn portmap_plugin_maps_checks_and_dels_without_mappings() {
+    let world = World::new("fwp");
+    // The network's bridge is up, as a bridge plugin leaves it.
+    bridge_up(&world.node);
+    let before = world.snapshot();
+    let m = json!([{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"},
+                   {"hostPort": 5353, "containerPort": 53, "protocol": "udp"}]);
+    let add = portmap(&world, "ADD", &portmap_conf(json!({}), m.clone()), "ctr-p");
+    assert_eq!(add.code, 0, "{add:?}");
+    // The result is the prevResult, unchanged.
+    assert_eq!(add.json()["ips"][0]["address"], "10.70.0.5/24");
+    let text = world.node.nft(&["list", "table", "inet", "wasmcni"]);
+    // The container's address of CNI_IFNAME, not the host interface's.
+    assert!(text.contains("dnat ip to 10.70.0.5:80"), "{text}");
+    assert!(text.contains("dnat ip to 10.70.0.5:53"), "{text}");
+    assert!(!text.contains("10.70.0.99"), "{text}");
+    let check = portmap(
+        &world,
+        "CHECK",
+        &portmap_conf(json!({}), m.clone()),
+        "ctr-p",
+    );
+    assert_eq!(check.code, 0, "{check:?}");
+    // CHECK with another mapping than installed fails.
+    let other = json!([{"hostPort": 8081, "containerPort": 80, "protocol": "tcp"}]);
+    let check = portmap(&world, "CHECK", &portmap_conf(json!({}), other), "ctr-p");
+    assert_ne!(check.code, 0, "{check:?}");
+    // DEL without portMappings or prevResult (the reference's is a no-op).
+    let del = json!({"cniVersion": "1.0.0", "name": "pmnet", "type": "portmap"});
+    let r = portmap(&world, "DEL", &del, "ctr-p");
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = portmap(&world, "DEL", &del, "ctr-p");
+    assert_eq!(r.code, 0, "DEL twice: {r:?}");
+    let mut after = world.snapshot();
+    let mut b = before;
+    for s in [&mut after, &mut b] {
+        s["node"]["sysctls"] = Value::Null;
+    }
+    support::assert_same(&b, &after, "after DEL");
+}
+
+#[test]
+fn portmap_bad_input_is_a_clear_error_and_leaves_nothing() {
+    let world = World::new("fwpb");
+    let before = world.snapshot();
+    let ok = json!([{"hostPort": 8080, "containerPort": 80}]);
+    for (extra, mappings, words) in [
+        (
+            json!({}),
+            json!([{"hostPort": 0, "containerPort": 80}]),
+            vec!["portMappings[0].hostPort"],
+        ),
+        (
+            json!({}),
+            json!([{"hostPort": 8080, "containerPort": 65536}]),
+            vec!["containerPort"],
+        ),
+        (
+            json!({}),
+            json!([{"hostPort": 8080, "containerPort": 80, "protocol": "icmp"}]),
+            vec!["protocol"],
+        ),
+        (
+            json!({}),
+            json!([{"hostPort": 8080, "containerPort": 80, "hostIP": "x"}]),
+            vec!["hostIP"],
+        ),
+        (json!({"markMasqBit": 32}), ok.clone(), vec!["markMasqBit"]),
+        (
+            json!({"markMasqBit": 3, "externalSetMarkChain": "X"}),
+            ok.clone(),
+            vec!["externalSetMarkChain"],
+        ),
+        (
+            json!({"conditionsV4": ["-m", "comment"]}),
+            ok.clone(),
+            vec!["conditionsV4[0]"],
+        ),
+        (
+            json!({"conditionsV4": ["-s", "10.0.0.0/8", "-j", "ACCEPT"]}),
+            ok.clone(),
+            vec!["conditionsV4[2]"],
+        ),
+        (
+            json!({"conditionsV6": ["-s", "10.0.0.0/8"]}),
+            ok.clone(),
+            vec!["conditionsV6[0]"],
+        ),
+        (json!({"snat": "yes"}), ok.clone(), vec!["snat"]),
+    ] {
+        let conf = portmap_conf(extra.clone(), mappings.clone());
+        let r = portmap(&world, "ADD", &conf, "ctr-p");
+        assert_ne!(r.code, 0, "{extra} {mappings}: {r:?}");
+        let e = r.json();
+        assert_eq!(e["code"], 7, "{extra} {mappings}: {e}");
+        for w in words {
+            assert!(
+                e["msg"].as_str().unwrap_or("").contains(w),
+                "{extra} {mappings}: {e}"
+            );
+        }
+        support::assert_same(&before, &world.snapshot(), &format!("{extra} {mappings}"));
+    }
+    // Not chained.
+    let mut conf = portmap_conf(json!({}), ok);
+    conf.as_object_mut().expect("object").remove("prevResult");
+    let r = portmap(&world, "ADD", &conf, "ctr-p");
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("chained"), "{r:?}");
+}
+
+/// `iptables` in `ns` (iptables-nft, inside the test's namespace only).
+fn iptables(ns: &Netns, args: &[&str]) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.name, "iptables"])
+        .args(args)
+        .output()
+        .expect("iptables");
+    assert!(out.status.success(), "iptables {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn forward_marks_pass_an_iptables_forward_drop_policy_once_per_node() {
+    let world = World::new("fwf");
+    let (node, ctr) = (&world.node, &world.ctr);
+    node.ip(&[
+        "link", "add", "vethfwf0", "type", "veth", "peer", "name", "eth0", "netns", &ctr.name,
+    ]);
+    node.ip(&["link", "set", "vethfwf0", "master", "cnishared0", "up"]);
+    bridge_up(node);
+    ctr.ip(&["addr", "add", "10.70.0.5/24", "dev", "eth0"]);
+    ctr.ip(&["link", "set", "eth0", "up"]);
+    ctr.ip(&["route", "add", "default", "via", "10.70.0.1"]);
+    let x = Netns::new("fwfx");
+    node.ip(&[
+        "link", "add", "xlink", "type", "veth", "peer", "name", "x0", "netns", &x.name,
+    ]);
+    node.ip(&["addr", "add", "203.0.113.1/24", "dev", "xlink"]);
+    node.ip(&["link", "set", "xlink", "up"]);
+    x.ip(&["addr", "add", "203.0.113.2/24", "dev", "x0"]);
+    x.ip(&["link", "set", "x0", "up"]);
+    x.ip(&["link", "set", "lo", "up"]);
+    x.ip(&["route", "add", "default", "via", "203.0.113.1"]);
+    node.sysctl("net.ipv4.ip_forward", "1");
+    // A Docker/Kubernetes-like node: FORWARD drops by default.
+    iptables(node, &["-P", "FORWARD", "DROP"]);
+    let _server = Server::start(&x);
+    assert_eq!(
+        fetch(ctr, "203.0.113.2", 80),
+        "",
+        "forwarded before the ADD"
+    );
+
+    let fwd = json!([{"call": "firewall.add", "ns": "host", "rules": {"forward": "10.70.0.5"}}]);
+    ok(
+        &run(&world, "ADD", "ctr-a", &conf("n", "10.70.0.5", fwd.clone())),
+        "ADD",
+    );
+    let rules = iptables(node, &["-S"]);
+    assert!(
+        rules.contains("-A FORWARD -m comment --comment wasmcni -j WASMCNI-FORWARD"),
+        "{rules}"
+    );
+    assert!(rules.contains("-A WASMCNI-FORWARD -j CNI-ADMIN"), "{rules}");
+    assert!(
+        rules.contains("-A WASMCNI-FORWARD -m mark --mark 0x1000/0x1000 -j ACCEPT"),
+        "{rules}"
+    );
+    // The container's traffic passes; nothing else does.
+    assert_eq!(fetch(ctr, "203.0.113.2", 80), "10.70.0.5");
+    // Another attachment's ADD does not add the static rule again.
+    ok(
+        &run(
+            &world,
+            "ADD",
+            "ctr-b",
+            &conf(
+                "n",
+                "10.70.0.6",
+                json!([{"call": "firewall.add", "ns": "host", "rules": {"forward": "10.70.0.6"}}]),
+            ),
+        ),
+        "ADD b",
+    );
+    assert_eq!(iptables(node, &["-S"]), rules);
+    // After DEL the mark is gone, and with it the container's way out.
+    let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+                     "ops": [{"call": "firewall.remove", "ns": "host", "kinds": ["forward"]}]});
+    ok(&run(&world, "DEL", "ctr-a", &del), "DEL");
+    assert_eq!(fetch(ctr, "203.0.113.2", 80), "");
+}
+
+#[test]
+fn mac_spoof_and_isolation_rules_are_the_attachments_and_go_with_it() {
+    let world = World::new("fwm");
+    let ops = json!([
+        {"call": "link.create-veth", "ns": "host", "name": "cnitestv9", "peer-ns": "container", "peer-name": "eth9"},
+        {"call": "firewall.add", "ns": "host", "link": "cnitestv9", "rules": {"mac-spoof": "02:00:00:00:00:09"}},
+        {"call": "firewall.add", "ns": "host", "link": "cnishared0", "rules": {"isolation": true}}
+    ]);
+    // A failed ADD takes them back with the veth ...
+    let before = world.snapshot();
+    let mut c = conf("n", "10.70.0.5", ops.clone());
+    c["exit"] = json!(1);
+    let r = run(&world, "ADD", "ctr-a", &c);
+    assert_ne!(r.code, 0, "{r:?}");
+    support::assert_same(&before, &world.snapshot(), "failed ADD");
+    // ... a successful one installs them in wasmcni's tables (bridge
+    // priority -300, which nft names `dstnat`).
+    ok(
+        &run(&world, "ADD", "ctr-a", &conf("n", "10.70.0.5", ops)),
+        "ADD",
+    );
+    let bridge = world.node.nft(&["list", "table", "bridge", "wasmcni"]);
+    assert!(
+        bridge.contains("type filter hook prerouting priority dstnat;"),
+        "{bridge}"
+    );
+    assert!(
+        bridge.contains("iifname \"cnitestv9\" ether saddr != 02:00:00:00:00:09 drop"),
+        "{bridge}"
+    );
+    let inet = world.node.nft(&["list", "table", "inet", "wasmcni"]);
+    assert!(
+        inet.contains("iifname \"cnishared0\" oifname != \"cnishared0\" jump isolation"),
+        "{inet}"
+    );
+    assert!(inet.contains("oifname \"cnishared0\" drop"), "{inet}");
+    // DEL removes both tables' rules (and the tables, the last ones).
+    let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+                     "ops": [{"call": "firewall.remove", "ns": "host",
+                              "kinds": ["mac-spoof", "isolation"]}]});
+    let rep = ok(&run(&world, "DEL", "ctr-a", &del), "DEL");
+    assert_eq!(rep["results"][0]["ok"], 3, "{rep}");
+    assert_eq!(world.node.nft(&["list", "tables"]).trim(), "");
+}
+
+/// `conntrack ARGS...` in `ns`: its output (both streams).
+fn conntrack(ns: &Netns, args: &[&str]) -> String {
+    let out = Command::new("ip")
+        .args(["netns", "exec", &ns.name, "conntrack"])
+        .args(args)
+        .output()
+        .expect("this test needs conntrack (apt-get install conntrack)");
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+#[test]
+fn udp_conntrack_entries_to_a_mapped_port_go_after_add_and_after_del() {
+    let world = World::new("fwc");
+    let node = &world.node;
+    let plant = |dport: &str| {
+        let out = conntrack(
+            node,
+            &[
+                "-I",
+                "-p",
+                "udp",
+                "-s",
+                "198.51.100.9",
+                "-d",
+                "192.0.2.10",
+                "--sport",
+                "4000",
+                "--dport",
+                dport,
+                "-t",
+                "120",
+            ],
+        );
+        assert!(out.contains("1 flow entries have been created"), "{out}");
+    };
+    let listed = |dport: &str| conntrack(node, &["-L", "-p", "udp", "--dport", dport]);
+    plant("5353");
+    plant("5354");
+    ok(
+        &run(
+            &world,
+            "ADD",
+            "ctr-a",
+            &conf("n", "10.70.0.5", add_ops("10.70.0.5")),
+        ),
+        "ADD",
+    );
+    assert!(!listed("5353").contains("dport=5353"), "{}", listed("5353"));
+    // Another port's entry stays.
+    assert!(listed("5354").contains("dport=5354"), "{}", listed("5354"));
+    plant("5353");
+    let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": del_ops()});
+    ok(&run(&world, "DEL", "ctr-a", &del), "DEL");
+    assert!(!listed("5353").contains("dport=5353"), "{}", listed("5353"));
+    assert!(listed("5354").contains("dport=5354"), "{}", listed("5354"));
+}
