@@ -109,7 +109,25 @@ impl Netns {
 
     /// Links, addresses and routes (all tables), as `ip -j` reports them,
     /// with counters and other volatile fields removed.
+    ///
+    /// Taken once IPv6 duplicate address detection has settled: an
+    /// address on a link with carrier is tentative for about a second,
+    /// and its local route appears only after, so a snapshot taken
+    /// meanwhile would differ from the next one for nobody's doing (a
+    /// CI run failed on it). Waits at most 3 s; an address still
+    /// tentative then is reported as it is.
     pub fn snapshot(&self) -> Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        loop {
+            let v = self.snapshot_now();
+            if !dad_pending(&v["addrs"]) || std::time::Instant::now() >= deadline {
+                return v;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
+    fn snapshot_now(&self) -> Value {
         let j = |args: &[&str]| -> Value {
             let s = self.ip(args);
             if s.trim().is_empty() {
@@ -405,6 +423,22 @@ pub fn assert_same(before: &Value, after: &Value, what: &str) {
 
 /// Removes fields that differ between two otherwise identical namespaces
 /// or between two moments (lifetimes, counters, namespace ids).
+/// Whether an address of a link with carrier is still in duplicate
+/// address detection (`ip -j addr` output).
+fn dad_pending(addrs: &Value) -> bool {
+    addrs.as_array().is_some_and(|links| {
+        links.iter().any(|l| {
+            l["flags"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|x| x == "LOWER_UP"))
+                && l["addr_info"].as_array().is_some_and(|a| {
+                    a.iter()
+                        .any(|i| i["tentative"] == true && i["dadfailed"] != true)
+                })
+        })
+    })
+}
+
 fn scrub(v: &mut Value) {
     match v {
         Value::Object(m) => {
