@@ -227,8 +227,11 @@ fn s6_bridge_add_is_undone_at_every_host_call() {
     sweep_where_possible(
         &Subject {
             plugin: "bridge",
-            conf: json!({"bridge": "cnifault0", "isGateway": true, "ipMasq": false,
-                         "hairpinMode": true, "ipam": host_local("10.66.0.0/24")}),
+            // ipMasq and macspoofchk: firewall rules (and their tables)
+            // are undone at every later call too.
+            conf: json!({"bridge": "cnifault0", "isGateway": true, "ipMasq": true,
+                         "macspoofchk": true, "hairpinMode": true,
+                         "ipam": host_local("10.66.0.0/24")}),
             node: &[],
             needs: None,
             ctr: &[],
@@ -242,7 +245,7 @@ fn s6_ptp_add_is_undone_at_every_host_call() {
     sweep_where_possible(
         &Subject {
             plugin: "ptp",
-            conf: json!({"mtu": 1400, "ipam": host_local("10.67.0.0/24")}),
+            conf: json!({"mtu": 1400, "ipMasq": true, "ipam": host_local("10.67.0.0/24")}),
             node: &[],
             needs: None,
             ctr: &[],

@@ -864,3 +864,139 @@ fn udp_conntrack_entries_to_a_mapped_port_go_after_add_and_after_del() {
     assert!(!listed("5353").contains("dport=5353"), "{}", listed("5353"));
     assert!(listed("5354").contains("dport=5354"), "{}", listed("5354"));
 }
+
+/// Runs the bundled `plugin` in `world` for container `cid` (its
+/// default-policy entry, host-local confined to the world's IPAM dir).
+fn bundled(world: &World, plugin: &str, command: &str, conf: &Value, cid: &str) -> support::Run {
+    let stdin = conf.to_string().into_bytes();
+    let policy = json!({"plugins": {"host-local": {"ipam-roots": [world.ipam_dir()]}}});
+    support::Invoke::wasmcni_run(plugin, &stdin)
+        .cni(command, &world.ctr.path, "eth0")
+        .env("CNI_CONTAINERID", cid)
+        .env(
+            "WASMCNI_POLICY",
+            world.policy(&policy).display().to_string(),
+        )
+        .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
+        .in_netns(&world.node)
+        .run()
+}
+
+/// The bridge plugin's `ipMasq` and `macspoofchk` on the capability: what
+/// the container sends outside its subnet leaves with the node's address;
+/// a frame with another source MAC is dropped at its port; DEL removes
+/// both (and the tables), GC of a gone attachment too.
+#[test]
+fn bridge_ip_masq_and_mac_spoof_check_work_and_go_with_del() {
+    let world = World::new("fwb");
+    let (node, ctr) = (&world.node, &world.ctr);
+    let x = Netns::new("fwbx");
+    node.ip(&[
+        "link", "add", "xlink", "type", "veth", "peer", "name", "x0", "netns", &x.name,
+    ]);
+    node.ip(&["addr", "add", "203.0.113.1/24", "dev", "xlink"]);
+    node.ip(&["link", "set", "xlink", "up"]);
+    x.ip(&["addr", "add", "203.0.113.2/24", "dev", "x0"]);
+    x.ip(&["link", "set", "x0", "up"]);
+    x.ip(&["route", "add", "default", "via", "203.0.113.1"]);
+    let _server = Server::start(&x);
+    let before = world.snapshot();
+    let conf = json!({"cniVersion": "1.0.0", "name": "mq", "type": "bridge",
+        "bridge": "cnimq0", "isGateway": true, "ipMasq": true, "macspoofchk": true,
+        "ipam": {"type": "host-local", "dataDir": world.ipam_dir().display().to_string(),
+                 "ranges": [[{"subnet": "10.74.0.0/24"}], [{"subnet": "fd00:74::/64"}]],
+                 "routes": [{"dst": "0.0.0.0/0"}]}});
+    let add = bundled(&world, "bridge", "ADD", &conf, "c1");
+    assert_eq!(add.code, 0, "{add:?}");
+    let text = node.nft(&["list", "ruleset"]);
+    for want in [
+        "ip saddr 10.74.0.2 ip daddr != 10.74.0.0/24 ip daddr != 224.0.0.0/4 masquerade",
+        "ip6 saddr fd00:74::2 ip6 daddr != fd00:74::/64 ip6 daddr != ff00::/8 masquerade",
+        "table bridge wasmcni",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in:\n{text}");
+    }
+    let mac = add.json()["interfaces"][2]["mac"]
+        .as_str()
+        .expect("container mac")
+        .to_owned();
+    assert!(
+        text.contains(&format!("ether saddr != {mac} drop")),
+        "{text}"
+    );
+    // Out through the node: the server sees the node's address, not the
+    // container's (without the rule it would see 10.74.0.2: its answer
+    // routes back through the node either way).
+    assert_eq!(fetch(ctr, "203.0.113.2", 80), "203.0.113.1");
+    // Another source MAC on the container's interface: its frames are
+    // dropped at the port; its own again: they pass.
+    ctr.ip(&["link", "set", "eth0", "address", "02:00:00:00:00:99"]);
+    assert_eq!(fetch(ctr, "203.0.113.2", 80), "", "a spoofed MAC passed");
+    ctr.ip(&["link", "set", "eth0", "address", &mac]);
+    ctr.ip(&["neigh", "flush", "all"]);
+    assert_eq!(fetch(ctr, "203.0.113.2", 80), "203.0.113.1");
+
+    let del = bundled(&world, "bridge", "DEL", &conf, "c1");
+    assert_eq!(del.code, 0, "{del:?}");
+    assert_eq!(
+        node.nft(&["list", "tables"]).trim(),
+        "",
+        "rules left after DEL"
+    );
+    // What is left is what the reference leaves too: the bridge with its
+    // gateway addresses, ip_forward, host-local's lock file.
+    let after = world.snapshot();
+    assert_eq!(after["records"], before["records"]);
+    assert_eq!(
+        after["ctr"], before["ctr"],
+        "the container is not as before"
+    );
+
+    // GC: an attachment the runtime no longer lists loses its rules.
+    let add = bundled(&world, "bridge", "ADD", &conf, "c2");
+    assert_eq!(add.code, 0, "{add:?}");
+    let mut gc = conf.clone();
+    gc["cniVersion"] = json!("1.1.0");
+    gc["cni.dev/valid-attachments"] = json!([]);
+    let run = bundled(&world, "bridge", "GC", &gc, "");
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(node.nft(&["list", "tables"]).trim(), "", "GC left rules");
+}
+
+/// The ptp plugin's `ipMasq` on the capability: the container's traffic
+/// leaves with the node's address; DEL removes the rule and the table.
+#[test]
+fn ptp_ip_masq_works_and_goes_with_del() {
+    let world = World::new("fwq");
+    let (node, ctr) = (&world.node, &world.ctr);
+    let x = Netns::new("fwqx");
+    node.ip(&[
+        "link", "add", "xlink", "type", "veth", "peer", "name", "x0", "netns", &x.name,
+    ]);
+    node.ip(&["addr", "add", "203.0.113.1/24", "dev", "xlink"]);
+    node.ip(&["link", "set", "xlink", "up"]);
+    x.ip(&["addr", "add", "203.0.113.2/24", "dev", "x0"]);
+    x.ip(&["link", "set", "x0", "up"]);
+    x.ip(&["route", "add", "default", "via", "203.0.113.1"]);
+    let _server = Server::start(&x);
+    let conf = json!({"cniVersion": "1.0.0", "name": "pq", "type": "ptp", "ipMasq": true,
+        "ipam": {"type": "host-local", "dataDir": world.ipam_dir().display().to_string(),
+                 "subnet": "10.75.0.0/24", "routes": [{"dst": "0.0.0.0/0"}]}});
+    let add = bundled(&world, "ptp", "ADD", &conf, "c1");
+    assert_eq!(add.code, 0, "{add:?}");
+    let text = node.nft(&["list", "ruleset"]);
+    assert!(
+        text.contains(
+            "ip saddr 10.75.0.2 ip daddr != 10.75.0.0/24 ip daddr != 224.0.0.0/4 masquerade"
+        ),
+        "{text}"
+    );
+    assert_eq!(fetch(ctr, "203.0.113.2", 80), "203.0.113.1");
+    let del = bundled(&world, "ptp", "DEL", &conf, "c1");
+    assert_eq!(del.code, 0, "{del:?}");
+    assert_eq!(
+        node.nft(&["list", "tables"]).trim(),
+        "",
+        "rules left after DEL"
+    );
+}

@@ -21,7 +21,8 @@ pub struct Conf {
     /// Replace a different address on the bridge.
     #[serde(default)]
     pub force_address: bool,
-    /// Masquerade the container's traffic (needs firewall rules).
+    /// Masquerade what the container sends outside its subnet (the
+    /// firewall capability's `masquerade`).
     #[serde(default)]
     pub ip_masq: bool,
     /// MTU of the bridge and both veth ends; ≤ 0: the kernel's default.
@@ -44,7 +45,8 @@ pub struct Conf {
     /// upstream until v1.8 and as 1.1.1 behaves, which always keeps it).
     #[serde(default)]
     pub preserve_default_vlan: Option<bool>,
-    /// MAC spoofing protection (needs firewall rules).
+    /// Drop frames from the container whose source MAC is not its own
+    /// (the firewall capability's `mac-spoof`).
     #[serde(default)]
     pub macspoofchk: bool,
     /// Keep IPv6 duplicate address detection on the container's interface.
@@ -129,21 +131,6 @@ impl Conf {
             return Err(Error::internal(
                 "cannot set hairpin mode and promiscuous mode at the same time.",
             ));
-        }
-        for (on, what, why) in [
-            (c.ip_masq, "ipMasq", "masquerading needs firewall rules"),
-            (
-                c.macspoofchk,
-                "macspoofchk",
-                "MAC spoof checking needs firewall rules",
-            ),
-        ] {
-            if on {
-                return Err(Error::unsupported_field(format!(
-                    "bridge option {what:?} is not supported by wasmcni yet: {why}, \
-                     which wasmcni does not grant plugins yet"
-                )));
-            }
         }
         Ok(c)
     }

@@ -19,15 +19,21 @@
 //! veth pair whose other end is a port of that VLAN, shared by the
 //! network and kept after DEL, as the reference does.
 //!
-//! `ipMasq` and `macspoofchk` need firewall rules, which wasmcni does not
-//! grant plugins yet: they are refused with an error saying so (code 2)
-//! rather than silently ignored.
+//! `ipMasq` (masquerade what each container address sends outside its
+//! subnet, not to multicast) and `macspoofchk` (drop frames from the
+//! container's port whose source MAC is not the container's) are rules of
+//! the host's firewall capability, tagged with the attachment: DEL removes
+//! them without needing the addresses (the reference reads them from the
+//! container before deleting its interface, so a container already gone
+//! leaks its rules there), GC removes those of attachments that are gone,
+//! and a failed ADD leaves none.
 
 mod conf;
 
 use std::time::Duration;
 
 use guest_sdk::cni::{Cidr, CniResult, Command, Error, Interface, Route};
+use guest_sdk::firewall::{MacSpoof, RuleKind, Rules};
 use guest_sdk::net::{prefix, AddressOptions, IpFamily, LinkInfo, LinkOptions, Netns, OperState};
 use guest_sdk::skel::{self, Invocation, Plugin};
 use plugin_common::iface::{self, link_key};
@@ -295,6 +301,13 @@ impl Plugin for Bridge {
                     v.host.name
                 ))
             })?;
+        if c.macspoofchk {
+            host.firewall_add(&Rules::MacSpoof(MacSpoof {
+                link: v.host.index,
+                mac: v.container.mac.clone(),
+            }))
+            .map_err(|e| Error::internal(format!("failed to setup mac spoof check: {e}")))?;
+        }
         let vid = u16::try_from(c.vlan).unwrap_or(0);
         set_port_vlans(&host, &v.host, &c, vid, &c.trunk_vids()?)?;
         let mut result = CniResult {
@@ -364,6 +377,15 @@ impl Plugin for Bridge {
                 )
                 .map_err(|e| Error::internal(format!("failed to enable forwarding: {e}")))?;
             }
+            if c.ip_masq {
+                let prefixes = result
+                    .ips
+                    .iter()
+                    .map(|ip| prefix(ip.address.addr(), ip.address.prefix_len()))
+                    .collect();
+                host.firewall_add(&Rules::Masquerade(prefixes))
+                    .map_err(|e| Error::internal(format!("failed to setup IP masquerade: {e}")))?;
+            }
         } else {
             let link = container
                 .link(ifname)
@@ -398,6 +420,10 @@ impl Plugin for Bridge {
         if c.is_layer3(inv) {
             ipam::exec(inv, Command::Del)?;
         }
+        let kinds = firewall_kinds(&c, inv);
+        if !kinds.is_empty() {
+            Netns::host()?.firewall_remove(&kinds)?;
+        }
         Ok(())
     }
 
@@ -419,6 +445,10 @@ impl Plugin for Bridge {
         if c.is_layer3(inv) {
             ipam::exec(inv, Command::Gc)?;
         }
+        let kinds = firewall_kinds(&c, inv);
+        if !kinds.is_empty() {
+            Netns::host()?.firewall_collect_garbage(&kinds)?;
+        }
         Ok(())
     }
 
@@ -429,6 +459,19 @@ impl Plugin for Bridge {
         }
         Ok(())
     }
+}
+
+/// The firewall rule kinds the config asks for (masquerading only with
+/// addresses, as ADD installs it).
+fn firewall_kinds(c: &Conf, inv: &Invocation) -> Vec<RuleKind> {
+    let mut kinds = Vec::new();
+    if c.ip_masq && c.is_layer3(inv) {
+        kinds.push(RuleKind::Masquerade);
+    }
+    if c.macspoofchk {
+        kinds.push(RuleKind::MacSpoof);
+    }
+    kinds
 }
 
 /// CHECK: the bridge, the container's veth and its peer on the bridge,

@@ -8,13 +8,15 @@
 //! the gateway (the subnet route is replaced by one via the gateway).
 //!
 //! Unlike the reference, a failed ADD leaves nothing behind (wasmcni's
-//! journal removes the veth and releases the reservation). `ipMasq` needs
-//! firewall rules, which wasmcni does not grant plugins yet: it is refused
-//! with an error saying so (code 2).
+//! journal removes the veth and releases the reservation). `ipMasq` is the
+//! host firewall capability's `masquerade`, tagged with the attachment, so
+//! DEL removes it whatever is left of the container and GC removes those
+//! of attachments that are gone.
 
 use std::net::IpAddr;
 
 use guest_sdk::cni::{Cidr, CniResult, Command, Dns, Error, Interface};
+use guest_sdk::firewall::{RuleKind, Rules};
 use guest_sdk::net::{from_ip, prefix, AddressOptions, Netns, Route, Scope};
 use guest_sdk::skel::{self, Invocation, Plugin};
 use plugin_common::{iface, ipam, mac, veth};
@@ -24,7 +26,7 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Conf {
-    /// Masquerade the container's traffic (needs firewall rules).
+    /// Masquerade what the container sends outside its subnet.
     #[serde(default)]
     ip_masq: bool,
     /// MTU of both veth ends; ≤ 0: the kernel's default.
@@ -41,12 +43,6 @@ impl Conf {
             .conf
             .plugin_config()
             .map_err(|e| Error::internal(format!("failed to load netconf: {}", e.msg)))?;
-        if c.ip_masq {
-            return Err(Error::unsupported_field(
-                "ptp option \"ipMasq\" is not supported by wasmcni yet: masquerading needs \
-                 firewall rules, which wasmcni does not grant plugins yet",
-            ));
-        }
         Ok(c)
     }
 
@@ -180,6 +176,15 @@ impl Plugin for Ptp {
                 Err(e) => return Err(Error::internal(format!("failed to add route on host: {e}"))),
             }
         }
+        if c.ip_masq {
+            let prefixes = result
+                .ips
+                .iter()
+                .map(|ip| prefix(ip.address.addr(), ip.address.prefix_len()))
+                .collect();
+            host.firewall_add(&Rules::Masquerade(prefixes))
+                .map_err(|e| Error::internal(format!("failed to setup IP masquerade: {e}")))?;
+        }
         if let Some(dns) = c.dns.filter(|d| !d.is_empty()) {
             result.dns = dns;
         }
@@ -187,8 +192,11 @@ impl Plugin for Ptp {
     }
 
     fn del(&self, inv: &Invocation) -> Result<(), Error> {
-        Conf::load(inv)?;
+        let c = Conf::load(inv)?;
         ipam::exec(inv, Command::Del)?;
+        if c.ip_masq {
+            Netns::host()?.firewall_remove(&[RuleKind::Masquerade])?;
+        }
         if inv.env.netns.is_empty() {
             return Ok(());
         }
@@ -250,8 +258,12 @@ impl Plugin for Ptp {
     }
 
     fn gc(&self, inv: &Invocation) -> Result<(), Error> {
-        Conf::load(inv)?;
-        ipam::exec(inv, Command::Gc)
+        let c = Conf::load(inv)?;
+        ipam::exec(inv, Command::Gc)?;
+        if c.ip_masq {
+            Netns::host()?.firewall_collect_garbage(&[RuleKind::Masquerade])?;
+        }
+        Ok(())
     }
 
     fn status(&self, inv: &Invocation) -> Result<(), Error> {
