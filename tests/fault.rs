@@ -400,6 +400,23 @@ fn s6_portmap_add_is_undone_at_every_host_call() {
     );
 }
 
+/// The firewall plugin, chained after a main plugin's veth: its forward
+/// rules (and the tables, and the static FORWARD jump's effects) undone at
+/// every host call.
+#[test]
+fn s6_firewall_add_is_undone_at_every_host_call() {
+    sweep_where_possible(
+        &Subject {
+            plugin: "firewall",
+            conf: json!({"prevResult": "@veth"}),
+            node: &[],
+            needs: None,
+            ctr: &[],
+        },
+        "s6_firewall_add_is_undone_at_every_host_call",
+    );
+}
+
 #[test]
 fn s6_vlan_add_is_undone_at_every_host_call() {
     sweep_where_possible(

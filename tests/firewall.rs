@@ -868,10 +868,22 @@ fn udp_conntrack_entries_to_a_mapped_port_go_after_add_and_after_del() {
 /// Runs the bundled `plugin` in `world` for container `cid` (its
 /// default-policy entry, host-local confined to the world's IPAM dir).
 fn bundled(world: &World, plugin: &str, command: &str, conf: &Value, cid: &str) -> support::Run {
+    bundled_in(world, &world.ctr, plugin, command, conf, cid)
+}
+
+/// [`bundled`] for the container namespace `ctr`.
+fn bundled_in(
+    world: &World,
+    ctr: &Netns,
+    plugin: &str,
+    command: &str,
+    conf: &Value,
+    cid: &str,
+) -> support::Run {
     let stdin = conf.to_string().into_bytes();
     let policy = json!({"plugins": {"host-local": {"ipam-roots": [world.ipam_dir()]}}});
     support::Invoke::wasmcni_run(plugin, &stdin)
-        .cni(command, &world.ctr.path, "eth0")
+        .cni(command, &ctr.path, "eth0")
         .env("CNI_CONTAINERID", cid)
         .env(
             "WASMCNI_POLICY",
@@ -999,4 +1011,178 @@ fn ptp_ip_masq_works_and_goes_with_del() {
         "",
         "rules left after DEL"
     );
+}
+
+/// An outside client network on the node (`xlink`, 203.0.113.1/24; the
+/// namespace's x0 is .2) with a [`Server`] in it.
+fn outside(node: &Netns, tag: &str) -> (Netns, Server) {
+    let x = Netns::new(tag);
+    node.ip(&[
+        "link", "add", "xlink", "type", "veth", "peer", "name", "x0", "netns", &x.name,
+    ]);
+    node.ip(&["addr", "add", "203.0.113.1/24", "dev", "xlink"]);
+    node.ip(&["link", "set", "xlink", "up"]);
+    x.ip(&["addr", "add", "203.0.113.2/24", "dev", "x0"]);
+    x.ip(&["link", "set", "x0", "up"]);
+    x.ip(&["route", "add", "default", "via", "203.0.113.1"]);
+    let server = Server::start(&x);
+    (x, server)
+}
+
+/// A bridge + host-local network `name` on bridge `br` with `subnet`.
+fn bridge_net(world: &World, name: &str, br: &str, subnet: &str) -> Value {
+    json!({"cniVersion": "1.0.0", "name": name, "type": "bridge", "bridge": br,
+           "isGateway": true,
+           "ipam": {"type": "host-local", "dataDir": world.ipam_dir().display().to_string(),
+                    "subnet": subnet, "routes": [{"dst": "0.0.0.0/0"}]}})
+}
+
+/// The firewall plugin's config chained after `prev`.
+fn firewall_conf(name: &str, extra: Value, prev: Option<Value>) -> Value {
+    let mut c = extra;
+    c["cniVersion"] = json!("1.0.0");
+    c["name"] = json!(name);
+    c["type"] = json!("firewall");
+    if let Some(p) = prev {
+        c["prevResult"] = p;
+    }
+    c
+}
+
+/// The firewall plugin on a Docker/Kubernetes-like node (iptables FORWARD
+/// policy DROP): the container's traffic passes with it and not without;
+/// CHECK finds its rules; DEL (no prevResult) takes them back.
+#[test]
+fn firewall_plugin_lets_the_container_through_a_forward_drop_node() {
+    let world = World::new("fwg");
+    let (node, ctr) = (&world.node, &world.ctr);
+    let (_x, _server) = outside(node, "fwgx");
+    iptables(node, &["-P", "FORWARD", "DROP"]);
+    let net = bridge_net(&world, "fwnet", "cnifwg0", "10.76.0.0/24");
+    let add = bundled(&world, "bridge", "ADD", &net, "c1");
+    assert_eq!(add.code, 0, "{add:?}");
+    let prev = add.json();
+    assert_eq!(
+        fetch(ctr, "203.0.113.2", 80),
+        "",
+        "forwarded without the plugin"
+    );
+
+    let conf = firewall_conf("fwnet", json!({}), Some(prev.clone()));
+    let fw = bundled(&world, "firewall", "ADD", &conf, "c1");
+    assert_eq!(fw.code, 0, "{fw:?}");
+    assert_eq!(
+        fw.json()["ips"],
+        prev["ips"],
+        "the result is the prevResult"
+    );
+    assert_eq!(fetch(ctr, "203.0.113.2", 80), "10.76.0.2");
+    let check = bundled(&world, "firewall", "CHECK", &conf, "c1");
+    assert_eq!(check.code, 0, "{check:?}");
+
+    let del = bundled(
+        &world,
+        "firewall",
+        "DEL",
+        &firewall_conf("fwnet", json!({}), None),
+        "c1",
+    );
+    assert_eq!(del.code, 0, "{del:?}");
+    assert_eq!(fetch(ctr, "203.0.113.2", 80), "", "forwarded after DEL");
+    let check = bundled(&world, "firewall", "CHECK", &conf, "c1");
+    assert_ne!(check.code, 0, "CHECK after DEL: {check:?}");
+    assert!(
+        check.stdout.contains("10.76.0.2"),
+        "CHECK names the address: {check:?}"
+    );
+}
+
+/// `ingressPolicy: "same-bridge"`: two isolated bridges cannot reach each
+/// other, each still reaches the outside; after one network's DEL it can.
+#[test]
+fn same_bridge_ingress_policy_isolates_bridges_until_del() {
+    let world = World::new("fwi");
+    let (node, ctr) = (&world.node, &world.ctr);
+    let (_x, _server) = outside(node, "fwix");
+    node.sysctl("net.ipv4.ip_forward", "1");
+    let ctr2 = Netns::new("fwi2");
+    let same = json!({"ingressPolicy": "same-bridge"});
+    let (a, b) = (
+        bridge_net(&world, "neta", "cnifwa0", "10.86.0.0/24"),
+        bridge_net(&world, "netb", "cnifwb0", "10.87.0.0/24"),
+    );
+    let add_a = bundled(&world, "bridge", "ADD", &a, "ca");
+    assert_eq!(add_a.code, 0, "{add_a:?}");
+    let add_b = bundled_in(&world, &ctr2, "bridge", "ADD", &b, "cb");
+    assert_eq!(add_b.code, 0, "{add_b:?}");
+    let _server_b = Server::start(&ctr2);
+    assert_eq!(fetch(ctr, "10.87.0.2", 80), "10.86.0.2", "not yet isolated");
+
+    let fa = firewall_conf("neta", same.clone(), Some(add_a.json()));
+    let fb = firewall_conf("netb", same.clone(), Some(add_b.json()));
+    let run = bundled(&world, "firewall", "ADD", &fa, "ca");
+    assert_eq!(run.code, 0, "{run:?}");
+    let run = bundled_in(&world, &ctr2, "firewall", "ADD", &fb, "cb");
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        fetch(ctr, "10.87.0.2", 80),
+        "",
+        "isolated bridges reached each other"
+    );
+    assert_eq!(
+        fetch(ctr, "203.0.113.2", 80),
+        "10.86.0.2",
+        "the outside is not isolated"
+    );
+
+    let run = bundled_in(&world, &ctr2, "firewall", "DEL", &fb, "cb");
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        fetch(ctr, "10.87.0.2", 80),
+        "10.86.0.2",
+        "isolated after DEL"
+    );
+}
+
+/// Options wasmcni cannot honour are refused naming them, and change
+/// nothing.
+#[test]
+fn firewall_plugin_refuses_what_it_cannot_do() {
+    let world = World::new("fwr2");
+    let net = bridge_net(&world, "fwnet", "cnifwr0", "10.79.0.0/24");
+    let add = bundled(&world, "bridge", "ADD", &net, "c1");
+    assert_eq!(add.code, 0, "{add:?}");
+    let prev = add.json();
+    let before = world.snapshot();
+    for (extra, code, names) in [
+        (json!({"backend": "firewalld"}), 2, "backend"),
+        (json!({"backend": "nft"}), 7, "backend"),
+        (
+            json!({"iptablesAdminChainName": "MY-ADMIN"}),
+            2,
+            "iptablesAdminChainName",
+        ),
+        (json!({"ingressPolicy": "isolated"}), 999, "ingress policy"),
+        (json!({"backend": 3}), 7, "backend"),
+    ] {
+        let conf = firewall_conf("fwnet", extra.clone(), Some(prev.clone()));
+        let run = bundled(&world, "firewall", "ADD", &conf, "c1");
+        assert_ne!(run.code, 0, "{extra}: {run:?}");
+        let err = run.json();
+        assert_eq!(err["code"], code, "{extra}: {err}");
+        assert!(
+            err["msg"].as_str().is_some_and(|m| m.contains(names)),
+            "{extra}: {err}"
+        );
+        support::assert_same(&before, &world.snapshot(), &format!("after {extra}"));
+    }
+    let run = bundled(
+        &world,
+        "firewall",
+        "ADD",
+        &firewall_conf("fwnet", json!({}), None),
+        "c1",
+    );
+    assert_ne!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("missing prevResult"), "{run:?}");
 }

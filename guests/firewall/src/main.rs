@@ -1,0 +1,188 @@
+//! The CNI `firewall` plugin for wasmcni.
+//!
+//! Behaves like the reference (containernetworking/plugins
+//! `plugins/meta/firewall`, 1.1.1) with its iptables backend: a chained
+//! plugin that lets the container's traffic through the node's forwarding
+//! firewall (from each address of the prevResult: everything; to it:
+//! established and related), before an admin chain `CNI-ADMIN` the
+//! operator may fill, and with `ingressPolicy: "same-bridge"` isolates the
+//! container's bridge (the prevResult's first interface) from other
+//! isolated bridges.
+//!
+//! The rules are the host's (`firewall` capability, kinds `forward` and
+//! `isolation`): a mark in wasmcni's own forward chain, accepted by the one
+//! static `FORWARD -j WASMCNI-FORWARD` rule the host keeps where an
+//! iptables filter table exists (so it works on a node whose FORWARD
+//! policy is DROP, as Docker and Kubernetes nodes have), tagged with the
+//! attachment. So DEL needs no prevResult and removes everything
+//! (idempotent; the reference's DEL without prevResult removes nothing and
+//! it never removes its isolation rules), GC removes the rules of
+//! attachments that are gone, and a failed ADD leaves nothing.
+//!
+//! Refused, naming the option: `backend: "firewalld"` (code 2: wasmcni
+//! has no firewalld backend; the reference picks it when firewalld runs)
+//! and an `iptablesAdminChainName` other than `CNI-ADMIN` (code 2: the
+//! host's admin chain is fixed), any other `backend` or `ingressPolicy`
+//! (code 7).
+
+use std::net::IpAddr;
+
+use guest_sdk::cni::{CniResult, Error};
+use guest_sdk::firewall::{RuleKind, Rules};
+use guest_sdk::net::{from_ip, Netns};
+use guest_sdk::skel::{self, Invocation, Plugin};
+use serde_json::Value;
+
+/// The admin chain the host's forward rules run first.
+const ADMIN_CHAIN: &str = "CNI-ADMIN";
+
+/// The ingress policies of 1.1.1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ingress {
+    /// Every connection to the container (the default).
+    Open,
+    /// Only from the container's own bridge.
+    SameBridge,
+}
+
+/// The parsed config.
+#[derive(Debug)]
+struct Conf {
+    ingress: Ingress,
+}
+
+fn text<'a>(extra: &'a serde_json::Map<String, Value>, key: &str) -> Result<&'a str, Error> {
+    match extra.get(key) {
+        None | Some(Value::Null) => Ok(""),
+        Some(Value::String(s)) => Ok(s),
+        Some(v) => Err(Error::invalid_config(format!(
+            "{key} must be a string, got {v}"
+        ))),
+    }
+}
+
+fn parse(inv: &Invocation) -> Result<Conf, Error> {
+    let extra = &inv.conf.extra;
+    match text(extra, "backend")? {
+        "" | "iptables" => {}
+        "firewalld" => {
+            return Err(Error::unsupported_field(
+                "firewall option \"backend\": \"firewalld\" is not supported by wasmcni: its \
+                 rules are nftables rules of the host's (leave backend unset or \"iptables\")",
+            ))
+        }
+        other => {
+            return Err(Error::invalid_config(format!(
+                "backend must be \"iptables\" or \"firewalld\", got {other:?}"
+            )))
+        }
+    }
+    match text(extra, "iptablesAdminChainName")? {
+        "" | ADMIN_CHAIN => {}
+        other => {
+            return Err(Error::unsupported_field(format!(
+                "firewall option \"iptablesAdminChainName\": {other:?} is not supported by \
+                 wasmcni: the host's forward rules run the admin chain {ADMIN_CHAIN:?} only"
+            )))
+        }
+    }
+    let ingress = match text(extra, "ingressPolicy")? {
+        "" | "open" => Ingress::Open,
+        "same-bridge" => Ingress::SameBridge,
+        other => {
+            return Err(Error::internal(format!(
+                "unknown ingress policy: {other:?}"
+            )))
+        }
+    };
+    Ok(Conf { ingress })
+}
+
+fn chained(inv: &Invocation) -> Result<CniResult, Error> {
+    inv.prev_result()?
+        .ok_or_else(|| Error::internal("missing prevResult from earlier plugin"))
+}
+
+/// Every address of the prevResult (the reference allows them all).
+fn addresses(prev: &CniResult) -> Vec<IpAddr> {
+    let mut out: Vec<IpAddr> = Vec::new();
+    for ip in &prev.ips {
+        let a = ip.address.addr();
+        if !out.contains(&a) {
+            out.push(a);
+        }
+    }
+    out
+}
+
+/// The bridge of `ingressPolicy: "same-bridge"`: the prevResult's first
+/// interface, as the reference takes it.
+fn bridge_index(host: &Netns, prev: &CniResult) -> Result<u32, Error> {
+    let first = prev.interfaces.first().ok_or_else(|| {
+        Error::internal(
+            "interface needs to be set for ingress policy \"same-bridge\", make sure to chain \
+             \"firewall\" plugin with \"bridge\"",
+        )
+    })?;
+    if first.name.is_empty() {
+        return Err(Error::internal("got empty bridge name"));
+    }
+    let link = host
+        .link(&first.name)
+        .map_err(|e| Error::internal(format!("bridge {:?}: {e}", first.name)))?;
+    Ok(link.index)
+}
+
+struct Firewall;
+
+impl Plugin for Firewall {
+    fn add(&self, inv: &Invocation) -> Result<CniResult, Error> {
+        let conf = parse(inv)?;
+        let prev = chained(inv)?;
+        let host = Netns::host()?;
+        let ips = addresses(&prev);
+        if !ips.is_empty() {
+            host.firewall_add(&Rules::Forward(ips.into_iter().map(from_ip).collect()))?;
+        }
+        if conf.ingress == Ingress::SameBridge {
+            let bridge = bridge_index(&host, &prev)?;
+            host.firewall_add(&Rules::Isolation(bridge))?;
+        }
+        Ok(prev)
+    }
+
+    fn check(&self, inv: &Invocation) -> Result<(), Error> {
+        parse(inv)?;
+        let prev = chained(inv)?;
+        let ips = addresses(&prev);
+        if ips.is_empty() {
+            return Ok(());
+        }
+        let host = Netns::host()?;
+        if !host.firewall_check(&Rules::Forward(ips.iter().copied().map(from_ip).collect()))? {
+            let list: Vec<String> = ips.iter().map(IpAddr::to_string).collect();
+            return Err(Error::internal(format!(
+                "forward rules for {} are missing or differ",
+                list.join(", ")
+            )));
+        }
+        Ok(())
+    }
+
+    fn del(&self, inv: &Invocation) -> Result<(), Error> {
+        // As the reference, a bad config fails DEL too; unlike it, the
+        // rules go with or without prevResult.
+        parse(inv)?;
+        Netns::host()?.firewall_remove(&[RuleKind::Forward, RuleKind::Isolation])?;
+        Ok(())
+    }
+
+    fn gc(&self, _inv: &Invocation) -> Result<(), Error> {
+        Netns::host()?.firewall_collect_garbage(&[RuleKind::Forward, RuleKind::Isolation])?;
+        Ok(())
+    }
+}
+
+fn main() {
+    skel::run(Firewall, "CNI firewall plugin (wasmcni)");
+}
