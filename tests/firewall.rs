@@ -486,15 +486,7 @@ fn traffic_reaches_the_container_only_through_a_local_mapped_port() {
     ctr.ip(&["link", "set", "lo", "up"]);
     ctr.ip(&["route", "add", "default", "via", "10.70.0.1"]);
     // A client outside, on its own link to the node.
-    let x = Netns::new("fwtx");
-    node.ip(&[
-        "link", "add", "xlink", "type", "veth", "peer", "name", "x0", "netns", &x.name,
-    ]);
-    node.ip(&["addr", "add", "203.0.113.1/24", "dev", "xlink"]);
-    node.ip(&["link", "set", "xlink", "up"]);
-    x.ip(&["addr", "add", "203.0.113.2/24", "dev", "x0"]);
-    x.ip(&["link", "set", "x0", "up"]);
-    x.ip(&["route", "add", "default", "via", "203.0.113.1"]);
+    let (x, _outside_server) = outside(node, "fwtx");
     node.sysctl("net.ipv4.ip_forward", "1");
     let _server = Server::start(ctr);
     assert_eq!(fetch(&x, "203.0.113.1", 8080), "", "mapped before the ADD");
@@ -538,20 +530,9 @@ fn traffic_reaches_the_container_only_through_a_local_mapped_port() {
     assert_eq!(fetch(&x, "203.0.113.1", 8080), "");
 }
 
-/// Runs the bundled portmap plugin in `world` (its default-policy entry).
+/// Runs the bundled portmap plugin in `world`.
 fn portmap(world: &World, command: &str, conf: &Value, cid: &str) -> support::Run {
-    let stdin = conf.to_string().into_bytes();
-    support::Invoke::wasmcni_run("portmap", &stdin)
-        .cni(command, &world.ctr.path, "eth0")
-        .env("CNI_CONTAINERID", cid)
-        .env(
-            "WASMCNI_POLICY",
-            world.policy(&json!({"plugins": {}})).display().to_string(),
-        )
-        .env("WASMCNI_AUDIT", world.audit_path().display().to_string())
-        .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
-        .in_netns(&world.node)
-        .run()
+    bundled(world, "portmap", command, conf, cid)
 }
 
 fn portmap_conf(extra: Value, mappings: Value) -> Value {
@@ -704,20 +685,10 @@ fn forward_marks_pass_an_iptables_forward_drop_policy_once_per_node() {
     ctr.ip(&["addr", "add", "10.70.0.5/24", "dev", "eth0"]);
     ctr.ip(&["link", "set", "eth0", "up"]);
     ctr.ip(&["route", "add", "default", "via", "10.70.0.1"]);
-    let x = Netns::new("fwfx");
-    node.ip(&[
-        "link", "add", "xlink", "type", "veth", "peer", "name", "x0", "netns", &x.name,
-    ]);
-    node.ip(&["addr", "add", "203.0.113.1/24", "dev", "xlink"]);
-    node.ip(&["link", "set", "xlink", "up"]);
-    x.ip(&["addr", "add", "203.0.113.2/24", "dev", "x0"]);
-    x.ip(&["link", "set", "x0", "up"]);
-    x.ip(&["link", "set", "lo", "up"]);
-    x.ip(&["route", "add", "default", "via", "203.0.113.1"]);
+    let (_x, _server) = outside(node, "fwfx");
     node.sysctl("net.ipv4.ip_forward", "1");
     // A Docker/Kubernetes-like node: FORWARD drops by default.
     iptables(node, &["-P", "FORWARD", "DROP"]);
-    let _server = Server::start(&x);
     assert_eq!(
         fetch(ctr, "203.0.113.2", 80),
         "",
@@ -865,33 +836,10 @@ fn udp_conntrack_entries_to_a_mapped_port_go_after_add_and_after_del() {
     assert!(listed("5354").contains("dport=5354"), "{}", listed("5354"));
 }
 
-/// Runs the bundled `plugin` in `world` for container `cid` (its
-/// default-policy entry, host-local confined to the world's IPAM dir).
+/// Runs the bundled `plugin` in `world` for container `cid`
+/// ([`World::run_bundled`]).
 fn bundled(world: &World, plugin: &str, command: &str, conf: &Value, cid: &str) -> support::Run {
-    bundled_in(world, &world.ctr, plugin, command, conf, cid)
-}
-
-/// [`bundled`] for the container namespace `ctr`.
-fn bundled_in(
-    world: &World,
-    ctr: &Netns,
-    plugin: &str,
-    command: &str,
-    conf: &Value,
-    cid: &str,
-) -> support::Run {
-    let stdin = conf.to_string().into_bytes();
-    let policy = json!({"plugins": {"host-local": {"ipam-roots": [world.ipam_dir()]}}});
-    support::Invoke::wasmcni_run(plugin, &stdin)
-        .cni(command, &ctr.path, "eth0")
-        .env("CNI_CONTAINERID", cid)
-        .env(
-            "WASMCNI_POLICY",
-            world.policy(&policy).display().to_string(),
-        )
-        .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
-        .in_netns(&world.node)
-        .run()
+    world.run_bundled(&world.ctr, plugin, command, conf, cid)
 }
 
 /// The bridge plugin's `ipMasq` and `macspoofchk` on the capability: what
@@ -902,16 +850,7 @@ fn bundled_in(
 fn bridge_ip_masq_and_mac_spoof_check_work_and_go_with_del() {
     let world = World::new("fwb");
     let (node, ctr) = (&world.node, &world.ctr);
-    let x = Netns::new("fwbx");
-    node.ip(&[
-        "link", "add", "xlink", "type", "veth", "peer", "name", "x0", "netns", &x.name,
-    ]);
-    node.ip(&["addr", "add", "203.0.113.1/24", "dev", "xlink"]);
-    node.ip(&["link", "set", "xlink", "up"]);
-    x.ip(&["addr", "add", "203.0.113.2/24", "dev", "x0"]);
-    x.ip(&["link", "set", "x0", "up"]);
-    x.ip(&["route", "add", "default", "via", "203.0.113.1"]);
-    let _server = Server::start(&x);
+    let (_x, _server) = outside(node, "fwbx");
     let before = world.snapshot();
     let conf = json!({"cniVersion": "1.0.0", "name": "mq", "type": "bridge",
         "bridge": "cnimq0", "isGateway": true, "ipMasq": true, "macspoofchk": true,
@@ -981,16 +920,7 @@ fn bridge_ip_masq_and_mac_spoof_check_work_and_go_with_del() {
 fn ptp_ip_masq_works_and_goes_with_del() {
     let world = World::new("fwq");
     let (node, ctr) = (&world.node, &world.ctr);
-    let x = Netns::new("fwqx");
-    node.ip(&[
-        "link", "add", "xlink", "type", "veth", "peer", "name", "x0", "netns", &x.name,
-    ]);
-    node.ip(&["addr", "add", "203.0.113.1/24", "dev", "xlink"]);
-    node.ip(&["link", "set", "xlink", "up"]);
-    x.ip(&["addr", "add", "203.0.113.2/24", "dev", "x0"]);
-    x.ip(&["link", "set", "x0", "up"]);
-    x.ip(&["route", "add", "default", "via", "203.0.113.1"]);
-    let _server = Server::start(&x);
+    let (_x, _server) = outside(node, "fwqx");
     let conf = json!({"cniVersion": "1.0.0", "name": "pq", "type": "ptp", "ipMasq": true,
         "ipam": {"type": "host-local", "dataDir": world.ipam_dir().display().to_string(),
                  "subnet": "10.75.0.0/24", "routes": [{"dst": "0.0.0.0/0"}]}});
@@ -1024,6 +954,7 @@ fn outside(node: &Netns, tag: &str) -> (Netns, Server) {
     node.ip(&["link", "set", "xlink", "up"]);
     x.ip(&["addr", "add", "203.0.113.2/24", "dev", "x0"]);
     x.ip(&["link", "set", "x0", "up"]);
+    x.ip(&["link", "set", "lo", "up"]);
     x.ip(&["route", "add", "default", "via", "203.0.113.1"]);
     let server = Server::start(&x);
     (x, server)
@@ -1113,7 +1044,7 @@ fn same_bridge_ingress_policy_isolates_bridges_until_del() {
     );
     let add_a = bundled(&world, "bridge", "ADD", &a, "ca");
     assert_eq!(add_a.code, 0, "{add_a:?}");
-    let add_b = bundled_in(&world, &ctr2, "bridge", "ADD", &b, "cb");
+    let add_b = world.run_bundled(&ctr2, "bridge", "ADD", &b, "cb");
     assert_eq!(add_b.code, 0, "{add_b:?}");
     let _server_b = Server::start(&ctr2);
     assert_eq!(fetch(ctr, "10.87.0.2", 80), "10.86.0.2", "not yet isolated");
@@ -1122,7 +1053,7 @@ fn same_bridge_ingress_policy_isolates_bridges_until_del() {
     let fb = firewall_conf("netb", same.clone(), Some(add_b.json()));
     let run = bundled(&world, "firewall", "ADD", &fa, "ca");
     assert_eq!(run.code, 0, "{run:?}");
-    let run = bundled_in(&world, &ctr2, "firewall", "ADD", &fb, "cb");
+    let run = world.run_bundled(&ctr2, "firewall", "ADD", &fb, "cb");
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(
         fetch(ctr, "10.87.0.2", 80),
@@ -1135,7 +1066,7 @@ fn same_bridge_ingress_policy_isolates_bridges_until_del() {
         "the outside is not isolated"
     );
 
-    let run = bundled_in(&world, &ctr2, "firewall", "DEL", &fb, "cb");
+    let run = world.run_bundled(&ctr2, "firewall", "DEL", &fb, "cb");
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(
         fetch(ctr, "10.87.0.2", 80),

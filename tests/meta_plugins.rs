@@ -13,24 +13,12 @@ mod support;
 
 use serde_json::{json, Value};
 use support::world::World;
-use support::{Invoke, Run};
+use support::Run;
 
 /// Runs bundled `plugin` in `world` (node namespace as the host) with
 /// `conf` for container `cid`.
 fn run(world: &World, plugin: &str, command: &str, conf: &Value, cid: &str) -> Run {
-    let policy = json!({"plugins": {}});
-    let stdin = conf.to_string().into_bytes();
-    Invoke::wasmcni_run(plugin, &stdin)
-        .cni(command, &world.ctr.path, "eth0")
-        .env("CNI_CONTAINERID", cid)
-        .env(
-            "WASMCNI_POLICY",
-            world.policy(&policy).display().to_string(),
-        )
-        .env("WASMCNI_AUDIT", world.audit_path().display().to_string())
-        .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
-        .in_netns(&world.node)
-        .run()
+    world.run_bundled(&world.ctr, plugin, command, conf, cid)
 }
 
 /// The container's `eth0`, as `ip -j -d link` shows it.
@@ -487,18 +475,7 @@ fn sbr_setup(world: &World, extra: Value, cid: &str) -> Value {
         "ipam": {"type": "host-local", "dataDir": world.ipam_dir().display().to_string(),
                  "ranges": [[{"subnet": "10.83.0.0/24"}], [{"subnet": "fd00:83::/64"}]],
                  "routes": [{"dst": "0.0.0.0/0"}, {"dst": "::/0"}]}});
-    let policy = json!({"plugins": {"host-local": {"ipam-roots": [world.ipam_dir()]}}});
-    let stdin = bridge.to_string().into_bytes();
-    let add = Invoke::wasmcni_run("bridge", &stdin)
-        .cni("ADD", &world.ctr.path, "eth0")
-        .env("CNI_CONTAINERID", cid)
-        .env(
-            "WASMCNI_POLICY",
-            world.policy(&policy).display().to_string(),
-        )
-        .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
-        .in_netns(&world.node)
-        .run();
+    let add = run(world, "bridge", "ADD", &bridge, cid);
     assert_eq!(add.code, 0, "{add:?}");
     let mut conf = extra;
     conf["cniVersion"] = json!("1.0.0");

@@ -9,8 +9,11 @@
 set -euo pipefail
 wasmcni=$1 bin=$2 work=$3
 mount --make-rprivate /
+# /var/log/wasmcni too: podman's cleanup process runs the DELs without
+# this script's WASMCNI_AUDIT, so they go to wasmcni's default audit log,
+# which must not be the machine's.
 for d in /var/lib/containers /run/containers /run/libpod /etc/cni/net.d /var/lib/cni \
-         /etc/containers/containers.conf.d; do
+         /etc/containers/containers.conf.d /var/log/wasmcni; do
   mkdir -p "$d"
   mount -t tmpfs tmpfs "$d"
 done

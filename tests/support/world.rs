@@ -150,6 +150,30 @@ impl World {
         self.dir.path().join("audit.jsonl")
     }
 
+    /// Runs the bundled `plugin` for container `cid` with `ctr` as its
+    /// namespace (the node is the world's): its default-policy entry
+    /// (host-local confined to the world's IPAM dir), the world's audit log
+    /// and state dir.
+    pub fn run_bundled(
+        &self,
+        ctr: &Netns,
+        plugin: &str,
+        command: &str,
+        conf: &Value,
+        cid: &str,
+    ) -> Run {
+        let stdin = conf.to_string().into_bytes();
+        let policy = json!({"plugins": {"host-local": {"ipam-roots": [self.ipam_dir()]}}});
+        Invoke::wasmcni_run(plugin, &stdin)
+            .cni(command, &ctr.path, "eth0")
+            .env("CNI_CONTAINERID", cid)
+            .env("WASMCNI_POLICY", self.policy(&policy).display().to_string())
+            .env("WASMCNI_AUDIT", self.audit_path().display().to_string())
+            .env("WASMCNI_STATE_DIR", self.state_dir().display().to_string())
+            .in_netns(&self.node)
+            .run()
+    }
+
     /// Writes `policy` (0600) and returns its path.
     pub fn policy(&self, policy: &Value) -> PathBuf {
         let p = self.dir.path().join("policy.json");

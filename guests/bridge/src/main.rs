@@ -378,13 +378,7 @@ impl Plugin for Bridge {
                 .map_err(|e| Error::internal(format!("failed to enable forwarding: {e}")))?;
             }
             if c.ip_masq {
-                let prefixes = result
-                    .ips
-                    .iter()
-                    .map(|ip| prefix(ip.address.addr(), ip.address.prefix_len()))
-                    .collect();
-                host.firewall_add(&Rules::Masquerade(prefixes))
-                    .map_err(|e| Error::internal(format!("failed to setup IP masquerade: {e}")))?;
+                plugin_common::ip_masq(&host, &result)?;
             }
         } else {
             let link = container

@@ -12,8 +12,21 @@ pub mod mac;
 pub mod stacked;
 pub mod veth;
 
-use guest_sdk::cni::Error;
-use guest_sdk::net::Netns;
+use guest_sdk::cni::{CniResult, Error};
+use guest_sdk::firewall::Rules;
+use guest_sdk::net::{prefix, Netns};
+
+/// `ipMasq` (bridge, ptp): masquerades what each address of `result` sends
+/// outside its subnet, in one firewall call in the node namespace `host`.
+pub fn ip_masq(host: &Netns, result: &CniResult) -> Result<(), Error> {
+    let prefixes = result
+        .ips
+        .iter()
+        .map(|ip| prefix(ip.address.addr(), ip.address.prefix_len()))
+        .collect();
+    host.firewall_add(&Rules::Masquerade(prefixes))
+        .map_err(|e| Error::internal(format!("failed to setup IP masquerade: {e}")))
+}
 
 /// Enables IP forwarding in `ns` for the families given, writing only when
 /// it is not on already (`net.ipv4.ip_forward`,

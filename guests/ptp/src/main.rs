@@ -16,7 +16,7 @@
 use std::net::IpAddr;
 
 use guest_sdk::cni::{Cidr, CniResult, Command, Dns, Error, Interface};
-use guest_sdk::firewall::{RuleKind, Rules};
+use guest_sdk::firewall::RuleKind;
 use guest_sdk::net::{from_ip, prefix, AddressOptions, Netns, Route, Scope};
 use guest_sdk::skel::{self, Invocation, Plugin};
 use plugin_common::{iface, ipam, mac, veth};
@@ -177,13 +177,7 @@ impl Plugin for Ptp {
             }
         }
         if c.ip_masq {
-            let prefixes = result
-                .ips
-                .iter()
-                .map(|ip| prefix(ip.address.addr(), ip.address.prefix_len()))
-                .collect();
-            host.firewall_add(&Rules::Masquerade(prefixes))
-                .map_err(|e| Error::internal(format!("failed to setup IP masquerade: {e}")))?;
+            plugin_common::ip_masq(&host, &result)?;
         }
         if let Some(dns) = c.dns.filter(|d| !d.is_empty()) {
             result.dns = dns;

@@ -515,6 +515,16 @@ impl Ctx {
         )))
     }
 
+    /// Admits `ip` as one more container address of a call: the
+    /// attachment's ([`Ctx::fw_own_address`]) and not given before in it.
+    fn fw_container(&self, seen: &mut Vec<IpAddr>, ip: IpAddr) -> Result<(), CapError> {
+        if seen.contains(&ip) {
+            return Err(ErrorCode::InvalidArgument.into());
+        }
+        seen.push(ip);
+        self.fw_own_address(ip)
+    }
+
     /// The rules `rules` stands for, checked.
     fn fw_plan(&mut self, rules: &Rules) -> Result<Plan, CapError> {
         let kind = kind_of(rules);
@@ -549,11 +559,7 @@ impl Ctx {
                 let mut seen: Vec<IpAddr> = Vec::new();
                 for pm in maps {
                     let (cip, len) = prefix_from_wit(pm.container)?;
-                    if seen.contains(&cip) {
-                        return Err(ErrorCode::InvalidArgument.into());
-                    }
-                    seen.push(cip);
-                    self.fw_own_address(cip)?;
+                    self.fw_container(&mut seen, cip)?;
                     let (cbytes, v6) = octets(cip);
                     if pm.mappings.is_empty() {
                         return Err(ErrorCode::InvalidArgument.into());
@@ -663,11 +669,7 @@ impl Ctx {
                 let mut seen: Vec<IpAddr> = Vec::new();
                 for p in prefixes {
                     let (cip, len) = prefix_from_wit(*p)?;
-                    if seen.contains(&cip) {
-                        return Err(ErrorCode::InvalidArgument.into());
-                    }
-                    seen.push(cip);
-                    self.fw_own_address(cip)?;
+                    self.fw_container(&mut seen, cip)?;
                     let v6 = cip.is_ipv6();
                     let full = if v6 { 128 } else { 32 };
                     let mut e = nfproto(v6);
@@ -692,11 +694,7 @@ impl Ctx {
                 let mut seen: Vec<IpAddr> = Vec::new();
                 for ip in ips {
                     let cip = ip_from_wit(*ip);
-                    if seen.contains(&cip) {
-                        return Err(ErrorCode::InvalidArgument.into());
-                    }
-                    seen.push(cip);
-                    self.fw_own_address(cip)?;
+                    self.fw_container(&mut seen, cip)?;
                     let v6 = cip.is_ipv6();
                     let full = if v6 { 128 } else { 32 };
                     let mark = match self.ns_grant(Kind::Host).firewall.forward_mark {
