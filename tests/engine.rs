@@ -273,8 +273,10 @@ fn install_makes_a_bin_dir_is_idempotent_and_refuses_foreign_files() {
 }
 
 /// `wasmcni demo` (what `make demo` runs) works end to end: loopback's
-/// steps, the refused ADD, and two containers on a bridge network that
-/// reach their gateway and each other, all in its own sandbox.
+/// steps, the refused ADD, and two containers on the spec's example
+/// network (bridge + tuning + portmap) that reach their gateway, each
+/// other and the published port, with the runtime's MAC and the sysctl
+/// applied, and nothing left after the DELs, all in its own sandbox.
 #[test]
 fn the_demo_runs_end_to_end() {
     support::require_root();
@@ -290,9 +292,15 @@ fn the_demo_runs_end_to_end() {
     );
     for needle in [
         "access denied by wasmcni policy",
-        "ping from demo-ctr-0 to 10.88.0.1: ok",
-        "ping from demo-ctr-1 to 10.88.0.2: ok",
+        "ping from demo-ctr-0 to 10.1.0.1: ok",
+        "ping from demo-ctr-1 to 10.1.0.2: ok",
+        "eth0 MAC 0a:58:0a:01:00:aa (the runtime asked 0a:58:0a:01:00:aa), net.core.somaxconn = 500",
+        "tcp dport 8080 dnat ip to 10.1.0.2:80",
+        "connect from the node to 10.1.0.1:8080 (node port 8080): answered \"hello from demo-ctr-0's port 80\"",
+        "connect from the node to 127.0.0.1:8080 (node port 8080): answered \"hello",
+        "connect from demo-ctr-1 to 10.1.0.1:8080 (node port 8080): answered \"hello",
         "IPAM state after the DELs: last_reserved_ip.0 lock",
+        "nftables tables after the DELs: none",
     ] {
         assert!(text.contains(needle), "{needle:?} not in:\n{text}");
     }

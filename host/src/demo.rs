@@ -16,8 +16,9 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
-use nix::sched::{unshare, CloneFlags};
+use nix::sched::{setns, unshare, CloneFlags};
 
+use crate::conflist::Conflist;
 use crate::netlink::{address_of, Netlink};
 use crate::netns::NetNs;
 
@@ -225,36 +226,144 @@ fn steps(base: &Path) -> anyhow::Result<()> {
             s("outcome")
         ));
     }
-    bridge_network(base, &exe, &bin, &cache, &audit, &out)?;
+    chain_network(base, &exe, &bin, &cache, &audit, &out)?;
     out(format!(
         "\ndone: loopback's ADD, CHECK, DEL, DEL and VERSION succeeded, the narrowed ADD was \
-         refused, and two containers on a bridge + host-local network reached their gateway and \
-         each other; artifacts, IPAM state and the audit log were kept in {} inside the sandbox \
+         refused, and two containers on the spec's bridge + tuning + portmap network reached \
+         their gateway, each other and the published port, and left nothing behind; artifacts, IPAM state and the audit log were kept in {} inside the sandbox \
          and are gone with it.",
         base.display()
     ));
     Ok(())
 }
 
-/// The network config of the bridge part ("@data": the IPAM data dir).
-const BRIDGE_CONFIG: &str = r#"{
+/// Part two's network: the example conflist of the CNI spec (bridge +
+/// tuning + portmap), as written there, with two additions: the IPAM
+/// `dataDir` ("@data"), so the reservations stay in the sandbox, and
+/// `isGateway` (the spec's example leaves the gateway address off the
+/// bridge, and the node could not reach its containers).
+const CHAIN_CONFIG: &str = r#"{
   "cniVersion": "1.0.0",
-  "name": "demo-bridge",
-  "type": "bridge",
-  "bridge": "cni-demo0",
-  "isGateway": true,
-  "ipam": {
-    "type": "host-local",
-    "subnet": "10.88.0.0/24",
-    "routes": [{"dst": "0.0.0.0/0"}],
-    "dataDir": "@data"
-  }
+  "name": "dbnet",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "cni0",
+      "isGateway": true,
+      "keyA": ["some more", "plugin specific", "configuration"],
+      "ipam": {
+        "type": "host-local",
+        "subnet": "10.1.0.0/16",
+        "gateway": "10.1.0.1",
+        "routes": [{"dst": "0.0.0.0/0"}],
+        "dataDir": "@data"
+      },
+      "dns": {"nameservers": ["10.1.0.1"]}
+    },
+    {
+      "type": "tuning",
+      "capabilities": {"mac": true},
+      "sysctl": {"net.core.somaxconn": "500"}
+    },
+    {
+      "type": "portmap",
+      "capabilities": {"portMappings": true}
+    }
+  ]
 }"#;
 
-/// Part two: two containers on a bridge + host-local network, through the
-/// same path a runtime uses (the bridge plugin delegates to host-local,
-/// in-process), then a ping from each to its gateway and to the other.
-fn bridge_network(
+/// The node port mapped to container 0's port 80.
+const HOST_PORT: u16 = 8080;
+
+/// Runs `f` on a thread in the network namespace `ns`.
+fn in_netns<T: Send + 'static>(
+    ns: &Path,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> anyhow::Result<T> {
+    let file = fs::File::open(ns)?;
+    std::thread::spawn(move || -> anyhow::Result<T> {
+        setns(&file, CloneFlags::CLONE_NEWNET)?;
+        Ok(f())
+    })
+    .join()
+    .map_err(|_| anyhow::anyhow!("netns thread panicked"))?
+}
+
+/// Connects to `to` and reads what the server says (at most 2 s each way).
+fn probe(to: std::net::SocketAddr) -> Result<String, String> {
+    use std::io::Read;
+    let t = std::time::Duration::from_secs(2);
+    let mut s = std::net::TcpStream::connect_timeout(&to, t).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(t)).map_err(|e| e.to_string())?;
+    let mut got = String::new();
+    s.read_to_string(&mut got).map_err(|e| e.to_string())?;
+    Ok(got.trim().to_owned())
+}
+
+/// `net.core.somaxconn` in the namespace `ns` (/proc/sys/net is the
+/// reading thread's namespace's).
+fn somaxconn(ns: &Path) -> anyhow::Result<String> {
+    Ok(
+        in_netns(ns, || fs::read_to_string("/proc/sys/net/core/somaxconn"))??
+            .trim()
+            .to_owned(),
+    )
+}
+
+/// The MAC of `ifname` in `ns`, through netlink.
+fn mac_of(ns: &Path, ifname: &str) -> anyhow::Result<String> {
+    let ns = NetNs::open_container(ns)?;
+    let mut nl = Netlink::open(&ns)?;
+    let link = nl.link_by_name(ifname)?;
+    Ok(link
+        .attributes
+        .iter()
+        .find_map(|a| match a {
+            netlink_packet_route::link::LinkAttribute::Address(m) => Some(
+                m.iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<Vec<_>>()
+                    .join(":"),
+            ),
+            _ => None,
+        })
+        .unwrap_or_default())
+}
+
+/// The sandbox's nftables rules that DNAT (`nft`, from Debian's nftables).
+fn dnat_rules() -> anyhow::Result<Vec<String>> {
+    let o = Command::new("nft")
+        .args(["list", "ruleset"])
+        .output()
+        .context("running nft (apt-get install nftables)")?;
+    Ok(String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter(|l| l.contains("dnat"))
+        .map(|l| l.trim().to_owned())
+        .collect())
+}
+
+/// The sandbox's nftables tables.
+fn nft_tables() -> anyhow::Result<Vec<String>> {
+    let o = Command::new("nft")
+        .args(["list", "tables"])
+        .output()
+        .context("running nft (apt-get install nftables)")?;
+    Ok(String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(|l| l.trim().to_owned())
+        .filter(|l| !l.is_empty())
+        .collect())
+}
+
+/// Part two: the spec's example conflist (bridge + tuning + portmap) for
+/// two containers, run the way a runtime runs a chain (libcni's rules:
+/// each plugin gets the list's name and version, the previous result and
+/// the capability arguments it declared); container 0 publishes port 80
+/// as node port 8080 and gets its MAC from the runtime. Then pings, the
+/// port mapping answering from the node, from localhost and from the
+/// other container, and the DELs in reverse order, leaving nothing.
+fn chain_network(
     base: &Path,
     exe: &Path,
     bin: &Path,
@@ -263,10 +372,11 @@ fn bridge_network(
     out: &dyn Fn(String),
 ) -> anyhow::Result<()> {
     let data = base.join("ipam");
-    let config = BRIDGE_CONFIG.replace(
+    let text = CHAIN_CONFIG.replace(
         "\"@data\"",
         &serde_json::to_string(&data.display().to_string())?,
     );
+    let list = Conflist::parse(&serde_json::from_str(&text)?)?;
     // host-local's embedded grant keeps state under /var/lib/cni/networks;
     // the demo keeps it in its sandbox.
     let policy = base.join("policy-ipam.json");
@@ -276,16 +386,39 @@ fn bridge_network(
     )?;
     fs::set_permissions(&policy, fs::Permissions::from_mode(0o600))?;
     out(format!(
-        "\n--- a bridge network: two containers, bridge + host-local ---\nnetwork config:\n{config}\n"
+        "\n--- the spec's example network: bridge + tuning + portmap, two containers ---\n\
+         network config (the spec's conflist, plus isGateway and the IPAM dataDir):\n{text}\n"
     ));
     let ctrs = [base.join("ctr-a"), base.join("ctr-b")];
     for c in &ctrs {
         make_netns(c)?;
     }
-    let run = |command: &str, i: usize| -> anyhow::Result<(i32, String, f64)> {
+    // The sandbox is the node: its loopback up, as on a node, for
+    // 127.0.0.1:8080.
+    let mut node = Netlink::open(&NetNs::open_host()?)?;
+    let lo = node.link_by_name("lo")?.header.index;
+    node.set_link_up(lo, true)?;
+    let macs = ["0a:58:0a:01:00:aa", "0a:58:0a:01:00:bb"];
+    let cap_args = |i: usize| -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        m.insert("mac".into(), macs[i].into());
+        if i == 0 {
+            m.insert(
+                "portMappings".into(),
+                serde_json::json!([{"hostPort": HOST_PORT, "containerPort": 80, "protocol": "tcp"}]),
+            );
+        }
+        m
+    };
+    // One plugin call, as a runtime makes it: (exit code, stdout, ms).
+    let call = |command: &str,
+                i: usize,
+                config: &serde_json::Map<String, serde_json::Value>|
+     -> anyhow::Result<(i32, String, f64)> {
         let start = Instant::now();
+        let ty = config.get("type").and_then(|t| t.as_str()).unwrap_or("");
         let mut child = Command::new(exe)
-            .arg0(bin.join("bridge"))
+            .arg0(bin.join(ty))
             .env_clear()
             .env("CNI_COMMAND", command)
             .env("CNI_CONTAINERID", format!("demo-ctr-{i}"))
@@ -302,7 +435,7 @@ fn bridge_network(
             .stdin
             .take()
             .context("child stdin")?
-            .write_all(config.as_bytes())?;
+            .write_all(serde_json::to_string(config)?.as_bytes())?;
         let o = child.wait_with_output()?;
         Ok((
             o.status.code().unwrap_or(-1),
@@ -310,30 +443,53 @@ fn bridge_network(
             start.elapsed().as_secs_f64() * 1e3,
         ))
     };
+    let mut results = Vec::new();
     let mut addrs = Vec::new();
     for i in 0..2 {
-        let (code, stdout, ms) = run("ADD", i)?;
-        let note = if i == 0 {
-            " (first run: compiles bridge and host-local, which runs inside the same process)"
-        } else {
-            ""
-        };
+        let caps = cap_args(i);
         out(format!(
-            "$ CNI_COMMAND=ADD CNI_CONTAINERID=demo-ctr-{i} bridge < config   -> exit {code}, {ms:.1} ms{note}"
+            "container demo-ctr-{i}: the runtime's capability arguments {}",
+            serde_json::Value::Object(caps.clone())
         ));
-        out(indent(stdout.trim()));
-        if code != 0 {
-            bail!("bridge ADD failed with exit code {code}");
+        let mut prev: Option<serde_json::Value> = None;
+        for p in 0..list.plugins.len() {
+            let config = list.plugin_config(p, prev.as_ref(), &caps);
+            let (code, stdout, ms) = call("ADD", i, &config)?;
+            let note = match (i, p) {
+                (0, 0) => " (first run: compiles bridge and host-local, which runs inside the same process)",
+                (0, _) => " (first run: compiles the plugin)",
+                _ => "",
+            };
+            out(format!(
+                "$ CNI_COMMAND=ADD CNI_CONTAINERID=demo-ctr-{i} {} < config   -> exit {code}, {ms:.1} ms{note}",
+                list.plugin_type(p)
+            ));
+            if code != 0 {
+                out(indent(stdout.trim()));
+                bail!("{} ADD failed with exit code {code}", list.plugin_type(p));
+            }
+            prev = Some(serde_json::from_str(&stdout)?);
         }
-        let v: serde_json::Value = serde_json::from_str(&stdout)?;
-        let a = v["ips"][0]["address"]
+        let result = prev.context("the chain gave no result")?;
+        if i == 0 {
+            out("the chain's result (portmap's, the last plugin):".into());
+            out(indent(&serde_json::to_string_pretty(&result)?));
+        }
+        let a = result["ips"][0]["address"]
             .as_str()
             .and_then(|a| a.split('/').next())
             .context("no address in the result")?
             .to_owned();
+        out(format!(
+            "  demo-ctr-{i}: address {a}, eth0 MAC {} (the runtime asked {}), net.core.somaxconn = {}",
+            mac_of(&ctrs[i], "eth0")?,
+            macs[i],
+            somaxconn(&ctrs[i])?
+        ));
         addrs.push(a);
+        results.push(result);
     }
-    let files: Vec<String> = fs::read_dir(data.join("demo-bridge"))?
+    let files: Vec<String> = fs::read_dir(data.join("dbnet"))?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
@@ -341,8 +497,12 @@ fn bridge_network(
         "IPAM state (host-local's layout): {}",
         files.join(" ")
     ));
+    out(format!(
+        "portmap's DNAT rules (nft list ruleset):\n{}",
+        indent(&dnat_rules()?.join("\n"))
+    ));
     for (i, to) in [
-        (0, "10.88.0.1"),
+        (0, "10.1.0.1"),
         (0, addrs[1].as_str()),
         (1, addrs[0].as_str()),
     ] {
@@ -361,21 +521,70 @@ fn bridge_network(
             bail!("demo-ctr-{i} cannot reach {to}");
         }
     }
-    for i in 0..2 {
-        let (code, _, ms) = run("DEL", i)?;
+    // Container 0 serves port 80; the node reaches it through node port
+    // 8080 (portmap's DNAT) at the bridge's address and at localhost, as
+    // does the other container. (Container 0 itself would need the
+    // bridge's `hairpinMode`, which the spec's example leaves off.)
+    let listener = in_netns(&ctrs[0], || std::net::TcpListener::bind("0.0.0.0:80"))??;
+    std::thread::spawn(move || {
+        for s in listener.incoming().flatten() {
+            let mut s = s;
+            let _ = writeln!(s, "hello from demo-ctr-0's port 80");
+        }
+    });
+    let gw: std::net::SocketAddr = format!("10.1.0.1:{HOST_PORT}").parse()?;
+    let local: std::net::SocketAddr = format!("127.0.0.1:{HOST_PORT}").parse()?;
+    let probes = [
+        ("the node", gw, probe(gw)),
+        ("the node", local, probe(local)),
+        ("demo-ctr-1", gw, in_netns(&ctrs[1], move || probe(gw))?),
+    ];
+    for (from, to, got) in probes {
         out(format!(
-            "$ CNI_COMMAND=DEL CNI_CONTAINERID=demo-ctr-{i} bridge < config   -> exit {code}, {ms:.1} ms"
+            "connect from {from} to {to} (node port {HOST_PORT}): {}",
+            match &got {
+                Ok(s) => format!("answered {s:?}"),
+                Err(e) => format!("FAILED ({e})"),
+            }
         ));
-        if code != 0 {
-            bail!("bridge DEL failed with exit code {code}");
+        if got.is_err() {
+            bail!("the port mapping did not answer {from} at {to}");
         }
     }
-    let mut left: Vec<String> = fs::read_dir(data.join("demo-bridge"))?
+    // DEL: the plugins in reverse order, each with the cached result.
+    for (i, result) in results.iter().enumerate() {
+        let caps = cap_args(i);
+        for p in (0..list.plugins.len()).rev() {
+            let config = list.plugin_config(p, Some(result), &caps);
+            let (code, stdout, ms) = call("DEL", i, &config)?;
+            out(format!(
+                "$ CNI_COMMAND=DEL CNI_CONTAINERID=demo-ctr-{i} {} < config   -> exit {code}, {ms:.1} ms",
+                list.plugin_type(p)
+            ));
+            if code != 0 {
+                out(indent(stdout.trim()));
+                bail!("{} DEL failed with exit code {code}", list.plugin_type(p));
+            }
+        }
+    }
+    let mut left: Vec<String> = fs::read_dir(data.join("dbnet"))?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     left.sort();
     out(format!("IPAM state after the DELs: {}", left.join(" ")));
+    let tables = nft_tables()?;
+    out(format!(
+        "nftables tables after the DELs: {}",
+        if tables.is_empty() {
+            "none".to_owned()
+        } else {
+            tables.join(", ")
+        }
+    ));
+    if !tables.is_empty() {
+        bail!("the DELs left nftables tables behind");
+    }
     Ok(())
 }
 

@@ -9,6 +9,7 @@ pub mod caps;
 pub mod cli;
 pub mod clock;
 pub mod cni_error;
+pub mod conflist;
 pub mod demo;
 pub mod devices;
 pub mod engine;

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Runs a container with Debian's podman (4.3, CNI backend) on a bridge +
-# host-local + portmap network served by an installed wasmcni bin dir, with
+# host-local + portmap + firewall + tuning network served by an installed wasmcni bin dir, with
 # a published port the node reaches through portmap's DNAT. Meant to run
 # inside `unshare -n -m` (tests/podman.rs): every path podman and CNI
 # write to is a tmpfs of this mount namespace, and the network is this
@@ -24,11 +24,16 @@ cat > /etc/containers/containers.conf.d/50-wasmcni.conf <<CONF
 network_backend = "cni"
 cni_plugin_dirs = ["$bin"]
 CONF
+# The shape podman 4.3's CNI backend writes for a network (`podman network
+# create`): bridge (ipMasq, hairpinMode) + portmap + firewall + tuning.
 cat > /etc/cni/net.d/wasmnet.conflist <<'CONF'
 {"cniVersion": "0.4.0", "name": "wasmnet", "plugins": [
-  {"type": "bridge", "bridge": "cni-wasm0", "isGateway": true,
-   "ipam": {"type": "host-local", "subnet": "10.59.0.0/24", "routes": [{"dst": "0.0.0.0/0"}]}},
-  {"type": "portmap", "capabilities": {"portMappings": true}}]}
+  {"type": "bridge", "bridge": "cni-wasm0", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+   "ipam": {"type": "host-local", "routes": [{"dst": "0.0.0.0/0"}],
+            "ranges": [[{"subnet": "10.59.0.0/24", "gateway": "10.59.0.1"}]]}},
+  {"type": "portmap", "capabilities": {"portMappings": true}},
+  {"type": "firewall", "backend": ""},
+  {"type": "tuning"}]}
 CONF
 root=$work/rootfs
 mkdir -p "$root/bin"
@@ -51,6 +56,9 @@ for _ in $(seq 1 150); do
   sleep 0.2
 done
 echo "DNAT rules while running: $rules"
+echo "== ruleset while running"
+nft list table inet wasmcni 2>&1 || true
+echo "== end ruleset"
 reply=
 for _ in $(seq 1 100); do
   reply=$(busybox nc -w 2 10.59.0.1 18080 </dev/null 2>/dev/null || true)
@@ -62,5 +70,9 @@ wait "$pod"
 echo "== after"
 echo "reservations: $(ls /var/lib/cni/networks/wasmnet | tr '\n' ' ')"
 echo "veths: $(ip -o link show type veth | wc -l)"
-echo "audit: $(grep -c '"plugin":"bridge"' "$work/audit.jsonl") bridge calls, $(grep -c '"plugin":"portmap"' "$work/audit.jsonl") portmap calls"
+audit=
+for p in bridge portmap firewall tuning; do
+  audit="$audit $(grep -c "\"plugin\":\"$p\"" "$work/audit.jsonl" || true) $p calls,"
+done
+echo "audit:$audit"
 echo "wasmcni tables: $(nft list tables | grep -c wasmcni)"
