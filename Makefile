@@ -51,6 +51,7 @@ bench: setup
 	mkdir -p target/bench-bin && cp target/release/wasmcni target/bench-bin/wasmcni
 	WASMCNI_BIN=$(CURDIR)/target/bench-bin/wasmcni $(CARGO) bench -p wasmcni --bench loopback
 	WASMCNI_BIN=$(CURDIR)/target/bench-bin/wasmcni $(CARGO) bench -p wasmcni --bench bridge
+	WASMCNI_BIN=$(CURDIR)/target/bench-bin/wasmcni $(CARGO) bench -p wasmcni --bench chain
 
 # The same benchmarks on the installer image's binary (static musl).
 bench-image: setup
@@ -58,6 +59,7 @@ bench-image: setup
 	mkdir -p target/bench-musl && cp target/$(MUSL_TARGET)/release/wasmcni target/bench-musl/wasmcni
 	WASMCNI_BIN=$(CURDIR)/target/bench-musl/wasmcni $(CARGO) bench -p wasmcni --bench loopback
 	WASMCNI_BIN=$(CURDIR)/target/bench-musl/wasmcni $(CARGO) bench -p wasmcni --bench bridge
+	WASMCNI_BIN=$(CURDIR)/target/bench-musl/wasmcni $(CARGO) bench -p wasmcni --bench chain
 
 # Install into a CNI bin dir: make install DIR=/opt/cni/bin
 install: setup

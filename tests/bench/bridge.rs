@@ -30,6 +30,8 @@
 #[path = "../support/mod.rs"]
 #[allow(unused_imports)]
 mod support;
+#[path = "common.rs"]
+mod common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -37,78 +39,19 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use serde_json::json;
-use support::cni::Call;
 use support::Netns;
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
-fn env_num(k: &str, d: usize) -> usize {
-    std::env::var(k)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(d)
-}
-
-/// One side: a node, a container namespace, a data dir, its plugins.
-struct Side {
-    node: Netns,
-    ctr: Netns,
-    dir: tempfile::TempDir,
-    bin: PathBuf,
-    env: Vec<(String, String)>,
-}
+use common::{env_num, median, Side};
 
 impl Side {
-    fn new(tag: &str, bin: &Path, wasm: bool) -> Side {
-        let node = Netns::new(&format!("{tag}n"));
-        node.ip(&["link", "set", "lo", "up"]);
-        let ctr = Netns::new(&format!("{tag}c"));
-        let dir = support::private_tempdir();
-        let mut env = vec![];
-        if wasm {
-            let policy = dir.path().join("policy.json");
-            std::fs::write(
-                &policy,
-                json!({"plugins": {"host-local": {"ipam-roots": [dir.path().join("data")]}}})
-                    .to_string(),
-            )
-            .unwrap();
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&policy, std::fs::Permissions::from_mode(0o600)).unwrap();
-            env.push(("WASMCNI_POLICY".to_owned(), policy.display().to_string()));
-            // The audit log stays on, in its usual place's stead.
-            env.push((
-                "WASMCNI_AUDIT".to_owned(),
-                dir.path().join("audit.jsonl").display().to_string(),
-            ));
-        }
-        Side {
-            node,
-            ctr,
-            dir,
-            bin: bin.to_owned(),
-            env,
-        }
-    }
-
     fn conflist(&self, subnet: &str) -> PathBuf {
-        let p = self
-            .dir
-            .path()
-            .join(format!("{}.conflist", subnet.replace('/', "_")));
-        std::fs::write(
-            &p,
-            json!({"cniVersion": "1.0.0", "name": "benchnet", "plugins": [
+        self.write_conflist(
+            &format!("{}.conflist", subnet.replace('/', "_")),
+            &json!({"cniVersion": "1.0.0", "name": "benchnet", "plugins": [
                 {"type": "bridge", "bridge": "cnibench0", "isGateway": true,
                  "ipam": {"type": "host-local", "subnet": subnet,
-                          "dataDir": self.dir.path().join("data")}}]})
-            .to_string(),
+                          "dataDir": self.dir.path().join("data")}}]}),
         )
-        .unwrap();
-        p
     }
 
     /// One libcni call: (the libcni call alone, the driver process from
@@ -120,16 +63,12 @@ impl Side {
     /// A network with `static` IPAM (no state): the address comes in
     /// CNI_ARGS.
     fn conflist_static(&self) -> PathBuf {
-        let p = self.dir.path().join("static.conflist");
-        std::fs::write(
-            &p,
-            json!({"cniVersion": "1.0.0", "name": "benchnet", "plugins": [
+        self.write_conflist(
+            "static.conflist",
+            &json!({"cniVersion": "1.0.0", "name": "benchnet", "plugins": [
                 {"type": "bridge", "bridge": "cnibench0", "isGateway": true,
-                 "ipam": {"type": "static"}}]})
-            .to_string(),
+                 "ipam": {"type": "static"}}]}),
         )
-        .unwrap();
-        p
     }
 
     /// [`Side::call`] with CNI_ARGS.
@@ -142,25 +81,7 @@ impl Side {
         ifname: &str,
         args: &str,
     ) -> (f64, f64) {
-        let t = Instant::now();
-        let d = Call {
-            node: &self.node,
-            bin: &self.bin,
-            cmd,
-            conflist,
-            netns: &ctr.path,
-            cid,
-            ifname,
-            cache: &self.dir.path().join("cache"),
-            args,
-            capargs: "",
-            env: &self.env,
-        }
-        .run_setns();
-        let ms = t.elapsed().as_secs_f64() * 1e3;
-        assert_eq!(d.code, 0, "{cmd} {cid}: {d:?}");
-        let libcni = d.elapsed_us.expect("the driver's -timing line") as f64 / 1e3;
-        (libcni, ms)
+        self.call_caps(cmd, conflist, ctr, cid, ifname, args, "")
     }
 }
 
