@@ -101,7 +101,9 @@ enum Command {
     /// the code.
     Capabilities,
     /// Run an embedded example in a throwaway sandbox (new network and mount
-    /// namespaces): ADD, CHECK, DEL of loopback, as a runtime does it.
+    /// namespaces): ADD, CHECK, DEL of loopback, then the CNI spec's example
+    /// network (bridge + tuning + portmap) with a published port answering,
+    /// as a runtime does it.
     Demo,
     /// Try a plugin without a node: ADD, CHECK, DEL, DEL in a throwaway
     /// sandbox, showing each result, every capability call it made and the

@@ -49,8 +49,7 @@ impl Conflist {
             let p = p
                 .as_object()
                 .ok_or_else(|| anyhow!("plugins[{i}] is not an object"))?;
-            if p
-                .get("type")
+            if p.get("type")
                 .and_then(Value::as_str)
                 .is_none_or(str::is_empty)
             {

@@ -27,11 +27,11 @@
 //! Floors checked: ADD ≤ 0.8× and DEL ≤ 0.8× the reference; last-100 ≤
 //! 1.2× first-100.
 
+#[path = "common.rs"]
+mod common;
 #[path = "../support/mod.rs"]
 #[allow(unused_imports)]
 mod support;
-#[path = "common.rs"]
-mod common;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};

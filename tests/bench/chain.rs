@@ -13,11 +13,11 @@
 //! waits for) and of the driver process, and the ratios. Floors checked:
 //! ADD ≤ 0.8× and DEL ≤ 0.8× the reference.
 
+#[path = "common.rs"]
+mod common;
 #[path = "../support/mod.rs"]
 #[allow(unused_imports)]
 mod support;
-#[path = "common.rs"]
-mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
