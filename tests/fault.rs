@@ -78,6 +78,15 @@ fn setup(s: &Subject, tag: &str) -> (World, Value) {
         world
             .ctr
             .ip(&["link", "set", "eth0", "addrgenmode", "none"]);
+        // The addresses the prevResult gives it, as the main plugin left
+        // them (the host names a prevResult address in a firewall rule
+        // only while the container holds it).
+        world
+            .ctr
+            .ip(&["addr", "add", "10.76.0.2/24", "dev", "eth0"]);
+        world
+            .ctr
+            .ip(&["addr", "add", "fd00:76::2/64", "dev", "eth0", "nodad"]);
         world.node.ip(&["link", "set", "vethfault0", "up"]);
         world.ctr.ip(&["link", "set", "eth0", "up"]);
         conf["prevResult"] = json!({"cniVersion": "1.0.0",

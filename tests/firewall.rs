@@ -109,7 +109,7 @@ fn rules_of(ns: &Netns, network: &str, ctr: &str) -> Vec<Value> {
 
 #[test]
 fn rules_are_wasmcnis_own_and_del_removes_exactly_one_attachment() {
-    let world = World::new("fwr");
+    let world = world_holding("fwr");
     // The network's bridge is up, as a bridge plugin leaves it.
     bridge_up(&world.node);
     let node_before = world.snapshot();
@@ -273,7 +273,7 @@ fn rules_are_wasmcnis_own_and_del_removes_exactly_one_attachment() {
 /// rule and no table.
 #[test]
 fn a_plugin_maps_only_the_ports_the_runtime_asked_for() {
-    let world = World::new("fwp");
+    let world = world_holding("fwp");
     bridge_up(&world.node);
     let before = world.snapshot();
     let pm = |m: Value| {
@@ -340,7 +340,7 @@ fn read_sysctl(ns: &Netns, key: &str) -> String {
 
 #[test]
 fn gc_removes_only_this_networks_gone_attachments() {
-    let world = World::new("fwg");
+    let world = world_holding("fwg");
     // The network's bridge is up, as a bridge plugin leaves it.
     bridge_up(&world.node);
     ok(
@@ -473,7 +473,7 @@ fn fetch(ns: &Netns, addr: &str, port: u16) -> String {
 
 #[test]
 fn traffic_reaches_the_container_only_through_a_local_mapped_port() {
-    let world = World::new("fwt");
+    let world = world_holding("fwt");
     let (node, ctr) = (&world.node, &world.ctr);
     // The container on the shared bridge (what a bridge plugin's ADD made).
     node.ip(&[
@@ -552,7 +552,7 @@ fn portmap_conf(extra: Value, mappings: Value) -> Value {
 
 #[test]
 fn portmap_plugin_maps_checks_and_dels_without_mappings() {
-    let world = World::new("fwp");
+    let world = world_holding("fwp");
     // The network's bridge is up, as a bridge plugin leaves it.
     bridge_up(&world.node);
     let before = world.snapshot();
@@ -675,7 +675,7 @@ fn iptables(ns: &Netns, args: &[&str]) -> String {
 
 #[test]
 fn forward_marks_pass_an_iptables_forward_drop_policy_once_per_node() {
-    let world = World::new("fwf");
+    let world = world_holding("fwf");
     let (node, ctr) = (&world.node, &world.ctr);
     node.ip(&[
         "link", "add", "vethfwf0", "type", "veth", "peer", "name", "eth0", "netns", &ctr.name,
@@ -791,7 +791,7 @@ fn conntrack(ns: &Netns, args: &[&str]) -> String {
 
 #[test]
 fn udp_conntrack_entries_to_a_mapped_port_go_after_add_and_after_del() {
-    let world = World::new("fwc");
+    let world = world_holding("fwc");
     let node = &world.node;
     let plant = |dport: &str| {
         let out = conntrack(
@@ -1116,4 +1116,84 @@ fn firewall_plugin_refuses_what_it_cannot_do() {
     );
     assert_ne!(run.code, 0, "{run:?}");
     assert!(run.stdout.contains("missing prevResult"), "{run:?}");
+}
+
+/// A world whose container holds the addresses the scripted plugin's
+/// `prevResult`s give it (10.70.0.5–7 and their IPv6 twins): the host
+/// names a `prevResult` address in a rule only while the container's
+/// namespace holds it.
+fn world_holding(tag: &str) -> World {
+    let world = World::new(tag);
+    hold(
+        &world.ctr,
+        &[
+            "10.70.0.5/24",
+            "10.70.0.6/24",
+            "10.70.0.7/24",
+            "fd70::5/64",
+            "fd70::6/64",
+            "fd70::7/64",
+        ],
+    );
+    world
+}
+
+/// Gives `ns` the addresses `prefixes` on a link of their own (a veth
+/// pair inside it, down: only the addresses matter), as a container's
+/// interface holds them.
+fn hold(ns: &Netns, prefixes: &[&str]) {
+    ns.ip(&[
+        "link", "add", "held0", "type", "veth", "peer", "name", "held0p",
+    ]);
+    for p in prefixes {
+        ns.ip(&["addr", "add", p, "dev", "held0", "nodad"]);
+    }
+}
+
+/// S11 (hostile chain): a runtime's `prevResult` is what the plugins
+/// before this one returned, and a hostile one can list any address
+/// there. The host names a `prevResult` address in a rule as the
+/// container's only while the container's namespace holds it, so a result
+/// listing another container's address gets no port mapping,
+/// masquerade or forward rule pointed at that container.
+#[test]
+fn a_prev_result_cannot_point_rules_at_an_address_the_container_does_not_hold() {
+    let world = World::new("fwh");
+    bridge_up(&world.node);
+    // Another container holds 10.70.0.9; this one holds 10.70.0.5.
+    let other = Netns::new("fwho");
+    hold(&other, &["10.70.0.9/24", "fd70::9/64"]);
+    hold(&world.ctr, &["10.70.0.5/24", "fd70::5/64"]);
+    let before = world.snapshot();
+    for op in add_ops("10.70.0.9").as_array().expect("ops") {
+        let r = run(&world, "ADD", "ctr-a", &conf("n", "10.70.0.9", json!([op])));
+        assert_eq!(r.code, 0, "{op}: {r:?}");
+        let rep = r.json();
+        assert_eq!(rep["results"][0]["error"], "access-denied", "{op}: {rep}");
+        let audit = world.audit();
+        assert!(
+            audit.last().is_some_and(|a| a["outcome"] == "denied"
+                && a["reason"].as_str().is_some_and(|r| r.contains(
+                    "10.70.0.9 is listed by the runtime's prevResult but no interface in the \
+                     container's network namespace (CNI_NETNS) holds it"
+                ))),
+            "{op}: {audit:?}"
+        );
+        support::assert_same(&before, &world.snapshot(), &format!("after {op}"));
+    }
+    // The addresses the container holds get their rules.
+    ok(
+        &run(
+            &world,
+            "ADD",
+            "ctr-a",
+            &conf("n", "10.70.0.5", add_ops("10.70.0.5")),
+        ),
+        "the container's own addresses",
+    );
+    assert!(!rules_of(&world.node, "n", "ctr-a").is_empty());
+    ok(
+        &run(&world, "DEL", "ctr-a", &conf("n", "10.70.0.5", del_ops())),
+        "DEL",
+    );
 }

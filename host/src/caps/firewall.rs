@@ -503,32 +503,72 @@ impl Ctx {
 
     /// Refuses an address that is not the attachment's: one its IPAM
     /// delegates gave it in this invocation, or one the runtime's
-    /// `prevResult` lists.
-    fn fw_own_address(&self, ip: IpAddr) -> Result<(), CapError> {
-        if self.attachment.addresses.contains(&ip) || self.attachment.prev_addresses.contains(&ip) {
+    /// `prevResult` lists that the container's namespace holds (`held`).
+    /// A `prevResult` is what the plugins before this one in the chain
+    /// returned, and a hostile one can list any address there: without
+    /// the second check, it could point this plugin's port mappings at
+    /// another container.
+    fn fw_own_address(&self, ip: IpAddr, held: &[IpAddr]) -> Result<(), CapError> {
+        if self.attachment.addresses.contains(&ip) {
+            return Ok(());
+        }
+        if !self.attachment.prev_addresses.contains(&ip) {
+            return Err(CapError::denied(format!(
+                "{ip} is not an address of this attachment (neither its IPAM result nor the \
+                 runtime's prevResult lists it), so no firewall rule may name it as the \
+                 container's (a wasmcni invariant)"
+            )));
+        }
+        if held.contains(&ip) {
             return Ok(());
         }
         Err(CapError::denied(format!(
-            "{ip} is not an address of this attachment (neither its IPAM result nor the \
-             runtime's prevResult lists it), so no firewall rule may name it as the \
+            "{ip} is listed by the runtime's prevResult but no interface in the container's \
+             network namespace (CNI_NETNS) holds it, so no firewall rule may name it as the \
              container's (a wasmcni invariant)"
         )))
     }
 
+    /// The addresses the container's namespace holds now, when a rule may
+    /// need them (the runtime's `prevResult` lists any); none without a
+    /// container namespace.
+    fn fw_held_addresses(&mut self) -> Result<Vec<IpAddr>, CapError> {
+        if self.attachment.prev_addresses.is_empty() || self.ns(Kind::Container).is_none() {
+            return Ok(Vec::new());
+        }
+        let nl = self.netlink(Kind::Container)?;
+        Ok(nl
+            .addresses(None)?
+            .iter()
+            .filter_map(crate::netlink::address_of)
+            .collect())
+    }
+
     /// Admits `ip` as one more container address of a call: the
     /// attachment's ([`Ctx::fw_own_address`]) and not given before in it.
-    fn fw_container(&self, seen: &mut Vec<IpAddr>, ip: IpAddr) -> Result<(), CapError> {
+    fn fw_container(
+        &self,
+        seen: &mut Vec<IpAddr>,
+        held: &[IpAddr],
+        ip: IpAddr,
+    ) -> Result<(), CapError> {
         if seen.contains(&ip) {
             return Err(ErrorCode::InvalidArgument.into());
         }
         seen.push(ip);
-        self.fw_own_address(ip)
+        self.fw_own_address(ip, held)
     }
 
     /// The rules `rules` stands for, checked.
     fn fw_plan(&mut self, rules: &Rules) -> Result<Plan, CapError> {
         let kind = kind_of(rules);
         let (_, att) = self.fw_hashes();
+        let held = match rules {
+            Rules::PortMap(_) | Rules::Masquerade(_) | Rules::Forward(_) => {
+                self.fw_held_addresses()?
+            }
+            _ => Vec::new(),
+        };
         let mut plan = Plan::default();
         let push = |plan: &mut Plan, chain: &str, exprs: Vec<crate::netlink::nft::Expr>| {
             plan.rules.push(NewRule {
@@ -559,7 +599,7 @@ impl Ctx {
                 let mut seen: Vec<IpAddr> = Vec::new();
                 for pm in maps {
                     let (cip, len) = prefix_from_wit(pm.container)?;
-                    self.fw_container(&mut seen, cip)?;
+                    self.fw_container(&mut seen, &held, cip)?;
                     let (cbytes, v6) = octets(cip);
                     if pm.mappings.is_empty() {
                         return Err(ErrorCode::InvalidArgument.into());
@@ -669,7 +709,7 @@ impl Ctx {
                 let mut seen: Vec<IpAddr> = Vec::new();
                 for p in prefixes {
                     let (cip, len) = prefix_from_wit(*p)?;
-                    self.fw_container(&mut seen, cip)?;
+                    self.fw_container(&mut seen, &held, cip)?;
                     let v6 = cip.is_ipv6();
                     let full = if v6 { 128 } else { 32 };
                     let mut e = nfproto(v6);
@@ -694,7 +734,7 @@ impl Ctx {
                 let mut seen: Vec<IpAddr> = Vec::new();
                 for ip in ips {
                     let cip = ip_from_wit(*ip);
-                    self.fw_container(&mut seen, cip)?;
+                    self.fw_container(&mut seen, &held, cip)?;
                     let v6 = cip.is_ipv6();
                     let full = if v6 { 128 } else { 32 };
                     let mark = match self.ns_grant(Kind::Host).firewall.forward_mark {
