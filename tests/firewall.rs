@@ -431,15 +431,27 @@ fn s6_a_failed_add_leaves_no_rule_after_every_host_call() {
 struct Server(Child);
 
 impl Server {
+    /// A server on port 80 answering with the client's address.
     fn start(ns: &Netns) -> Server {
+        Server::labelled(ns, 80, "")
+    }
+
+    /// A server on `port` answering with `label` (if any) and the
+    /// client's address: which server answered, and whom it saw.
+    fn labelled(ns: &Netns, port: u16, label: &str) -> Server {
+        let prefix = if label.is_empty() {
+            String::new()
+        } else {
+            format!("{label} ")
+        };
         let child = Command::new("ip")
             .args(["netns", "exec", &ns.name, "python3", "-c"])
-            .arg(
+            .arg(format!(
                 "import socket\n\
                  s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
-                 s.bind(('0.0.0.0', 80)); s.listen(16)\n\
-                 while True:\n    c, a = s.accept(); c.sendall(a[0].encode()); c.close()\n",
-            )
+                 s.bind(('0.0.0.0', {port})); s.listen(16)\n\
+                 while True:\n    c, a = s.accept(); c.sendall(('{prefix}' + a[0]).encode()); c.close()\n",
+            ))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -1196,4 +1208,96 @@ fn a_prev_result_cannot_point_rules_at_an_address_the_container_does_not_hold() 
         &run(&world, "DEL", "ctr-a", &conf("n", "10.70.0.5", del_ops())),
         "DEL",
     );
+}
+
+/// S11: a port mapping captures only traffic to the node's own addresses
+/// (to its host IP, if it has one) on its host port. Each negative has a
+/// positive control beside it, and every server says who it is: traffic
+/// to another container's address on the same port reaches that
+/// container; another tool's DNAT for the same port (a kube-proxy
+/// NodePort, in iptables' nat PREROUTING) stays ahead of wasmcni's; a
+/// mapping bound to a host IP leaves the node's other addresses alone;
+/// other ports of the node are the node's.
+#[test]
+fn a_port_mapping_captures_no_other_destination_port_or_service() {
+    let world = world_holding("fws");
+    let (node, ctr) = (&world.node, &world.ctr);
+    // Two containers on the shared bridge: ctr-a (10.70.0.5, the mapped
+    // one) and another (10.70.0.6) serving the same port 8080.
+    let other = Netns::new("fwso");
+    for (peer, ns, ip) in [
+        ("vethfws0", ctr, "10.70.0.5"),
+        ("vethfws1", &other, "10.70.0.6"),
+    ] {
+        node.ip(&[
+            "link", "add", peer, "type", "veth", "peer", "name", "eth0", "netns", &ns.name,
+        ]);
+        node.ip(&["link", "set", peer, "master", "cnishared0", "up"]);
+        ns.ip(&["addr", "add", &format!("{ip}/24"), "dev", "eth0"]);
+        ns.ip(&["link", "set", "eth0", "up"]);
+        ns.ip(&["link", "set", "lo", "up"]);
+        ns.ip(&["route", "add", "default", "via", "10.70.0.1"]);
+    }
+    bridge_up(node);
+    let (x, _outside_server) = outside(node, "fwsx");
+    node.sysctl("net.ipv4.ip_forward", "1");
+    let _mapped = Server::labelled(ctr, 80, "ctr-a");
+    let _other = Server::labelled(&other, 8080, "other");
+    let _node_service = Server::labelled(node, 8081, "node");
+    // 8080 from any local address; 9090 only to the host IP 192.0.2.10.
+    let mappings = json!([
+        {"host-port": 8080, "container-port": 80, "protocol": "tcp"},
+        {"host-port": 9090, "container-port": 80, "protocol": "tcp", "host-ip": "192.0.2.10"}
+    ]);
+    let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+        "ops": [{"call": "firewall.add", "ns": "host", "rules": {"port-map": [
+            {"container": "10.70.0.5/24", "snat": true, "mappings": mappings}]}}],
+        "runtimeConfig": {"portMappings": [
+            {"hostPort": 8080, "containerPort": 80, "protocol": "tcp"},
+            {"hostPort": 9090, "containerPort": 80, "protocol": "tcp", "hostIP": "192.0.2.10"}]},
+        "prevResult": {"cniVersion": "1.0.0", "ips": [{"address": "10.70.0.5/24"}]}});
+    // Before the ADD: the other container and the node's service answer,
+    // and nothing on 8080 or 9090 of the node.
+    assert_eq!(fetch(&x, "10.70.0.6", 8080), "other 203.0.113.2");
+    assert_eq!(fetch(&x, "203.0.113.1", 8081), "node 203.0.113.2");
+    assert_eq!(fetch(&x, "203.0.113.1", 8080), "");
+    ok(&run(&world, "ADD", "ctr-a", &conf), "ADD");
+    // The mapping answers (the positive controls).
+    assert_eq!(fetch(&x, "203.0.113.1", 8080), "ctr-a 203.0.113.2");
+    assert_eq!(fetch(&x, "192.0.2.10", 9090), "ctr-a 203.0.113.2");
+    // Another container's address on the same port: not a node address,
+    // never captured (CVE-2019-9946's class).
+    assert_eq!(fetch(&x, "10.70.0.6", 8080), "other 203.0.113.2");
+    // A node port the runtime did not map stays the node's.
+    assert_eq!(fetch(&x, "203.0.113.1", 8081), "node 203.0.113.2");
+    // The host-IP mapping leaves the node's other addresses alone.
+    assert_eq!(fetch(&x, "203.0.113.1", 9090), "");
+    // Another tool's service DNAT for the same port (iptables nat
+    // PREROUTING, as kube-proxy's NodePorts) is ahead of wasmcni's.
+    let nodeport = [
+        "PREROUTING",
+        "-d",
+        "203.0.113.1",
+        "-p",
+        "tcp",
+        "--dport",
+        "8080",
+        "-j",
+        "DNAT",
+        "--to-destination",
+        "10.70.0.6:8080",
+    ];
+    let mut add = vec!["-t", "nat", "-A"];
+    add.extend(nodeport);
+    iptables(node, &add);
+    assert_eq!(fetch(&x, "203.0.113.1", 8080), "other 203.0.113.2");
+    let mut del = vec!["-t", "nat", "-D"];
+    del.extend(nodeport);
+    iptables(node, &del);
+    assert_eq!(fetch(&x, "203.0.113.1", 8080), "ctr-a 203.0.113.2");
+    // After DEL: the node's port is no longer the container's.
+    let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": del_ops()});
+    ok(&run(&world, "DEL", "ctr-a", &del), "DEL");
+    assert_eq!(fetch(&x, "203.0.113.1", 8080), "");
+    assert_eq!(fetch(&x, "10.70.0.6", 8080), "other 203.0.113.2");
 }
