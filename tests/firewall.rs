@@ -676,18 +676,37 @@ fn portmap_bad_input_is_a_clear_error_and_leaves_nothing() {
 
 /// `iptables` in `ns` (iptables-nft, inside the test's namespace only).
 fn iptables(ns: &Netns, args: &[&str]) -> String {
+    iptables_as("iptables", ns, args)
+}
+
+/// `cmd` (`iptables`, `iptables-legacy`) inside the namespace.
+fn iptables_as(cmd: &str, ns: &Netns, args: &[&str]) -> String {
     let out = Command::new("ip")
-        .args(["netns", "exec", &ns.name, "iptables"])
+        .args(["netns", "exec", &ns.name, cmd])
         .args(args)
         .output()
         .expect("iptables");
-    assert!(out.status.success(), "iptables {args:?}: {out:?}");
+    assert!(out.status.success(), "{cmd} {args:?}: {out:?}");
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]
 fn forward_marks_pass_an_iptables_forward_drop_policy_once_per_node() {
-    let world = world_holding("fwf");
+    forward_drop_node("fwf", "iptables");
+}
+
+/// The same on a node whose iptables is the legacy one (x_tables, no
+/// nftables table): the static jump is installed with `iptables-legacy`.
+#[test]
+fn forward_marks_pass_a_legacy_iptables_forward_drop_policy() {
+    forward_drop_node("fwl", "iptables-legacy");
+}
+
+/// A node whose FORWARD policy is DROP in `cmd`'s dialect: the forward
+/// mark lets the container's traffic through, once per node, and DEL takes
+/// the way out away.
+fn forward_drop_node(tag: &str, cmd: &str) {
+    let world = world_holding(tag);
     let (node, ctr) = (&world.node, &world.ctr);
     node.ip(&[
         "link", "add", "vethfwf0", "type", "veth", "peer", "name", "eth0", "netns", &ctr.name,
@@ -697,10 +716,10 @@ fn forward_marks_pass_an_iptables_forward_drop_policy_once_per_node() {
     ctr.ip(&["addr", "add", "10.70.0.5/24", "dev", "eth0"]);
     ctr.ip(&["link", "set", "eth0", "up"]);
     ctr.ip(&["route", "add", "default", "via", "10.70.0.1"]);
-    let (_x, _server) = outside(node, "fwfx");
+    let (_x, _server) = outside(node, &format!("{tag}x"));
     node.sysctl("net.ipv4.ip_forward", "1");
     // A Docker/Kubernetes-like node: FORWARD drops by default.
-    iptables(node, &["-P", "FORWARD", "DROP"]);
+    iptables_as(cmd, node, &["-P", "FORWARD", "DROP"]);
     assert_eq!(
         fetch(ctr, "203.0.113.2", 80),
         "",
@@ -712,7 +731,7 @@ fn forward_marks_pass_an_iptables_forward_drop_policy_once_per_node() {
         &run(&world, "ADD", "ctr-a", &conf("n", "10.70.0.5", fwd.clone())),
         "ADD",
     );
-    let rules = iptables(node, &["-S"]);
+    let rules = iptables_as(cmd, node, &["-S"]);
     assert!(
         rules.contains("-A FORWARD -m comment --comment wasmcni -j WASMCNI-FORWARD"),
         "{rules}"
@@ -738,7 +757,7 @@ fn forward_marks_pass_an_iptables_forward_drop_policy_once_per_node() {
         ),
         "ADD b",
     );
-    assert_eq!(iptables(node, &["-S"]), rules);
+    assert_eq!(iptables_as(cmd, node, &["-S"]), rules);
     // After DEL the mark is gone, and with it the container's way out.
     let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
                      "ops": [{"call": "firewall.remove", "ns": "host", "kinds": ["forward"]}]});
