@@ -593,7 +593,19 @@ type AddFn = fn(&mut Linker<StoreData>) -> wasmtime::Result<()>;
 const PROVIDED: &[(&str, AddFn)] = {
     type T = StoreData;
     &[
-        ("wasmcni:plugin/", caps::add_to_linker),
+        // wasmcni's own interfaces, each only when imported: the linker
+        // is built for every call, and most plugins import a few.
+        ("wasmcni:plugin/types@", caps::add_types),
+        ("wasmcni:plugin/netns@", caps::add_netns),
+        ("wasmcni:plugin/link@", caps::add_link),
+        ("wasmcni:plugin/address@", caps::add_address),
+        ("wasmcni:plugin/route@", caps::add_route),
+        ("wasmcni:plugin/sysctl@", caps::add_sysctl),
+        ("wasmcni:plugin/traffic-control@", caps::add_traffic_control),
+        ("wasmcni:plugin/firewall@", caps::add_firewall),
+        ("wasmcni:plugin/ipam-store@", caps::add_ipam_store),
+        ("wasmcni:plugin/delegate@", caps::add_delegate),
+        ("wasmcni:plugin/attachment-state@", caps::add_attachment_state),
         ("wasi:io/error@0.2.", |l| {
             wasmtime_wasi_io::bindings::wasi::io::error::add_to_linker::<T, HasIo>(l, |t| {
                 &mut t.table
@@ -789,6 +801,27 @@ fn outcome(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every interface the plugin world imports is one the runner can
+    /// provide (a new capability interface needs its `PROVIDED` entry, or
+    /// every plugin importing it would be refused).
+    #[test]
+    fn every_interface_of_the_world_is_provided() {
+        let world = include_str!("../../wit/world.wit");
+        let names: Vec<&str> = world
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("import "))
+            .map(|l| l.trim_end_matches(';').trim())
+            .collect();
+        assert!(names.len() >= 10, "{names:?}");
+        for name in names.iter().chain(["types"].iter()) {
+            let import = format!("wasmcni:plugin/{name}@0.1.0");
+            assert!(
+                PROVIDED.iter().any(|(p, _)| import.starts_with(p)),
+                "{import} has no PROVIDED entry"
+            );
+        }
+    }
 
     fn json(out: &Output) -> serde_json::Value {
         serde_json::from_slice(&out.stdout).expect("JSON")

@@ -71,7 +71,6 @@ pub mod bindings {
 }
 
 use bindings::wasmcni::plugin::types::ErrorCode;
-use bindings::Plugin;
 
 /// The routing protocol number (`rtm_protocol`) of routes wasmcni creates
 /// in the host namespace (unassigned in iproute2's `rt_protos`).
@@ -688,9 +687,34 @@ fn injected_fault() -> Option<CapError> {
     None
 }
 
-/// Adds wasmcni's capability interfaces to a linker.
-pub fn add_to_linker(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
-    Plugin::add_to_linker::<StoreData, HasSelf<StoreData>>(linker, |s| s)
+/// One `add_NAME` per capability interface: adds just that interface to a
+/// linker (the runner adds those a component imports).
+macro_rules! add_interface {
+    ($($fn_name:ident => $module:ident),* $(,)?) => {
+        $(
+            #[doc = concat!("Adds the `", stringify!($module), "` interface to a linker.")]
+            pub fn $fn_name(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
+                bindings::wasmcni::plugin::$module::add_to_linker::<StoreData, HasSelf<StoreData>>(
+                    linker,
+                    |s| s,
+                )
+            }
+        )*
+    };
+}
+
+add_interface! {
+    add_types => types,
+    add_netns => netns,
+    add_link => link,
+    add_address => address,
+    add_route => route,
+    add_sysctl => sysctl,
+    add_traffic_control => traffic_control,
+    add_firewall => firewall,
+    add_ipam_store => ipam_store,
+    add_delegate => delegate,
+    add_attachment_state => attachment_state,
 }
 
 impl From<&NlError> for CapError {
