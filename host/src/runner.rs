@@ -605,7 +605,10 @@ const PROVIDED: &[(&str, AddFn)] = {
         ("wasmcni:plugin/firewall@", caps::add_firewall),
         ("wasmcni:plugin/ipam-store@", caps::add_ipam_store),
         ("wasmcni:plugin/delegate@", caps::add_delegate),
-        ("wasmcni:plugin/attachment-state@", caps::add_attachment_state),
+        (
+            "wasmcni:plugin/attachment-state@",
+            caps::add_attachment_state,
+        ),
         ("wasi:io/error@0.2.", |l| {
             wasmtime_wasi_io::bindings::wasi::io::error::add_to_linker::<T, HasIo>(l, |t| {
                 &mut t.table
