@@ -1158,27 +1158,36 @@ fn world_holding(tag: &str) -> World {
     hold(
         &world.ctr,
         &[
-            "10.70.0.5/24",
-            "10.70.0.6/24",
-            "10.70.0.7/24",
-            "fd70::5/64",
-            "fd70::6/64",
-            "fd70::7/64",
+            "10.70.0.5/32",
+            "10.70.0.6/32",
+            "10.70.0.7/32",
+            "fd70::5/128",
+            "fd70::6/128",
+            "fd70::7/128",
         ],
     );
     world
 }
 
-/// Gives `ns` the addresses `prefixes` on a link of their own (a veth
-/// pair inside it, down: only the addresses matter), as a container's
-/// interface holds them.
-fn hold(ns: &Netns, prefixes: &[&str]) {
-    ns.ip(&[
-        "link", "add", "held0", "type", "veth", "peer", "name", "held0p",
-    ]);
+/// Gives `ns` the addresses `prefixes` on a link of their own (`link`, a
+/// veth pair inside it whose peer stays down), as a container's interface
+/// holds them; up (`up`) or down.
+fn hold_on(ns: &Netns, link: &str, up: bool, prefixes: &[&str]) {
+    let peer = format!("{link}p");
+    ns.ip(&["link", "add", link, "type", "veth", "peer", "name", &peer]);
     for p in prefixes {
-        ns.ip(&["addr", "add", p, "dev", "held0", "nodad"]);
+        ns.ip(&["addr", "add", p, "dev", link, "nodad"]);
     }
+    if up {
+        ns.ip(&["link", "set", link, "up"]);
+    }
+}
+
+/// [`hold_on`] an up link `held0`. Host routes only (/32, /128) where the
+/// container has an eth0 of its own, so no second connected route
+/// competes with eth0's.
+fn hold(ns: &Netns, prefixes: &[&str]) {
+    hold_on(ns, "held0", true, prefixes);
 }
 
 /// S11 (hostile chain): a runtime's `prevResult` is what the plugins
@@ -1211,6 +1220,45 @@ fn a_prev_result_cannot_point_rules_at_an_address_the_container_does_not_hold() 
             "{op}: {audit:?}"
         );
         support::assert_same(&before, &world.snapshot(), &format!("after {op}"));
+    }
+    // IPv6 alone: the same.
+    let v6 = json!([{"call": "firewall.add", "ns": "host", "rules": {"forward": ["fd70::9"]}}]);
+    let r = run(&world, "ADD", "ctr-a", &conf("n", "10.70.0.9", v6));
+    assert_eq!(r.json()["results"][0]["error"], "access-denied", "{r:?}");
+    // An address the container holds only on a link that is down, or on
+    // loopback (which runtimes bring up: 127.0.0.1 would map the node's
+    // host port onto the node's own loopback services), is not its.
+    hold_on(&world.ctr, "held1", false, &["10.70.0.8/32"]);
+    world.ctr.ip(&["link", "set", "lo", "up"]);
+    let before = world.snapshot();
+    for (ip, why) in [
+        (
+            "10.70.0.8",
+            "no interface in the container's network namespace",
+        ),
+        (
+            "127.0.0.1",
+            "is a loopback, unspecified, multicast, link-local",
+        ),
+    ] {
+        let fwd = json!([{"call": "firewall.add", "ns": "host", "rules": {"forward": [ip]}}]);
+        let mut c = conf("n", ip, fwd);
+        c["prevResult"]["ips"] = json!([{"address": format!("{ip}/8")}]);
+        let r = run(&world, "ADD", "ctr-a", &c);
+        assert_eq!(
+            r.json()["results"][0]["error"],
+            "access-denied",
+            "{ip}: {r:?}"
+        );
+        assert!(
+            world
+                .audit()
+                .last()
+                .is_some_and(|a| a["reason"].as_str().is_some_and(|r| r.contains(why))),
+            "{ip}: {:?}",
+            world.audit()
+        );
+        support::assert_same(&before, &world.snapshot(), &format!("after {ip}"));
     }
     // The addresses the container holds get their rules.
     ok(

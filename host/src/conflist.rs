@@ -4,7 +4,10 @@
 //! `prevResult`, and `runtimeConfig` holding the runtime's capability
 //! arguments the plugin declared in `capabilities` (libcni's
 //! `buildOneConfig` / `injectRuntimeConfig`: only declared capabilities,
-//! only those the runtime gave, never a key the plugin did not ask for).
+//! only those the runtime gave, never a key the plugin did not ask for; a
+//! `runtimeConfig` or `prevResult` in the file stays unless the runtime
+//! gives its own). Unlike libcni, a non-boolean `capabilities` value is
+//! ignored rather than refused.
 //!
 //! `wasmcni demo` runs the spec's example conflist with it, as a runtime
 //! would.
@@ -84,7 +87,6 @@ impl Conflist {
         let mut c = self.plugins[i].clone();
         c.insert("name".into(), Value::from(self.name.clone()));
         c.insert("cniVersion".into(), Value::from(self.cni_version.clone()));
-        c.remove("prevResult");
         if let Some(p) = prev_result {
             c.insert("prevResult".into(), p.clone());
         }
@@ -104,8 +106,8 @@ impl Conflist {
                 rt.insert(k.clone(), v.clone());
             }
         }
-        // libcni replaces any runtimeConfig in the file with the runtime's.
-        c.remove("runtimeConfig");
+        // As libcni: the runtime's arguments replace a `runtimeConfig` in
+        // the file only when there are any.
         if !rt.is_empty() {
             c.insert("runtimeConfig".into(), Value::Object(rt));
         }
@@ -134,9 +136,9 @@ mod tests {
         let caps = caps.as_object().unwrap();
         let b = l.plugin_config(0, None, caps);
         assert_eq!(
-            b.get("runtimeConfig"),
-            None,
-            "undeclared, and the file's is dropped"
+            b["runtimeConfig"],
+            json!({"x": 1}),
+            "nothing declared: the file's stays, as libcni keeps it"
         );
         assert_eq!(b["name"], "n");
         assert_eq!(b["cniVersion"], "1.0.0");

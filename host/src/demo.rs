@@ -336,6 +336,12 @@ fn dnat_rules() -> anyhow::Result<Vec<String>> {
         .args(["list", "ruleset"])
         .output()
         .context("running nft (apt-get install nftables)")?;
+    if !o.status.success() {
+        bail!(
+            "nft list ruleset: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        );
+    }
     Ok(String::from_utf8_lossy(&o.stdout)
         .lines()
         .filter(|l| l.contains("dnat"))
@@ -349,6 +355,12 @@ fn nft_tables() -> anyhow::Result<Vec<String>> {
         .args(["list", "tables"])
         .output()
         .context("running nft (apt-get install nftables)")?;
+    if !o.status.success() {
+        bail!(
+            "nft list tables: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        );
+    }
     Ok(String::from_utf8_lossy(&o.stdout)
         .lines()
         .map(|l| l.trim().to_owned())

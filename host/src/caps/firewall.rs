@@ -14,6 +14,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use netlink_packet_netfilter::nftables::{MetaKey, Operator, Verdict};
+use netlink_packet_route::link::LinkFlags;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use wasmtime::component::Resource;
@@ -507,8 +508,17 @@ impl Ctx {
     /// A `prevResult` is what the plugins before this one in the chain
     /// returned, and a hostile one can list any address there: without
     /// the second check, it could point this plugin's port mappings at
-    /// another container.
+    /// another container. Never a loopback, unspecified, multicast,
+    /// link-local or IPv4-mapped address, whatever lists it: no rule
+    /// names one as a container's (127.0.0.1 would map the runtime's host
+    /// port onto the node's own loopback services).
     fn fw_own_address(&self, ip: IpAddr, held: &[IpAddr]) -> Result<(), CapError> {
+        if !unicast_container_address(ip) {
+            return Err(CapError::denied(format!(
+                "{ip} is a loopback, unspecified, multicast, link-local or IPv4-mapped \
+                 address, never a container's in a firewall rule (a wasmcni invariant)"
+            )));
+        }
         if self.attachment.addresses.contains(&ip) {
             return Ok(());
         }
@@ -529,17 +539,27 @@ impl Ctx {
         )))
     }
 
-    /// The addresses the container's namespace holds now, when a rule may
-    /// need them (the runtime's `prevResult` lists any); none without a
-    /// container namespace.
+    /// The addresses the container's namespace holds now on links that
+    /// are up and not loopback, when a rule may need them (the runtime's
+    /// `prevResult` lists any); none without a container namespace.
     fn fw_held_addresses(&mut self) -> Result<Vec<IpAddr>, CapError> {
         if self.attachment.prev_addresses.is_empty() || self.ns(Kind::Container).is_none() {
             return Ok(Vec::new());
         }
         let nl = self.netlink(Kind::Container)?;
+        let live: Vec<u32> = nl
+            .links()?
+            .iter()
+            .filter(|l| {
+                l.header.flags.contains(LinkFlags::Up)
+                    && !l.header.flags.contains(LinkFlags::Loopback)
+            })
+            .map(|l| l.header.index)
+            .collect();
         Ok(nl
             .addresses(None)?
             .iter()
+            .filter(|a| live.contains(&a.header.index))
             .filter_map(crate::netlink::address_of)
             .collect())
     }
@@ -1303,6 +1323,27 @@ impl Ctx {
 
 /// The iptables chain FORWARD jumps to ([`Ctx::fw_forward_accept`]).
 const FORWARD_CHAIN: &str = "WASMCNI-FORWARD";
+
+/// Whether `ip` can be a container's address in a rule: unicast, not
+/// loopback, unspecified, link-local or IPv4-mapped.
+fn unicast_container_address(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(a) => {
+            !(a.is_loopback()
+                || a.is_unspecified()
+                || a.is_multicast()
+                || a.is_broadcast()
+                || a.is_link_local())
+        }
+        IpAddr::V6(a) => {
+            !(a.is_loopback()
+                || a.is_unspecified()
+                || a.is_multicast()
+                || a.to_ipv4_mapped().is_some()
+                || (a.segments()[0] & 0xffc0) == 0xfe80)
+        }
+    }
+}
 /// The admins' override chain (the reference firewall plugin's default
 /// `iptablesAdminChainName`).
 const ADMIN_CHAIN: &str = "CNI-ADMIN";
