@@ -28,6 +28,7 @@
 //! 1.2× first-100.
 
 #[path = "common.rs"]
+#[allow(dead_code)]
 mod common;
 #[path = "../support/mod.rs"]
 #[allow(unused_imports)]
@@ -41,7 +42,7 @@ use std::time::Instant;
 use serde_json::json;
 use support::Netns;
 
-use common::{env_num, median, Side};
+use common::{env_num, install_wasmcni, interleave, median, verdict, Side};
 
 impl Side {
     fn conflist(&self, subnet: &str) -> PathBuf {
@@ -169,26 +170,10 @@ fn settle_namespaces() {
 }
 
 fn main() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "the benchmark needs root (network namespaces)"
-    );
     let runs = env_num("BENCH_RUNS", 100);
     let seq = env_num("BENCH_SEQ", 1000);
     let par = env_num("BENCH_PAR", 64);
-    let wasmcni = std::env::var_os("WASMCNI_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_wasmcni")));
-    println!("wasmcni under test: {}", wasmcni.display());
-    let work = support::private_tempdir();
-    let bin = work.path().join("bin");
-    let out = Command::new(&wasmcni)
-        .arg("install")
-        .arg(&bin)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "wasmcni install: {out:?}");
-    support::cni::driver();
+    let (_work, bin) = install_wasmcni();
 
     // ADD / DEL, interleaved.
     let r = Side::new("bref", Path::new("/usr/lib/cni"), false);
@@ -199,46 +184,12 @@ fn main() {
         s.0.call("add", s.1, &s.0.ctr, "warm", "eth0");
         s.0.call("del", s.1, &s.0.ctr, "warm", "eth0");
     }
-    // Each entry: (libcni call, driver process).
-    let (mut ra, mut wa, mut rd, mut wd) = (vec![], vec![], vec![], vec![]);
-    for i in 0..runs {
-        let cid = format!("c{i}");
-        if i % 2 == 0 {
-            ra.push(r.call("add", &rl, &r.ctr, &cid, "eth0"));
-            wa.push(w.call("add", &wl, &w.ctr, &cid, "eth0"));
-            rd.push(r.call("del", &rl, &r.ctr, &cid, "eth0"));
-            wd.push(w.call("del", &wl, &w.ctr, &cid, "eth0"));
-        } else {
-            wa.push(w.call("add", &wl, &w.ctr, &cid, "eth0"));
-            ra.push(r.call("add", &rl, &r.ctr, &cid, "eth0"));
-            wd.push(w.call("del", &wl, &w.ctr, &cid, "eth0"));
-            rd.push(r.call("del", &rl, &r.ctr, &cid, "eth0"));
-        }
-    }
-    let split = |v: Vec<(f64, f64)>| -> (f64, f64) {
-        let (a, b): (Vec<f64>, Vec<f64>) = v.into_iter().unzip();
-        (median(a), median(b))
-    };
-    let ((ram, rap), (wam, wap), (rdm, rdp), (wdm, wdp)) =
-        (split(ra), split(wa), split(rd), split(wd));
-    println!("bridge + host-local through libcni, {runs} interleaved ADD/DEL pairs, medians");
-    println!("  the libcni call (what a runtime waits for):");
-    println!(
-        "    ADD: wasmcni {wam:6.2} ms  reference {ram:6.2} ms  ratio {:.2}x",
-        wam / ram
-    );
-    println!(
-        "    DEL: wasmcni {wdm:6.2} ms  reference {rdm:6.2} ms  ratio {:.2}x",
-        wdm / rdm
-    );
-    println!("  the driver process, exec to exit (adds the Go driver's own start-up):");
-    println!(
-        "    ADD: wasmcni {wap:6.2} ms  reference {rap:6.2} ms  ratio {:.2}x",
-        wap / rap
-    );
-    println!(
-        "    DEL: wasmcni {wdp:6.2} ms  reference {rdp:6.2} ms  ratio {:.2}x",
-        wdp / rdp
+    let p = interleave(
+        runs,
+        "bridge + host-local through libcni",
+        (&r, &rl),
+        (&w, &wl),
+        |s, l, cmd, cid| s.call(cmd, l, &s.ctr, cid, "eth0"),
     );
 
     // Peak RSS of one ADD, executed directly.
@@ -414,17 +365,9 @@ fn main() {
 
     // Namespaces go before the exit below (which runs no destructors).
     drop((r, w, pr, pw));
-    let checks = [
-        ("ADD <= 0.8x reference", wam <= 0.8 * ram),
-        ("DEL <= 0.8x reference", wdm <= 0.8 * rdm),
+    verdict(&[
+        ("ADD <= 0.8x reference", p.was_add.0 <= 0.8 * p.ref_add.0),
+        ("DEL <= 0.8x reference", p.was_del.0 <= 0.8 * p.ref_del.0),
         ("last 100 <= 1.2x first 100", last <= 1.2 * first),
-    ];
-    let mut ok = true;
-    for (what, pass) in checks {
-        println!("  {} {what}", if pass { "PASS" } else { "FAIL" });
-        ok &= pass;
-    }
-    if !ok {
-        std::process::exit(1);
-    }
+    ]);
 }

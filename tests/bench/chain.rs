@@ -14,15 +14,15 @@
 //! ADD ≤ 0.8× and DEL ≤ 0.8× the reference.
 
 #[path = "common.rs"]
+#[allow(dead_code)]
 mod common;
 #[path = "../support/mod.rs"]
 #[allow(unused_imports)]
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
-use common::{env_num, median, Side};
+use common::{env_num, install_wasmcni, interleave, verdict, Side};
 use serde_json::json;
 
 /// The chain, as podman 4.3's CNI backend writes it for a network.
@@ -49,24 +49,8 @@ fn firewall_state(node: &support::Netns) -> String {
 }
 
 fn main() {
-    assert!(
-        nix::unistd::geteuid().is_root(),
-        "the benchmark needs root (network namespaces)"
-    );
     let runs = env_num("BENCH_RUNS", 100);
-    let wasmcni = std::env::var_os("WASMCNI_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_wasmcni")));
-    println!("wasmcni under test: {}", wasmcni.display());
-    let work = support::private_tempdir();
-    let bin = work.path().join("bin");
-    let out = Command::new(&wasmcni)
-        .arg("install")
-        .arg(&bin)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "wasmcni install: {out:?}");
-    support::cni::driver();
+    let (_work, bin) = install_wasmcni();
 
     let r = Side::new("cref", Path::new("/usr/lib/cni"), false);
     let w = Side::new("cwas", &bin, true);
@@ -85,21 +69,14 @@ fn main() {
         call(s, l, "del", "warm");
     }
     let before = [firewall_state(&r.node), firewall_state(&w.node)];
-    let (mut ra, mut wa, mut rd, mut wd) = (vec![], vec![], vec![], vec![]);
-    for i in 0..runs {
-        let cid = format!("c{i}");
-        if i % 2 == 0 {
-            ra.push(call(&r, &rl, "add", &cid));
-            wa.push(call(&w, &wl, "add", &cid));
-            rd.push(call(&r, &rl, "del", &cid));
-            wd.push(call(&w, &wl, "del", &cid));
-        } else {
-            wa.push(call(&w, &wl, "add", &cid));
-            ra.push(call(&r, &rl, "add", &cid));
-            wd.push(call(&w, &wl, "del", &cid));
-            rd.push(call(&r, &rl, "del", &cid));
-        }
-    }
+    let p = interleave(
+        runs,
+        "bridge (ipMasq) + host-local + portmap (2 mappings) + firewall + tuning through libcni, \
+         the whole chain",
+        (&r, &rl),
+        (&w, &wl),
+        call,
+    );
     // Every DEL removed what its ADD installed, on both sides.
     let after = [firewall_state(&r.node), firewall_state(&w.node)];
     for (k, who) in ["reference", "wasmcni"].iter().enumerate() {
@@ -108,45 +85,9 @@ fn main() {
             "{who}: the firewall after {runs} ADD/DEL pairs differs from before"
         );
     }
-    let split = |v: Vec<(f64, f64)>| -> (f64, f64) {
-        let (a, b): (Vec<f64>, Vec<f64>) = v.into_iter().unzip();
-        (median(a), median(b))
-    };
-    let ((ram, rap), (wam, wap), (rdm, rdp), (wdm, wdp)) =
-        (split(ra), split(wa), split(rd), split(wd));
-    println!(
-        "bridge (ipMasq) + host-local + portmap (2 mappings) + firewall + tuning through libcni, \
-         {runs} interleaved ADD/DEL pairs of the whole chain, medians"
-    );
-    println!("  the libcni call (what a runtime waits for):");
-    println!(
-        "    ADD: wasmcni {wam:6.2} ms  reference {ram:6.2} ms  ratio {:.2}x",
-        wam / ram
-    );
-    println!(
-        "    DEL: wasmcni {wdm:6.2} ms  reference {rdm:6.2} ms  ratio {:.2}x",
-        wdm / rdm
-    );
-    println!("  the driver process, exec to exit (adds the Go driver's own start-up):");
-    println!(
-        "    ADD: wasmcni {wap:6.2} ms  reference {rap:6.2} ms  ratio {:.2}x",
-        wap / rap
-    );
-    println!(
-        "    DEL: wasmcni {wdp:6.2} ms  reference {rdp:6.2} ms  ratio {:.2}x",
-        wdp / rdp
-    );
     drop((r, w));
-    let checks = [
-        ("ADD <= 0.8x reference", wam <= 0.8 * ram),
-        ("DEL <= 0.8x reference", wdm <= 0.8 * rdm),
-    ];
-    let mut ok = true;
-    for (what, pass) in checks {
-        println!("  {} {what}", if pass { "PASS" } else { "FAIL" });
-        ok &= pass;
-    }
-    if !ok {
-        std::process::exit(1);
-    }
+    verdict(&[
+        ("ADD <= 0.8x reference", p.was_add.0 <= 0.8 * p.ref_add.0),
+        ("DEL <= 0.8x reference", p.was_del.0 <= 0.8 * p.ref_del.0),
+    ]);
 }

@@ -116,3 +116,101 @@ impl Side {
         (libcni, ms)
     }
 }
+
+/// Checks root, installs the wasmcni under test (`WASMCNI_BIN`, else this
+/// build's) into a fresh bin dir and builds the libcni driver: (the dir
+/// holding it, the bin dir).
+pub fn install_wasmcni() -> (tempfile::TempDir, PathBuf) {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "the benchmark needs root (network namespaces)"
+    );
+    let wasmcni = std::env::var_os("WASMCNI_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_wasmcni")));
+    println!("wasmcni under test: {}", wasmcni.display());
+    let work = support::private_tempdir();
+    let bin = work.path().join("bin");
+    let out = std::process::Command::new(&wasmcni)
+        .arg("install")
+        .arg(&bin)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "wasmcni install: {out:?}");
+    support::cni::driver();
+    (work, bin)
+}
+
+/// Medians of interleaved ADD/DEL pairs, each (libcni call, driver
+/// process) in ms.
+pub struct Pairs {
+    pub ref_add: (f64, f64),
+    pub was_add: (f64, f64),
+    pub ref_del: (f64, f64),
+    pub was_del: (f64, f64),
+}
+
+/// `runs` ADD/DEL pairs of containers `c0..`, the reference (`r`, its
+/// conflist) and wasmcni (`w`) taking turns, the order alternating;
+/// `call(side, conflist, cmd, cid)` makes one libcni call. Prints the
+/// medians and ratios under `title`.
+pub fn interleave(
+    runs: usize,
+    title: &str,
+    r: (&Side, &Path),
+    w: (&Side, &Path),
+    call: impl Fn(&Side, &Path, &str, &str) -> (f64, f64),
+) -> Pairs {
+    let call = |(s, l): (&Side, &Path), cmd: &str, cid: &str| call(s, l, cmd, cid);
+    let (mut ra, mut wa, mut rd, mut wd) = (vec![], vec![], vec![], vec![]);
+    for i in 0..runs {
+        let cid = format!("c{i}");
+        if i % 2 == 0 {
+            ra.push(call(r, "add", &cid));
+            wa.push(call(w, "add", &cid));
+            rd.push(call(r, "del", &cid));
+            wd.push(call(w, "del", &cid));
+        } else {
+            wa.push(call(w, "add", &cid));
+            ra.push(call(r, "add", &cid));
+            wd.push(call(w, "del", &cid));
+            rd.push(call(r, "del", &cid));
+        }
+    }
+    let split = |v: Vec<(f64, f64)>| -> (f64, f64) {
+        let (a, b): (Vec<f64>, Vec<f64>) = v.into_iter().unzip();
+        (median(a), median(b))
+    };
+    let p = Pairs {
+        ref_add: split(ra),
+        was_add: split(wa),
+        ref_del: split(rd),
+        was_del: split(wd),
+    };
+    let line = |what: &str, w: f64, r: f64| {
+        println!(
+            "    {what}: wasmcni {w:6.2} ms  reference {r:6.2} ms  ratio {:.2}x",
+            w / r
+        )
+    };
+    println!("{title}, {runs} interleaved ADD/DEL pairs, medians");
+    println!("  the libcni call (what a runtime waits for):");
+    line("ADD", p.was_add.0, p.ref_add.0);
+    line("DEL", p.was_del.0, p.ref_del.0);
+    println!("  the driver process, exec to exit (adds the Go driver's own start-up):");
+    line("ADD", p.was_add.1, p.ref_add.1);
+    line("DEL", p.was_del.1, p.ref_del.1);
+    p
+}
+
+/// Prints each floor as PASS or FAIL, and exits 1 if any failed.
+pub fn verdict(checks: &[(&str, bool)]) {
+    let mut ok = true;
+    for (what, pass) in checks {
+        println!("  {} {what}", if *pass { "PASS" } else { "FAIL" });
+        ok &= pass;
+    }
+    if !ok {
+        std::process::exit(1);
+    }
+}

@@ -10,6 +10,14 @@
 //! (`ru_maxrss` of each child) of both. Checks the floors: warm
 //! ADD ≤ 1.0× reference, first run ≤ 150 ms, peak RSS ≤ 2× reference.
 
+#[path = "common.rs"]
+#[allow(dead_code)]
+mod common;
+#[path = "../support/mod.rs"]
+#[allow(unused_imports)]
+mod support;
+
+use common::{env_num, median};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -59,21 +67,9 @@ fn add(exe: &Path, netns: &Path, extra_env: &[(&str, &Path)]) -> Sample {
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v[v.len() / 2]
-}
-
 fn pct(mut v: Vec<f64>, p: f64) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[((v.len() as f64 - 1.0) * p).round() as usize]
-}
-
-fn env_num(k: &str, d: usize) -> usize {
-    std::env::var(k)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(d)
 }
 
 fn main() {
@@ -162,17 +158,9 @@ fn main() {
         wm / rm,
         wrss / rrss
     );
-    let checks = [
+    common::verdict(&[
         ("warm ADD <= 1.0x reference", wm <= rm),
         ("first run <= 150 ms", cold_m <= 150.0),
         ("peak RSS <= 2x reference", wrss <= 2.0 * rrss),
-    ];
-    let mut ok = true;
-    for (what, pass) in checks {
-        println!("  {} {what}", if pass { "PASS" } else { "FAIL" });
-        ok &= pass;
-    }
-    if !ok {
-        std::process::exit(1);
-    }
+    ]);
 }
