@@ -98,6 +98,24 @@ fn ok(r: &support::Run, what: &str) -> Value {
     rep
 }
 
+/// ADD of ctr-a with `conf` has its first call refused: the plugin saw
+/// `access-denied`, the last audit record is a `firewall.add` denial whose
+/// reason has `why`, and nothing changed since `before`.
+fn refused(world: &World, conf: &Value, before: &Value, why: &str, what: &str) {
+    let r = run(world, "ADD", "ctr-a", conf);
+    assert_eq!(r.code, 0, "{what}: {r:?}");
+    let rep = r.json();
+    assert_eq!(rep["results"][0]["error"], "access-denied", "{what}: {rep}");
+    let audit = world.audit();
+    assert!(
+        audit.last().is_some_and(|a| a["call"] == "firewall.add"
+            && a["outcome"] == "denied"
+            && a["reason"].as_str().is_some_and(|r| r.contains(why))),
+        "{what}: {audit:?}"
+    );
+    support::assert_same(before, &world.snapshot(), &format!("after {what}"));
+}
+
 /// The rules of one attachment (by the readable tail of their tag).
 fn rules_of(ns: &Netns, network: &str, ctr: &str) -> Vec<Value> {
     let tail = format!(" {network}/{ctr}/eth0");
@@ -288,25 +306,13 @@ fn a_plugin_maps_only_the_ports_the_runtime_asked_for() {
         json!({"host-port": 8080, "container-port": 80, "protocol": "udp"}),
         json!({"host-port": 5353, "container-port": 53, "protocol": "udp"}),
     ] {
-        let r = run(
+        refused(
             &world,
-            "ADD",
-            "ctr-a",
             &conf("n", "10.70.0.5", pm(m.clone())),
+            &before,
+            "runtimeConfig.portMappings",
+            &m.to_string(),
         );
-        assert_eq!(r.code, 0, "{m}: {r:?}");
-        let rep = r.json();
-        assert_eq!(rep["results"][0]["error"], "access-denied", "{m}: {rep}");
-        let audit = world.audit();
-        assert!(
-            audit.last().is_some_and(|a| a["call"] == "firewall.add"
-                && a["outcome"] == "denied"
-                && a["reason"]
-                    .as_str()
-                    .is_some_and(|r| r.contains("runtimeConfig.portMappings"))),
-            "{m}: {audit:?}"
-        );
-        support::assert_same(&before, &world.snapshot(), &format!("after {m}"));
     }
     // What the runtime asked for is mapped (the same call, the same conf).
     let asked = pm(
@@ -1205,26 +1211,21 @@ fn a_prev_result_cannot_point_rules_at_an_address_the_container_does_not_hold() 
     hold(&other, &["10.70.0.9/24", "fd70::9/64"]);
     hold(&world.ctr, &["10.70.0.5/24", "fd70::5/64"]);
     let before = world.snapshot();
+    let not_held = "10.70.0.9 is listed by the runtime's prevResult but no interface in the \
+                    container's network namespace (CNI_NETNS) holds it";
     for op in add_ops("10.70.0.9").as_array().expect("ops") {
-        let r = run(&world, "ADD", "ctr-a", &conf("n", "10.70.0.9", json!([op])));
-        assert_eq!(r.code, 0, "{op}: {r:?}");
-        let rep = r.json();
-        assert_eq!(rep["results"][0]["error"], "access-denied", "{op}: {rep}");
-        let audit = world.audit();
-        assert!(
-            audit.last().is_some_and(|a| a["outcome"] == "denied"
-                && a["reason"].as_str().is_some_and(|r| r.contains(
-                    "10.70.0.9 is listed by the runtime's prevResult but no interface in the \
-                     container's network namespace (CNI_NETNS) holds it"
-                ))),
-            "{op}: {audit:?}"
-        );
-        support::assert_same(&before, &world.snapshot(), &format!("after {op}"));
+        let c = conf("n", "10.70.0.9", json!([op]));
+        refused(&world, &c, &before, not_held, &op.to_string());
     }
     // IPv6 alone: the same.
     let v6 = json!([{"call": "firewall.add", "ns": "host", "rules": {"forward": ["fd70::9"]}}]);
-    let r = run(&world, "ADD", "ctr-a", &conf("n", "10.70.0.9", v6));
-    assert_eq!(r.json()["results"][0]["error"], "access-denied", "{r:?}");
+    refused(
+        &world,
+        &conf("n", "10.70.0.9", v6),
+        &before,
+        "fd70::9 is listed by the runtime's prevResult but no interface",
+        "IPv6 alone",
+    );
     // An address the container holds only on a link that is down, or on
     // loopback (which runtimes bring up: 127.0.0.1 would map the node's
     // host port onto the node's own loopback services), is not its.
@@ -1244,21 +1245,7 @@ fn a_prev_result_cannot_point_rules_at_an_address_the_container_does_not_hold() 
         let fwd = json!([{"call": "firewall.add", "ns": "host", "rules": {"forward": [ip]}}]);
         let mut c = conf("n", ip, fwd);
         c["prevResult"]["ips"] = json!([{"address": format!("{ip}/8")}]);
-        let r = run(&world, "ADD", "ctr-a", &c);
-        assert_eq!(
-            r.json()["results"][0]["error"],
-            "access-denied",
-            "{ip}: {r:?}"
-        );
-        assert!(
-            world
-                .audit()
-                .last()
-                .is_some_and(|a| a["reason"].as_str().is_some_and(|r| r.contains(why))),
-            "{ip}: {:?}",
-            world.audit()
-        );
-        support::assert_same(&before, &world.snapshot(), &format!("after {ip}"));
+        refused(&world, &c, &before, why, ip);
     }
     // The addresses the container holds get their rules.
     ok(

@@ -330,34 +330,17 @@ fn mac_of(ns: &Path, ifname: &str) -> anyhow::Result<String> {
         .unwrap_or_default())
 }
 
-/// The sandbox's nftables rules that DNAT (`nft`, from Debian's nftables).
-fn dnat_rules() -> anyhow::Result<Vec<String>> {
+/// `nft ARGS` in the sandbox (Debian's nftables), its output's non-empty
+/// lines, trimmed.
+fn nft_lines(args: &[&str]) -> anyhow::Result<Vec<String>> {
     let o = Command::new("nft")
-        .args(["list", "ruleset"])
+        .args(args)
         .output()
         .context("running nft (apt-get install nftables)")?;
     if !o.status.success() {
         bail!(
-            "nft list ruleset: {}",
-            String::from_utf8_lossy(&o.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter(|l| l.contains("dnat"))
-        .map(|l| l.trim().to_owned())
-        .collect())
-}
-
-/// The sandbox's nftables tables.
-fn nft_tables() -> anyhow::Result<Vec<String>> {
-    let o = Command::new("nft")
-        .args(["list", "tables"])
-        .output()
-        .context("running nft (apt-get install nftables)")?;
-    if !o.status.success() {
-        bail!(
-            "nft list tables: {}",
+            "nft {}: {}",
+            args.join(" "),
             String::from_utf8_lossy(&o.stderr).trim()
         );
     }
@@ -511,7 +494,13 @@ fn chain_network(
     ));
     out(format!(
         "portmap's DNAT rules (nft list ruleset):\n{}",
-        indent(&dnat_rules()?.join("\n"))
+        indent(
+            &nft_lines(&["list", "ruleset"])?
+                .into_iter()
+                .filter(|l| l.contains("dnat"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
     ));
     for (i, to) in [
         (0, "10.1.0.1"),
@@ -585,7 +574,7 @@ fn chain_network(
         .collect();
     left.sort();
     out(format!("IPAM state after the DELs: {}", left.join(" ")));
-    let tables = nft_tables()?;
+    let tables = nft_lines(&["list", "tables"])?;
     out(format!(
         "nftables tables after the DELs: {}",
         if tables.is_empty() {
