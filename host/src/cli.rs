@@ -157,6 +157,13 @@ enum Command {
     /// Policy tools.
     #[command(subcommand)]
     Policy(PolicyCommand),
+    /// Remove the attachments that are gone, from the attachment records
+    /// ($WASMCNI_STATE_DIR): what each record lists (links with the
+    /// attachment's mark, reservations, firewall rules), its plugins'
+    /// state, and the record, as a DEL would. An attachment is gone when
+    /// --valid does not list it, or (without --valid) when its container
+    /// namespace no longer exists or its record is from another boot.
+    Gc(crate::gc::Options),
 }
 
 /// `wasmcni policy ...`.
@@ -249,6 +256,7 @@ pub fn main() -> i32 {
         Command::New { name, dir, sdk } => {
             crate::scaffold::run(&name, dir.as_deref(), sdk.as_deref())
         }
+        Command::Gc(opts) => crate::gc::run(&opts),
         Command::Capabilities => {
             print!("{}", crate::caps::catalog::markdown());
             Ok(())

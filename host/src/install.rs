@@ -631,11 +631,16 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
     };
 
     let mut links: Vec<&str> = match &opts.only {
-        None => bundled.iter().map(Plugin::name).collect(),
+        // Every standard plugin, and the chain runner.
+        None => bundled
+            .iter()
+            .map(Plugin::name)
+            .chain([crate::chain::NAME])
+            .collect(),
         Some(only) => {
             let mut names = Vec::new();
             for name in only.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
-                if !bundled.iter().any(|p| p.name() == name) {
+                if name != crate::chain::NAME && !bundled.iter().any(|p| p.name() == name) {
                     bail!(
                         "--only: {name:?} is not a standard plugin; the standard plugins are: {}",
                         bundled

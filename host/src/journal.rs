@@ -591,6 +591,37 @@ impl Journal {
         out
     }
 
+    /// Where the links this invocation created (and that are still
+    /// there, as far as it knows) are now.
+    pub fn created_links(&self) -> Vec<(Kind, u32)> {
+        self.created
+            .iter()
+            .filter_map(|id| self.place(*id))
+            .collect()
+    }
+
+    /// Takes the set of links created so far out (a chain member starts
+    /// with none of the earlier members' links); see
+    /// [`Journal::restore_created`].
+    pub fn take_created(&mut self) -> Vec<LinkId> {
+        std::mem::take(&mut self.created)
+    }
+
+    /// Puts back links taken with [`Journal::take_created`], beside those
+    /// created since.
+    pub fn restore_created(&mut self, earlier: Vec<LinkId>) {
+        for id in earlier {
+            if !self.created.contains(&id) {
+                self.created.push(id);
+            }
+        }
+    }
+
+    /// The inverses recorded, oldest first.
+    pub fn undos(&self) -> impl Iterator<Item = &Undo> {
+        self.entries.iter().map(|e| &e.undo)
+    }
+
     /// Takes the entries out, newest first.
     pub fn drain_reverse(&mut self) -> Vec<Entry> {
         self.drain_reverse_from(0)

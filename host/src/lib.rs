@@ -6,6 +6,7 @@
 pub mod announce;
 pub mod audit;
 pub mod caps;
+pub mod chain;
 pub mod cli;
 pub mod clock;
 pub mod cni_error;
@@ -13,6 +14,7 @@ pub mod conflist;
 pub mod demo;
 pub mod devices;
 pub mod engine;
+pub mod gc;
 pub mod inspect;
 pub mod install;
 pub mod ipam;

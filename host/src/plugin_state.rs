@@ -221,8 +221,40 @@ pub fn gc(
     (removed, errors)
 }
 
+/// Removes every plugin's record of one attachment below `root`; the
+/// paths removed.
+///
+/// # Ambient Authority
+/// Reads the state root by path (the host's setting).
+pub fn remove_attachment(
+    root: &Path,
+    network: &str,
+    container_id: &str,
+    ifname: &str,
+) -> io::Result<Vec<PathBuf>> {
+    let dir = Path::new(TOP)
+        .join(component(network))
+        .join(component(container_id))
+        .join(component(ifname));
+    let mut removed = Vec::new();
+    let entries = match std::fs::read_dir(root.join(&dir)) {
+        Ok(e) => e,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(removed),
+        Err(e) => return Err(e),
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.ends_with(".json") || name.starts_with('.') {
+            continue;
+        }
+        crate::record::remove_pruning(root, &dir, &name, Path::new(TOP))?;
+        removed.push(root.join(&dir).join(&name));
+    }
+    Ok(removed)
+}
+
 /// The `*.json` files three levels below `dir` (container, ifname, file).
-fn walk(dir: &Path, errors: &mut Vec<String>) -> Vec<PathBuf> {
+pub(crate) fn walk(dir: &Path, errors: &mut Vec<String>) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut level = vec![dir.to_owned()];
     for depth in 0..3 {

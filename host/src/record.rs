@@ -64,6 +64,114 @@ pub struct Record {
     pub netns: u64,
     /// Links the ADD moved from the host namespace into the container's.
     pub borrowed: Vec<Borrowed>,
+    /// What the ADD made that is this attachment's alone, which the host
+    /// removes at DEL and GC whatever the plugin does.
+    #[serde(default, skip_serializing_if = "Owned::is_empty")]
+    pub owned: Owned,
+    /// What the ADD changed that the host's DEL would not take back (a
+    /// native delegate's ADD, a change to a node link that is neither the
+    /// attachment's nor the network's, ...): only the plugin's DEL can, so
+    /// the host does not stand in for a failed one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub uncovered: Vec<String>,
+}
+
+/// What an ADD made that belongs to its attachment alone: the links it
+/// created (in the host namespace: those carrying the attachment's mark),
+/// its IPAM reservations and its firewall rules. Everything else a plugin
+/// can change is either on these links (addresses, routes, qdiscs,
+/// per-link sysctls go with them), in the container's namespace (which goes
+/// with the container), or shared by the network's attachments (a bridge,
+/// its gateway address, `ip_forward`), which stays, as with the reference
+/// plugins. Plugin state is found by its key ([`crate::plugin_state`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Owned {
+    /// Links the ADD created, by namespace, name and kind (never by index
+    /// alone: an index is reused).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<OwnedLink>,
+    /// Addresses reserved for the attachment (its container ID and
+    /// ifname hold them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reservations: Vec<Reservation>,
+    /// Firewall rules installed for the attachment, found by their tag.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub firewall: Vec<FirewallRules>,
+}
+
+/// A link an ADD created.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct OwnedLink {
+    /// Where: the host namespace (the link carries the attachment's mark
+    /// in its alias, which is what DEL checks before deleting it) or the
+    /// container's (the record's `netns`).
+    pub ns: crate::netns::Kind,
+    /// Its name when the ADD ended.
+    pub name: String,
+    /// `IFLA_INFO_KIND`.
+    pub kind: Option<String>,
+}
+
+/// An address an ADD reserved.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Reservation {
+    /// The network's IPAM state directory.
+    pub dir: PathBuf,
+    /// The address.
+    pub address: std::net::IpAddr,
+}
+
+/// Firewall rules an ADD installed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct FirewallRules {
+    /// The attachment's hash, as the rules' tags carry it.
+    pub attachment: String,
+    /// Which kinds.
+    pub kinds: Vec<crate::caps::firewall::FwKind>,
+}
+
+/// The most entries of each kind one record holds.
+pub const MAX_OWNED: usize = 256;
+
+impl Owned {
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.links.is_empty() && self.reservations.is_empty() && self.firewall.is_empty()
+    }
+
+    /// Adds what `other` holds that this does not.
+    pub fn merge(&mut self, other: Owned) {
+        for l in other.links {
+            if !self.links.contains(&l) {
+                self.links.push(l);
+            }
+        }
+        for r in other.reservations {
+            if !self.reservations.contains(&r) {
+                self.reservations.push(r);
+            }
+        }
+        for f in other.firewall {
+            match self
+                .firewall
+                .iter_mut()
+                .find(|x| x.attachment == f.attachment)
+            {
+                Some(x) => {
+                    for k in f.kinds {
+                        if !x.kinds.contains(&k) {
+                            x.kinds.push(k);
+                        }
+                    }
+                }
+                None => self.firewall.push(f),
+            }
+        }
+    }
 }
 
 /// A link an ADD moved from the host namespace into the container's.
@@ -206,13 +314,25 @@ impl Location {
     /// # Ambient Authority
     /// Creates the state root by path (the host's setting).
     pub fn store(&self, record: &Record) -> io::Result<()> {
-        if record.borrowed.is_empty() {
+        if record.borrowed.is_empty() && record.owned.is_empty() {
             return self.remove();
         }
         if record.borrowed.len() > MAX_BORROWED {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("more than {MAX_BORROWED} links in one record"),
+            ));
+        }
+        let o = &record.owned;
+        if o.links
+            .len()
+            .max(o.reservations.len())
+            .max(o.firewall.len())
+            > MAX_OWNED
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("more than {MAX_OWNED} entries of one kind in one record"),
             ));
         }
         let text = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
@@ -225,6 +345,37 @@ impl Location {
         write_atomic(&self.root, &self.dir, &self.file, &text)
     }
 
+    /// Moves an unreadable record aside (`.<file>.bad`, beside it) so that
+    /// the attachment's DEL and ADD go on without it; a reviewer finds it
+    /// there. Answers the new path.
+    ///
+    /// # Ambient Authority
+    /// Opens the state root by path (the host's setting).
+    pub fn quarantine(&self) -> io::Result<PathBuf> {
+        let root = Dir::open_ambient_dir(&self.root, ambient_authority())?;
+        let dir = root.open_dir(&self.dir)?;
+        let bad = format!(".{}.bad", self.file);
+        dir.rename(&self.file, &dir, &bad)?;
+        Ok(self.root.join(&self.dir).join(bad))
+    }
+
+    /// The record, or none if there is none or it cannot be read (then it
+    /// is moved aside, said on stderr: DEL must not fail forever on a file
+    /// a crash or an older wasmcni left).
+    pub fn load_or_quarantine(&self) -> Option<Record> {
+        match self.load() {
+            Ok(r) => r,
+            Err(e) => {
+                let moved = self
+                    .quarantine()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|q| format!("not moved aside: {q}"));
+                eprintln!("wasmcni: attachment record unreadable ({e}); set aside: {moved}");
+                None
+            }
+        }
+    }
+
     /// Removes the record, and the directories above it it leaves empty
     /// (up to the state root's `attachments`).
     ///
@@ -233,6 +384,78 @@ impl Location {
     pub fn remove(&self) -> io::Result<()> {
         remove_pruning(&self.root, &self.dir, &self.file, Path::new("attachments"))
     }
+}
+
+/// The networks that have records below `root` (by their directory
+/// names' records: a digest-named directory yields its records' network).
+///
+/// # Ambient Authority
+/// Reads the state root by path (the host's setting).
+pub fn networks(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(dirs) = std::fs::read_dir(root.join("attachments")) else {
+        return out;
+    };
+    for d in dirs.flatten() {
+        let mut errors = Vec::new();
+        let files = crate::plugin_state::walk(&d.path(), &mut errors);
+        let network = files.iter().find_map(|p| {
+            let text = std::fs::read(p).ok()?;
+            serde_json::from_slice::<Record>(&text)
+                .ok()
+                .map(|r| r.network)
+        });
+        if let Some(n) = network {
+            if !out.contains(&n) {
+                out.push(n);
+            }
+        }
+    }
+    out
+}
+
+/// The records of `network` below `root`, each with its location (a file
+/// that is not a record, or is not where its content says it belongs, is
+/// reported and left alone).
+///
+/// # Ambient Authority
+/// Reads the state root by path (the host's setting).
+pub fn list(root: &Path, network: &str) -> (Vec<(Location, Record)>, Vec<String>) {
+    let mut errors = Vec::new();
+    let mut out = Vec::new();
+    let dir = root.join("attachments").join(component(network));
+    for path in crate::plugin_state::walk(&dir, &mut errors) {
+        let Ok(rel) = path.strip_prefix(root) else {
+            continue;
+        };
+        let record: Record = match read_bounded(root, rel, MAX_RECORD).and_then(|t| {
+            serde_json::from_slice(&t.unwrap_or_default())
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
+        }) {
+            Ok(r) => r,
+            Err(e) => {
+                errors.push(format!("{}: {e}", path.display()));
+                continue;
+            }
+        };
+        let attachment = Attachment {
+            network: record.network.clone(),
+            container_id: record.container_id.clone(),
+            ifname: record.ifname.clone(),
+            ..Attachment::default()
+        };
+        let loc = Location::new(root, &attachment, &record.plugin);
+        if loc.path() != path || record.network != network || record.version != VERSION {
+            errors.push(format!(
+                "{}: names {}, left alone",
+                path.display(),
+                loc.path().display()
+            ));
+            continue;
+        }
+        out.push((loc, record));
+    }
+    (out, errors)
 }
 
 /// The file `path` below `root`, at most `max` bytes of it; `None` if
@@ -329,6 +552,8 @@ impl Record {
             boot_id: boot_id()?,
             netns,
             borrowed: Vec::new(),
+            owned: Owned::default(),
+            uncovered: Vec::new(),
         })
     }
 

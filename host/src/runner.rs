@@ -157,13 +157,13 @@ fn cni_env(
     Ok(env)
 }
 
-fn lookup<'a>(env: &'a [(String, String)], key: &str) -> Option<&'a str> {
+pub(crate) fn lookup<'a>(env: &'a [(String, String)], key: &str) -> Option<&'a str> {
     env.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
 }
 
 /// Opens `CNI_NETNS` for the commands that act in it. DEL tolerates a
 /// namespace that is already gone, as the spec asks.
-fn container_netns(env: &[(String, String)]) -> Result<Option<NetNs>, CniError> {
+pub(crate) fn container_netns(env: &[(String, String)]) -> Result<Option<NetNs>, CniError> {
     let command = lookup(env, "CNI_COMMAND").unwrap_or("");
     if !matches!(command, "ADD" | "CHECK" | "DEL") {
         return Ok(None);
@@ -206,6 +206,9 @@ pub fn invoke(
     let env = cni_env(vars)?;
     let policy =
         Policy::load(policy_file).map_err(|e| CniError::new(Code::PolicyInvalid, e.to_string()))?;
+    if matches!(target, Target::Name(n) if n == crate::chain::NAME) {
+        return crate::chain::invoke(stdin, env, policy);
+    }
     let plugin = match target {
         Target::Name(n) => plugins::find(n),
         Target::Path(p) => Plugin::from_path(p),
@@ -241,7 +244,7 @@ pub fn invoke(
         t2.elapsed()
     );
     let command = lookup(&rt.env, "CNI_COMMAND").unwrap_or("").to_owned();
-    let caps = caps::Ctx::new(caps::CtxParams {
+    let mut caps = caps::Ctx::new(caps::CtxParams {
         grant: entry.grant(),
         container,
         audit: Audit::new(identity(&rt.env, &plugin, &command), rt.sink.clone()),
@@ -250,6 +253,9 @@ pub fn invoke(
         cni_command: command.clone(),
         runtime: Some(rt.clone()),
     });
+    if command == "ADD" {
+        caps.reconcile_boot();
+    }
     arm_deadline(&rt.engine, limits.deadline);
     // wasmtime-wasi's synchronous streams block on futures through the
     // ambient Tokio runtime, and start a multi-threaded one (a thread per
@@ -263,11 +269,32 @@ pub fn invoke(
     let (outcome, mut caps) = execute(
         &rt, &component, &imports, &plugin, &rt.env, stdin, &limits, caps,
     );
+    let outcome = finish(&command, outcome, &mut caps, plugin.name());
+    let outcome = explain_denials(outcome, caps.denials(), plugin.name(), has_entry);
+    // The process exits right after this; unmapping the code and the
+    // engine's type registry would only add to every call's latency.
+    std::mem::forget(component);
+    std::mem::forget(caps);
+    std::mem::forget(tokio_rt);
+    outcome
+}
+
+/// What the host does once a run's plugin is done: undoes a failed ADD
+/// (nothing behind), records a successful one ([`crate::record`]), stands
+/// in after a DEL for what the plugin left ([`caps::Ctx::finish_del`]),
+/// and collects the garbage of a GC. `name` is the plugin (or chain) the
+/// runtime executed.
+pub(crate) fn finish(
+    command: &str,
+    outcome: Result<Output, CniError>,
+    caps: &mut caps::Ctx,
+    name: &str,
+) -> Result<Output, CniError> {
     let failed = !matches!(outcome, Ok(Output { code: 0, .. }));
-    let outcome = match command.as_str() {
+    match command {
         // A failed ADD leaves nothing behind.
         "ADD" if failed && caps.journal_len() > 0 => {
-            let outcome = undo_or_report(&mut caps, 0, plugin.name(), outcome);
+            let outcome = undo_or_report(caps, 0, name, outcome);
             caps.drop_record();
             outcome
         }
@@ -277,9 +304,9 @@ pub fn invoke(
             Ok(()) => outcome,
             Err(why) => {
                 let outcome = undo_or_report(
-                    &mut caps,
+                    caps,
                     0,
-                    plugin.name(),
+                    name,
                     Err(CniError::new(Code::Io, format!("wasmcni: {why}"))),
                 );
                 caps.drop_record();
@@ -287,29 +314,61 @@ pub fn invoke(
             }
         },
         // Whatever the plugin's DEL left of what the record holds, the
-        // host returns.
+        // host returns or removes.
         "DEL" => match caps.finish_del() {
             // The plugin's own records go with the attachment (kept when
-            // its DEL failed: the retry needs them).
-            Ok(()) if !failed => match caps.drop_state() {
-                failures if failures.is_empty() => outcome,
-                failures => Err(CniError::new(
-                    Code::Io,
-                    format!(
-                        "wasmcni: the attachment's plugin state could not be removed: {}",
-                        failures.join("; ")
-                    ),
-                )),
-            },
-            Ok(()) => outcome,
+            // its DEL failed and the host could not stand in for it: the
+            // retry needs them).
+            Ok(stood_in) if !failed || stood_in => {
+                let outcome = if failed {
+                    // The record covered everything the ADD did, and the
+                    // host has undone what was left: the attachment is
+                    // gone, whatever the plugin said. A runtime retrying a
+                    // failed DEL would only meet the same bug.
+                    eprintln!(
+                        "wasmcni: plugin {:?} failed its DEL ({}); the host removed what its \
+                     ADD recorded, so the DEL succeeds",
+                        name,
+                        describe(&outcome)
+                    );
+                    Ok(Output {
+                        stdout: Vec::new(),
+                        code: 0,
+                    })
+                } else {
+                    outcome
+                };
+                match caps.drop_state() {
+                    failures if failures.is_empty() => outcome,
+                    failures => Err(CniError::new(
+                        Code::Io,
+                        format!(
+                            "wasmcni: the attachment's plugin state could not be removed: {}",
+                            failures.join("; ")
+                        ),
+                    )),
+                }
+            }
+            Ok(_) => outcome,
             Err(why) => Err(CniError::new(
                 Code::Internal,
-                format!("wasmcni: host links this attachment took could not be returned: {why}"),
+                format!("wasmcni: what this attachment's ADD made could not all be removed: {why}"),
             )),
         },
         // The plugin's records of attachments the runtime no longer holds.
-        "GC" if !failed => {
-            let (removed, failures) = caps.gc_state();
+        // Whatever the plugin's GC did (a plugin that never implemented
+        // it, or failed): the records of attachments the runtime no longer
+        // holds, and what they list; the plugin's state of them.
+        "GC" => {
+            let (records, mut failures) = caps.gc_records();
+            if !records.is_empty() {
+                eprintln!(
+                    "wasmcni: GC removed the attachment records of {} and what they listed",
+                    records.join(", ")
+                );
+            }
+            let (removed, state_failures) = caps.gc_state();
+            failures.extend(state_failures);
             if !removed.is_empty() {
                 eprintln!(
                     "wasmcni: GC removed the plugin state of {}",
@@ -329,14 +388,7 @@ pub fn invoke(
             }
         }
         _ => outcome,
-    };
-    let outcome = explain_denials(outcome, caps.denials(), plugin.name(), has_entry);
-    // The process exits right after this; unmapping the code and the
-    // engine's type registry would only add to every call's latency.
-    std::mem::forget(component);
-    std::mem::forget(caps);
-    std::mem::forget(tokio_rt);
-    outcome
+    }
 }
 
 /// A failed run's denials, for the runtime: added to the CNI error's
@@ -386,7 +438,7 @@ pub(crate) fn explain_denials(
 /// `stdout` with its CNI error's `details` replaced by `details(old)`, if
 /// it is one JSON object with a `code` or `msg`; otherwise `None` (the
 /// plugin's output then reaches the runtime as it was).
-fn with_details(stdout: &[u8], details: impl Fn(&str) -> String) -> Option<Vec<u8>> {
+pub(crate) fn with_details(stdout: &[u8], details: impl Fn(&str) -> String) -> Option<Vec<u8>> {
     let mut error: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(stdout).ok()?;
     if !error.contains_key("code") && !error.contains_key("msg") {
@@ -401,6 +453,19 @@ fn with_details(stdout: &[u8], details: impl Fn(&str) -> String) -> Option<Vec<u
     let mut out = serde_json::to_vec(&error).ok()?;
     out.push(b'\n');
     Some(out)
+}
+
+/// A failed run's outcome, in a few words (for stderr).
+fn describe(outcome: &Result<Output, CniError>) -> String {
+    match outcome {
+        Ok(Output { stdout, code }) => {
+            let text = String::from_utf8_lossy(stdout);
+            let text = text.trim();
+            let text: String = text.chars().take(300).collect();
+            format!("exit {code}: {text}")
+        }
+        Err(e) => e.to_string(),
+    }
 }
 
 /// Undoes the journal entries from `mark` on; if any step fails, the CNI
@@ -482,7 +547,7 @@ pub(crate) fn prepare(rt: &Runtime, plugin: &Plugin) -> Result<(Component, Vec<S
     Ok((component, imports))
 }
 
-fn internal(e: impl std::fmt::Display) -> CniError {
+pub(crate) fn internal(e: impl std::fmt::Display) -> CniError {
     CniError::new(Code::Internal, format!("wasmcni: {e}"))
 }
 
@@ -548,7 +613,7 @@ extern "C" fn on_deadline(_: libc::c_int) {
 /// but creating a thread costs every call ~0.1 ms; the handler restarts
 /// interrupted system calls, so host calls are not disturbed.) Falls back
 /// to a thread if the process already armed the timer for another engine.
-fn arm_deadline(engine: &Engine, deadline: Duration) {
+pub(crate) fn arm_deadline(engine: &Engine, deadline: Duration) {
     let ours = DEADLINE_ENGINE.get_or_init(|| engine.clone());
     let armed = Engine::same(ours, engine) && {
         // SAFETY: installs a handler that only touches atomics, and arms a

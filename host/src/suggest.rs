@@ -140,7 +140,12 @@ pub struct NodeLink {
 /// the kernel, or was denied by the policy. A denial by an invariant (its
 /// reason names no grant) or by a limit does not: no entry would change it.
 pub fn counts(r: &Logged) -> bool {
-    if r.call.starts_with("journal.") {
+    // The host's own steps (undo, attachment records, GC), not the
+    // plugin's calls.
+    if ["journal.", "record.", "gc.", "host."]
+        .iter()
+        .any(|p| r.call.starts_with(p))
+    {
         return false;
     }
     match r.outcome.as_str() {

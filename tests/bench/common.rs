@@ -161,46 +161,85 @@ pub fn interleave(
     w: (&Side, &Path),
     call: impl Fn(&Side, &Path, &str, &str) -> (f64, f64),
 ) -> Pairs {
-    let call = |(s, l): (&Side, &Path), cmd: &str, cid: &str| call(s, l, cmd, cid);
-    let (mut ra, mut wa, mut rd, mut wd) = (vec![], vec![], vec![], vec![]);
+    let m = interleave_n(
+        runs,
+        title,
+        &[("wasmcni", w.0, w.1), ("reference", r.0, r.1)],
+        call,
+    );
+    Pairs {
+        ref_add: m[1].0,
+        was_add: m[0].0,
+        ref_del: m[1].1,
+        was_del: m[0].1,
+    }
+}
+
+/// [`interleave`] for any number of sides, the last being the reference
+/// every ratio is against: for each container, every side's ADD in an
+/// order that rotates, then every side's DEL in the same order. Answers
+/// each side's (ADD, DEL) medians, each (libcni call, driver process).
+pub fn interleave_n(
+    runs: usize,
+    title: &str,
+    sides: &[(&str, &Side, &Path)],
+    call: impl Fn(&Side, &Path, &str, &str) -> (f64, f64),
+) -> Vec<((f64, f64), (f64, f64))> {
+    let n = sides.len();
+    let mut adds = vec![Vec::new(); n];
+    let mut dels = vec![Vec::new(); n];
     for i in 0..runs {
         let cid = format!("c{i}");
-        if i % 2 == 0 {
-            ra.push(call(r, "add", &cid));
-            wa.push(call(w, "add", &cid));
-            rd.push(call(r, "del", &cid));
-            wd.push(call(w, "del", &cid));
-        } else {
-            wa.push(call(w, "add", &cid));
-            ra.push(call(r, "add", &cid));
-            wd.push(call(w, "del", &cid));
-            rd.push(call(r, "del", &cid));
+        let order: Vec<usize> = (0..n).map(|k| (i + k) % n).collect();
+        for &k in &order {
+            adds[k].push(call(sides[k].1, sides[k].2, "add", &cid));
+        }
+        for &k in &order {
+            dels[k].push(call(sides[k].1, sides[k].2, "del", &cid));
         }
     }
     let split = |v: Vec<(f64, f64)>| -> (f64, f64) {
         let (a, b): (Vec<f64>, Vec<f64>) = v.into_iter().unzip();
         (median(a), median(b))
     };
-    let p = Pairs {
-        ref_add: split(ra),
-        was_add: split(wa),
-        ref_del: split(rd),
-        was_del: split(wd),
-    };
-    let line = |what: &str, w: f64, r: f64| {
-        println!(
-            "    {what}: wasmcni {w:6.2} ms  reference {r:6.2} ms  ratio {:.2}x",
-            w / r
-        )
-    };
+    let m: Vec<((f64, f64), (f64, f64))> = adds
+        .into_iter()
+        .zip(dels)
+        .map(|(a, d)| (split(a), split(d)))
+        .collect();
+    let reference = m[n - 1];
     println!("{title}, {runs} interleaved ADD/DEL pairs, medians");
-    println!("  the libcni call (what a runtime waits for):");
-    line("ADD", p.was_add.0, p.ref_add.0);
-    line("DEL", p.was_del.0, p.ref_del.0);
-    println!("  the driver process, exec to exit (adds the Go driver's own start-up):");
-    line("ADD", p.was_add.1, p.ref_add.1);
-    line("DEL", p.was_del.1, p.ref_del.1);
-    p
+    for (what, pick) in [
+        ("the libcni call (what a runtime waits for)", 0usize),
+        (
+            "the driver process, exec to exit (adds the Go driver's own start-up)",
+            1,
+        ),
+    ] {
+        println!("  {what}:");
+        for (cmd, col) in [("ADD", 0usize), ("DEL", 1)] {
+            let get = |x: &((f64, f64), (f64, f64))| {
+                let pair = if col == 0 { x.0 } else { x.1 };
+                if pick == 0 {
+                    pair.0
+                } else {
+                    pair.1
+                }
+            };
+            let r = get(&reference);
+            let mut line = format!("    {cmd}:");
+            for (k, (name, _, _)) in sides.iter().enumerate() {
+                let v = get(&m[k]);
+                if k == n - 1 {
+                    line.push_str(&format!("  {name} {v:6.2} ms"));
+                } else {
+                    line.push_str(&format!("  {name} {v:6.2} ms ({:.2}x)", v / r));
+                }
+            }
+            println!("{line}");
+        }
+    }
+    m
 }
 
 /// Prints each floor as PASS or FAIL, and exits 1 if any failed.

@@ -137,6 +137,10 @@ impl World {
         walk(&self.ipam_dir(), &self.ipam_dir(), &mut files);
         let mut records = serde_json::Map::new();
         walk(&self.state_dir(), &self.state_dir(), &mut records);
+        // Which boot the records were last reconciled for: the host's
+        // bookkeeping, written by the first ADD that finds records, not
+        // state of any attachment.
+        records.remove("boot-id");
         let mut node = self.node.full_snapshot();
         let mut ctr = self.ctr.full_snapshot();
         // The firewall capability's nftables rules (not in the

@@ -274,25 +274,24 @@ impl Attachment {
                 .get("cni.dev/valid-attachments")
                 .or_else(|| conf.get("cni.dev/attachments"))
                 .and_then(Value::as_array);
-            Some(
-                list.map(|l| {
-                    l.iter()
-                        .map(|a| Owner {
-                            container_id: a
-                                .get("containerID")
-                                .and_then(Value::as_str)
-                                .unwrap_or("")
-                                .to_owned(),
-                            ifname: a
-                                .get("ifname")
-                                .and_then(Value::as_str)
-                                .unwrap_or("")
-                                .to_owned(),
-                        })
-                        .collect()
-                })
-                .unwrap_or_default(),
-            )
+            // No list (or not a list): the runtime said nothing about
+            // which attachments are valid, and the host removes nothing.
+            list.map(|l| {
+                l.iter()
+                    .map(|a| Owner {
+                        container_id: a
+                            .get("containerID")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_owned(),
+                        ifname: a
+                            .get("ifname")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_owned(),
+                    })
+                    .collect()
+            })
         } else {
             None
         };
@@ -455,7 +454,9 @@ mod tests {
                 ifname: "eth0".into()
             }));
         }
+        // No list: the runtime said nothing, and the host's GC removes
+        // nothing.
         let a = Attachment::from_invocation(&env("GC"), br#"{"name":"n"}"#);
-        assert_eq!(a.valid.as_deref(), Some(&[][..]));
+        assert_eq!(a.valid, None);
     }
 }

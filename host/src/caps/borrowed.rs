@@ -28,12 +28,17 @@ use crate::netns::Kind;
 use crate::record::{Borrowed, LinkIdentity, Location, Record};
 
 impl Ctx {
+    /// The record of the runtime's attachment by the plugin the runtime
+    /// executed (a delegate's or member's changes are its caller's).
     fn record_location(&self) -> Location {
-        Location::new(
-            &Location::root_from_env(),
-            &self.attachment,
-            self.audit.plugin(),
-        )
+        let (network, container_id, ifname) = self.state_owner.clone();
+        let attachment = super::Attachment {
+            network,
+            container_id,
+            ifname,
+            ..super::Attachment::default()
+        };
+        Location::new(&Location::root_from_env(), &attachment, &self.record_plugin)
     }
 
     fn container_ino(&self) -> Option<u64> {
@@ -81,11 +86,13 @@ impl Ctx {
         self.identity(b.index).is_ok_and(|id| id == b.identity)
     }
 
-    /// Records the links this ADD has moved from the host namespace into
-    /// the container's, with the inverses that put each back (beside what
-    /// the record already holds for this attachment in this namespace,
-    /// whose links are still there). Called at each such move and when the
-    /// ADD succeeds. The error says why it could not.
+    /// Records what this ADD made that is the attachment's alone
+    /// ([`crate::record::Owned`]) and the links it has moved from the host
+    /// namespace into the container's, with the inverses that put each
+    /// back (beside what the record already holds for this attachment:
+    /// its links still in this namespace, and what an earlier ADD owns).
+    /// Called at each such move and when the ADD succeeds. The error says
+    /// why it could not.
     pub fn keep_record(&mut self) -> Result<(), String> {
         let moved: Vec<((Kind, u32), String, Vec<crate::journal::Entry>)> = self
             .journal
@@ -93,15 +100,17 @@ impl Ctx {
             .into_iter()
             .filter(|((ns, _), _, _)| *ns == Kind::Container)
             .collect();
-        if moved.is_empty() {
+        let owned = self.owned_now();
+        if moved.is_empty() && owned.is_empty() {
             return Ok(());
         }
+        let uncovered = self.uncovered();
         let loc = self.record_location();
         let names: Vec<String> = moved.iter().map(|(_, n, _)| n.clone()).collect();
         let result = (|| -> Result<(), String> {
             let ino = self
                 .container_ino()
-                .ok_or("a link moved into no container namespace")?;
+                .ok_or("an ADD with no container namespace")?;
             let mut borrowed = Vec::new();
             for ((_, index), name, restore) in moved {
                 let identity = self.identity(index).map_err(|e| format!("{e:?}"))?;
@@ -112,19 +121,45 @@ impl Ctx {
                     restore,
                 });
             }
-            let mut record = match loc.load().map_err(|e| e.to_string())? {
-                Some(r) if r.applies_to(ino) => r,
-                _ => Record::new(&self.attachment, self.audit.plugin(), ino)
-                    .map_err(|e| e.to_string())?,
-            };
-            let mut kept = Vec::new();
-            for b in std::mem::take(&mut record.borrowed) {
-                if !borrowed.iter().any(|m| m.index == b.index) && self.is_recorded_link(&b) {
-                    kept.push(b);
+            let old = loc.load_or_quarantine();
+            let mut record = Record::new(&self.attachment, self.audit.plugin(), ino)
+                .map_err(|e| e.to_string())?;
+            if let Some(old) = old {
+                let here = old.applies_to(ino);
+                for b in old.borrowed {
+                    if here
+                        && !borrowed.iter().any(|m| m.index == b.index)
+                        && self.is_recorded_link(&b)
+                    {
+                        record.borrowed.push(b);
+                    }
+                }
+                let mut prior = old.owned;
+                if !here {
+                    // Its container links went with their namespace.
+                    prior.links.retain(|l| l.ns == Kind::Host);
+                }
+                // What an earlier ADD owns that is still there and still
+                // the attachment's.
+                let links = std::mem::take(&mut prior.links);
+                for l in links {
+                    if self.owned_link_present(&l, &record) {
+                        prior.links.push(l);
+                    }
+                }
+                prior
+                    .reservations
+                    .retain(|r| held_by(r, &record.container_id, &record.ifname));
+                record.owned = prior;
+                record.uncovered = old.uncovered;
+            }
+            record.borrowed.extend(borrowed);
+            record.owned.merge(owned);
+            for u in uncovered {
+                if !record.uncovered.contains(&u) {
+                    record.uncovered.push(u);
                 }
             }
-            kept.extend(borrowed);
-            record.borrowed = kept;
             loc.store(&record).map_err(|e| e.to_string())
         })();
         let args = json!({"record": loc.path(), "borrowed": names});
@@ -134,17 +169,25 @@ impl Ctx {
         };
         self.audit.record("record.store", &args, &outcome);
         result.map_err(|e| {
-            format!(
-                "cannot record how to return host links {names:?} ({}): {e}",
-                loc.path().display()
-            )
+            if names.is_empty() {
+                format!(
+                    "cannot record what the ADD made ({}): {e}",
+                    loc.path().display()
+                )
+            } else {
+                format!(
+                    "cannot record how to return host links {names:?} ({}): {e}",
+                    loc.path().display()
+                )
+            }
         })
     }
 
-    /// After a failed ADD's undo has returned the links it took: drops
-    /// from the record every link that is no longer in the container (the
-    /// ones this ADD took, its delegates' included), keeping those an
-    /// earlier ADD of the attachment took.
+    /// After a failed ADD's undo has taken back what it made: drops from
+    /// the record every link that is no longer in the container (the ones
+    /// this ADD took, its delegates' included), keeping those an earlier
+    /// ADD of the attachment took, and every owned entry that is no longer
+    /// there.
     pub fn drop_record(&mut self) {
         let Ok(Some((loc, mut record))) = self.record() else {
             return;
@@ -156,6 +199,17 @@ impl Ctx {
             }
         }
         record.borrowed = kept;
+        let links = std::mem::take(&mut record.owned.links);
+        for l in links {
+            if self.owned_link_present(&l, &record) {
+                record.owned.links.push(l);
+            }
+        }
+        let (cid, ifname) = (record.container_id.clone(), record.ifname.clone());
+        record
+            .owned
+            .reservations
+            .retain(|r| held_by(r, &cid, &ifname));
         if let Err(e) = loc.store(&record) {
             log::warn!("{}: {e}", loc.path().display());
         }
@@ -168,14 +222,10 @@ impl Ctx {
             return Ok(None);
         };
         let loc = self.record_location();
-        match loc.load() {
-            Ok(Some(r)) if r.applies_to(ino) => Ok(Some((loc, r))),
-            Ok(_) => Ok(None),
-            Err(e) => {
-                log::warn!("{e}");
-                Err(CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO)))
-            }
-        }
+        Ok(loc
+            .load_or_quarantine()
+            .filter(|r| r.applies_to(ino))
+            .map(|r| (loc, r)))
     }
 
     /// Whether link `index` of the container namespace is one the
@@ -253,20 +303,43 @@ impl Ctx {
     /// After the plugin's DEL (whatever its outcome): returns every link
     /// the record still holds that is still in the container namespace,
     /// drops those that are not (gone with their namespace, or replaced by
-    /// another link at their index), and removes the record; a link that
-    /// could not be returned stays in it for the runtime's next DEL. The
-    /// errors name what could not be returned.
-    pub fn finish_del(&mut self) -> Result<(), String> {
-        if self.container.is_none() {
-            return self.drop_orphaned_record();
-        }
-        let Some((loc, mut record)) = self.record().map_err(|e| format!("{e:?}"))? else {
-            return Ok(());
+    /// another link at their index), removes what the record lists as the
+    /// attachment's own that is still there ([`Ctx::remove_owned`]), and
+    /// removes the record. What could not be returned or removed stays in
+    /// it for the runtime's next DEL. Answers whether the record stood in
+    /// for everything the ADD did (there was one, and no native delegate
+    /// ran); the errors name what could not be undone.
+    pub fn finish_del(&mut self) -> Result<bool, String> {
+        let loc = self.record_location();
+        let Some(mut record) = loc.load_or_quarantine() else {
+            return Ok(false);
         };
+        let here = self
+            .container_ino()
+            .is_some_and(|ino| record.applies_to(ino));
         let mut failures = Vec::new();
         let mut kept = Vec::new();
         for b in std::mem::take(&mut record.borrowed) {
             let args = json!({"record": loc.path(), "link": b.name, "index": b.index});
+            if !here {
+                if self.container.is_some() {
+                    // The record speaks of another namespace, which may
+                    // still hold the link: kept.
+                    kept.push(b);
+                    continue;
+                }
+                self.audit.record(
+                    "record.drop",
+                    &args,
+                    &CapError::Kernel(libc::ENOENT).outcome(),
+                );
+                eprintln!(
+                    "wasmcni: the container namespace is gone: host link {:?} went with it \
+                     (a physical device is back in the initial namespace, unconfigured)",
+                    b.name
+                );
+                continue;
+            }
             if !self.is_recorded_link(&b) {
                 self.audit.record(
                     "record.drop",
@@ -292,39 +365,29 @@ impl Ctx {
             }
         }
         record.borrowed = kept;
+        let cleanup = self.remove_owned(&loc, &record, here, "record.remove");
+        for what in &cleanup.removed {
+            eprintln!("wasmcni: the plugin's DEL left {what}; the host removed it");
+        }
+        failures.extend(cleanup.failures);
+        record.owned = cleanup.kept;
         if let Err(e) = loc.store(&record) {
             failures.push(format!("{}: {e}", loc.path().display()));
         }
         if failures.is_empty() {
-            Ok(())
+            // The host stood for everything the ADD did only if the record
+            // covered it all and nothing is left in it (a moved link kept
+            // for a namespace that is not this one).
+            Ok(record.uncovered.is_empty() && record.borrowed.is_empty())
         } else {
             Err(failures.join("; "))
         }
     }
+}
 
-    /// DEL with the container namespace gone: what the record held went
-    /// with it (a virtual link is destroyed with its namespace; the kernel
-    /// hands a physical device back to the initial namespace, under its
-    /// container name): the record is dropped, and says so.
-    fn drop_orphaned_record(&mut self) -> Result<(), String> {
-        let loc = self.record_location();
-        let Ok(Some(record)) = loc.load() else {
-            return Ok(());
-        };
-        for b in &record.borrowed {
-            let args = json!({"record": loc.path(), "link": b.name, "index": b.index});
-            self.audit.record(
-                "record.drop",
-                &args,
-                &CapError::Kernel(libc::ENOENT).outcome(),
-            );
-            eprintln!(
-                "wasmcni: the container namespace is gone: host link {:?} went with it \
-                 (a physical device is back in the initial namespace, unconfigured)",
-                b.name
-            );
-        }
-        loc.remove()
-            .map_err(|e| format!("{}: {e}", loc.path().display()))
-    }
+/// Whether reservation `r` is still held by (`container_id`, `ifname`).
+fn held_by(r: &crate::record::Reservation, container_id: &str, ifname: &str) -> bool {
+    crate::ipam::NetworkStore::read_only(&r.dir)
+        .and_then(|s| Ok(s.holder(r.address)?))
+        .is_ok_and(|h| h.is_some_and(|h| h.container_id == container_id && h.ifname == ifname))
 }

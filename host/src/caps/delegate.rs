@@ -226,28 +226,75 @@ impl Ctx {
         command: &str,
         config: &[u8],
     ) -> Result<Result<String, String>, CapError> {
-        let bundled = *plugin.origin() == Origin::Bundled;
         let version = crate::cni_error::version_for_errors(config);
-        let refuse = |e: crate::cni_error::CniError| Ok(Err(e.to_json(&version)));
+        let outcome = self.run_nested(rt, plugin, command, config, false)?;
+        match outcome {
+            Ok(Output { code: 0, stdout }) => Ok(Ok(String::from_utf8_lossy(&stdout).into_owned())),
+            Ok(Output { stdout, .. }) => Ok(Err(String::from_utf8_lossy(&stdout).into_owned())),
+            Err(e) => Ok(Err(e.to_json(&version))),
+        }
+    }
+
+    /// Runs member `plugin` of a chain (`wasmcni-chain`) with `command` and
+    /// the `config` the host built for it: as if the runtime had executed
+    /// it (its own policy entry, its config's prevResult and port mappings
+    /// trusted as the runtime's), in this process, its changes joining the
+    /// chain's journal.
+    pub fn run_member(
+        &mut self,
+        plugin: &plugins::Plugin,
+        command: &str,
+        config: &[u8],
+    ) -> Result<Output, crate::cni_error::CniError> {
+        let rt = self.runtime.clone().ok_or_else(|| {
+            crate::cni_error::CniError::new(
+                crate::cni_error::Code::Internal,
+                "a chain member run with no runtime",
+            )
+        })?;
+        self.run_nested(&rt, plugin, command, config, true)
+            .map_err(|e| {
+                crate::cni_error::CniError::new(
+                    crate::cni_error::Code::Internal,
+                    format!("running chain member {:?}: {e:?}", plugin.name()),
+                )
+            })?
+    }
+
+    /// Runs wasm `plugin` in a fresh store under its own policy entry, its
+    /// capability calls joining this journal; a failed ADD's own changes
+    /// are undone before it returns. A `member` of a chain acts for the
+    /// attachment its config (built by the host) describes; a delegate
+    /// keeps its runtime's prevResult, port mappings and devices (its
+    /// config is the calling plugin's to write).
+    fn run_nested(
+        &mut self,
+        rt: &std::sync::Arc<Runtime>,
+        plugin: &plugins::Plugin,
+        command: &str,
+        config: &[u8],
+        member: bool,
+    ) -> Result<Result<Output, crate::cni_error::CniError>, CapError> {
+        let bundled = *plugin.origin() == Origin::Bundled;
         let entry = match rt.policy.resolve(plugin.name(), bundled) {
             Ok(entry) => entry,
             Err(e) => {
-                return refuse(crate::cni_error::CniError::new(
+                return Ok(Err(crate::cni_error::CniError::new(
                     crate::cni_error::Code::PolicyInvalid,
                     e.to_string(),
-                ))
+                )))
             }
         };
         if let Err(e) = runner::check_pin(&entry, plugin) {
-            return refuse(e);
+            return Ok(Err(e));
         }
         let limits = match Limits::resolve(&entry) {
             Ok(l) => l,
-            Err(e) => return refuse(e),
+            Err(e) => return Ok(Err(e)),
         };
         let (component, imports) = match runner::prepare(rt, plugin) {
             Ok(p) => p,
-            Err(e) => return refuse(e),
+            Err(e) => return Ok(Err(e)),
         };
         let env = delegate_env(&rt.env, command);
         let container = match &self.container {
@@ -256,12 +303,16 @@ impl Ctx {
         };
         let mut attachment = Attachment::from_invocation(&env, config);
         attachment.addresses = std::mem::take(&mut self.attachment.addresses);
-        // The devices the runtime's config names, not those of the config
-        // the caller hands its delegate (which the caller chooses).
-        attachment.devices = self.attachment.devices.clone();
-        // Likewise the runtime's prevResult, not one the caller hands it.
-        attachment.prev_addresses = self.attachment.prev_addresses.clone();
-        attachment.port_mappings = self.attachment.port_mappings.clone();
+        if !member {
+            // The devices the runtime's config names, not those of the
+            // config the caller hands its delegate (which the caller
+            // chooses).
+            attachment.devices = self.attachment.devices.clone();
+            // Likewise the runtime's prevResult, not one the caller hands
+            // it.
+            attachment.prev_addresses = self.attachment.prev_addresses.clone();
+            attachment.port_mappings = self.attachment.port_mappings.clone();
+        }
         let mut child = Ctx::new(CtxParams {
             grant: entry.grant(),
             container,
@@ -273,9 +324,14 @@ impl Ctx {
         });
         child.depth = self.depth + 1;
         child.state_owner = self.state_owner.clone();
+        child.record_plugin = self.record_plugin.clone();
         child.journal = std::mem::take(&mut self.journal);
         child.stores = std::mem::take(&mut self.stores);
         let mark = child.journal.len();
+        // A member may act only on the links it (or its delegates) made,
+        // not on those of the members before it: it starts with no
+        // created links, and its own join the chain's after it.
+        let earlier = member.then(|| child.journal.take_created());
         let (outcome, mut child) = runner::execute(
             rt, &component, &imports, plugin, &env, config, &limits, child,
         );
@@ -296,20 +352,22 @@ impl Ctx {
         for d in child.denials.drain(..) {
             self.note_denial(d);
         }
+        if let Some(earlier) = earlier {
+            child.journal.restore_created(earlier);
+        }
         // Give back what the delegate added to the invocation's state.
         self.journal = std::mem::take(&mut child.journal);
         self.stores = std::mem::take(&mut child.stores);
         self.attachment.addresses = std::mem::take(&mut child.attachment.addresses);
-        match outcome {
-            Ok(Output { code: 0, stdout }) => {
-                if command == "ADD" {
-                    self.attachment.addresses.extend(result_addresses(&stdout));
-                }
-                Ok(Ok(String::from_utf8_lossy(&stdout).into_owned()))
+        // An IPAM delegate's result is the attachment's addresses; a chain
+        // member's reaches the next member only as its prevResult, which
+        // the host checks against what the container holds.
+        if let Ok(Output { code: 0, stdout }) = &outcome {
+            if command == "ADD" && !member {
+                self.attachment.addresses.extend(result_addresses(stdout));
             }
-            Ok(Output { stdout, .. }) => Ok(Err(String::from_utf8_lossy(&stdout).into_owned())),
-            Err(e) => Ok(Err(e.to_json(&version))),
         }
+        Ok(outcome)
     }
 
     fn delegate_native(

@@ -40,6 +40,7 @@ pub mod firewall;
 mod ipam_store;
 mod link;
 mod netns;
+mod owned;
 mod route;
 mod state;
 mod sysctl;
@@ -113,6 +114,10 @@ pub struct Ctx {
     /// uses (network, container ID, ifname): the runtime's, which a
     /// delegate inherits whatever config its caller hands it.
     state_owner: (String, String, String),
+    /// The plugin whose attachment record this invocation writes: the one
+    /// the runtime executed (a delegate's or chain member's changes are
+    /// its caller's to record).
+    record_plugin: String,
     /// The netfilter socket of the node namespace (`firewall`), opened on
     /// first use.
     nft: Option<crate::netlink::nft::Nft>,
@@ -176,7 +181,9 @@ impl Ctx {
             p.attachment.container_id.clone(),
             p.attachment.ifname.clone(),
         );
+        let record_plugin = p.audit.plugin().to_owned();
         Ctx {
+            record_plugin,
             grant: p.grant,
             container: p.container,
             host: None,

@@ -1,0 +1,500 @@
+//! What an ADD made that is its attachment's alone, kept in the attachment
+//! record ([`crate::record::Owned`]) so the host, not the plugin, makes
+//! sure it goes: at DEL after the plugin's own DEL (whatever that did or
+//! failed to do), and at GC for every attachment the runtime no longer
+//! holds.
+//!
+//! The record lists links by namespace, name and kind, and the host deletes
+//! one only if it is still the attachment's: in the host namespace it must
+//! carry the attachment's mark (`wasmcni:<network>:<container id>:<ifname>`,
+//! which only a plugin acting for that attachment can have made); in the
+//! container namespace, the namespace must still be the one of the ADD.
+//! A reservation is released only while the attachment still holds it;
+//! firewall rules are found by the attachment's tag. Nothing is ever
+//! deleted by a bare index.
+
+use serde_json::json;
+
+use super::{CapError, Ctx};
+use crate::audit::Outcome;
+use crate::ipam::{NetworkStore, Owner};
+use crate::journal::Undo;
+use crate::netns::Kind;
+use crate::record::{FirewallRules, Location, Owned, OwnedLink, Record, Reservation};
+
+/// What the host did with a record's entries.
+#[derive(Debug, Default)]
+pub struct Cleanup {
+    /// What it removed (for stderr and the audit log).
+    pub removed: Vec<String>,
+    /// What it could not remove (kept in the record for the next DEL or GC).
+    pub failures: Vec<String>,
+    /// The entries that failed, kept.
+    pub kept: Owned,
+}
+
+impl Ctx {
+    /// What this invocation's journal holds that is the attachment's alone:
+    /// the links it created that are still there (in the host namespace,
+    /// those with the attachment's mark), the addresses it reserved, the
+    /// firewall rules it installed.
+    pub(super) fn owned_now(&mut self) -> Owned {
+        let mut owned = Owned::default();
+        let mark = self.attachment.mark();
+        for (ns, index) in self.journal.created_links() {
+            let Ok(nl) = self.netlink(ns) else { continue };
+            let Ok(msg) = nl.link_by_index(index) else {
+                continue;
+            };
+            let link = super::link::Link::from_message(msg);
+            if ns == Kind::Host && link.alias.as_deref() != Some(mark.as_str()) {
+                // The network's (a bridge), or not wasmcni's to keep.
+                continue;
+            }
+            let l = OwnedLink {
+                ns,
+                name: link.name,
+                kind: link.kind,
+            };
+            if !owned.links.contains(&l) {
+                owned.links.push(l);
+            }
+        }
+        for undo in self.journal.undos() {
+            match undo {
+                Undo::Ipam(super::IpamUndo::Unreserve {
+                    dir,
+                    address,
+                    owner,
+                    ..
+                }) if owner.container_id == self.attachment.container_id
+                    && owner.ifname == self.attachment.ifname =>
+                {
+                    let r = Reservation {
+                        dir: dir.clone(),
+                        address: *address,
+                    };
+                    if !owned.reservations.contains(&r) {
+                        owned.reservations.push(r);
+                    }
+                }
+                Undo::FirewallRemove { attachment, kinds } => owned.merge(Owned {
+                    firewall: vec![FirewallRules {
+                        attachment: attachment.clone(),
+                        kinds: kinds.clone(),
+                    }],
+                    ..Owned::default()
+                }),
+                _ => {}
+            }
+        }
+        owned
+    }
+
+    /// Whether link `l` of `record` is there and still the attachment's.
+    pub(super) fn owned_link_present(&mut self, l: &OwnedLink, record: &Record) -> bool {
+        self.owned_link(l, record).is_some()
+    }
+
+    /// Link `l` of `record`, if it is there and still the attachment's:
+    /// same kind, and in the host namespace the attachment's mark.
+    fn owned_link(&mut self, l: &OwnedLink, record: &Record) -> Option<super::link::Link> {
+        let msg = self.netlink(l.ns).ok()?.link_by_name(&l.name).ok()?;
+        let link = super::link::Link::from_message(msg);
+        let mark = crate::caps::Attachment {
+            network: record.network.clone(),
+            container_id: record.container_id.clone(),
+            ifname: record.ifname.clone(),
+            ..crate::caps::Attachment::default()
+        }
+        .mark();
+        let ours = link.kind == l.kind
+            && (l.ns == Kind::Container || link.alias.as_deref() == Some(mark.as_str()));
+        ours.then_some(link)
+    }
+
+    /// What the journal holds that the record cannot stand for: changes
+    /// the host's DEL would not take back. Everything in the container
+    /// namespace goes with it; in the node, what is on the attachment's own
+    /// links goes with them, and what is on the network's shared links (a
+    /// bridge, its gateway address) or namespace-wide (`ip_forward`) stays
+    /// by design, as with the reference plugins. What is left — a change to
+    /// a node link that is neither, a policy rule in the node, a native
+    /// delegate's ADD, an IPAM release — only the plugin's DEL takes back,
+    /// so a failed DEL must stand ([`Ctx::finish_del`]).
+    pub(super) fn uncovered(&mut self) -> Vec<String> {
+        let mark = self.attachment.mark();
+        let undos: Vec<Undo> = self.journal.undos().cloned().collect();
+        let mut out = Vec::new();
+        // One lookup per node link, however many entries name it.
+        let mut foreign: std::collections::HashMap<u32, bool> = std::collections::HashMap::new();
+        for u in &undos {
+            let why = match u {
+                Undo::NativeDel(c) => {
+                    Some(format!("a native delegate's ADD ({})", c.path.display()))
+                }
+                Undo::Ipam(super::IpamUndo::Rereserve { address, .. }) => {
+                    Some(format!("a release of {address}"))
+                }
+                Undo::Ipam(super::IpamUndo::Unreserve { owner, address, .. })
+                    if owner.container_id != self.attachment.container_id
+                        || owner.ifname != self.attachment.ifname =>
+                {
+                    Some(format!("a reservation of {address} for another holder"))
+                }
+                Undo::DeleteRule { ns: Kind::Host, .. }
+                | Undo::AddRule { ns: Kind::Host, .. }
+                | Undo::DeleteL3mdevRules { ns: Kind::Host } => {
+                    Some("a policy routing rule in the node".to_owned())
+                }
+                Undo::SetSysctl {
+                    ns: Kind::Host,
+                    key,
+                    ..
+                } => {
+                    // A link's own setting goes with the link.
+                    let link = key
+                        .strip_prefix("net.ipv4.conf.")
+                        .or_else(|| key.strip_prefix("net.ipv6.conf."))
+                        .or_else(|| key.strip_prefix("net.ipv4.neigh."))
+                        .or_else(|| key.strip_prefix("net.ipv6.neigh."))
+                        .and_then(|r| r.split('.').next())
+                        .filter(|l| !matches!(*l, "all" | "default"));
+                    match link {
+                        Some(name) => self
+                            .node_link_is_foreign(None, Some(name), &mark)
+                            .then(|| format!("setting {key} of node link {name}")),
+                        // Namespace-wide: shared by the network.
+                        None => None,
+                    }
+                }
+                _ => match u.link() {
+                    Some((Kind::Host, index)) => {
+                        let is = match foreign.get(&index) {
+                            Some(f) => *f,
+                            None => {
+                                let f = self.node_link_is_foreign(Some(index), None, &mark);
+                                foreign.insert(index, f);
+                                f
+                            }
+                        };
+                        is.then(|| format!("a change to node link {index} ({})", u.describe()))
+                    }
+                    _ => None,
+                },
+            };
+            if let Some(w) = why {
+                if !out.contains(&w) {
+                    out.push(w);
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether the node link at `index` (or named `name`) exists and is
+    /// neither the attachment's (`mark`) nor the network's.
+    fn node_link_is_foreign(&mut self, index: Option<u32>, name: Option<&str>, mark: &str) -> bool {
+        let Ok(nl) = self.netlink(Kind::Host) else {
+            return true;
+        };
+        let msg = match (index, name) {
+            (Some(i), _) => nl.link_by_index(i),
+            (None, Some(n)) => nl.link_by_name(n),
+            _ => return true,
+        };
+        let Ok(msg) = msg else {
+            // Gone (or moved away): nothing to take back there.
+            return false;
+        };
+        let alias = super::link::Link::from_message(msg)
+            .alias
+            .unwrap_or_default();
+        !(alias == mark || alias.starts_with(super::attachment::NETWORK_MARK))
+    }
+
+    /// Removes what `record` lists as owned that is still there and still
+    /// the attachment's. `container` says whether the container namespace
+    /// at hand is the record's (else its links are left to it). Each
+    /// removal is audited as `label`.
+    pub(super) fn remove_owned(
+        &mut self,
+        loc: &Location,
+        record: &Record,
+        container: bool,
+        label: &str,
+    ) -> Cleanup {
+        let mut c = Cleanup::default();
+        let owned = &record.owned;
+        let attachment = crate::caps::Attachment {
+            network: record.network.clone(),
+            container_id: record.container_id.clone(),
+            ifname: record.ifname.clone(),
+            ..crate::caps::Attachment::default()
+        };
+        let mark = attachment.mark();
+        if !owned.is_empty() {
+            if let Err(e) = self.open_host() {
+                c.failures
+                    .push(format!("opening the host namespace: {e:?}"));
+                c.kept = owned.clone();
+                return c;
+            }
+        }
+        // Host links first: a veth takes its container end along.
+        let mut links: Vec<&OwnedLink> = owned.links.iter().collect();
+        links.sort_by_key(|l| l.ns != Kind::Host);
+        for l in links {
+            if l.ns == Kind::Container && !container {
+                continue;
+            }
+            let what = format!("{} link {:?}", ns_name(l.ns), l.name);
+            let args = json!({"record": loc.path(), "link": l.name, "namespace": ns_name(l.ns)});
+            let found = match self.netlink(l.ns).map(|nl| nl.link_by_name(&l.name)) {
+                Ok(Ok(msg)) => Some(super::link::Link::from_message(msg)),
+                Ok(Err(e)) if e.errno() == libc::ENODEV => None,
+                Ok(Err(e)) => {
+                    c.failures.push(format!("{what}: {e}"));
+                    c.kept.links.push(l.clone());
+                    continue;
+                }
+                Err(e) => {
+                    c.failures.push(format!("{what}: {e:?}"));
+                    c.kept.links.push(l.clone());
+                    continue;
+                }
+            };
+            let Some(link) = found else { continue };
+            let ours = link.kind == l.kind
+                && (l.ns == Kind::Container || link.alias.as_deref() == Some(mark.as_str()));
+            if !ours {
+                // Someone else's now (gone, and the name reused).
+                continue;
+            }
+            let result = self
+                .netlink(l.ns)
+                .and_then(|nl| nl.delete_link(link.index).map_err(|e| CapError::from(&e)));
+            match result {
+                Ok(()) => {
+                    self.audit.record(label, &args, &Outcome::Ok);
+                    c.removed.push(what);
+                }
+                Err(CapError::Kernel(libc::ENODEV)) => {}
+                Err(e) => {
+                    self.audit.record(label, &args, &e.outcome());
+                    c.failures.push(format!("{what}: {e:?}"));
+                    c.kept.links.push(l.clone());
+                }
+            }
+        }
+        let holder = Owner {
+            container_id: record.container_id.clone(),
+            ifname: record.ifname.clone(),
+        };
+        for r in &owned.reservations {
+            let what = format!("reservation of {} in {}", r.address, r.dir.display());
+            let args = json!({"record": loc.path(), "address": r.address, "dir": r.dir});
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            let result = NetworkStore::reopen(&r.dir, deadline)
+                .map_err(|e| e.to_string())
+                .and_then(|s| match s.holder(r.address) {
+                    Ok(Some(h)) if h == holder => s
+                        .release(r.address)
+                        .map(|()| true)
+                        .map_err(|e| e.to_string()),
+                    Ok(_) => Ok(false),
+                    Err(e) => Err(e.to_string()),
+                });
+            match result {
+                Ok(true) => {
+                    self.audit.record(label, &args, &Outcome::Ok);
+                    c.removed.push(what);
+                }
+                Ok(false) => {}
+                // The network's state is gone altogether: nothing held.
+                Err(_) if !r.dir.exists() => {}
+                Err(e) => {
+                    self.audit.record(
+                        label,
+                        &args,
+                        &Outcome::Error {
+                            error: e.clone(),
+                            errno: None,
+                        },
+                    );
+                    c.failures.push(format!("{what}: {e}"));
+                    c.kept.reservations.push(r.clone());
+                }
+            }
+        }
+        for f in &owned.firewall {
+            let args = json!({"record": loc.path(), "firewall": f.attachment});
+            let result =
+                self.firewall_remove_where(|t| t.att == f.attachment && f.kinds.contains(&t.kind));
+            match result {
+                Ok(0) => {}
+                Ok(n) => {
+                    self.audit.record(label, &args, &Outcome::Ok);
+                    c.removed.push(format!("{n} firewall rule(s)"));
+                }
+                Err(e) => {
+                    self.audit.record(label, &args, &e.outcome());
+                    c.failures.push(format!("firewall rules: {e:?}"));
+                    c.kept.firewall.push(f.clone());
+                }
+            }
+        }
+        c
+    }
+
+    /// GC: removes every record of this plugin in this network whose
+    /// attachment the runtime no longer holds (or that was written in
+    /// another boot: its namespace is gone), with what it lists. Returns
+    /// the attachments removed and the failures.
+    pub fn gc_records(&mut self) -> (Vec<String>, Vec<String>) {
+        let Some(valid) = self.attachment.valid.clone() else {
+            return (Vec::new(), Vec::new());
+        };
+        if self.attachment.network.is_empty() {
+            return (Vec::new(), Vec::new());
+        }
+        let root = Location::root_from_env();
+        let (records, mut failures) = crate::record::list(&root, &self.attachment.network);
+        let boot = crate::record::boot_id().unwrap_or_default();
+        let plugin = self.record_plugin.clone();
+        let mut removed = Vec::new();
+        for (loc, record) in records {
+            if record.plugin != plugin {
+                continue;
+            }
+            let held = valid
+                .iter()
+                .any(|o| o.container_id == record.container_id && o.ifname == record.ifname);
+            if held && record.boot_id == boot {
+                continue;
+            }
+            let who = format!("{}/{}", record.container_id, record.ifname);
+            match self.remove_record(&loc, record, "record.gc") {
+                Ok(what) => {
+                    for w in &what {
+                        eprintln!("wasmcni: GC of {who}: removed {w}");
+                    }
+                    removed.push(who);
+                }
+                Err(e) => failures.push(format!("{who}: {e}")),
+            }
+        }
+        (removed, failures)
+    }
+
+    /// The first ADD after a reboot: every record written in another boot
+    /// speaks of attachments whose namespaces are gone; what they list
+    /// that outlived the boot (reservations, and anything the host made
+    /// again under their marks) is released, and the records removed,
+    /// before the plugin reserves anything. `<state root>/boot-id` says
+    /// which boot was reconciled last, so every other ADD reads one small
+    /// file.
+    pub fn reconcile_boot(&mut self) {
+        let root = Location::root_from_env();
+        let Ok(boot) = crate::record::boot_id() else {
+            return;
+        };
+        let marker = std::path::Path::new("boot-id");
+        if let Ok(Some(b)) = crate::record::read_bounded(&root, marker, 64) {
+            if b == boot.as_bytes() {
+                return;
+            }
+        }
+        let networks = crate::record::networks(&root);
+        if networks.is_empty() {
+            // No records at all (a fresh node, or all gone): nothing to
+            // reconcile, and no marker to write.
+            return;
+        }
+        let mut failures = Vec::new();
+        for network in networks {
+            let (records, errors) = crate::record::list(&root, &network);
+            failures.extend(errors);
+            for (loc, record) in records {
+                if record.boot_id == boot {
+                    continue;
+                }
+                // Read again: another ADD of this boot may have replaced
+                // it since the listing.
+                let record = match loc.load() {
+                    Ok(Some(r)) if r.boot_id != boot => r,
+                    _ => continue,
+                };
+                let who = format!("{network}/{}/{}", record.container_id, record.ifname);
+                let (cid, ifname) = (record.container_id.clone(), record.ifname.clone());
+                match self.remove_record(&loc, record, "record.reboot") {
+                    Ok(what) => {
+                        for w in what {
+                            eprintln!("wasmcni: {who} is from an earlier boot: released {w}");
+                        }
+                        if let Err(e) =
+                            crate::plugin_state::remove_attachment(&root, &network, &cid, &ifname)
+                        {
+                            failures.push(format!("{who} plugin state: {e}"));
+                        }
+                    }
+                    Err(e) => failures.push(format!("{who}: {e}")),
+                }
+            }
+        }
+        // Once per boot, whatever could not be done (GC retries it): an ADD
+        // must not rescan every record each time.
+        if !failures.is_empty() {
+            log::warn!(
+                "reconciling records of an earlier boot: {}",
+                failures.join("; ")
+            );
+        }
+        if let Err(e) = crate::record::write_atomic(
+            &root,
+            std::path::Path::new("."),
+            "boot-id",
+            boot.as_bytes(),
+        ) {
+            log::warn!("{}: {e}", root.join("boot-id").display());
+        }
+    }
+
+    /// Removes what `record` lists (outside any container namespace: a
+    /// record's links there go with it), then the record; on a failure
+    /// the record keeps what failed. Answers what was removed.
+    pub fn remove_record(
+        &mut self,
+        loc: &Location,
+        mut record: Record,
+        label: &str,
+    ) -> Result<Vec<String>, String> {
+        let c = self.remove_owned(loc, &record, false, label);
+        for b in &record.borrowed {
+            eprintln!(
+                "wasmcni: host link {:?} was left in the namespace of {}/{}, which wasmcni \
+                 cannot name; it returns to the node when that namespace goes (a physical \
+                 device, unconfigured)",
+                b.name, record.container_id, record.ifname
+            );
+        }
+        if c.failures.is_empty() {
+            loc.remove()
+                .map_err(|e| format!("{}: {e}", loc.path().display()))?;
+            return Ok(c.removed);
+        }
+        record.owned = c.kept;
+        record.borrowed.clear();
+        if let Err(e) = loc.store(&record) {
+            log::warn!("{}: {e}", loc.path().display());
+        }
+        Err(c.failures.join("; "))
+    }
+}
+
+fn ns_name(ns: Kind) -> &'static str {
+    match ns {
+        Kind::Host => "host",
+        Kind::Container => "container",
+    }
+}

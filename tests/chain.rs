@@ -1,0 +1,427 @@
+//! Chains that never leak, through the real libcni (tests/libcni/) in
+//! namespaces the tests make:
+//! - `wasmcni-chain` gives the result libcni gives running the same list
+//!   plugin by plugin, and its DEL removes everything;
+//! - a chain whose member fails ADD, at any position, leaves nothing at
+//!   all, before the runtime's cleanup (the plain list leaves the earlier
+//!   plugins' changes until the runtime's DEL, and for good when a later
+//!   plugin's DEL fails: libcni stops there);
+//! - a failing chain retried 100 times: with the runtime's DEL after each
+//!   failure nothing leaks (plain list, chain runner, the reference); with
+//!   no DEL (a runtime that retries the sandbox without cleaning up,
+//!   containerd#12130) the reference and the plain list leak one address
+//!   per try, the chain runner none.
+//!
+//! Needs root, `go` with Debian's libcni, the reference plugins in
+//! /usr/lib/cni, and `nft`: without them the tests fail.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+use support::cni::{bin_dir, Call, Drive};
+use support::net::Net;
+
+const REFERENCE: &str = "/usr/lib/cni";
+
+/// The podman-style members: bridge (host-local, gateway, masquerade),
+/// portmap, tuning.
+fn members(tuning_sysctl: &str) -> Vec<Value> {
+    vec![
+        json!({"type": "bridge", "bridge": "cnichain0", "isGateway": true, "ipMasq": true,
+               "hairpinMode": true,
+               "ipam": {"type": "host-local", "dataDir": "@data",
+                        "ranges": [[{"subnet": "10.89.0.0/24"}]],
+                        "routes": [{"dst": "0.0.0.0/0"}]}}),
+        json!({"type": "portmap", "capabilities": {"portMappings": true}, "snat": true}),
+        json!({"type": "tuning", "sysctl": {tuning_sysctl: "1"}}),
+    ]
+}
+
+/// A sysctl tuning accepts.
+const GOOD: &str = "net.ipv4.conf.eth0.arp_notify";
+/// One it fails on (no such setting).
+const BAD: &str = "net.ipv4.conf.eth0.no_such_setting";
+
+/// The list as libcni runs it: one exec per plugin.
+fn plain(members: &[Value]) -> Value {
+    json!({"cniVersion": "1.0.0", "name": "devnet", "plugins": members})
+}
+
+/// The same members as one `wasmcni-chain` plugin.
+fn chained(members: &[Value]) -> Value {
+    json!({"cniVersion": "1.0.0", "name": "devnet", "plugins": [
+        {"type": "wasmcni-chain", "capabilities": {"portMappings": true}, "plugins": members}]})
+}
+
+fn write(net: &Net, name: &str, list: &Value) -> PathBuf {
+    let text = list.to_string().replace(
+        "\"@data\"",
+        &Value::from(net.data().display().to_string()).to_string(),
+    );
+    let p = net.dir.path().join(name);
+    std::fs::write(&p, text).expect("conflist");
+    p
+}
+
+const CAPARGS: &str =
+    r#"{"portMappings": [{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]}"#;
+
+fn call(net: &Net, bin: &Path, cmd: &str, conflist: &Path, netns: &Path, cid: &str) -> Drive {
+    Call {
+        node: &net.node,
+        bin,
+        cmd,
+        conflist,
+        netns,
+        cid,
+        ifname: "eth0",
+        cache: &net.dir.path().join("cache"),
+        args: "",
+        capargs: CAPARGS,
+        env: &net.env,
+    }
+    .run()
+}
+
+/// `v` with what is random per run replaced: MAC addresses, and the host
+/// veth's name (`veth` and 8 hex digits).
+fn normalized(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, x)| {
+                    let x = if k == "mac" {
+                        json!("<mac>")
+                    } else {
+                        normalized(x)
+                    };
+                    (k.clone(), x)
+                })
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(normalized).collect()),
+        Value::String(s) if s.starts_with("veth") && s.len() == 12 => json!("<veth>"),
+        Value::String(s) if s.starts_with("/run/netns/") => json!("<netns>"),
+        // Route listings: the host veth's name and link-local addresses.
+        Value::String(s) if s.contains('\n') => Value::from(
+            s.lines()
+                .map(|l| {
+                    l.split(' ')
+                        .map(|w| {
+                            if w.starts_with("veth") && w.len() == 12 {
+                                "<veth>"
+                            } else if w.starts_with("fe80::") && !w.contains('/') {
+                                "<ll>"
+                            } else {
+                                w
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        x => x.clone(),
+    }
+}
+
+/// Attachment records under the run's state root.
+fn records(net: &Net) -> usize {
+    let mut n = 0;
+    let mut dirs = vec![net.dir.path().join("state").join("attachments")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.path().is_dir() {
+                dirs.push(e.path());
+            } else {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+/// What a chain may leave in the node and the container: links, addresses,
+/// routes, nftables rules (tags and all), reservations and records.
+fn state(net: &Net) -> Value {
+    let links = |ns: &support::Netns| {
+        let v: Value = serde_json::from_str(&ns.ip(&["-j", "addr", "show"])).expect("ip -j");
+        v.as_array()
+            .expect("links")
+            .iter()
+            .map(|l| {
+                let addrs: Vec<String> = l["addr_info"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|a| a["scope"] != "link")
+                    .map(|a| format!("{}/{}", a["local"].as_str().unwrap_or(""), a["prefixlen"]))
+                    .collect();
+                json!({"name": l["ifname"], "addrs": addrs})
+            })
+            .collect::<Vec<_>>()
+    };
+    let rules: Vec<Value> = net
+        .node
+        .wasmcni_rules()
+        .into_iter()
+        .map(|mut r| {
+            r["handle"] = Value::Null;
+            r
+        })
+        .collect();
+    json!({
+        "node": links(&net.node),
+        "ctr": links(&net.ctr),
+        "node-routes": net.node.ip(&["route", "show", "table", "all"]),
+        "ctr-routes": net.ctr.ip(&["route", "show", "table", "all"]),
+        "rules": rules,
+        "reservations": net.reservations(),
+        "records": records(net),
+    })
+}
+
+#[test]
+fn the_chain_runner_gives_the_result_libcni_gives_for_the_same_list() {
+    let mut results = Vec::new();
+    let mut states = Vec::new();
+    for (name, list) in [
+        ("plain", plain(&members(GOOD))),
+        ("chained", chained(&members(GOOD))),
+    ] {
+        let net = Net::new(&format!("ch{}", &name[..2]));
+        let before = state(&net);
+        let conflist = write(&net, "net.conflist", &list);
+        let add = call(&net, bin_dir(), "add", &conflist, &net.ctr.path, "ctr0");
+        assert_eq!(add.code, 0, "{name} ADD: {add:?}");
+        results.push(normalized(&add.json()));
+        // One record per plugin for the list, one for the chain: compared
+        // by what they hold, below.
+        let mut s = normalized(&state(&net));
+        s["records"] = Value::Null;
+        states.push(s);
+        let check = call(&net, bin_dir(), "check", &conflist, &net.ctr.path, "ctr0");
+        assert_eq!(check.code, 0, "{name} CHECK: {check:?}");
+        let del = call(&net, bin_dir(), "del", &conflist, &net.ctr.path, "ctr0");
+        assert_eq!(del.code, 0, "{name} DEL: {del:?}");
+        let mut after = state(&net);
+        // The bridge stays, as the reference's does; its gateway address
+        // with it.
+        after["node"]
+            .as_array_mut()
+            .expect("links")
+            .retain(|l| l["name"] != "cnichain0");
+        let mut was = before.clone();
+        was["node-routes"] = Value::Null;
+        after["node-routes"] = Value::Null;
+        assert_eq!(was, after, "{name}: DEL left something");
+        assert_eq!(net.reservations(), Vec::<String>::new());
+        assert_eq!(records(&net), 0, "{name}: records left");
+    }
+    assert_eq!(results[0], results[1], "the chain's result is libcni's");
+    assert_eq!(
+        states[0], states[1],
+        "the chain leaves the node and container as the list does"
+    );
+}
+
+#[test]
+fn a_chain_failure_at_any_position_undoes_the_whole_chain() {
+    // Position 1: portmap with a config it refuses; position 2: tuning
+    // with a setting that does not exist.
+    let mut bad_portmap = members(GOOD);
+    bad_portmap[1]["snat"] = json!("yes");
+    for (what, members) in [("portmap", bad_portmap), ("tuning", members(BAD))] {
+        let net = Net::new(&format!("chf{}", &what[..2]));
+        let before = state(&net);
+        let conflist = write(&net, "chain.conflist", &chained(&members));
+        let add = call(&net, bin_dir(), "add", &conflist, &net.ctr.path, "ctr0");
+        assert_ne!(add.code, 0, "{what}: {add:?}");
+        let err = add.cni_error().unwrap_or_else(|| panic!("{what}: {add:?}"));
+        assert!(
+            err["details"].as_str().unwrap_or("").contains(what),
+            "the error names the member: {err}"
+        );
+        let mut after = state(&net);
+        // The first ADD of the network made its bridge: undone too.
+        assert_eq!(before, after, "{what}: the failed chain left something");
+        // The plain list, for contrast: the earlier plugins' changes stay
+        // until the runtime's DEL, and go only if every later plugin's DEL
+        // succeeds (libcni stops at the first that fails: portmap's, which
+        // refuses its config in DEL too, so bridge's never runs).
+        let conflist = write(&net, "plain.conflist", &plain(&members));
+        let add = call(&net, bin_dir(), "add", &conflist, &net.ctr.path, "ctr1");
+        assert_ne!(add.code, 0, "{what}: {add:?}");
+        assert_eq!(
+            net.reservations().len(),
+            1,
+            "{what}: the list's bridge ADD stays"
+        );
+        let del = call(&net, bin_dir(), "del", &conflist, &net.ctr.path, "ctr1");
+        if what == "portmap" {
+            assert_ne!(del.code, 0, "{what}: {del:?}");
+            assert_eq!(
+                net.reservations().len(),
+                1,
+                "the list leaks what bridge made"
+            );
+            continue;
+        }
+        assert_eq!(del.code, 0, "{what}: {del:?}");
+        after = state(&net);
+        after["node"]
+            .as_array_mut()
+            .expect("links")
+            .retain(|l| l["name"] != "cnichain0");
+        let mut was = before.clone();
+        was["node-routes"] = Value::Null;
+        after["node-routes"] = Value::Null;
+        assert_eq!(was, after, "{what}: the runtime's DEL cleaned the list up");
+    }
+}
+
+/// Runs the failing list `n` times (a new container ID each time, as a
+/// runtime retrying a sandbox does), with the runtime's DEL after each
+/// failure (in the one container namespace), or without (each try in a
+/// namespace of its own, gone after it, as a failed sandbox's is); answers
+/// the reservations and host veths left.
+fn retry(net: &Net, bin: &Path, conflist: &Path, n: usize, cleanup: bool) -> (usize, usize) {
+    for i in 0..n {
+        let cid = format!("retry{i}");
+        let own = (!cleanup).then(|| support::Netns::new("chrs"));
+        let netns = own.as_ref().map_or(&net.ctr.path, |ns| &ns.path);
+        let add = call(net, bin, "add", conflist, netns, &cid);
+        assert_ne!(add.code, 0, "ADD {i} must fail: {add:?}");
+        if cleanup {
+            let del = call(net, bin, "del", conflist, netns, &cid);
+            assert_eq!(del.code, 0, "DEL {i}: {del:?}");
+        }
+    }
+    let veths = net
+        .node
+        .ip(&["-o", "link", "show", "type", "veth"])
+        .lines()
+        .count();
+    (net.reservations().len(), veths)
+}
+
+#[test]
+fn a_failing_chain_retried_100_times_leaks_nothing() {
+    const N: usize = 100;
+    let failing = members(BAD);
+    let mut report = Vec::new();
+    for (who, bin, list) in [
+        ("reference list", Path::new(REFERENCE), plain(&failing)),
+        ("wasmcni list", bin_dir(), plain(&failing)),
+        ("wasmcni-chain", bin_dir(), chained(&failing)),
+    ] {
+        for cleanup in [true, false] {
+            let net = Net::new("chr");
+            let conflist = write(&net, "net.conflist", &list);
+            let (ips, veths) = retry(&net, bin, &conflist, N, cleanup);
+            report.push(format!(
+                "{who}, {} DEL: {ips} reservations, {veths} host veths left after {N} tries",
+                if cleanup { "with" } else { "without" }
+            ));
+            if cleanup || who == "wasmcni-chain" {
+                assert_eq!((ips, veths), (0, 0), "{who}, cleanup {cleanup}");
+                assert_eq!(records(&net), 0, "{who}: records left");
+            } else {
+                // What a runtime that does not clean up is left with.
+                assert_eq!(ips, N, "{who} leaks one address per try");
+            }
+        }
+    }
+    eprintln!("{}", report.join("\n"));
+}
+
+/// Runs `wasmcni-chain` in `world` with `members` (scripted ones among
+/// them, found in the fixtures) under `policy`.
+fn run_chain(
+    world: &support::world::World,
+    command: &str,
+    policy: &Value,
+    members: Value,
+) -> support::Run {
+    let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "wasmcni-chain",
+                      "plugins": members,
+                      "runtimeConfig": {"portMappings": [
+                          {"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]}});
+    let fixtures = support::fixture("scripted")
+        .parent()
+        .expect("fixture dir")
+        .display()
+        .to_string();
+    support::Invoke::wasmcni_run("wasmcni-chain", conf.to_string().as_bytes())
+        .cni(command, &world.ctr.path, "eth0")
+        .env("WASMCNI_POLICY", world.policy(policy).display().to_string())
+        .env("WASMCNI_AUDIT", world.audit_path().display().to_string())
+        .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
+        .env("WASMCNI_PLUGIN_DIR", fixtures)
+        .in_netns(&world.node)
+        .run()
+}
+
+#[test]
+fn a_chain_members_result_is_no_address_the_next_member_may_use() {
+    // A member that only prints a result naming an address the container
+    // does not hold (another container's): portmap after it must not map
+    // the runtime's port there. It would in-process if member results were
+    // taken as the attachment's addresses (as an IPAM delegate's are).
+    let world = support::world::World::new("chaddr");
+    let before = world.snapshot();
+    let policy = json!({"plugins": {"scripted": {}}});
+    let r = run_chain(
+        &world,
+        "ADD",
+        &policy,
+        json!([
+            {"type": "scripted", "print": {"cniVersion": "1.0.0",
+                "ips": [{"address": "10.70.0.99/24"}]}},
+            {"type": "portmap", "capabilities": {"portMappings": true}}]),
+    );
+    assert_ne!(r.code, 0, "portmap must be refused: {r:?}");
+    assert!(r.stdout.contains("plugins[1] (portmap)"), "{r:?}");
+    support::assert_same(
+        &before,
+        &world.snapshot(),
+        "a refused chain changes nothing",
+    );
+}
+
+#[test]
+fn a_chain_member_may_not_touch_the_links_an_earlier_member_made() {
+    let world = support::world::World::new("chlink");
+    let before = world.snapshot();
+    let policy = json!({"plugins": {"scripted": support::world::wide()}});
+    let r = run_chain(
+        &world,
+        "ADD",
+        &policy,
+        json!([
+            {"type": "scripted", "ops": [{"call": "link.create-veth", "ns": "host",
+                "name": "cnitestm0", "peer-ns": "container", "peer-name": "eth0"}]},
+            {"type": "scripted", "ops": [{"call": "link.delete", "ns": "host",
+                "link": "cnitestm0"}]}]),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let report: Value = serde_json::from_str(&r.stdout).expect("the last member's report");
+    assert_eq!(
+        report["results"][0]["error"], "access-denied",
+        "the second member deleted the first's link: {report}"
+    );
+    assert!(world.node.ip(&["link", "show"]).contains("cnitestm0"));
+    // The chain's DEL (the members do nothing in DEL here but make their
+    // calls again, which fail) and the host's record leave nothing.
+    let del = run_chain(
+        &world,
+        "DEL",
+        &policy,
+        json!([{"type": "scripted"}, {"type": "scripted"}]),
+    );
+    assert_eq!(del.code, 0, "{del:?}");
+    support::assert_same(&before, &world.snapshot(), "after the chain's DEL");
+}

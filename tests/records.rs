@@ -1,0 +1,470 @@
+//! The attachment record and host-enforced DEL and GC, in a real kernel:
+//! a plugin whose DEL does nothing (or fails) leaves nothing behind — not
+//! its links in either namespace, its reservations, its firewall rules,
+//! its plugin state, nor the record itself — and GC removes exactly the
+//! attachments the runtime no longer holds. Each host removal is checked
+//! against what a hostile or unlucky world can do meanwhile: a name reused
+//! by a link that is not the attachment's, a reservation someone else
+//! holds now. Needs root and `nft`: without them the tests fail.
+
+mod support;
+
+use serde_json::{json, Value};
+use support::world::{policy_with, wide, World};
+
+/// The wide grant with masquerade rules.
+fn grant() -> Value {
+    let mut g = wide();
+    g["host"]["firewall"] = json!({"masquerade": true});
+    g["attachment-state"] = json!(true);
+    g
+}
+
+/// An ADD of every kind of thing a record lists, for attachment `cid` with
+/// container address `10.70.0.<n>`: a veth (host end `cnitestr<n>`, marked
+/// as the attachment's; container end `eth0`, up, holding the address), a
+/// reservation, a masquerade rule and a plugin-state value. Its ops run
+/// for ADD only: DEL does nothing (and exits with `del_exit`).
+fn conf(n: u8, del_exit: i64) -> Value {
+    let ip = format!("10.70.0.{n}");
+    json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+           "commands": ["ADD"], "exit": del_exit,
+           "prevResult": {"cniVersion": "1.0.0", "ips": [{"address": format!("{ip}/24")}]},
+           "ops": [
+        {"call": "link.create-veth", "ns": "host", "name": format!("cnitestr{n}"),
+         "peer-ns": "container", "peer-name": "eth0"},
+        {"call": "link.set-up", "ns": "container", "link": "eth0", "up": true},
+        {"call": "address.add", "ns": "container", "link": "eth0", "prefix": format!("{ip}/24")},
+        {"call": "ipam.open", "data-dir": "@ipam"},
+        {"call": "ipam.reserve", "address": ip, "range-id": "0"},
+        {"call": "ipam.close"},
+        {"call": "firewall.add", "ns": "host", "rules": {"masquerade": [format!("{ip}/24")]}},
+        {"call": "state.set", "key": "k", "value": "v"},
+    ]})
+}
+
+fn run(world: &World, cmd: &str, cid: &str, conf: &Value) -> support::Run {
+    let mut conf = conf.clone();
+    // An ADD must exit 0; `exit` is for the DEL.
+    if cmd == "ADD" {
+        conf["exit"] = json!(0);
+    }
+    world.run(
+        cmd,
+        &policy_with(grant()),
+        &conf,
+        &[("CNI_CONTAINERID", cid)],
+    )
+}
+
+fn added(world: &World, cid: &str, conf: &Value) {
+    let r = run(world, "ADD", cid, conf);
+    assert_eq!(r.code, 0, "ADD {cid}: {r:?}");
+    for x in r.json()["results"].as_array().expect("results") {
+        assert!(x.get("ok").is_some(), "ADD {cid}: {}", r.json());
+    }
+}
+
+/// The world's snapshot without host-local's allocation cursor
+/// (`last_reserved_ip.*`), which a DEL leaves where it is (so does the
+/// reference's): it is where the next allocation starts, not a
+/// reservation.
+fn snapshot(world: &World) -> Value {
+    let mut s = world.snapshot();
+    if let Some(ipam) = s["ipam"].as_object_mut() {
+        ipam.retain(|k, _| !k.contains("/last_reserved_ip."));
+    }
+    s
+}
+
+/// ADD of `conf` for `cid` in namespace `ctr` (not the world's).
+fn add_in(world: &World, ctr: &support::Netns, cid: &str, conf: &Value) {
+    let mut c = conf.clone();
+    c["exit"] = json!(0);
+    let stdin = c.to_string().replace(
+        "\"@ipam\"",
+        &Value::from(world.ipam_dir().display().to_string()).to_string(),
+    );
+    let fx = support::fixture("scripted");
+    let r = support::Invoke::wasmcni_run(&fx.display().to_string(), stdin.as_bytes())
+        .cni("ADD", &ctr.path, "eth0")
+        .env("CNI_CONTAINERID", cid)
+        .env(
+            "WASMCNI_POLICY",
+            world.policy(&policy_with(grant())).display().to_string(),
+        )
+        .env("WASMCNI_AUDIT", world.audit_path().display().to_string())
+        .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
+        .in_netns(&world.node)
+        .run();
+    assert_eq!(r.code, 0, "ADD {cid}: {r:?}");
+}
+
+/// `wasmcni gc ARGS` in the world's node.
+fn operator_gc(world: &World, args: &[&str]) -> support::Run {
+    let mut inv = support::Invoke::exe(support::wasmcni(), b"")
+        .arg("gc")
+        .env("WASMCNI_AUDIT", world.audit_path().display().to_string())
+        .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
+        .in_netns(&world.node);
+    for a in args {
+        inv = inv.arg(a);
+    }
+    inv.run()
+}
+
+/// The record files under the world's state root.
+fn records(world: &World) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut dirs = vec![world.state_dir().join("attachments")];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.path().is_dir() {
+                dirs.push(e.path());
+            } else {
+                out.push(e.path().display().to_string());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn a_plugin_whose_del_does_nothing_leaves_nothing_behind() {
+    let world = World::new("recdel");
+    let before = snapshot(&world);
+    let conf = conf(5, 0);
+    added(&world, "ctr-a", &conf);
+    let after_add = world.snapshot();
+    // What the ADD made is there, and so is its record.
+    assert!(world
+        .node
+        .ip(&["link", "show", "cnitestr5"])
+        .contains("cnitestr5"));
+    assert!(world
+        .ctr
+        .ip(&["addr", "show", "eth0"])
+        .contains("10.70.0.5/24"));
+    assert!(
+        after_add["ipam"]["n/10.70.0.5"].is_string(),
+        "{}",
+        after_add["ipam"]
+    );
+    assert!(!world.node.wasmcni_rules().is_empty());
+    let recs = records(&world);
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(&recs[0]).expect("record")).expect("json");
+    assert_eq!(
+        record["owned"]["links"].as_array().map(Vec::len),
+        Some(2),
+        "{record}"
+    );
+    assert_eq!(
+        record["owned"]["reservations"][0]["address"], "10.70.0.5",
+        "{record}"
+    );
+    assert!(
+        record["owned"]["firewall"][0]["attachment"].is_string(),
+        "{record}"
+    );
+
+    // The plugin's DEL does nothing; the host removes it all.
+    let del = run(&world, "DEL", "ctr-a", &conf);
+    assert_eq!(del.code, 0, "DEL: {del:?}");
+    assert!(
+        del.stderr.contains("the host removed it"),
+        "stderr says what the host removed: {}",
+        del.stderr
+    );
+    support::assert_same(&before, &snapshot(&world), "after ADD and a do-nothing DEL");
+    assert!(records(&world).is_empty(), "{:?}", records(&world));
+    let audit = world.audit();
+    assert!(
+        audit.iter().any(|r| r["call"] == "record.remove"),
+        "the host's removals are audited"
+    );
+    // DEL again, and a DEL with no ADD: nothing to do, success.
+    let again = run(&world, "DEL", "ctr-a", &conf);
+    assert_eq!(again.code, 0, "second DEL: {again:?}");
+    let never = run(&world, "DEL", "ctr-never", &conf);
+    assert_eq!(never.code, 0, "DEL with no ADD: {never:?}");
+    support::assert_same(&before, &snapshot(&world), "after repeated DELs");
+}
+
+#[test]
+fn a_plugin_whose_del_fails_leaves_nothing_and_the_del_succeeds() {
+    let world = World::new("recfail");
+    let before = snapshot(&world);
+    let conf = conf(6, 3);
+    added(&world, "ctr-a", &conf);
+    let del = run(&world, "DEL", "ctr-a", &conf);
+    assert_eq!(del.code, 0, "the host stood in for the failed DEL: {del:?}");
+    assert!(del.stderr.contains("failed its DEL"), "{}", del.stderr);
+    support::assert_same(&before, &snapshot(&world), "after ADD and a failing DEL");
+    // With no record, the plugin's failure is the runtime's answer.
+    let del = run(&world, "DEL", "ctr-a", &conf);
+    assert_ne!(del.code, 0, "no record, the plugin's error stands: {del:?}");
+}
+
+#[test]
+fn the_host_removes_only_what_is_still_the_attachments() {
+    let world = World::new("recmine");
+    let conf = conf(7, 0);
+    added(&world, "ctr-a", &conf);
+    // Meanwhile: the attachment's host link is gone and its name reused
+    // by a link that is not the attachment's (no mark); its address was
+    // released and another container reserved it.
+    world.node.ip(&["link", "del", "cnitestr7"]);
+    world.node.ip(&[
+        "link",
+        "add",
+        "cnitestr7",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "cnitestr7p",
+    ]);
+    let reservation = world.ipam_dir().join("n").join("10.70.0.7");
+    std::fs::write(&reservation, "ctr-other\r\neth0").expect("reservation");
+    let del = run(&world, "DEL", "ctr-a", &conf);
+    assert_eq!(del.code, 0, "DEL: {del:?}");
+    assert!(
+        world
+            .node
+            .ip(&["link", "show", "cnitestr7"])
+            .contains("cnitestr7"),
+        "a link that took the attachment's name is not the attachment's"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&reservation).expect("still reserved"),
+        "ctr-other\r\neth0",
+        "another container's reservation stays"
+    );
+    assert!(world.node.wasmcni_rules().is_empty(), "the rules went");
+    assert!(records(&world).is_empty(), "{:?}", records(&world));
+}
+
+#[test]
+fn gc_removes_exactly_the_attachments_the_runtime_no_longer_holds() {
+    let world = World::new("recgc");
+    let before = snapshot(&world);
+    // Four attachments of a plugin whose DEL and GC do nothing.
+    let cids = ["ctr-1", "ctr-2", "ctr-3", "ctr-4"];
+    let confs: Vec<Value> = (0..4u8).map(|i| conf(10 + i, 0)).collect();
+    // Each in a namespace of its own (the container end is eth0), kept
+    // (a namespace that goes takes the veth along).
+    let namespaces: Vec<support::Netns> = cids
+        .iter()
+        .map(|cid| support::Netns::new(&format!("recgc{}", &cid[4..])))
+        .collect();
+    for ((cid, c), ctr) in cids.iter().zip(&confs).zip(&namespaces) {
+        add_in(&world, ctr, cid, c);
+    }
+    assert_eq!(records(&world).len(), 4);
+    // The runtime still holds ctr-1 and ctr-3.
+    let gc = json!({"cniVersion": "1.1.0", "name": "n", "type": "scripted", "ops": [],
+                    "cni.dev/valid-attachments": [
+                        {"containerID": "ctr-1", "ifname": "eth0"},
+                        {"containerID": "ctr-3", "ifname": "eth0"}]});
+    let r = world.run("GC", &policy_with(grant()), &gc, &[]);
+    assert_eq!(r.code, 0, "GC: {r:?}");
+    let ipam = world.snapshot()["ipam"].clone();
+    for (i, cid) in cids.iter().enumerate() {
+        let n = 10 + i;
+        let kept = i % 2 == 0;
+        let link = world
+            .node
+            .ip(&["-o", "link", "show"])
+            .contains(&format!("cnitestr{n}"));
+        assert_eq!(link, kept, "{cid}'s host link");
+        assert_eq!(
+            namespaces[i].ip(&["-o", "link", "show"]).contains("eth0"),
+            kept,
+            "{cid}'s eth0"
+        );
+        assert_eq!(
+            ipam[format!("n/10.70.0.{n}")].is_string(),
+            kept,
+            "{cid}'s reservation: {ipam}"
+        );
+        let rules = world
+            .node
+            .wasmcni_rules()
+            .iter()
+            .any(|r| r.to_string().contains(&format!("10.70.0.{n}")));
+        assert_eq!(rules, kept, "{cid}'s masquerade rule");
+    }
+    assert_eq!(records(&world).len(), 2, "{:?}", records(&world));
+    // GC holding none: what is left goes, back to the start.
+    let gc = json!({"cniVersion": "1.1.0", "name": "n", "type": "scripted", "ops": [],
+                    "cni.dev/valid-attachments": []});
+    let r = world.run("GC", &policy_with(grant()), &gc, &[]);
+    assert_eq!(r.code, 0, "GC: {r:?}");
+    let mut now = snapshot(&world);
+    // The container namespaces were separate from the world's: its own is
+    // as before.
+    now["records"] = json!({});
+    let mut was = before.clone();
+    was["records"] = json!({});
+    support::assert_same(&was, &now, "after GC of every attachment");
+    assert!(records(&world).is_empty());
+}
+
+#[test]
+fn the_first_add_after_a_reboot_releases_what_records_of_the_earlier_boot_hold() {
+    let world = World::new("recboot");
+    let conf5 = conf(5, 0);
+    added(&world, "ctr-old", &conf5);
+    // A reboot, as the state root sees it: the record and the marker name
+    // another boot; the namespaces and rules went with it (here: removed
+    // by hand), the reservation file did not.
+    let recs = records(&world);
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    let mut record: Value =
+        serde_json::from_str(&std::fs::read_to_string(&recs[0]).expect("record")).expect("json");
+    record["boot-id"] = json!("00000000-0000-0000-0000-000000000000");
+    std::fs::write(&recs[0], record.to_string()).expect("rewrite record");
+    std::fs::write(world.state_dir().join("boot-id"), "earlier").expect("marker");
+    world.node.ip(&["link", "del", "cnitestr5"]);
+    world.node.nft(&["delete", "table", "inet", "wasmcni"]);
+    let held = world.ipam_dir().join("n").join("10.70.0.5");
+    assert!(held.exists(), "the earlier boot's reservation");
+    // The first ADD of this boot (another attachment) releases it first.
+    let conf6 = conf(6, 0);
+    added(&world, "ctr-new", &conf6);
+    assert!(!held.exists(), "the earlier boot's reservation is released");
+    assert_eq!(records(&world).len(), 1, "only the new attachment's record");
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").expect("boot id");
+    assert_eq!(
+        std::fs::read_to_string(world.state_dir().join("boot-id")).expect("marker"),
+        boot.trim()
+    );
+    let del = run(&world, "DEL", "ctr-new", &conf6);
+    assert_eq!(del.code, 0, "{del:?}");
+}
+
+#[test]
+fn wasmcni_gc_removes_the_attachments_whose_namespace_is_gone_and_dry_run_only_lists_them() {
+    let world = World::new("recop");
+    let live = support::Netns::new("recopl");
+    let doomed = support::Netns::new("recopd");
+    add_in(&world, &live, "ctr-live", &conf(20, 0));
+    add_in(&world, &doomed, "ctr-gone", &conf(21, 0));
+    // The runtime's sandbox goes without a DEL: its namespace takes the
+    // veth, and the reservation, rule and records stay.
+    drop(doomed);
+    // The kernel tears a namespace down in the background.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while world
+        .node
+        .ip(&["-o", "link", "show"])
+        .contains("cnitestr21")
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the namespace's veth stays"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(records(&world).len(), 2);
+    let before = world.snapshot();
+    let dry = operator_gc(&world, &["--dry-run", "--json"]);
+    assert_eq!(dry.code, 0, "{dry:?}");
+    let listed: Value = serde_json::from_str(&dry.stdout).expect("json");
+    let names: Vec<&str> = listed["attachments"]
+        .as_array()
+        .expect("attachments")
+        .iter()
+        .filter_map(|a| a["container-id"].as_str())
+        .collect();
+    assert_eq!(names, ["ctr-gone"], "{listed}");
+    assert_eq!(
+        listed["attachments"][0]["lists"]["reservations"],
+        json!(["10.70.0.21"])
+    );
+    support::assert_same(&before, &world.snapshot(), "a dry run changes nothing");
+    let gc = operator_gc(&world, &[]);
+    assert_eq!(gc.code, 0, "{gc:?}");
+    assert!(
+        gc.stdout.contains("removed n/ctr-gone/eth0"),
+        "{}",
+        gc.stdout
+    );
+    let ipam = world.snapshot()["ipam"].clone();
+    assert!(
+        ipam["n/10.70.0.20"].is_string(),
+        "the live attachment's stays: {ipam}"
+    );
+    assert!(
+        !ipam["n/10.70.0.21"].is_string(),
+        "the gone one's is released: {ipam}"
+    );
+    let rules = world.node.wasmcni_rules();
+    assert!(
+        rules.iter().any(|r| r.to_string().contains("10.70.0.20")),
+        "{rules:?}"
+    );
+    assert!(
+        !rules.iter().any(|r| r.to_string().contains("10.70.0.21")),
+        "{rules:?}"
+    );
+    assert_eq!(records(&world).len(), 1);
+    assert!(
+        !world.state_dir().join("plugin-state/n/ctr-gone").exists(),
+        "its plugin state went too"
+    );
+    // Nothing else is gone now.
+    let again = operator_gc(&world, &[]);
+    assert_eq!(again.code, 0, "{again:?}");
+    assert!(
+        again.stdout.contains("nothing to remove"),
+        "{}",
+        again.stdout
+    );
+    // With the runtime's list: the live one is not in it, so it goes.
+    let bad = operator_gc(&world, &["--valid", "ctr-other/eth0"]);
+    assert_ne!(bad.code, 0, "--valid needs --network: {bad:?}");
+    let gc = operator_gc(&world, &["--network", "n", "--valid", "ctr-other/eth0"]);
+    assert_eq!(gc.code, 0, "{gc:?}");
+    assert!(
+        gc.stdout.contains("removed n/ctr-live/eth0"),
+        "{}",
+        gc.stdout
+    );
+    assert!(records(&world).is_empty());
+    assert!(
+        !live.ip(&["-o", "link", "show"]).contains("eth0"),
+        "its veth went"
+    );
+    let bad = operator_gc(&world, &["--network", "n", "--valid", "no-slash"]);
+    assert_ne!(bad.code, 0);
+    assert!(bad.stderr.contains("CONTAINERID/IFNAME"), "{}", bad.stderr);
+}
+
+#[test]
+fn the_host_does_not_stand_in_for_a_failed_del_whose_add_changed_what_no_record_covers() {
+    // The ADD also changed a node link that is neither the attachment's nor
+    // the network's (a granted `cnitest*` link's MTU): only the plugin's
+    // DEL can put that back, so its failure is the runtime's answer.
+    let world = World::new("recunc");
+    let mut c = conf(8, 3);
+    c["ops"]
+        .as_array_mut()
+        .expect("ops")
+        .push(json!({"call": "link.set-mtu", "ns": "host", "link": "cnitestpre", "mtu": 1400}));
+    added(&world, "ctr-a", &c);
+    let recs = records(&world);
+    let record: Value =
+        serde_json::from_str(&std::fs::read_to_string(&recs[0]).expect("record")).expect("json");
+    assert!(
+        record["uncovered"].to_string().contains("node link"),
+        "the record says what it cannot cover: {record}"
+    );
+    let del = run(&world, "DEL", "ctr-a", &c);
+    assert_ne!(del.code, 0, "the failed DEL stands: {del:?}");
+    // What the record does cover is removed all the same.
+    assert!(!world.node.ip(&["-o", "link", "show"]).contains("cnitestr8"));
+    assert!(!world.ipam_dir().join("n").join("10.70.0.8").exists());
+}
