@@ -49,10 +49,14 @@ podman --log-level=error run --rm --network wasmnet --runtime runc \
   'ip -4 addr show eth0; ping -c 1 -W 2 10.59.0.1; echo through-portmap | nc -l -p 80' \
   </dev/null &
 pod=$!
+# Until the whole chain's ADD is done: portmap's DNAT and, after it, the
+# firewall plugin's forward rule (a loaded machine can be between the two).
 rules=0
 for _ in $(seq 1 150); do
-  rules=$(nft list table inet wasmcni 2>/dev/null | grep -c 'dnat ip to 10.59.0.2:80' || true)
-  [ "$rules" -gt 0 ] && break
+  table=$(nft list table inet wasmcni 2>/dev/null || true)
+  rules=$(grep -c 'dnat ip to 10.59.0.2:80' <<<"$table" || true)
+  forward=$(grep -c 'ip saddr 10.59.0.2 meta mark set' <<<"$table" || true)
+  [ "$rules" -gt 0 ] && [ "$forward" -gt 0 ] && break
   sleep 0.2
 done
 echo "DNAT rules while running: $rules"
