@@ -80,6 +80,10 @@ impl Node {
                 self.dir.path().join("policy.json").display().to_string(),
             )
             .env("WASMCNI_AUDIT", "off")
+            .env(
+                "WASMCNI_STATE_DIR",
+                self.dir.path().join("state").display().to_string(),
+            )
             .in_netns(&self.node);
         for (k, v) in extra {
             inv = inv.env(k, v);
@@ -311,6 +315,7 @@ fn s5_a_kill_at_any_step_leaves_no_partial_reservation() {
             .env("CNI_PATH", REFERENCE_DIR)
             .env("WASMCNI_POLICY", format!("{dir}/policy.json"))
             .env("WASMCNI_AUDIT", "off")
+            .env("WASMCNI_STATE_DIR", format!("{dir}/state"))
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::null())
             .spawn()

@@ -17,8 +17,8 @@
 //! (state root `$WASMCNI_STATE_DIR`, default [`DEFAULT_STATE_DIR`];
 //! directories 0700, files 0600). Each component is the name as given when
 //! it is a plain file name, else a digest, so no name reaches outside its
-//! directory. A record is written whole to a temporary file, synced, then
-//! renamed over the old one and the directory synced: a crash or `kill -9`
+//! directory. A record is written whole to a temporary file, then
+//! renamed over the old one (not synced, see [`write_atomic`]): a `kill -9`
 //! at any instant leaves the old record or the new one, never half of one.
 //!
 //! A record is valid for the boot it was written in (`boot_id`) and the
@@ -308,8 +308,8 @@ impl Location {
         Ok(Some(record))
     }
 
-    /// Writes `record` whole (temporary file, sync, rename, sync of the
-    /// directory), or removes the file when it holds nothing.
+    /// Writes `record` whole (temporary file, rename: [`write_atomic`]),
+    /// or removes the file when it holds nothing.
     ///
     /// # Ambient Authority
     /// Creates the state root by path (the host's setting).
@@ -480,9 +480,13 @@ pub(crate) fn read_bounded(root: &Path, path: &Path, max: u64) -> io::Result<Opt
 }
 
 /// Writes `text` as `dir/file` below `root` whole: a temporary file,
-/// synced, renamed over the old one, the directory synced (directories
-/// 0700, the file 0600). A crash or `kill -9` at any instant leaves the
-/// old file or the new one.
+/// renamed over the old one (directories 0700, the file 0600). A `kill -9`
+/// at any instant leaves the old file or the new one. Nothing is synced to
+/// disk, as for the IPAM state ([`crate::ipam`]) and the reference: a kill
+/// cannot lose the page cache, a sync would cost every ADD a disk flush,
+/// and after a power loss the kernel state a record speaks of is gone
+/// anyway; a file a crash left empty or torn does not parse, and is set
+/// aside ([`Location::load_or_quarantine`]).
 ///
 /// # Ambient Authority
 /// Creates `root` by path (the host's state root).
@@ -506,10 +510,8 @@ pub(crate) fn write_atomic(root: &Path, dir: &Path, file: &str, text: &[u8]) -> 
     }
     let mut f = dir.open_with(&tmp, &opts)?;
     f.write_all(text)?;
-    f.sync_all()?;
     drop(f);
-    dir.rename(&tmp, &dir, file)?;
-    dir.open(".")?.sync_all()
+    dir.rename(&tmp, &dir, file)
 }
 
 /// Removes `dir/file` below `root`, and the directories above it it

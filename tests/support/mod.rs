@@ -546,7 +546,9 @@ impl<'a> Invoke<'a> {
             exe: path.as_ref().to_owned(),
             argv0: None,
             args: vec![],
-            env: vec![],
+            // A wasmcni link's records and audit stay in target/ (a
+            // reference plugin ignores these).
+            env: test_env(),
             stdin,
         }
     }

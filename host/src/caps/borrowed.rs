@@ -104,7 +104,7 @@ impl Ctx {
         if moved.is_empty() && owned.is_empty() {
             return Ok(());
         }
-        let uncovered = self.uncovered();
+        let uncovered = self.uncovered(&owned);
         let loc = self.record_location();
         let names: Vec<String> = moved.iter().map(|(_, n, _)| n.clone()).collect();
         let result = (|| -> Result<(), String> {

@@ -122,7 +122,7 @@ impl Ctx {
     /// a node link that is neither, a policy rule in the node, a native
     /// delegate's ADD, an IPAM release — only the plugin's DEL takes back,
     /// so a failed DEL must stand ([`Ctx::finish_del`]).
-    pub(super) fn uncovered(&mut self) -> Vec<String> {
+    pub(super) fn uncovered(&mut self, owned: &Owned) -> Vec<String> {
         let mark = self.attachment.mark();
         let undos: Vec<Undo> = self.journal.undos().cloned().collect();
         let mut out = Vec::new();
@@ -161,6 +161,15 @@ impl Ctx {
                         .and_then(|r| r.split('.').next())
                         .filter(|l| !matches!(*l, "all" | "default"));
                     match link {
+                        // One of the attachment's own links: goes with it.
+                        Some(name)
+                            if owned
+                                .links
+                                .iter()
+                                .any(|l| l.ns == Kind::Host && l.name == name) =>
+                        {
+                            None
+                        }
                         Some(name) => self
                             .node_link_is_foreign(None, Some(name), &mark)
                             .then(|| format!("setting {key} of node link {name}")),
@@ -169,6 +178,9 @@ impl Ctx {
                     }
                 }
                 _ => match u.link() {
+                    // A link this ADD made carries the attachment's mark
+                    // or the network's: covered, no lookup needed.
+                    Some((Kind::Host, index)) if self.journal.created(Kind::Host, index) => None,
                     Some((Kind::Host, index)) => {
                         let is = match foreign.get(&index) {
                             Some(f) => *f,
