@@ -37,7 +37,7 @@ chmod 600 "$work/policy.json"
 run() {
   ip netns exec "$ns" env CNI_COMMAND=$5 CNI_CONTAINERID=hot CNI_NETNS=/run/netns/$3 CNI_IFNAME=$4 \
     CNI_PATH=/opt/cni/bin WASMCNI_POLICY="$work/policy.json" \
-    WASMCNI_AUDIT="$work/audit.jsonl" WASMCNI_CACHE_DIR="$work/cache" \
+    WASMCNI_AUDIT="$work/audit.jsonl" WASMCNI_CACHE_DIR="$work/cache" WASMCNI_STATE_DIR="$work/state" \
     valgrind --tool=callgrind --demangle=no --callgrind-out-file="$work/$6" \
     "$bin" run "$1" < "$work/$2" > /dev/null 2> "$work/vg.log"
 }

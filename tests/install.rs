@@ -547,6 +547,11 @@ fn private_podman_state() {
         "/run/libpod",
         "/var/lib/cni",
         "/etc/cni/net.d",
+        // podman runs the plugins without the test's WASMCNI_* settings
+        // (its cleanup process at least): wasmcni's default audit log and
+        // attachment records must not be the machine's.
+        "/var/log/wasmcni",
+        "/var/lib/wasmcni",
     ] {
         std::fs::create_dir_all(d).unwrap();
         mount(

@@ -146,6 +146,8 @@ fn steps(base: &Path) -> anyhow::Result<()> {
             .env("CNI_IFNAME", "lo")
             .env("CNI_PATH", &bin)
             .env("WASMCNI_CACHE_DIR", &cache)
+            // Attachment records in the sandbox, never the machine's.
+            .env("WASMCNI_STATE_DIR", cache.with_file_name("state"))
             .env("WASMCNI_AUDIT", &audit);
         if let Some(p) = policy {
             cmd.env("WASMCNI_POLICY", p);
@@ -421,6 +423,7 @@ fn chain_network(
             .env("CNI_IFNAME", "eth0")
             .env("CNI_PATH", bin)
             .env("WASMCNI_CACHE_DIR", cache)
+            .env("WASMCNI_STATE_DIR", cache.with_file_name("state"))
             .env("WASMCNI_AUDIT", audit)
             .env("WASMCNI_POLICY", &policy)
             .stdin(Stdio::piped())
