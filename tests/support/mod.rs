@@ -547,8 +547,12 @@ impl<'a> Invoke<'a> {
             argv0: None,
             args: vec![],
             // A wasmcni link's records and audit stay in target/ (a
-            // reference plugin ignores these).
-            env: test_env(),
+            // reference plugin ignores these); its artifact cache is its
+            // own (an installed link's, beside the executable).
+            env: test_env()
+                .into_iter()
+                .filter(|(k, _)| k != "WASMCNI_CACHE_DIR")
+                .collect(),
             stdin,
         }
     }
