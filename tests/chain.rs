@@ -184,6 +184,21 @@ fn state(net: &Net) -> Value {
     })
 }
 
+/// The node and container are as `before` but for the network's bridge,
+/// which stays after the last DEL as the reference's does (its gateway
+/// address and routes with it).
+fn assert_back_to(net: &Net, before: &Value, what: &str) {
+    let mut after = state(net);
+    after["node"]
+        .as_array_mut()
+        .expect("links")
+        .retain(|l| l["name"] != "cnichain0");
+    let mut was = before.clone();
+    was["node-routes"] = Value::Null;
+    after["node-routes"] = Value::Null;
+    assert_eq!(was, after, "{what}");
+}
+
 #[test]
 fn the_chain_runner_gives_the_result_libcni_gives_for_the_same_list() {
     let mut results = Vec::new();
@@ -207,17 +222,7 @@ fn the_chain_runner_gives_the_result_libcni_gives_for_the_same_list() {
         assert_eq!(check.code, 0, "{name} CHECK: {check:?}");
         let del = call(&net, bin_dir(), "del", &conflist, &net.ctr.path, "ctr0");
         assert_eq!(del.code, 0, "{name} DEL: {del:?}");
-        let mut after = state(&net);
-        // The bridge stays, as the reference's does; its gateway address
-        // with it.
-        after["node"]
-            .as_array_mut()
-            .expect("links")
-            .retain(|l| l["name"] != "cnichain0");
-        let mut was = before.clone();
-        was["node-routes"] = Value::Null;
-        after["node-routes"] = Value::Null;
-        assert_eq!(was, after, "{name}: DEL left something");
+        assert_back_to(&net, &before, &format!("{name}: DEL left something"));
         assert_eq!(net.reservations(), Vec::<String>::new());
         assert_eq!(records(&net), 0, "{name}: records left");
     }
@@ -245,7 +250,7 @@ fn a_chain_failure_at_any_position_undoes_the_whole_chain() {
             err["details"].as_str().unwrap_or("").contains(what),
             "the error names the member: {err}"
         );
-        let mut after = state(&net);
+        let after = state(&net);
         // The first ADD of the network made its bridge: undone too.
         assert_eq!(before, after, "{what}: the failed chain left something");
         // The plain list, for contrast: the earlier plugins' changes stay
@@ -271,15 +276,11 @@ fn a_chain_failure_at_any_position_undoes_the_whole_chain() {
             continue;
         }
         assert_eq!(del.code, 0, "{what}: {del:?}");
-        after = state(&net);
-        after["node"]
-            .as_array_mut()
-            .expect("links")
-            .retain(|l| l["name"] != "cnichain0");
-        let mut was = before.clone();
-        was["node-routes"] = Value::Null;
-        after["node-routes"] = Value::Null;
-        assert_eq!(was, after, "{what}: the runtime's DEL cleaned the list up");
+        assert_back_to(
+            &net,
+            &before,
+            &format!("{what}: the runtime's DEL cleaned the list up"),
+        );
     }
 }
 

@@ -165,10 +165,7 @@ pub fn invoke(
         caps.reconcile_boot();
     }
     runner::arm_deadline(&rt.engine, deadline);
-    let tokio_rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .map_err(runner::internal)?;
+    let tokio_rt = runner::current_thread_runtime()?;
     let _entered = tokio_rt.enter();
     let outcome = run(&command, &conf, &list, &members, &mut caps);
     let outcome = runner::finish(&command, outcome, &mut caps, NAME);

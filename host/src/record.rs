@@ -246,9 +246,16 @@ pub(crate) fn component(name: &str) -> String {
 
 /// This boot's id.
 pub fn boot_id() -> io::Result<String> {
-    Ok(std::fs::read_to_string("/proc/sys/kernel/random/boot_id")?
+    // Read once per process: ADD asks for it to reconcile, to write the
+    // record and to check an old one.
+    static BOOT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    if let Some(b) = BOOT.get() {
+        return Ok(b.clone());
+    }
+    let b = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")?
         .trim()
-        .to_owned())
+        .to_owned();
+    Ok(BOOT.get_or_init(|| b).clone())
 }
 
 impl Location {
@@ -438,13 +445,7 @@ pub fn list(root: &Path, network: &str) -> (Vec<(Location, Record)>, Vec<String>
                 continue;
             }
         };
-        let attachment = Attachment {
-            network: record.network.clone(),
-            container_id: record.container_id.clone(),
-            ifname: record.ifname.clone(),
-            ..Attachment::default()
-        };
-        let loc = Location::new(root, &attachment, &record.plugin);
+        let loc = Location::new(root, &record.attachment(), &record.plugin);
         if loc.path() != path || record.network != network || record.version != VERSION {
             errors.push(format!(
                 "{}: names {}, left alone",
@@ -557,6 +558,16 @@ impl Record {
             owned: Owned::default(),
             uncovered: Vec::new(),
         })
+    }
+
+    /// The attachment it speaks of.
+    pub fn attachment(&self) -> Attachment {
+        Attachment {
+            network: self.network.clone(),
+            container_id: self.container_id.clone(),
+            ifname: self.ifname.clone(),
+            ..Attachment::default()
+        }
     }
 
     /// Whether the record speaks of this boot and of the container

@@ -261,10 +261,7 @@ pub fn invoke(
     // ambient Tokio runtime, and start a multi-threaded one (a thread per
     // core, cgroup probing) if there is none. A current-thread runtime,
     // entered here, costs no threads: start-up is every CNI call's hot path.
-    let tokio_rt = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .map_err(internal)?;
+    let tokio_rt = current_thread_runtime()?;
     let _entered = tokio_rt.enter();
     let (outcome, mut caps) = execute(
         &rt, &component, &imports, &plugin, &rt.env, stdin, &limits, caps,
@@ -453,6 +450,15 @@ pub(crate) fn with_details(stdout: &[u8], details: impl Fn(&str) -> String) -> O
     let mut out = serde_json::to_vec(&error).ok()?;
     out.push(b'\n');
     Some(out)
+}
+
+/// The Tokio runtime a run enters (see [`invoke`]): current-thread, with
+/// timers, no threads of its own.
+pub(crate) fn current_thread_runtime() -> Result<tokio::runtime::Runtime, CniError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .map_err(internal)
 }
 
 /// A failed run's outcome, in a few words (for stderr).

@@ -31,14 +31,23 @@ impl Ctx {
     /// The record of the runtime's attachment by the plugin the runtime
     /// executed (a delegate's or member's changes are its caller's).
     fn record_location(&self) -> Location {
+        Location::new(
+            &Location::root_from_env(),
+            &self.owner(),
+            &self.record_plugin,
+        )
+    }
+
+    /// The runtime's attachment (a delegate's config may name another
+    /// network; its changes are the runtime's attachment's).
+    fn owner(&self) -> super::Attachment {
         let (network, container_id, ifname) = self.state_owner.clone();
-        let attachment = super::Attachment {
+        super::Attachment {
             network,
             container_id,
             ifname,
             ..super::Attachment::default()
-        };
-        Location::new(&Location::root_from_env(), &attachment, &self.record_plugin)
+        }
     }
 
     fn container_ino(&self) -> Option<u64> {
@@ -122,8 +131,8 @@ impl Ctx {
                 });
             }
             let old = loc.load_or_quarantine();
-            let mut record = Record::new(&self.attachment, self.audit.plugin(), ino)
-                .map_err(|e| e.to_string())?;
+            let mut record =
+                Record::new(&self.owner(), &self.record_plugin, ino).map_err(|e| e.to_string())?;
             if let Some(old) = old {
                 let here = old.applies_to(ino);
                 for b in old.borrowed {

@@ -101,13 +101,7 @@ impl Ctx {
     fn owned_link(&mut self, l: &OwnedLink, record: &Record) -> Option<super::link::Link> {
         let msg = self.netlink(l.ns).ok()?.link_by_name(&l.name).ok()?;
         let link = super::link::Link::from_message(msg);
-        let mark = crate::caps::Attachment {
-            network: record.network.clone(),
-            container_id: record.container_id.clone(),
-            ifname: record.ifname.clone(),
-            ..crate::caps::Attachment::default()
-        }
-        .mark();
+        let mark = record.attachment().mark();
         let ours = link.kind == l.kind
             && (l.ns == Kind::Container || link.alias.as_deref() == Some(mark.as_str()));
         ours.then_some(link)
@@ -238,13 +232,7 @@ impl Ctx {
     ) -> Cleanup {
         let mut c = Cleanup::default();
         let owned = &record.owned;
-        let attachment = crate::caps::Attachment {
-            network: record.network.clone(),
-            container_id: record.container_id.clone(),
-            ifname: record.ifname.clone(),
-            ..crate::caps::Attachment::default()
-        };
-        let mark = attachment.mark();
+        let mark = record.attachment().mark();
         if !owned.is_empty() {
             if let Err(e) = self.open_host() {
                 c.failures
