@@ -426,3 +426,89 @@ fn a_chain_member_may_not_touch_the_links_an_earlier_member_made() {
     assert_eq!(del.code, 0, "{del:?}");
     support::assert_same(&before, &world.snapshot(), "after the chain's DEL");
 }
+
+/// `kill -9` of the chain runner right after each of its host calls acted
+/// (through libcni, as a runtime's timeout kills a plugin): from what it
+/// leaves (its intent log), the runtime's DEL, or a GC that no longer
+/// holds the attachment, takes the node and the container back to the
+/// start (but for the network's bridge, which a DEL leaves too).
+#[test]
+fn a_chain_killed_at_any_host_call_is_cleaned_up_by_del_and_gc() {
+    let net = Net::new("chkill");
+    let before = state(&net);
+    let list = chained(&members(GOOD));
+    let conflist = write(&net, "net.conflist", &list);
+    // The runtime's GC holding no attachment, as libcni 1.2 calls the
+    // plugin (Debian's libcni 1.1.2 has no GC).
+    let mut gc = list["plugins"][0].clone();
+    gc["cniVersion"] = json!("1.1.0");
+    gc["name"] = json!("devnet");
+    gc["cni.dev/valid-attachments"] = json!([]);
+    let gc = gc.to_string().replace(
+        "\"@data\"",
+        &Value::from(net.data().display().to_string()).to_string(),
+    );
+    let (mut killed, mut left) = (0, 0);
+    let mut whole = false;
+    'calls: for k in 1..=200 {
+        for cleanup in ["DEL", "GC"] {
+            let mut env = net.env.clone();
+            env.push(("WASMCNI_FAULT".into(), format!("kill:{k}")));
+            let add = Call {
+                node: &net.node,
+                bin: bin_dir(),
+                cmd: "add",
+                conflist: &conflist,
+                netns: &net.ctr.path,
+                cid: "ctr0",
+                ifname: "eth0",
+                cache: &net.dir.path().join("cache"),
+                args: "",
+                capargs: CAPARGS,
+                env: &env,
+            }
+            .run();
+            if add.code == 0 {
+                // Past the chain's last host call: it ran whole.
+                let del = call(&net, bin_dir(), "del", &conflist, &net.ctr.path, "ctr0");
+                assert_eq!(del.code, 0, "DEL: {del:?}");
+                whole = true;
+                break 'calls;
+            }
+            assert!(
+                add.stderr.contains("signal: killed"),
+                "kill:{k}: the chain is killed: {add:?}"
+            );
+            killed += 1;
+            if records(&net) > 0 {
+                left += 1;
+            }
+            let c = if cleanup == "DEL" {
+                let d = call(&net, bin_dir(), "del", &conflist, &net.ctr.path, "ctr0");
+                (d.code, format!("{d:?}"))
+            } else {
+                let mut inv = support::Invoke::wasmcni_run("wasmcni-chain", gc.as_bytes())
+                    .cni("GC", &net.ctr.path, "eth0")
+                    .env("CNI_CONTAINERID", "ctr0")
+                    .in_netns(&net.node);
+                for (key, v) in &net.env {
+                    inv = inv.env(key, v);
+                }
+                let r = inv.run();
+                (r.code, format!("{r:?}"))
+            };
+            assert_eq!(c.0, 0, "{cleanup} after kill:{k}: {}", c.1);
+            assert_back_to(
+                &net,
+                &before,
+                &format!("{cleanup} after the chain was killed at host call {k}"),
+            );
+        }
+    }
+    assert!(whole, "the chain makes fewer than 200 host calls");
+    assert!(killed >= 40, "{killed} kills");
+    assert!(
+        left * 2 > killed,
+        "{left} of {killed} kills left an intent log"
+    );
+}

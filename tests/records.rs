@@ -44,17 +44,25 @@ fn conf(n: u8, del_exit: i64) -> Value {
 }
 
 fn run(world: &World, cmd: &str, cid: &str, conf: &Value) -> support::Run {
+    run_with(world, cmd, cid, conf, &[])
+}
+
+/// [`run`] with more environment (`WASMCNI_FAULT`).
+fn run_with(
+    world: &World,
+    cmd: &str,
+    cid: &str,
+    conf: &Value,
+    env: &[(&str, &str)],
+) -> support::Run {
     let mut conf = conf.clone();
     // An ADD must exit 0; `exit` is for the DEL.
     if cmd == "ADD" {
         conf["exit"] = json!(0);
     }
-    world.run(
-        cmd,
-        &policy_with(grant()),
-        &conf,
-        &[("CNI_CONTAINERID", cid)],
-    )
+    let mut extra = vec![("CNI_CONTAINERID", cid)];
+    extra.extend_from_slice(env);
+    world.run(cmd, &policy_with(grant()), &conf, &extra)
 }
 
 fn added(world: &World, cid: &str, conf: &Value) {
@@ -467,4 +475,118 @@ fn the_host_does_not_stand_in_for_a_failed_del_whose_add_changed_what_no_record_
     // What the record does cover is removed all the same.
     assert!(!world.node.ip(&["-o", "link", "show"]).contains("cnitestr8"));
     assert!(!world.ipam_dir().join("n").join("10.70.0.8").exists());
+}
+
+/// An ADD killed (SIGKILL, as a runtime's timeout kills a plugin) right
+/// after each of its host calls acted, and between making its node link
+/// and marking it: what it leaves (an intent log, written before each
+/// step) is enough for the host's DEL, and for GC, to bring the node, the
+/// container, IPAM, the rules, plugin state and the records back to the
+/// start, with a plugin whose DEL does nothing.
+#[test]
+fn an_add_killed_at_any_host_call_leaves_what_del_and_gc_clean_up() {
+    let world = World::new("reckill");
+    let before = snapshot(&world);
+    let conf = conf(8, 0);
+    let gc = json!({"cniVersion": "1.1.0", "name": "n", "type": "scripted", "ops": [],
+                    "cni.dev/valid-attachments": []});
+    let mut faults = vec!["step:link-unmarked".to_owned()];
+    faults.extend((1..=64).map(|k| format!("kill:{k}")));
+    let (mut killed, mut left) = (0, 0);
+    let mut whole = false;
+    'faults: for fault in &faults {
+        for cleanup in ["DEL", "GC"] {
+            let r = run_with(&world, "ADD", "ctr-k", &conf, &[("WASMCNI_FAULT", fault)]);
+            if r.code == 0 {
+                // Past the ADD's last host call: it ran whole.
+                assert!(fault.starts_with("kill:"), "{fault}: {r:?}");
+                let del = run(&world, "DEL", "ctr-k", &conf);
+                assert_eq!(del.code, 0, "DEL: {del:?}");
+                whole = true;
+                break 'faults;
+            }
+            assert_eq!(r.code, -1, "{fault}: the ADD is killed: {r:?}");
+            killed += 1;
+            if !records(&world).is_empty() {
+                left += 1;
+            }
+            let c = if cleanup == "DEL" {
+                run(&world, "DEL", "ctr-k", &conf)
+            } else {
+                world.run("GC", &policy_with(grant()), &gc, &[])
+            };
+            assert_eq!(c.code, 0, "{cleanup} after {fault}: {c:?}");
+            support::assert_same(
+                &before,
+                &snapshot(&world),
+                &format!("{cleanup} after an ADD killed at {fault}"),
+            );
+            assert!(records(&world).is_empty(), "{:?}", records(&world));
+        }
+    }
+    assert!(
+        whole,
+        "an ADD of this plugin makes fewer than 64 host calls"
+    );
+    // Most kills come after the first step that makes something: each
+    // of those left its intent log for the cleanup to read.
+    assert!(killed >= 16, "{killed} kills");
+    assert!(
+        left * 2 > killed,
+        "{left} of {killed} kills left an intent log"
+    );
+    support::assert_same(&before, &snapshot(&world), "after the whole ADD and DEL");
+}
+
+/// Hostile: a plugin asks to make a node link under the name of one that
+/// is there already and not wasmcni's (no mark), and is killed right
+/// there. Its intent log must not name that link (else the unmarked link
+/// would be taken for one the ADD made and not yet marked): DEL and GC
+/// leave it.
+#[test]
+fn an_add_killed_while_naming_a_foreign_link_gets_the_host_to_remove_nothing() {
+    let world = World::new("recname");
+    world.node.ip(&[
+        "link",
+        "add",
+        "cnitestr9",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "cnitestr9p",
+    ]);
+    let before = snapshot(&world);
+    let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+                      "commands": ["ADD"], "ops": [
+        {"call": "link.create-veth", "ns": "host", "name": "cnitestr9",
+         "peer-ns": "container", "peer-name": "eth0"}]});
+    let gc = json!({"cniVersion": "1.1.0", "name": "n", "type": "scripted", "ops": [],
+                    "cni.dev/valid-attachments": []});
+    let mut killed = 0;
+    for k in 1..=4 {
+        for cleanup in ["DEL", "GC"] {
+            let fault = format!("kill:{k}");
+            let r = run_with(&world, "ADD", "ctr-x", &conf, &[("WASMCNI_FAULT", &fault)]);
+            if r.code != -1 {
+                // Past its last call: the ADD ran whole, and the kernel
+                // refused the name.
+                assert!(r.stdout.contains("already-exists"), "{r:?}");
+                continue;
+            }
+            killed += 1;
+            let c = if cleanup == "DEL" {
+                run(&world, "DEL", "ctr-x", &conf)
+            } else {
+                world.run("GC", &policy_with(grant()), &gc, &[])
+            };
+            assert_eq!(c.code, 0, "{cleanup} after {fault}: {c:?}");
+            support::assert_same(
+                &before,
+                &snapshot(&world),
+                &format!("{cleanup} after an ADD killed at {fault}"),
+            );
+        }
+    }
+    assert!(killed >= 2, "the create call was reached: {killed} kills");
 }

@@ -163,6 +163,7 @@ pub fn invoke(
     });
     if command == "ADD" {
         caps.reconcile_boot();
+        caps.adopt_intent();
     }
     runner::arm_deadline(&rt.engine, deadline);
     let tokio_rt = runner::current_thread_runtime()?;

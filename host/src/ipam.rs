@@ -60,13 +60,32 @@ const TMP_PREFIX: &str = ".wasmcni-tmp.";
 fn fault(step: &str) {
     #[cfg(debug_assertions)]
     if std::env::var("WASMCNI_FAULT").is_ok_and(|f| f == format!("ipam:{step}")) {
-        // SAFETY: kill(2) on our own pid; no memory is touched.
-        unsafe {
-            libc::kill(libc::getpid(), libc::SIGKILL);
-        }
+        fault_kill();
     }
     #[cfg(not(debug_assertions))]
     let _ = step;
+}
+
+/// Test builds only: `WASMCNI_FAULT` named a step here: the process dies
+/// at once, as under a runtime's `kill -9`.
+pub(crate) fn fault_kill() {
+    #[cfg(debug_assertions)]
+    // SAFETY: kill(2) on our own pid; no memory is touched.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGKILL);
+    }
+}
+
+/// Test builds only: kills the process at a named step of a host call
+/// (`WASMCNI_FAULT=step:<name>`), for a window inside one call (a link
+/// made and not yet marked). Release builds compile it out.
+pub(crate) fn fault_step(name: &str) {
+    #[cfg(debug_assertions)]
+    if std::env::var("WASMCNI_FAULT").is_ok_and(|f| f.strip_prefix("step:") == Some(name)) {
+        fault_kill();
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = name;
 }
 
 /// Who holds a reservation.

@@ -176,7 +176,7 @@ pub fn gc(
     let mut removed = Vec::new();
     let mut errors = Vec::new();
     let net_dir = root.join(TOP).join(component(network));
-    let files = walk(&net_dir, &mut errors);
+    let files = walk(&net_dir, &["json"], &mut errors);
     for path in files {
         let text = match std::fs::read(&path) {
             Ok(t) => t,
@@ -253,8 +253,9 @@ pub fn remove_attachment(
     Ok(removed)
 }
 
-/// The `*.json` files three levels below `dir` (container, ifname, file).
-pub(crate) fn walk(dir: &Path, errors: &mut Vec<String>) -> Vec<PathBuf> {
+/// The files with one of `exts` three levels below `dir` (container,
+/// ifname, file).
+pub(crate) fn walk(dir: &Path, exts: &[&str], errors: &mut Vec<String>) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut level = vec![dir.to_owned()];
     for depth in 0..3 {
@@ -273,7 +274,10 @@ pub(crate) fn walk(dir: &Path, errors: &mut Vec<String>) -> Vec<PathBuf> {
                 let p = e.path();
                 if depth < 2 && ft.is_dir() {
                     next.push(p);
-                } else if depth == 2 && ft.is_file() && p.extension().is_some_and(|x| x == "json") {
+                } else if depth == 2
+                    && ft.is_file()
+                    && p.extension().is_some_and(|x| exts.iter().any(|e| x == *e))
+                {
                     out.push(p);
                 }
             }

@@ -112,6 +112,14 @@ pub struct OwnedLink {
     pub name: String,
     /// `IFLA_INFO_KIND`.
     pub kind: Option<String>,
+    /// Named in an intent line before it was made ([`Location::intend`]):
+    /// a process killed between making a node link and marking it leaves
+    /// it unmarked, so such an entry also stands for a link of that name
+    /// and kind that carries no alias at all (wasmcni checks the name is
+    /// free before it writes the line, so a link that was there before
+    /// is never named).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub intent: bool,
 }
 
 /// An address an ADD reserved.
@@ -134,6 +142,10 @@ pub struct FirewallRules {
     pub kinds: Vec<crate::caps::firewall::FwKind>,
 }
 
+/// What a record read from an intent log counts as uncovered.
+pub const INTERRUPTED: &str =
+    "an ADD that was interrupted before it finished (only what it named before each step is known)";
+
 /// The most entries of each kind one record holds.
 pub const MAX_OWNED: usize = 256;
 
@@ -146,8 +158,14 @@ impl Owned {
     /// Adds what `other` holds that this does not.
     pub fn merge(&mut self, other: Owned) {
         for l in other.links {
-            if !self.links.contains(&l) {
-                self.links.push(l);
+            match self
+                .links
+                .iter_mut()
+                .find(|x| x.ns == l.ns && x.name == l.name && x.kind == l.kind)
+            {
+                // Marked by the ADD that named it: the mark is required.
+                Some(x) => x.intent &= l.intent,
+                None => self.links.push(l),
             }
         }
         for r in other.reservations {
@@ -288,11 +306,139 @@ impl Location {
         self.root.join(&self.dir).join(&self.file)
     }
 
-    /// The record, if there is one.
+    /// The intent log's file name: `<plugin>.intent` beside the record.
+    fn intent_file(&self) -> String {
+        let stem = self.file.strip_suffix(".json").unwrap_or(&self.file);
+        format!("{stem}.intent")
+    }
+
+    /// The intent log's path, for messages.
+    pub fn intent_path(&self) -> PathBuf {
+        self.root.join(&self.dir).join(self.intent_file())
+    }
+
+    /// Appends one line to the attachment's intent log before the ADD
+    /// makes what `line` lists (a link, a reservation, firewall rules), so
+    /// that a process killed at any instant after it leaves the means to
+    /// remove it: [`Location::load`] reads the log with the record, and
+    /// [`Location::store`] (the ADD's end, or its undo) and
+    /// [`Location::remove`] take it away. One `write(2)` of one line on an
+    /// `O_APPEND` file, not synced (as [`write_atomic`]): a kill cannot
+    /// lose it, and a line a crash tore is skipped.
+    ///
+    /// # Ambient Authority
+    /// Creates the state root by path (the host's setting).
+    pub fn intend(&self, line: &Record) -> io::Result<()> {
+        let mut text = serde_json::to_vec(line).map_err(io::Error::other)?;
+        text.push(b'\n');
+        let mut opts = OpenOptions::new();
+        opts.append(true).create(true);
+        {
+            use cap_std::fs::OpenOptionsExt;
+            opts.mode(0o600);
+        }
+        let path = self.dir.join(self.intent_file());
+        let root = match Dir::open_ambient_dir(&self.root, ambient_authority()) {
+            Ok(r) => r,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                std::fs::create_dir_all(&self.root)?;
+                Dir::open_ambient_dir(&self.root, ambient_authority())?
+            }
+            Err(e) => return Err(e),
+        };
+        let mut f = match root.open_with(&path, &opts) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let mut builder = DirBuilder::new();
+                builder.recursive(true);
+                {
+                    use cap_std::fs::DirBuilderExt;
+                    builder.mode(0o700);
+                }
+                root.create_dir_with(&self.dir, &builder)?;
+                root.open_with(&path, &opts)?
+            }
+            Err(e) => return Err(e),
+        };
+        f.write_all(&text)
+    }
+
+    /// What the intent log holds, folded into one record (`None`: no
+    /// log, or no whole line in it). The record's boot and namespace are
+    /// the last line's; a container link named under another namespace
+    /// went with it and is left out. The intent lines cannot say what else
+    /// the interrupted ADD changed, so the record counts that as uncovered.
+    fn load_intent(&self, interrupted: bool) -> io::Result<Option<Record>> {
+        let path = self.dir.join(self.intent_file());
+        let Some(text) = read_bounded(&self.root, &path, MAX_RECORD)? else {
+            return Ok(None);
+        };
+        let lines: Vec<Record> = text
+            .split(|b| *b == b'\n')
+            .filter_map(|l| serde_json::from_slice::<Record>(l).ok())
+            .filter(|r| r.version == VERSION)
+            .collect();
+        let Some(last) = lines.last() else {
+            return Ok(None);
+        };
+        let mut out = Record {
+            owned: Owned::default(),
+            borrowed: Vec::new(),
+            uncovered: if interrupted {
+                vec![INTERRUPTED.to_owned()]
+            } else {
+                Vec::new()
+            },
+            ..last.clone()
+        };
+        for mut l in lines {
+            if l.netns != out.netns || l.boot_id != out.boot_id {
+                l.owned.links.retain(|x| x.ns == crate::netns::Kind::Host);
+            }
+            for x in &mut l.owned.links {
+                x.intent = true;
+            }
+            out.owned.merge(l.owned);
+        }
+        Ok(Some(out))
+    }
+
+    /// The record, if there is one, with what the intent log adds (an ADD
+    /// that was interrupted before it wrote its record).
     ///
     /// # Ambient Authority
     /// Opens the state root by path (the host's setting).
     pub fn load(&self) -> io::Result<Option<Record>> {
+        self.load_as(true)
+    }
+
+    /// [`Location::load`]; `interrupted` says whether the intent log is
+    /// an interrupted ADD's (else it is this process's own, in an ADD that
+    /// is still running, and adds nothing to `uncovered`).
+    pub fn load_as(&self, interrupted: bool) -> io::Result<Option<Record>> {
+        let intent = self.load_intent(interrupted)?;
+        let Some(mut record) = self.load_record()? else {
+            return Ok(intent);
+        };
+        if let Some(i) = intent {
+            if i.netns != record.netns || i.boot_id != record.boot_id {
+                let mut o = i.owned;
+                o.links.retain(|x| x.ns == crate::netns::Kind::Host);
+                record.owned.merge(o);
+            } else {
+                record.owned.merge(i.owned);
+            }
+            for u in i.uncovered {
+                if !record.uncovered.contains(&u) {
+                    record.uncovered.push(u);
+                }
+            }
+        }
+        Ok(Some(record))
+    }
+
+    /// The record file alone.
+    fn load_record(&self) -> io::Result<Option<Record>> {
         let Some(text) = read_bounded(&self.root, &self.dir.join(&self.file), MAX_RECORD)? else {
             return Ok(None);
         };
@@ -349,7 +495,27 @@ impl Location {
                 format!("a record of {} bytes (at most {MAX_RECORD})", text.len()),
             ));
         }
-        write_atomic(&self.root, &self.dir, &self.file, &text)
+        write_atomic(&self.root, &self.dir, &self.file, &text)?;
+        // The record now holds what the intent log named.
+        self.remove_intent()
+    }
+
+    /// Whether there is an intent log.
+    pub fn has_intent(&self) -> bool {
+        self.intent_path().exists()
+    }
+
+    /// Removes the intent log (not the directories: the record is there).
+    fn remove_intent(&self) -> io::Result<()> {
+        let root = match Dir::open_ambient_dir(&self.root, ambient_authority()) {
+            Ok(d) => d,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        match root.remove_file(self.dir.join(self.intent_file())) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
     }
 
     /// Moves an unreadable record aside (`.<file>.bad`, beside it) so that
@@ -370,7 +536,12 @@ impl Location {
     /// is moved aside, said on stderr: DEL must not fail forever on a file
     /// a crash or an older wasmcni left).
     pub fn load_or_quarantine(&self) -> Option<Record> {
-        match self.load() {
+        self.load_or_quarantine_as(true)
+    }
+
+    /// [`Location::load_or_quarantine`], as [`Location::load_as`].
+    pub fn load_or_quarantine_as(&self, interrupted: bool) -> Option<Record> {
+        match self.load_as(interrupted) {
             Ok(r) => r,
             Err(e) => {
                 let moved = self
@@ -378,7 +549,7 @@ impl Location {
                     .map(|p| p.display().to_string())
                     .unwrap_or_else(|q| format!("not moved aside: {q}"));
                 eprintln!("wasmcni: attachment record unreadable ({e}); set aside: {moved}");
-                None
+                self.load_intent(interrupted).ok().flatten()
             }
         }
     }
@@ -389,6 +560,7 @@ impl Location {
     /// # Ambient Authority
     /// Opens the state root by path (the host's setting).
     pub fn remove(&self) -> io::Result<()> {
+        self.remove_intent()?;
         remove_pruning(&self.root, &self.dir, &self.file, Path::new("attachments"))
     }
 }
@@ -405,13 +577,11 @@ pub fn networks(root: &Path) -> Vec<String> {
     };
     for d in dirs.flatten() {
         let mut errors = Vec::new();
-        let files = crate::plugin_state::walk(&d.path(), &mut errors);
-        let network = files.iter().find_map(|p| {
-            let text = std::fs::read(p).ok()?;
-            serde_json::from_slice::<Record>(&text)
-                .ok()
-                .map(|r| r.network)
-        });
+        let files = crate::plugin_state::walk(&d.path(), RECORD_FILES, &mut errors);
+        let network = files
+            .iter()
+            .find_map(|p| std::fs::read(p).ok().and_then(|t| first_record(&t)))
+            .map(|r| r.network);
         if let Some(n) = network {
             if !out.contains(&n) {
                 out.push(n);
@@ -421,9 +591,22 @@ pub fn networks(root: &Path) -> Vec<String> {
     out
 }
 
+/// The extensions of a record (`json`) and of an intent log (`intent`).
+const RECORD_FILES: &[&str] = &["json", "intent"];
+
+/// The record a file holds: the whole file, or an intent log's first
+/// whole line.
+fn first_record(text: &[u8]) -> Option<Record> {
+    serde_json::from_slice(text).ok().or_else(|| {
+        text.split(|b| *b == b'\n')
+            .find_map(|l| serde_json::from_slice(l).ok())
+    })
+}
+
 /// The records of `network` below `root`, each with its location (a file
 /// that is not a record, or is not where its content says it belongs, is
-/// reported and left alone).
+/// reported and left alone). An intent log with no record beside it (an
+/// ADD killed before its end) is listed as the record it folds into.
 ///
 /// # Ambient Authority
 /// Reads the state root by path (the host's setting).
@@ -431,30 +614,50 @@ pub fn list(root: &Path, network: &str) -> (Vec<(Location, Record)>, Vec<String>
     let mut errors = Vec::new();
     let mut out = Vec::new();
     let dir = root.join("attachments").join(component(network));
-    for path in crate::plugin_state::walk(&dir, &mut errors) {
+    for path in crate::plugin_state::walk(&dir, RECORD_FILES, &mut errors) {
         let Ok(rel) = path.strip_prefix(root) else {
             continue;
         };
-        let record: Record = match read_bounded(root, rel, MAX_RECORD).and_then(|t| {
-            serde_json::from_slice(&t.unwrap_or_default())
-                .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
-        }) {
+        let intent = path.extension().is_some_and(|x| x == "intent");
+        if intent && path.with_extension("json").exists() {
+            // Read with its record.
+            continue;
+        }
+        let first = read_bounded(root, rel, MAX_RECORD).and_then(|t| {
+            let t = t.unwrap_or_default();
+            let r = if intent {
+                first_record(&t)
+            } else {
+                serde_json::from_slice(&t).ok()
+            };
+            r.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "not a record"))
+        });
+        let first: Record = match first {
             Ok(r) => r,
             Err(e) => {
                 errors.push(format!("{}: {e}", path.display()));
                 continue;
             }
         };
-        let loc = Location::new(root, &record.attachment(), &record.plugin);
-        if loc.path() != path || record.network != network || record.version != VERSION {
+        let loc = Location::new(root, &first.attachment(), &first.plugin);
+        let at = if intent {
+            loc.intent_path()
+        } else {
+            loc.path()
+        };
+        if at != path || first.network != network || first.version != VERSION {
             errors.push(format!(
                 "{}: names {}, left alone",
                 path.display(),
-                loc.path().display()
+                at.display()
             ));
             continue;
         }
-        out.push((loc, record));
+        match loc.load() {
+            Ok(Some(r)) => out.push((loc, r)),
+            Ok(None) => {}
+            Err(e) => errors.push(format!("{}: {e}", path.display())),
+        }
     }
     (out, errors)
 }
@@ -527,9 +730,10 @@ pub(crate) fn remove_pruning(root: &Path, dir: &Path, file: &str, top: &Path) ->
         Err(e) => return Err(e),
     };
     match root.remove_file(dir.join(file)) {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
+        // Gone already: the directories above may still be emptied (a
+        // record's intent log removed just before).
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
     }
     let mut d = dir.to_owned();
     while d.parent().is_some() && d != top {

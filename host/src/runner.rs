@@ -255,6 +255,7 @@ pub fn invoke(
     });
     if command == "ADD" {
         caps.reconcile_boot();
+        caps.adopt_intent();
     }
     arm_deadline(&rt.engine, limits.deadline);
     // wasmtime-wasi's synchronous streams block on futures through the

@@ -95,6 +95,55 @@ impl Ctx {
         self.identity(b.index).is_ok_and(|id| id == b.identity)
     }
 
+    /// Before an ADD makes what `owned` lists: a line in the attachment's
+    /// intent log ([`Location::intend`]), so that a process killed at any
+    /// instant after leaves what DEL and GC need to remove it. If the line
+    /// cannot be written the step is refused (it would be out of the
+    /// host's reach).
+    pub(super) fn intend(&mut self, owned: crate::record::Owned) -> Result<(), CapError> {
+        if self.command != super::Command::Add || owned.is_empty() {
+            return Ok(());
+        }
+        let Some(ino) = self.container_ino() else {
+            return Ok(());
+        };
+        let loc = self.record_location();
+        let mut line = Record::new(&self.owner(), &self.record_plugin, ino).map_err(|e| {
+            log::warn!("reading the boot id: {e}");
+            CapError::from(e)
+        })?;
+        line.owned = owned;
+        loc.intend(&line).map_err(|e| {
+            log::warn!("{}: {e}", loc.intent_path().display());
+            CapError::from(e)
+        })
+    }
+
+    /// [`Ctx::intend`] for links about to be made (namespace, name,
+    /// kind). Each name must be free: the kernel would refuse it anyway,
+    /// and an intent line must never name a link that was there before
+    /// (an unmarked one would be taken for this ADD's).
+    pub(super) fn intend_links(&mut self, links: &[(Kind, &str, &str)]) -> Result<(), CapError> {
+        if self.command != super::Command::Add {
+            return Ok(());
+        }
+        let mut owned = crate::record::Owned::default();
+        for (ns, name, kind) in links {
+            match self.netlink(*ns)?.link_by_name(name) {
+                Ok(_) => return Err(CapError::Kernel(libc::EEXIST)),
+                Err(e) if e.errno() == libc::ENODEV => {}
+                Err(e) => return Err(CapError::from(&e)),
+            }
+            owned.links.push(crate::record::OwnedLink {
+                ns: *ns,
+                name: (*name).to_owned(),
+                kind: Some((*kind).to_owned()),
+                intent: true,
+            });
+        }
+        self.intend(owned)
+    }
+
     /// Records what this ADD made that is the attachment's alone
     /// ([`crate::record::Owned`]) and the links it has moved from the host
     /// namespace into the container's, with the inverses that put each
@@ -110,11 +159,11 @@ impl Ctx {
             .filter(|((ns, _), _, _)| *ns == Kind::Container)
             .collect();
         let owned = self.owned_now();
-        if moved.is_empty() && owned.is_empty() {
+        let loc = self.record_location();
+        if moved.is_empty() && owned.is_empty() && !loc.has_intent() {
             return Ok(());
         }
         let uncovered = self.uncovered(&owned);
-        let loc = self.record_location();
         let names: Vec<String> = moved.iter().map(|(_, n, _)| n.clone()).collect();
         let result = (|| -> Result<(), String> {
             let ino = self
@@ -130,7 +179,9 @@ impl Ctx {
                     restore,
                 });
             }
-            let old = loc.load_or_quarantine();
+            // Any intent lines are this ADD's own (an interrupted ADD's were
+            // adopted at the start: [`Ctx::adopt_intent`]).
+            let old = loc.load_or_quarantine_as(false);
             let mut record =
                 Record::new(&self.owner(), &self.record_plugin, ino).map_err(|e| e.to_string())?;
             if let Some(old) = old {
@@ -198,19 +249,28 @@ impl Ctx {
     /// ADD of the attachment took, and every owned entry that is no longer
     /// there.
     pub fn drop_record(&mut self) {
-        let Ok(Some((loc, mut record))) = self.record() else {
+        let loc = self.record_location();
+        // Its intent lines are this ADD's own: all taken back by the undo,
+        // unless that failed (then they stay, for DEL and GC).
+        let Some(mut record) = loc.load_or_quarantine_as(false) else {
             return;
         };
-        let mut kept = Vec::new();
-        for b in std::mem::take(&mut record.borrowed) {
-            if self.is_recorded_link(&b) {
-                kept.push(b);
+        let here = self
+            .container_ino()
+            .is_some_and(|ino| record.applies_to(ino));
+        if here {
+            let mut kept = Vec::new();
+            for b in std::mem::take(&mut record.borrowed) {
+                if self.is_recorded_link(&b) {
+                    kept.push(b);
+                }
             }
+            record.borrowed = kept;
         }
-        record.borrowed = kept;
         let links = std::mem::take(&mut record.owned.links);
         for l in links {
-            if self.owned_link_present(&l, &record) {
+            // Another namespace's links are not this one's to look up.
+            if (l.ns == Kind::Container && !here) || self.owned_link_present(&l, &record) {
                 record.owned.links.push(l);
             }
         }
@@ -219,8 +279,34 @@ impl Ctx {
             .owned
             .reservations
             .retain(|r| held_by(r, &cid, &ifname));
+        let rules = std::mem::take(&mut record.owned.firewall);
+        for f in rules {
+            if self.firewall_any(|t| t.att == f.attachment && f.kinds.contains(&t.kind)) {
+                record.owned.firewall.push(f);
+            }
+        }
         if let Err(e) = loc.store(&record) {
             log::warn!("{}: {e}", loc.path().display());
+        }
+    }
+
+    /// At the start of an ADD: an intent log left by an earlier ADD of the
+    /// attachment that was killed before its end is folded into the
+    /// record, so that the log holds this ADD's lines alone.
+    pub fn adopt_intent(&mut self) {
+        let loc = self.record_location();
+        if !loc.has_intent() {
+            return;
+        }
+        if let Some(r) = loc.load_or_quarantine() {
+            eprintln!(
+                "wasmcni: an earlier ADD of this attachment was interrupted; what it named is \
+                 kept in {} for DEL and GC",
+                loc.path().display()
+            );
+            if let Err(e) = loc.store(&r) {
+                log::warn!("{}: {e}", loc.path().display());
+            }
         }
     }
 

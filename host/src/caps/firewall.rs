@@ -893,6 +893,16 @@ impl Ctx {
                 }
             }
         }
+        if let Err(e) = self.intend(crate::record::Owned {
+            firewall: vec![crate::record::FirewallRules {
+                attachment: att.clone(),
+                kinds: vec![kind],
+            }],
+            ..crate::record::Owned::default()
+        }) {
+            self.undo_from(mark);
+            return Err(e);
+        }
         if let Err(e) = self.fw_install(kind, &plan, &att) {
             // A batch whose acknowledgement was lost may have been applied:
             // then it is journaled like one that succeeded.
@@ -1155,6 +1165,27 @@ impl Ctx {
                     .any(|d| d.chain == *c && d.comment == ENTRY_COMMENT)
             });
         Ok(all_there && entries && have.len() == plan.rules.len())
+    }
+
+    /// Whether any rule whose tag `pick` chooses is installed (when the
+    /// tables cannot be read: taken as yes, so a record keeps the entry).
+    pub(super) fn firewall_any(&mut self, pick: impl Fn(&Tag) -> bool) -> bool {
+        for family in [Family::Inet, Family::Bridge] {
+            let rules = match self
+                .nft()
+                .and_then(|n| n.rules(family).map_err(CapError::from))
+            {
+                Ok(r) => r,
+                Err(_) => return true,
+            };
+            if rules
+                .iter()
+                .any(|d| Tag::parse(&d.comment).is_some_and(|t| pick(&t)))
+            {
+                return true;
+            }
+        }
+        false
     }
 
     /// Removes the rules whose tag `pick` selects, in both tables, each in

@@ -222,6 +222,13 @@ impl HostStore for StoreData {
             }
             let owner = c.attachment.owner();
             let last = store.last_reserved(&range_id).map_err(io_err)?;
+            c.intend(crate::record::Owned {
+                reservations: vec![crate::record::Reservation {
+                    dir: store.path().to_path_buf(),
+                    address: ip,
+                }],
+                ..crate::record::Owned::default()
+            })?;
             if !store.reserve(ip, &owner, &range_id).map_err(io_err)? {
                 return Ok(false);
             }

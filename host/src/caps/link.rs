@@ -186,6 +186,7 @@ impl Ctx {
     ) -> Result<u32, CapError> {
         let index = self.index_of(kind, name)?;
         self.journal.record(Undo::DeleteLink { ns: kind, index });
+        crate::ipam::fault_step("link-unmarked");
         if let Err(e) = self.mark(kind, index, shared) {
             if let Ok(nl) = self.netlink(kind) {
                 let _ = nl.delete_link(index);
@@ -422,6 +423,15 @@ impl Ctx {
         self.check_new_name(kind, name)?;
         let o = opts(options)?;
         self.usable_master(master_kind, master)?;
+        self.intend_links(&[(
+            kind,
+            name,
+            match sub {
+                SubKind::Macvlan(_) => "macvlan",
+                SubKind::Ipvlan(_) => "ipvlan",
+                SubKind::Vlan(_) => "vlan",
+            },
+        )])?;
         let target = if kind == master_kind {
             None
         } else {
@@ -541,6 +551,7 @@ impl Host for StoreData {
                 check_mac(m)?;
             }
             let peer_fd = c.ns_fd(peer_kind)?;
+            c.intend_links(&[(kind, &name, "veth"), (peer_kind, &peer_name, "veth")])?;
             c.netlink(kind)?.create_veth(
                 &name,
                 &o,
@@ -593,6 +604,7 @@ impl Host for StoreData {
             c.require_create(kind, LinkKind::Dummy)?;
             c.check_new_name(kind, &name)?;
             let o = opts(&options)?;
+            c.intend_links(&[(kind, &name, "dummy")])?;
             c.netlink(kind)?.create_dummy(&name, &o)?;
             c.created(kind, &name, false)
         })
@@ -621,6 +633,7 @@ impl Host for StoreData {
             // rules, which outlive it: in ADD the undo takes them too.
             let first =
                 c.command == super::Command::Add && c.netlink(kind)?.l3mdev_rules()?.is_empty();
+            c.intend_links(&[(kind, &name, "vrf")])?;
             c.netlink(kind)?.create_vrf(&name, table, &o)?;
             let index = c.created(kind, &name, false)?;
             if first && !c.netlink(kind)?.l3mdev_rules()?.is_empty() {
@@ -646,6 +659,7 @@ impl Host for StoreData {
             c.require_create(kind, LinkKind::Tap)?;
             c.check_new_name(kind, &name)?;
             let o = opts(&options)?;
+            c.intend_links(&[(kind, &name, "tun")])?;
             let ns = c.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
             crate::tuntap::create_tap(ns, &name, tap.multi_queue, tap.owner, tap.group)
                 .map_err(|e| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EINVAL)))?;
@@ -803,6 +817,11 @@ impl Host for StoreData {
             c.check_host_link(kind, &l)?;
             c.check_new_name(target_kind, new_name.as_deref().unwrap_or(&l.name))?;
             let fd = c.ns_fd(target_kind)?;
+            if c.journal.created(kind, index) {
+                // This ADD's link, in its new place from now on.
+                let k = l.kind.clone().unwrap_or_default();
+                c.intend_links(&[(target_kind, new_name.as_deref().unwrap_or(&l.name), &k)])?;
+            }
             // Moving flushes the link's addresses and routes, takes it down,
             // out of its master, and resets its per-link settings: once
             // moved back, the journal restores its state, then addresses,
@@ -1262,6 +1281,11 @@ impl Host for StoreData {
             json!({"ns": ns_arg(kind), "index": index, "name": arg_str(&name)}),
             |c| {
                 c.check_new_name(kind, &name)?;
+                if c.journal.created(kind, index) {
+                    // This ADD's link, under its new name from now on.
+                    let k = c.link(kind, index)?.kind.unwrap_or_default();
+                    c.intend_links(&[(kind, &name, &k)])?;
+                }
                 c.change_link(
                     kind,
                     index,

@@ -609,10 +609,14 @@ impl StoreData {
             }
             return Err(CapError::Trap(BudgetExceeded(budget).into()));
         }
-        if let Some(e) = injected_fault() {
-            caps.audit.record(call, &args, &e.outcome());
-            return Err(e);
-        }
+        let kill = match injected_fault() {
+            Fault::None => false,
+            Fault::Fail(e) => {
+                caps.audit.record(call, &args, &e.outcome());
+                return Err(e);
+            }
+            Fault::KillAfter => true,
+        };
         // Only ADD and DEL change the kernel: CHECK, GC, STATUS and
         // VERSION get read-only authority whatever the policy says (GC may
         // release IPAM reservations and run its delegates' GC).
@@ -637,6 +641,9 @@ impl StoreData {
         } else {
             f(caps)
         };
+        if kill {
+            crate::ipam::fault_kill();
+        }
         let outcome = match &result {
             Ok(_) => Outcome::Ok,
             Err(e) => e.outcome(),
@@ -657,41 +664,63 @@ impl StoreData {
     }
 }
 
+/// What a test asked of this host call ([`injected_fault`]).
+#[cfg_attr(not(debug_assertions), allow(dead_code))]
+enum Fault {
+    None,
+    /// Fail it, before it acts.
+    Fail(CapError),
+    /// Kill the process right after it acted, before it answers.
+    KillAfter,
+}
+
 /// Test builds only: `WASMCNI_FAULT=call:K` makes the K-th capability
 /// call of the process (a delegate's calls count too) trap before it acts,
-/// and `call:K:error` makes it fail with EIO instead, so that a test can
-/// end a real plugin's ADD at every step and check the undo (S6 through
-/// each plugin, `tests/fault.rs`). Release builds compile it out.
-fn injected_fault() -> Option<CapError> {
+/// `call:K:error` makes it fail with EIO instead, so that a test can end a
+/// real plugin's ADD at every step and check the undo (S6 through each
+/// plugin, `tests/fault.rs`), and `kill:K` kills the process (SIGKILL)
+/// right after the K-th call acted, so that a test can check what DEL and
+/// GC make of an ADD cut off there (`tests/records.rs`). Release builds
+/// compile it out.
+fn injected_fault() -> Fault {
     #[cfg(debug_assertions)]
     {
         use std::sync::atomic::{AtomicU64, Ordering};
         use std::sync::OnceLock;
-        static SPEC: OnceLock<Option<(u64, bool)>> = OnceLock::new();
+        #[derive(Clone, Copy)]
+        enum Spec {
+            Trap(u64),
+            Error(u64),
+            Kill(u64),
+        }
+        static SPEC: OnceLock<Option<Spec>> = OnceLock::new();
         static CALLS: AtomicU64 = AtomicU64::new(0);
         let spec = SPEC.get_or_init(|| {
             let v = std::env::var("WASMCNI_FAULT").ok()?;
+            if let Some(k) = v.strip_prefix("kill:") {
+                return Some(Spec::Kill(k.parse().ok()?));
+            }
             let rest = v.strip_prefix("call:")?;
-            let (k, error) = match rest.strip_suffix(":error") {
-                Some(k) => (k, true),
-                None => (rest, false),
-            };
-            Some((k.parse().ok()?, error))
+            Some(match rest.strip_suffix(":error") {
+                Some(k) => Spec::Error(k.parse().ok()?),
+                None => Spec::Trap(rest.parse().ok()?),
+            })
         });
-        let (k, error) = (*spec)?;
-        if CALLS.fetch_add(1, Ordering::SeqCst) + 1 != k {
-            return None;
-        }
-        Some(if error {
-            CapError::Kernel(libc::EIO)
-        } else {
-            CapError::Trap(wasmtime::Error::msg(format!(
+        let Some(spec) = *spec else {
+            return Fault::None;
+        };
+        let n = CALLS.fetch_add(1, Ordering::SeqCst) + 1;
+        match spec {
+            Spec::Kill(k) if k == n => Fault::KillAfter,
+            Spec::Error(k) if k == n => Fault::Fail(CapError::Kernel(libc::EIO)),
+            Spec::Trap(k) if k == n => Fault::Fail(CapError::Trap(wasmtime::Error::msg(format!(
                 "fault injected at host call {k} (WASMCNI_FAULT)"
-            )))
-        })
+            )))),
+            _ => Fault::None,
+        }
     }
     #[cfg(not(debug_assertions))]
-    None
+    Fault::None
 }
 
 /// One `add_NAME` per capability interface: adds just that interface to a

@@ -55,6 +55,7 @@ impl Ctx {
                 ns,
                 name: link.name,
                 kind: link.kind,
+                intent: false,
             };
             if !owned.links.contains(&l) {
                 owned.links.push(l);
@@ -102,9 +103,7 @@ impl Ctx {
         let msg = self.netlink(l.ns).ok()?.link_by_name(&l.name).ok()?;
         let link = super::link::Link::from_message(msg);
         let mark = record.attachment().mark();
-        let ours = link.kind == l.kind
-            && (l.ns == Kind::Container || link.alias.as_deref() == Some(mark.as_str()));
-        ours.then_some(link)
+        owns(l, &link, &mark).then_some(link)
     }
 
     /// What the journal holds that the record cannot stand for: changes
@@ -265,9 +264,7 @@ impl Ctx {
                 }
             };
             let Some(link) = found else { continue };
-            let ours = link.kind == l.kind
-                && (l.ns == Kind::Container || link.alias.as_deref() == Some(mark.as_str()));
-            if !ours {
+            if !owns(l, &link, &mark) {
                 // Someone else's now (gone, and the name reused).
                 continue;
             }
@@ -490,6 +487,17 @@ impl Ctx {
         }
         Err(c.failures.join("; "))
     }
+}
+
+/// Whether `link` is the one entry `l` of the record of the attachment
+/// with `mark` names: the same kind, and in the host namespace the mark
+/// (or, for a link named in an intent line, no alias at all: made, and the
+/// process killed before it marked it).
+fn owns(l: &OwnedLink, link: &super::link::Link, mark: &str) -> bool {
+    link.kind == l.kind
+        && (l.ns == Kind::Container
+            || link.alias.as_deref() == Some(mark)
+            || (l.intent && link.alias.as_deref().is_none_or(str::is_empty)))
 }
 
 fn ns_name(ns: Kind) -> &'static str {
