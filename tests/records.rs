@@ -590,3 +590,79 @@ fn an_add_killed_while_naming_a_foreign_link_gets_the_host_to_remove_nothing() {
     }
     assert!(killed >= 2, "the create call was reached: {killed} kills");
 }
+
+/// Hostile: an ADD makes a node link, renames it, and is killed there;
+/// meanwhile a link that is not wasmcni's (no mark) takes the first name.
+/// Only the last step of an interrupted ADD may have left its link
+/// unmarked, so the first name stands for a marked link alone: DEL and GC
+/// remove the renamed link, and leave the other.
+#[test]
+fn a_name_an_add_gave_up_is_not_the_attachments_when_someone_takes_it() {
+    let world = World::new("recrenm");
+    let before = snapshot(&world);
+    let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+                      "commands": ["ADD"], "ops": [
+        {"call": "link.create-veth", "ns": "host", "name": "cnitestr4",
+         "peer-ns": "container", "peer-name": "eth0"},
+        {"call": "link.set-name", "ns": "host", "link": "cnitestr4", "name": "cnitestr4b"},
+        {"call": "link.set-up", "ns": "host", "link": "cnitestr4b", "up": true}]});
+    let gc = json!({"cniVersion": "1.1.0", "name": "n", "type": "scripted", "ops": [],
+                    "cni.dev/valid-attachments": []});
+    // The host call that renamed it: the last before set-up's lookup.
+    let full = run(&world, "ADD", "ctr-r", &conf);
+    assert_eq!(full.code, 0, "{full:?}");
+    let calls = full.json()["calls"].as_u64().expect("calls");
+    let del = run(&world, "DEL", "ctr-r", &conf);
+    assert_eq!(del.code, 0, "{del:?}");
+    support::assert_same(&before, &snapshot(&world), "after a whole ADD and DEL");
+    let mut checked = 0;
+    for k in 1..calls {
+        for cleanup in ["DEL", "GC"] {
+            let fault = format!("kill:{k}");
+            let r = run_with(&world, "ADD", "ctr-r", &conf, &[("WASMCNI_FAULT", &fault)]);
+            assert_eq!(r.code, -1, "{fault}: {r:?}");
+            let renamed = world
+                .node
+                .ip(&["-o", "link", "show"])
+                .contains("cnitestr4b");
+            if renamed {
+                // Someone else's link under the name given up.
+                world.node.ip(&[
+                    "link",
+                    "add",
+                    "cnitestr4",
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    "cnitestr4p",
+                ]);
+            }
+            let c = if cleanup == "DEL" {
+                run(&world, "DEL", "ctr-r", &conf)
+            } else {
+                world.run("GC", &policy_with(grant()), &gc, &[])
+            };
+            assert_eq!(c.code, 0, "{cleanup} after {fault}: {c:?}");
+            let links = world.node.ip(&["-o", "link", "show"]);
+            assert!(
+                !links.contains("cnitestr4b"),
+                "{cleanup} after {fault}: {links}"
+            );
+            if renamed {
+                checked += 1;
+                assert!(
+                    links.contains("cnitestr4:") || links.contains("cnitestr4@"),
+                    "{cleanup} after {fault}: the other link stays: {links}"
+                );
+                world.node.ip(&["link", "del", "cnitestr4"]);
+            }
+            support::assert_same(
+                &before,
+                &snapshot(&world),
+                &format!("{cleanup} after {fault}"),
+            );
+        }
+    }
+    assert!(checked >= 2, "the rename was reached: {checked}");
+}

@@ -142,6 +142,10 @@ pub struct FirewallRules {
     pub kinds: Vec<crate::caps::firewall::FwKind>,
 }
 
+/// The largest intent log written (and read: [`MAX_RECORD`] is more):
+/// a step past it is refused.
+pub const MAX_INTENT: u64 = 1 << 20;
+
 /// What a record read from an intent log counts as uncovered.
 pub const INTERRUPTED: &str =
     "an ADD that was interrupted before it finished (only what it named before each step is known)";
@@ -329,7 +333,10 @@ impl Location {
     /// # Ambient Authority
     /// Creates the state root by path (the host's setting).
     pub fn intend(&self, line: &Record) -> io::Result<()> {
-        let mut text = serde_json::to_vec(line).map_err(io::Error::other)?;
+        // A newline first as well: a line a failed write left without its
+        // end does not swallow this one.
+        let mut text = vec![b'\n'];
+        text.extend(serde_json::to_vec(line).map_err(io::Error::other)?);
         text.push(b'\n');
         let mut opts = OpenOptions::new();
         opts.append(true).create(true);
@@ -360,6 +367,13 @@ impl Location {
             }
             Err(e) => return Err(e),
         };
+        // Bounded, so that every line is read back ([`MAX_INTENT`]).
+        if f.metadata()?.len() + text.len() as u64 > MAX_INTENT {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("an intent log of more than {MAX_INTENT} bytes"),
+            ));
+        }
         f.write_all(&text)
     }
 
@@ -368,6 +382,12 @@ impl Location {
     /// the last line's; a container link named under another namespace
     /// went with it and is left out. The intent lines cannot say what else
     /// the interrupted ADD changed, so the record counts that as uncovered.
+    ///
+    /// Only the links of the last line, of this boot, of an `interrupted`
+    /// ADD may lack their mark (the step a kill cut off between making a
+    /// link and marking it): every earlier step was marked, or undone, by
+    /// a process that was still running, and in another boot a link of
+    /// that name is someone else's.
     fn load_intent(&self, interrupted: bool) -> io::Result<Option<Record>> {
         let path = self.dir.join(self.intent_file());
         let Some(text) = read_bounded(&self.root, &path, MAX_RECORD)? else {
@@ -391,12 +411,15 @@ impl Location {
             },
             ..last.clone()
         };
-        for mut l in lines {
+        let boot = boot_id().unwrap_or_default();
+        let n = lines.len();
+        for (i, mut l) in lines.into_iter().enumerate() {
             if l.netns != out.netns || l.boot_id != out.boot_id {
                 l.owned.links.retain(|x| x.ns == crate::netns::Kind::Host);
             }
+            let unmarked = interrupted && i + 1 == n && l.boot_id == boot;
             for x in &mut l.owned.links {
-                x.intent = true;
+                x.intent = unmarked;
             }
             out.owned.merge(l.owned);
         }
@@ -580,7 +603,11 @@ pub fn networks(root: &Path) -> Vec<String> {
         let files = crate::plugin_state::walk(&d.path(), RECORD_FILES, &mut errors);
         let network = files
             .iter()
-            .find_map(|p| std::fs::read(p).ok().and_then(|t| first_record(&t)))
+            .find_map(|p| {
+                let rel = p.strip_prefix(root).ok()?;
+                let t = read_bounded(root, rel, MAX_RECORD).ok()??;
+                first_record(&t)
+            })
             .map(|r| r.network);
         if let Some(n) = network {
             if !out.contains(&n) {

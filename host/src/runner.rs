@@ -291,7 +291,8 @@ pub(crate) fn finish(
     let failed = !matches!(outcome, Ok(Output { code: 0, .. }));
     match command {
         // A failed ADD leaves nothing behind.
-        "ADD" if failed && caps.journal_len() > 0 => {
+        // (Or one whose intent log names a step that did not happen.)
+        "ADD" if failed && (caps.journal_len() > 0 || caps.has_intent()) => {
             let outcome = undo_or_report(caps, 0, name, outcome);
             caps.drop_record();
             outcome

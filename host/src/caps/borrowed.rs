@@ -298,16 +298,48 @@ impl Ctx {
         if !loc.has_intent() {
             return;
         }
-        if let Some(r) = loc.load_or_quarantine() {
+        if let Some(mut r) = loc.load_or_quarantine() {
             eprintln!(
                 "wasmcni: an earlier ADD of this attachment was interrupted; what it named is \
                  kept in {} for DEL and GC",
                 loc.path().display()
             );
+            // A node link its last step made and did not mark gets the
+            // mark now, so that no record keeps the unmarked exception.
+            let mark = r.attachment().mark();
+            let present: Vec<bool> = r
+                .owned
+                .links
+                .clone()
+                .iter()
+                .map(|l| self.owned_link_present(l, &r))
+                .collect();
+            for (l, here) in r.owned.links.iter_mut().zip(present) {
+                if !(l.intent && l.ns == Kind::Host && here) {
+                    l.intent = false;
+                    continue;
+                }
+                let marked = self.open_host().and_then(|()| {
+                    let nl = self.netlink(Kind::Host)?;
+                    let i = nl.link_by_name(&l.name)?.header.index;
+                    nl.set_alias(i, &mark).map_err(CapError::from)
+                });
+                match marked {
+                    Ok(()) => l.intent = false,
+                    // Kept as it is: DEL tries again.
+                    Err(e) => log::warn!("marking host link {:?}: {e:?}", l.name),
+                }
+            }
             if let Err(e) = loc.store(&r) {
                 log::warn!("{}: {e}", loc.path().display());
             }
         }
+    }
+
+    /// Whether this attachment has an intent log (steps of an ADD named
+    /// and not yet recorded).
+    pub fn has_intent(&self) -> bool {
+        self.record_location().has_intent()
     }
 
     /// The record of this attachment, if it applies to this boot and this

@@ -817,11 +817,6 @@ impl Host for StoreData {
             c.check_host_link(kind, &l)?;
             c.check_new_name(target_kind, new_name.as_deref().unwrap_or(&l.name))?;
             let fd = c.ns_fd(target_kind)?;
-            if c.journal.created(kind, index) {
-                // This ADD's link, in its new place from now on.
-                let k = l.kind.clone().unwrap_or_default();
-                c.intend_links(&[(target_kind, new_name.as_deref().unwrap_or(&l.name), &k)])?;
-            }
             // Moving flushes the link's addresses and routes, takes it down,
             // out of its master, and resets its per-link settings: once
             // moved back, the journal restores its state, then addresses,
@@ -833,6 +828,11 @@ impl Host for StoreData {
                 }
                 _ => None,
             };
+            if c.journal.created(kind, index) {
+                // This ADD's link, in its new place from now on.
+                let k = l.kind.clone().unwrap_or_default();
+                c.intend_links(&[(target_kind, new_name.as_deref().unwrap_or(&l.name), &k)])?;
+            }
             c.preserving(kind, index, |c| {
                 if let Some(state) = state {
                     c.journal.record(Undo::RestoreLink {
@@ -1282,9 +1282,10 @@ impl Host for StoreData {
             |c| {
                 c.check_new_name(kind, &name)?;
                 if c.journal.created(kind, index) {
-                    // This ADD's link, under its new name from now on.
-                    let k = c.link(kind, index)?.kind.unwrap_or_default();
-                    c.intend_links(&[(kind, &name, &k)])?;
+                    // This ADD's link, under its new name from now on
+                    // (named once the call may go ahead).
+                    let k = c.modifiable(kind, index)?.kind;
+                    c.intend_links(&[(kind, &name, &k.unwrap_or_default())])?;
                 }
                 c.change_link(
                     kind,

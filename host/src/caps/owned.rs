@@ -264,6 +264,11 @@ impl Ctx {
                 }
             };
             let Some(link) = found else { continue };
+            if l.ns == Kind::Container && record.borrowed.iter().any(|b| b.index == link.index) {
+                // A device the ADD took from the node, under a name the
+                // record lists: it goes back, never away.
+                continue;
+            }
             if !owns(l, &link, &mark) {
                 // Someone else's now (gone, and the name reused).
                 continue;
