@@ -18,13 +18,17 @@ struct Drive {
     stderr: String,
 }
 
-fn drive(args: &[&str], conflist: Option<&Path>, netns: Option<&Path>, cache: &Path) -> Drive {
+/// Runs the driver with `work` holding libcni's cache (`work/cache`) and
+/// the plugins' audit log and attachment records: libcni hands its own
+/// environment to the plugins, so these reach wasmcni, never the node's
+/// /var/log/wasmcni or /var/lib/wasmcni.
+fn drive(args: &[&str], conflist: Option<&Path>, netns: Option<&Path>, work: &Path) -> Drive {
     let mut c = Command::new(driver());
     c.args(args)
         .arg("-bindir")
         .arg(bin_dir())
         .arg("-cachedir")
-        .arg(cache)
+        .arg(work.join("cache"))
         .arg("-ifname")
         .arg("lo");
     if let Some(f) = conflist {
@@ -33,7 +37,13 @@ fn drive(args: &[&str], conflist: Option<&Path>, netns: Option<&Path>, cache: &P
     if let Some(n) = netns {
         c.arg("-netns").arg(n);
     }
-    let out = c.env_clear().env("PATH", "/usr/bin:/bin").output().unwrap();
+    let out = c
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .env("WASMCNI_AUDIT", work.join("audit.jsonl"))
+        .env("WASMCNI_STATE_DIR", work.join("state"))
+        .output()
+        .unwrap();
     Drive {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -56,7 +66,12 @@ fn libcni_accepts_every_result_and_runs_add_check_del() {
         .unwrap();
         let cache = work.path().join("cache");
 
-        let add = drive(&["-cmd", "add"], Some(&conflist), Some(&ns.path), &cache);
+        let add = drive(
+            &["-cmd", "add"],
+            Some(&conflist),
+            Some(&ns.path),
+            work.path(),
+        );
         assert_eq!(add.code, 0, "{version} add: {}{}", add.stdout, add.stderr);
         let result: serde_json::Value = serde_json::from_str(&add.stdout).unwrap();
         assert_eq!(result["cniVersion"], version, "{version}: {result}");
@@ -73,8 +88,20 @@ fn libcni_accepts_every_result_and_runs_add_check_del() {
             cache.join("results/lo-net-cnidriver-test-lo").is_file(),
             "libcni cached the result"
         );
+        // The plugin audited into the test's log, which libcni's
+        // environment carried to it.
+        let audit = std::fs::read_to_string(work.path().join("audit.jsonl")).unwrap_or_default();
+        assert!(
+            audit.contains(r#""command":"ADD""#),
+            "{version}: no ADD in the test's audit log: {audit}"
+        );
 
-        let check = drive(&["-cmd", "check"], Some(&conflist), Some(&ns.path), &cache);
+        let check = drive(
+            &["-cmd", "check"],
+            Some(&conflist),
+            Some(&ns.path),
+            work.path(),
+        );
         if version == "0.3.1" {
             // libcni itself refuses CHECK below 0.4.0.
             assert_ne!(check.code, 0);
@@ -88,7 +115,12 @@ fn libcni_accepts_every_result_and_runs_add_check_del() {
         }
 
         for round in 1..=2 {
-            let del = drive(&["-cmd", "del"], Some(&conflist), Some(&ns.path), &cache);
+            let del = drive(
+                &["-cmd", "del"],
+                Some(&conflist),
+                Some(&ns.path),
+                work.path(),
+            );
             assert_eq!(del.code, 0, "{version} del #{round}: {}", del.stderr);
             assert!(!ns.lo_up(), "{version}: lo up after del");
         }
