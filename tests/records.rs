@@ -65,6 +65,26 @@ fn run_with(
     world.run(cmd, &policy_with(grant()), &conf, &extra)
 }
 
+/// After an ADD of `cid` killed at `fault`: the runtime's DEL (`how`
+/// "DEL"), or a GC whose valid list holds no attachment; it must succeed.
+fn clean_up(world: &World, how: &str, cid: &str, conf: &Value, fault: &str) {
+    let c = if how == "DEL" {
+        run(world, "DEL", cid, conf)
+    } else {
+        let gc = json!({"cniVersion": "1.1.0", "name": "n", "type": "scripted", "ops": [],
+                        "cni.dev/valid-attachments": []});
+        world.run("GC", &policy_with(grant()), &gc, &[])
+    };
+    assert_eq!(c.code, 0, "{how} after {fault}: {c:?}");
+}
+
+/// A veth pair on the node that is not wasmcni's (no mark).
+fn foreign_veth(world: &World, name: &str, peer: &str) {
+    world
+        .node
+        .ip(&["link", "add", name, "type", "veth", "peer", "name", peer]);
+}
+
 fn added(world: &World, cid: &str, conf: &Value) {
     let r = run(world, "ADD", cid, conf);
     assert_eq!(r.code, 0, "ADD {cid}: {r:?}");
@@ -488,8 +508,6 @@ fn an_add_killed_at_any_host_call_leaves_what_del_and_gc_clean_up() {
     let world = World::new("reckill");
     let before = snapshot(&world);
     let conf = conf(8, 0);
-    let gc = json!({"cniVersion": "1.1.0", "name": "n", "type": "scripted", "ops": [],
-                    "cni.dev/valid-attachments": []});
     let mut faults = vec!["step:link-unmarked".to_owned()];
     faults.extend((1..=64).map(|k| format!("kill:{k}")));
     let (mut killed, mut left) = (0, 0);
@@ -510,12 +528,7 @@ fn an_add_killed_at_any_host_call_leaves_what_del_and_gc_clean_up() {
             if !records(&world).is_empty() {
                 left += 1;
             }
-            let c = if cleanup == "DEL" {
-                run(&world, "DEL", "ctr-k", &conf)
-            } else {
-                world.run("GC", &policy_with(grant()), &gc, &[])
-            };
-            assert_eq!(c.code, 0, "{cleanup} after {fault}: {c:?}");
+            clean_up(&world, cleanup, "ctr-k", &conf, fault);
             support::assert_same(
                 &before,
                 &snapshot(&world),
@@ -546,23 +559,12 @@ fn an_add_killed_at_any_host_call_leaves_what_del_and_gc_clean_up() {
 #[test]
 fn an_add_killed_while_naming_a_foreign_link_gets_the_host_to_remove_nothing() {
     let world = World::new("recname");
-    world.node.ip(&[
-        "link",
-        "add",
-        "cnitestr9",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "cnitestr9p",
-    ]);
+    foreign_veth(&world, "cnitestr9", "cnitestr9p");
     let before = snapshot(&world);
     let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
                       "commands": ["ADD"], "ops": [
         {"call": "link.create-veth", "ns": "host", "name": "cnitestr9",
          "peer-ns": "container", "peer-name": "eth0"}]});
-    let gc = json!({"cniVersion": "1.1.0", "name": "n", "type": "scripted", "ops": [],
-                    "cni.dev/valid-attachments": []});
     let mut killed = 0;
     for k in 1..=4 {
         for cleanup in ["DEL", "GC"] {
@@ -575,12 +577,7 @@ fn an_add_killed_while_naming_a_foreign_link_gets_the_host_to_remove_nothing() {
                 continue;
             }
             killed += 1;
-            let c = if cleanup == "DEL" {
-                run(&world, "DEL", "ctr-x", &conf)
-            } else {
-                world.run("GC", &policy_with(grant()), &gc, &[])
-            };
-            assert_eq!(c.code, 0, "{cleanup} after {fault}: {c:?}");
+            clean_up(&world, cleanup, "ctr-x", &conf, &fault);
             support::assert_same(
                 &before,
                 &snapshot(&world),
@@ -606,8 +603,6 @@ fn a_name_an_add_gave_up_is_not_the_attachments_when_someone_takes_it() {
          "peer-ns": "container", "peer-name": "eth0"},
         {"call": "link.set-name", "ns": "host", "link": "cnitestr4", "name": "cnitestr4b"},
         {"call": "link.set-up", "ns": "host", "link": "cnitestr4b", "up": true}]});
-    let gc = json!({"cniVersion": "1.1.0", "name": "n", "type": "scripted", "ops": [],
-                    "cni.dev/valid-attachments": []});
     // The host call that renamed it: the last before set-up's lookup.
     let full = run(&world, "ADD", "ctr-r", &conf);
     assert_eq!(full.code, 0, "{full:?}");
@@ -627,23 +622,9 @@ fn a_name_an_add_gave_up_is_not_the_attachments_when_someone_takes_it() {
                 .contains("cnitestr4b");
             if renamed {
                 // Someone else's link under the name given up.
-                world.node.ip(&[
-                    "link",
-                    "add",
-                    "cnitestr4",
-                    "type",
-                    "veth",
-                    "peer",
-                    "name",
-                    "cnitestr4p",
-                ]);
+                foreign_veth(&world, "cnitestr4", "cnitestr4p");
             }
-            let c = if cleanup == "DEL" {
-                run(&world, "DEL", "ctr-r", &conf)
-            } else {
-                world.run("GC", &policy_with(grant()), &gc, &[])
-            };
-            assert_eq!(c.code, 0, "{cleanup} after {fault}: {c:?}");
+            clean_up(&world, cleanup, "ctr-r", &conf, &fault);
             let links = world.node.ip(&["-o", "link", "show"]);
             assert!(
                 !links.contains("cnitestr4b"),

@@ -54,40 +54,6 @@ const MAX_FILE: u64 = 4096;
 /// reservation).
 const TMP_PREFIX: &str = ".wasmcni-tmp.";
 
-/// Test builds only: kills the process at a named step of a reservation
-/// when `WASMCNI_FAULT` names it (`ipam:<step>`), to prove a kill at any
-/// instant leaves no partial state. Release builds compile it out.
-fn fault(step: &str) {
-    #[cfg(debug_assertions)]
-    if std::env::var("WASMCNI_FAULT").is_ok_and(|f| f == format!("ipam:{step}")) {
-        fault_kill();
-    }
-    #[cfg(not(debug_assertions))]
-    let _ = step;
-}
-
-/// Test builds only: `WASMCNI_FAULT` named a step here: the process dies
-/// at once, as under a runtime's `kill -9`.
-pub(crate) fn fault_kill() {
-    #[cfg(debug_assertions)]
-    // SAFETY: kill(2) on our own pid; no memory is touched.
-    unsafe {
-        libc::kill(libc::getpid(), libc::SIGKILL);
-    }
-}
-
-/// Test builds only: kills the process at a named step of a host call
-/// (`WASMCNI_FAULT=step:<name>`), for a window inside one call (a link
-/// made and not yet marked). Release builds compile it out.
-pub(crate) fn fault_step(name: &str) {
-    #[cfg(debug_assertions)]
-    if std::env::var("WASMCNI_FAULT").is_ok_and(|f| f.strip_prefix("step:") == Some(name)) {
-        fault_kill();
-    }
-    #[cfg(not(debug_assertions))]
-    let _ = name;
-}
-
 /// Who holds a reservation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owner {
@@ -322,7 +288,7 @@ impl NetworkStore {
             Ok(fd) => {
                 let mut f = std::fs::File::from(fd);
                 f.write_all(data)?;
-                fault("written");
+                crate::fault::at("ipam", "written");
                 // Give the finished file its name; EEXIST if taken.
                 let linked = nix::unistd::linkat(&f, "", dirfd, name, AtFlags::AT_EMPTY_PATH)
                     .or_else(|_| {
@@ -338,7 +304,7 @@ impl NetworkStore {
                     });
                 match linked {
                     Ok(()) => {
-                        fault("linked");
+                        crate::fault::at("ipam", "linked");
                         Ok(true)
                     }
                     Err(nix::errno::Errno::EEXIST) => Ok(false),
@@ -401,9 +367,9 @@ impl NetworkStore {
         let mut f = self.dir.open_with(&tmp, &opts)?;
         f.write_all(ip.to_string().as_bytes())?;
         drop(f);
-        fault("last-written");
+        crate::fault::at("ipam", "last-written");
         self.dir.rename(&tmp, &self.dir, &name)?;
-        fault("last-renamed");
+        crate::fault::at("ipam", "last-renamed");
         Ok(())
     }
 

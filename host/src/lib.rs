@@ -14,6 +14,7 @@ pub mod conflist;
 pub mod demo;
 pub mod devices;
 pub mod engine;
+mod fault;
 pub mod gc;
 pub mod inspect;
 pub mod install;

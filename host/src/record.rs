@@ -159,6 +159,11 @@ impl Owned {
         self.links.is_empty() && self.reservations.is_empty() && self.firewall.is_empty()
     }
 
+    /// Drops the container links (their namespace is gone).
+    fn drop_container_links(&mut self) {
+        self.links.retain(|x| x.ns == crate::netns::Kind::Host);
+    }
+
     /// Adds what `other` holds that this does not.
     pub fn merge(&mut self, other: Owned) {
         for l in other.links {
@@ -344,29 +349,7 @@ impl Location {
             use cap_std::fs::OpenOptionsExt;
             opts.mode(0o600);
         }
-        let path = self.dir.join(self.intent_file());
-        let root = match Dir::open_ambient_dir(&self.root, ambient_authority()) {
-            Ok(r) => r,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                std::fs::create_dir_all(&self.root)?;
-                Dir::open_ambient_dir(&self.root, ambient_authority())?
-            }
-            Err(e) => return Err(e),
-        };
-        let mut f = match root.open_with(&path, &opts) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                let mut builder = DirBuilder::new();
-                builder.recursive(true);
-                {
-                    use cap_std::fs::DirBuilderExt;
-                    builder.mode(0o700);
-                }
-                root.create_dir_with(&self.dir, &builder)?;
-                root.open_with(&path, &opts)?
-            }
-            Err(e) => return Err(e),
-        };
+        let mut f = state_dir(&self.root, &self.dir)?.open_with(self.intent_file(), &opts)?;
         // Bounded, so that every line is read back ([`MAX_INTENT`]).
         if f.metadata()?.len() + text.len() as u64 > MAX_INTENT {
             return Err(io::Error::new(
@@ -415,7 +398,7 @@ impl Location {
         let n = lines.len();
         for (i, mut l) in lines.into_iter().enumerate() {
             if l.netns != out.netns || l.boot_id != out.boot_id {
-                l.owned.links.retain(|x| x.ns == crate::netns::Kind::Host);
+                l.owned.drop_container_links();
             }
             let unmarked = interrupted && i + 1 == n && l.boot_id == boot;
             for x in &mut l.owned.links {
@@ -439,25 +422,10 @@ impl Location {
     /// an interrupted ADD's (else it is this process's own, in an ADD that
     /// is still running, and adds nothing to `uncovered`).
     pub fn load_as(&self, interrupted: bool) -> io::Result<Option<Record>> {
-        let intent = self.load_intent(interrupted)?;
-        let Some(mut record) = self.load_record()? else {
-            return Ok(intent);
-        };
-        if let Some(i) = intent {
-            if i.netns != record.netns || i.boot_id != record.boot_id {
-                let mut o = i.owned;
-                o.links.retain(|x| x.ns == crate::netns::Kind::Host);
-                record.owned.merge(o);
-            } else {
-                record.owned.merge(i.owned);
-            }
-            for u in i.uncovered {
-                if !record.uncovered.contains(&u) {
-                    record.uncovered.push(u);
-                }
-            }
-        }
-        Ok(Some(record))
+        Ok(with_intent(
+            self.load_record()?,
+            self.load_intent(interrupted)?,
+        ))
     }
 
     /// The record file alone.
@@ -564,17 +532,24 @@ impl Location {
 
     /// [`Location::load_or_quarantine`], as [`Location::load_as`].
     pub fn load_or_quarantine_as(&self, interrupted: bool) -> Option<Record> {
-        match self.load_as(interrupted) {
-            Ok(r) => r,
-            Err(e) => {
-                let moved = self
-                    .quarantine()
-                    .map(|p| p.display().to_string())
-                    .unwrap_or_else(|q| format!("not moved aside: {q}"));
-                eprintln!("wasmcni: attachment record unreadable ({e}); set aside: {moved}");
-                self.load_intent(interrupted).ok().flatten()
-            }
-        }
+        let record = self.load_record().unwrap_or_else(|e| {
+            let moved = self
+                .quarantine()
+                .map(|p| p.display().to_string())
+                .unwrap_or_else(|q| format!("not moved aside: {q}"));
+            eprintln!("wasmcni: attachment record unreadable ({e}); set aside: {moved}");
+            None
+        });
+        // An intent log that cannot be read is left where it is (the record
+        // beside it is not to blame): what it names is reached next time.
+        let intent = self.load_intent(interrupted).unwrap_or_else(|e| {
+            eprintln!(
+                "wasmcni: intent log unreadable ({e}): {}",
+                self.intent_path().display()
+            );
+            None
+        });
+        with_intent(record, intent)
     }
 
     /// Removes the record, and the directories above it it leaves empty
@@ -616,6 +591,28 @@ pub fn networks(root: &Path) -> Vec<String> {
         }
     }
     out
+}
+
+/// `record` with what the intent log `intent` adds (its container links
+/// only when both are of one container namespace in one boot).
+fn with_intent(record: Option<Record>, intent: Option<Record>) -> Option<Record> {
+    let (mut record, i) = match (record, intent) {
+        (Some(r), Some(i)) => (r, i),
+        (r, None) => return r,
+        (None, i) => return i,
+    };
+    let mut owned = i.owned;
+    if i.netns != record.netns || i.boot_id != record.boot_id {
+        // Written in another container namespace: its links went with it.
+        owned.drop_container_links();
+    }
+    record.owned.merge(owned);
+    for u in i.uncovered {
+        if !record.uncovered.contains(&u) {
+            record.uncovered.push(u);
+        }
+    }
+    Some(record)
 }
 
 /// The extensions of a record (`json`) and of an intent log (`intent`).
@@ -722,16 +719,7 @@ pub(crate) fn read_bounded(root: &Path, path: &Path, max: u64) -> io::Result<Opt
 /// # Ambient Authority
 /// Creates `root` by path (the host's state root).
 pub(crate) fn write_atomic(root: &Path, dir: &Path, file: &str, text: &[u8]) -> io::Result<()> {
-    std::fs::create_dir_all(root)?;
-    let root = Dir::open_ambient_dir(root, ambient_authority())?;
-    let mut builder = DirBuilder::new();
-    builder.recursive(true);
-    {
-        use cap_std::fs::DirBuilderExt;
-        builder.mode(0o700);
-    }
-    root.create_dir_with(dir, &builder)?;
-    let dir = root.open_dir(dir)?;
+    let dir = state_dir(root, dir)?;
     let tmp = format!(".{file}.tmp");
     let mut opts = OpenOptions::new();
     opts.write(true).create(true).truncate(true);
@@ -743,6 +731,35 @@ pub(crate) fn write_atomic(root: &Path, dir: &Path, file: &str, text: &[u8]) -> 
     f.write_all(text)?;
     drop(f);
     dir.rename(&tmp, &dir, file)
+}
+
+/// Directory `dir` below `root`, each made when missing (`dir` and those
+/// above it below `root` private to root: 0700). Opened first, made only
+/// when that fails: an ADD's writes after its first find them there.
+///
+/// # Ambient Authority
+/// Opens (and makes) `root` by path (the host's state root).
+fn state_dir(root: &Path, dir: &Path) -> io::Result<Dir> {
+    let root = match Dir::open_ambient_dir(root, ambient_authority()) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(root)?;
+            Dir::open_ambient_dir(root, ambient_authority())?
+        }
+        r => r?,
+    };
+    match root.open_dir(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let mut builder = DirBuilder::new();
+            builder.recursive(true);
+            {
+                use cap_std::fs::DirBuilderExt;
+                builder.mode(0o700);
+            }
+            root.create_dir_with(dir, &builder)?;
+            root.open_dir(dir)
+        }
+        r => r,
+    }
 }
 
 /// Removes `dir/file` below `root`, and the directories above it it
@@ -902,5 +919,45 @@ mod tests {
             let e = loc.load().expect_err(bad);
             assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{bad:?}");
         }
+    }
+
+    /// An intent log that cannot be read does not set aside the good
+    /// record beside it (nor does the record lose what the log names once
+    /// it reads again); an unreadable record is set aside, and its intent
+    /// log still read.
+    #[test]
+    fn an_unreadable_intent_log_leaves_its_record_in_place() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let a = attachment("n", "c", "eth0");
+        let loc = Location::new(root.path(), &a, "p");
+        let mut r = Record::new(&a, "p", 7).expect("record");
+        r.owned.links.push(OwnedLink {
+            ns: Kind::Host,
+            name: "veth1".into(),
+            kind: Some("veth".into()),
+            intent: false,
+        });
+        loc.store(&r).expect("store");
+        // Not a file: reading it fails.
+        std::fs::create_dir(loc.intent_path()).expect("mkdir");
+        let got = loc.load_or_quarantine().expect("the record");
+        assert_eq!(got.owned.links, r.owned.links);
+        assert!(loc.path().is_file(), "the record was set aside");
+        std::fs::remove_dir(loc.intent_path()).expect("rmdir");
+
+        let mut line = Record::new(&a, "p", 7).expect("line");
+        line.owned.links.push(OwnedLink {
+            ns: Kind::Host,
+            name: "veth2".into(),
+            kind: Some("veth".into()),
+            intent: true,
+        });
+        loc.intend(&line).expect("intend");
+        std::fs::write(loc.path(), "{").expect("corrupt");
+        let got = loc.load_or_quarantine().expect("the intent log");
+        let names: Vec<&str> = got.owned.links.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["veth2"]);
+        assert!(!loc.path().exists(), "the corrupt record stays in place");
+        assert!(loc.intent_path().is_file());
     }
 }

@@ -281,7 +281,7 @@ impl Ctx {
             .retain(|r| held_by(r, &cid, &ifname));
         let rules = std::mem::take(&mut record.owned.firewall);
         for f in rules {
-            if self.firewall_any(|t| t.att == f.attachment && f.kinds.contains(&t.kind)) {
+            if self.firewall_any(&f.kinds, |_, t| t.att == f.attachment) {
                 record.owned.firewall.push(f);
             }
         }

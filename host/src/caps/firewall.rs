@@ -1027,18 +1027,12 @@ impl Ctx {
     /// Whether any of `plan`'s rules is there, tagged for the attachment
     /// (after a failed commit: whether it was applied after all).
     fn fw_installed_any(&mut self, kind: FwKind, plan: &Plan, att: &str) -> bool {
-        let Ok(existing) = self.nft().and_then(|n| Ok(n.rules(kind.family())?)) else {
-            return true;
-        };
-        existing.iter().any(|d| {
-            Tag::parse(&d.comment).is_some_and(|t| {
-                t.att == att
-                    && t.kind == kind
-                    && plan
-                        .rules
-                        .iter()
-                        .any(|r| r.chain == d.chain && r.digest() == t.rule)
-            })
+        self.firewall_any(&[kind], |d, t| {
+            t.att == att
+                && plan
+                    .rules
+                    .iter()
+                    .any(|r| r.chain == d.chain && r.digest() == t.rule)
         })
     }
 
@@ -1167,21 +1161,24 @@ impl Ctx {
         Ok(all_there && entries && have.len() == plan.rules.len())
     }
 
-    /// Whether any rule whose tag `pick` chooses is installed (when the
-    /// tables cannot be read: taken as yes, so a record keeps the entry).
-    pub(super) fn firewall_any(&mut self, pick: impl Fn(&Tag) -> bool) -> bool {
+    /// Whether any rule of one of `kinds` that `pick` chooses (by the rule
+    /// and its tag) is installed. A table that cannot be read counts as
+    /// yes: what asks keeps its entry or journals the batch.
+    pub(super) fn firewall_any(
+        &mut self,
+        kinds: &[FwKind],
+        pick: impl Fn(&Dumped, &Tag) -> bool,
+    ) -> bool {
         for family in [Family::Inet, Family::Bridge] {
-            let rules = match self
-                .nft()
-                .and_then(|n| n.rules(family).map_err(CapError::from))
-            {
-                Ok(r) => r,
-                Err(_) => return true,
+            if !kinds.iter().any(|k| k.family() == family) {
+                continue;
+            }
+            let Ok(rules) = self.nft().and_then(|n| Ok(n.rules(family)?)) else {
+                return true;
             };
-            if rules
-                .iter()
-                .any(|d| Tag::parse(&d.comment).is_some_and(|t| pick(&t)))
-            {
+            if rules.iter().any(|d| {
+                Tag::parse(&d.comment).is_some_and(|t| kinds.contains(&t.kind) && pick(d, &t))
+            }) {
                 return true;
             }
         }

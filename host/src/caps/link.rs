@@ -186,7 +186,7 @@ impl Ctx {
     ) -> Result<u32, CapError> {
         let index = self.index_of(kind, name)?;
         self.journal.record(Undo::DeleteLink { ns: kind, index });
-        crate::ipam::fault_step("link-unmarked");
+        crate::fault::at("step", "link-unmarked");
         if let Err(e) = self.mark(kind, index, shared) {
             if let Ok(nl) = self.netlink(kind) {
                 let _ = nl.delete_link(index);

@@ -642,7 +642,7 @@ impl StoreData {
             f(caps)
         };
         if kill {
-            crate::ipam::fault_kill();
+            crate::fault::kill();
         }
         let outcome = match &result {
             Ok(_) => Outcome::Ok,

@@ -1,0 +1,30 @@
+//! Test builds only: `WASMCNI_FAULT=<kind>:<step>` kills the process at a
+//! named step (as a runtime's `kill -9` would), to prove what a kill at
+//! that instant leaves: `ipam:<step>` inside a reservation
+//! (`tests/ipam.rs`), `step:link-unmarked` between making a link and
+//! marking it (`tests/records.rs`). The per-call faults (`call:K`,
+//! `kill:K`) are counted by the capability layer
+//! (`caps::injected_fault`). Release builds compile all of it out.
+
+/// Kills the process at once (SIGKILL).
+pub(crate) fn kill() {
+    #[cfg(debug_assertions)]
+    // SAFETY: kill(2) on our own pid; no memory is touched.
+    unsafe {
+        libc::kill(libc::getpid(), libc::SIGKILL);
+    }
+}
+
+/// Kills the process if `WASMCNI_FAULT` is `<kind>:<step>`.
+pub(crate) fn at(kind: &str, step: &str) {
+    #[cfg(debug_assertions)]
+    if std::env::var("WASMCNI_FAULT").is_ok_and(|f| {
+        f.strip_prefix(kind)
+            .and_then(|r| r.strip_prefix(':'))
+            .is_some_and(|r| r == step)
+    }) {
+        kill();
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = (kind, step);
+}
