@@ -10,7 +10,9 @@
 //! directory must match after each step, modulo what differs by
 //! construction (random MACs and veth names, wasmcni's ownership marks).
 //! Where the reference leaks (a failed ADD leaves its veth), wasmcni must
-//! leave nothing: that is checked against the state before the ADD.
+//! leave nothing: that is checked against the state before the ADD. The
+//! runtime's DEL after every failed ADD must succeed and leave nothing
+//! either (a DEL that fails forever wedges a runtime's cleanup).
 //!
 //! A case file:
 //! ```json
@@ -527,11 +529,21 @@ fn run_case(plugin: &str, file: &str, case: &Value, version: &str) {
                 return;
             }
             // Where the reference may leak, wasmcni leaves nothing.
-            assert_same(
-                &before.expect("the state before the failing ADD"),
-                &w.state(),
-                &format!("{what}: a failed ADD left state"),
+            let before = before.expect("the state before the failing ADD");
+            assert_same(&before, &w.state(), &format!("{what}: a failed ADD left state"));
+            assert_no_plugin_state(&w, &what);
+            // The runtime's DEL after the failed ADD (containerd, CRI-O and
+            // podman all call it) completes: validation that only matters
+            // to ADD does not run on DEL, and a DEL that failed forever
+            // would wedge the container's cleanup. The reference's DEL
+            // fails only where its config does not decode at all; wasmcni's
+            // succeeds there too (it has nothing to remove).
+            let (rd, wd) = (r.call("del", &rl, c, case), w.call("del", &wl, c, case));
+            assert_eq!(
+                wd.code, 0,
+                "{what}: the runtime's DEL after the failed ADD: {wd:?}\nreference: {rd:?}"
             );
+            assert_same(&before, &w.state(), &format!("{what}: the DEL after a failed ADD left state"));
             assert_no_plugin_state(&w, &what);
             return;
         }

@@ -235,6 +235,176 @@ fn a_plugin_whose_del_fails_leaves_nothing_and_the_del_succeeds() {
     assert_ne!(del.code, 0, "no record, the plugin's error stands: {del:?}");
 }
 
+/// A DEL whose plugin cannot run at all — its policy entry broken by a
+/// typo, a pin that no longer matches the plugin, a policy file the host
+/// refuses (group-writable) — still gets the host's record-driven cleanup
+/// and succeeds, said on stderr and in the audit log: a runtime calls DEL
+/// after a failed ADD, and a DEL that fails forever wedges the container's
+/// cleanup and every plugin before it in the list. With no record at all
+/// (the ADD never ran, or made nothing), there is nothing of the
+/// attachment's left, and the DEL succeeds too.
+#[test]
+fn a_del_whose_plugin_cannot_run_gets_the_hosts_cleanup_and_succeeds() {
+    let world = World::new("recbroken");
+    let before = snapshot(&world);
+    let c = conf(9, 0);
+    let typo = {
+        let mut g = grant();
+        g["container"]["modfiy"] = json!(true);
+        policy_with(g)
+    };
+    let pinned = {
+        let mut g = grant();
+        g["sha256"] = json!("0".repeat(64));
+        policy_with(g)
+    };
+    let group_writable = |world: &World| {
+        use std::os::unix::fs::PermissionsExt;
+        let p = world.policy(&policy_with(grant()));
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o664)).expect("chmod");
+        p
+    };
+    for (i, broken) in ["typo", "pin", "group-writable"].iter().enumerate() {
+        let cid = format!("ctr-{i}");
+        added(&world, &cid, &c);
+        let del = match *broken {
+            "typo" => world.run("DEL", &typo, &c, &[("CNI_CONTAINERID", &cid)]),
+            "pin" => world.run("DEL", &pinned, &c, &[("CNI_CONTAINERID", &cid)]),
+            _ => {
+                // World::run writes the policy 0600 first: run by hand.
+                let p = group_writable(&world);
+                let fx = support::fixture("scripted");
+                support::Invoke::wasmcni_run(
+                    &fx.display().to_string(),
+                    c.to_string()
+                        .replace(
+                            "\"@ipam\"",
+                            &Value::from(world.ipam_dir().display().to_string()).to_string(),
+                        )
+                        .as_bytes(),
+                )
+                .cni("DEL", &world.ctr.path, "eth0")
+                .env("CNI_CONTAINERID", &cid)
+                .env("WASMCNI_POLICY", p.display().to_string())
+                .env("WASMCNI_AUDIT", world.audit_path().display().to_string())
+                .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
+                .in_netns(&world.node)
+                .run()
+            }
+        };
+        assert_eq!(del.code, 0, "{broken}: the host stood in: {del:?}");
+        assert!(
+            del.stderr
+                .contains("the host removed what its ADD recorded"),
+            "{broken}: {}",
+            del.stderr
+        );
+        support::assert_same(
+            &before,
+            &snapshot(&world),
+            &format!("{broken}: after the DEL"),
+        );
+        let audited = world
+            .audit()
+            .iter()
+            .filter(|r| r["call"] == "del.stand-in" && r["container_id"] == cid.as_str())
+            .count();
+        assert_eq!(audited, 1, "{broken}: the stand-in is audited");
+        // Broken before the ADD: the ADD fails and leaves nothing, and the
+        // runtime's DEL after it succeeds (no record: nothing of the
+        // plugin's).
+        let cid = format!("ctr-never-{i}");
+        let policy = if *broken == "pin" { &pinned } else { &typo };
+        let add = world.run("ADD", policy, &c, &[("CNI_CONTAINERID", &cid)]);
+        assert_ne!(add.code, 0, "{broken}: ADD under a broken policy: {add:?}");
+        let del = world.run("DEL", policy, &c, &[("CNI_CONTAINERID", &cid)]);
+        assert_eq!(del.code, 0, "{broken}: DEL after the failed ADD: {del:?}");
+        assert!(
+            del.stderr.contains("could not run its DEL"),
+            "{}",
+            del.stderr
+        );
+        support::assert_same(
+            &before,
+            &snapshot(&world),
+            &format!("{broken}: after ADD+DEL"),
+        );
+    }
+    // A config with no network name says nothing of which attachment: the
+    // plugin's error stands.
+    let mut nameless = c.clone();
+    nameless.as_object_mut().expect("object").remove("name");
+    let del = world.run("DEL", &typo, &nameless, &[("CNI_CONTAINERID", "ctr-x")]);
+    del.assert_cni_error(105, "modfiy");
+}
+
+/// A plugin that cannot run, whose ADD changed what no record covers: the
+/// host removes what the record does cover, and the DEL fails naming what
+/// is left and why (the runtime retries once the policy is fixed).
+#[test]
+fn a_del_whose_plugin_cannot_run_fails_when_its_add_did_what_only_it_takes_back() {
+    let world = World::new("recbrunc");
+    let mut c = conf(10, 0);
+    c["ops"]
+        .as_array_mut()
+        .expect("ops")
+        .push(json!({"call": "link.set-mtu", "ns": "host", "link": "cnitestpre", "mtu": 1400}));
+    added(&world, "ctr-a", &c);
+    let mut g = grant();
+    g["sha256"] = json!("0".repeat(64));
+    let del = world.run("DEL", &policy_with(g), &c, &[("CNI_CONTAINERID", "ctr-a")]);
+    del.assert_cni_error(103, "cannot stand in for this DEL");
+    del.assert_cni_error(103, "node link");
+    assert!(!world
+        .node
+        .ip(&["-o", "link", "show"])
+        .contains("cnitestr10"));
+    // Fixed, the plugin's DEL runs and the attachment is gone.
+    let del = run(&world, "DEL", "ctr-a", &c);
+    assert_eq!(del.code, 0, "{del:?}");
+    assert!(records(&world).is_empty(), "{:?}", records(&world));
+}
+
+/// An ADD that fails because the host cannot write its state root (here a
+/// path below a file) nor its audit log says so in its error: the path
+/// and the errno of each, not "see the audit log" (which could not be
+/// written either). Nothing is left behind.
+#[test]
+fn an_unwritable_state_root_and_audit_log_are_named_in_the_error() {
+    let world = World::new("recrofs");
+    let before = snapshot(&world);
+    let file = world.ipam_dir().with_file_name("not-a-dir");
+    std::fs::write(&file, "").expect("file");
+    let state = file.join("state");
+    let audit = file.join("audit.jsonl");
+    let (state_s, audit_s) = (state.display().to_string(), audit.display().to_string());
+    // The standard bridge: its veth is the first thing it makes.
+    let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "bridge", "bridge": "cnitestrb0",
+                      "ipam": {"type": "host-local", "subnet": "10.71.0.0/24", "dataDir": "@ipam"}});
+    let stdin = conf.to_string().replace(
+        "\"@ipam\"",
+        &Value::from(world.ipam_dir().display().to_string()).to_string(),
+    );
+    let policy = json!({"plugins": {"host-local": {"ipam-roots": [world.ipam_dir()]}}});
+    let add = support::Invoke::wasmcni_run("bridge", stdin.as_bytes())
+        .cni("ADD", &world.ctr.path, "eth0")
+        .env("CNI_CONTAINERID", "ctr-a")
+        .env("WASMCNI_POLICY", world.policy(&policy).display().to_string())
+        .env("WASMCNI_AUDIT", &audit_s)
+        .env("WASMCNI_STATE_DIR", &state_s)
+        .in_netns(&world.node)
+        .run();
+    add.assert_cni_error(999, &format!("writing the intent log {state_s}/"));
+    add.assert_cni_error(999, "Not a directory (os error 20)");
+    add.assert_cni_error(999, &format!("the audit log {audit_s} cannot be written"));
+    let v = add.json();
+    assert!(
+        !v.to_string().contains("see the wasmcni audit log"),
+        "no message points to the audit log: {v}"
+    );
+    support::assert_same(&before, &snapshot(&world), "after the failed ADD");
+}
+
 #[test]
 fn the_host_removes_only_what_is_still_the_attachments() {
     let world = World::new("recmine");

@@ -113,7 +113,7 @@ fn describe(code: ErrorCode) -> &'static str {
         ErrorCode::Unreachable => "unreachable",
         ErrorCode::TryAgain => "temporarily unavailable, try again",
         ErrorCode::OutOfRange => "value out of range",
-        ErrorCode::Other => "failed (see the wasmcni audit log for the errno)",
+        ErrorCode::Other => "failed (wasmcni gives the host's cause in this error's details)",
     }
 }
 

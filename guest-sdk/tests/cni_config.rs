@@ -418,3 +418,69 @@ fn gc_valid_attachments() {
     let none = parse(&conf).ok().map(|c| c.valid_attachments());
     assert_eq!(none.map(|r| r.map_err(|e| e.code)), Some(Ok(None)));
 }
+
+/// Go's encoding/json matches keys case-insensitively (exact first), and
+/// `null` leaves a field unset: the reference plugins accept a config in
+/// any casing, and containerd sends capability arguments with Go's field
+/// names. NetConf and every plugin type decoded through it do the same.
+#[test]
+fn keys_match_as_go_matches_them() {
+    #[derive(Deserialize, Debug, PartialEq)]
+    struct Mapping {
+        #[serde(rename = "hostPort")]
+        host_port: u16,
+        #[serde(rename = "containerPort")]
+        container_port: u16,
+        #[serde(default)]
+        protocol: String,
+    }
+    #[derive(Deserialize, Debug)]
+    struct Bridge {
+        bridge: String,
+        #[serde(default, rename = "isGateway")]
+        is_gateway: bool,
+        #[serde(default, rename = "ipMasq")]
+        ip_masq: bool,
+        #[serde(default, rename = "runtimeConfig")]
+        runtime_config: Option<Runtime>,
+    }
+    #[derive(Deserialize, Debug)]
+    struct Runtime {
+        #[serde(default, rename = "portMappings")]
+        port_mappings: Vec<Mapping>,
+    }
+    let c = parse(&json!({
+        "CNIVersion": "1.0.0", "Name": "mynet", "TYPE": "bridge", "Bridge": "cni0",
+        "IsGateway": true, "ipMasq": null,
+        "Capabilities": {"portMappings": true},
+        "IPAM": {"Type": "host-local", "Subnet": "10.22.0.0/16"},
+        "RuntimeConfig": {"portMappings": [
+            {"HostPort": 8080, "ContainerPort": 80, "Protocol": "tcp", "HostIP": ""}]}
+    }))
+    .expect("parses");
+    assert_eq!(
+        (c.cni_version.as_str(), c.name.as_str(), c.plugin_type.as_str()),
+        ("1.0.0", "mynet", "bridge")
+    );
+    assert_eq!(c.capabilities.as_ref().map(|m| m.len()), Some(1));
+    let ipam = c.ipam.as_ref().expect("ipam");
+    assert_eq!(ipam.plugin_type, "host-local");
+    assert_eq!(ipam.extra.get("Subnet"), Some(&json!("10.22.0.0/16")));
+    // Known keys spelled otherwise are not left over in `extra`.
+    assert!(
+        c.extra.keys().all(|k| k == "Bridge" || k == "IsGateway" || k == "ipMasq"),
+        "{:?}",
+        c.extra
+    );
+    let b: Bridge = c.plugin_config().expect("plugin config");
+    assert_eq!(b.bridge, "cni0");
+    assert!(b.is_gateway && !b.ip_masq);
+    assert_eq!(
+        b.runtime_config.expect("runtimeConfig").port_mappings,
+        vec![Mapping {
+            host_port: 8080,
+            container_port: 80,
+            protocol: "tcp".into()
+        }]
+    );
+}

@@ -154,7 +154,9 @@ pub struct Audit {
     who: Identity,
     sink: Sink,
     file: Option<std::fs::File>,
-    broken: bool,
+    /// Why the log cannot be written (said once on stderr; the runtime
+    /// also reads it in a failed call's error, [`Audit::failure`]).
+    broken: Option<String>,
 }
 
 impl Audit {
@@ -164,8 +166,13 @@ impl Audit {
             who,
             sink,
             file: None,
-            broken: false,
+            broken: None,
         }
+    }
+
+    /// Why this log could not be written, once a record failed.
+    pub fn failure(&self) -> Option<&str> {
+        self.broken.as_deref()
     }
 
     /// The plugin the log speaks for.
@@ -176,7 +183,7 @@ impl Audit {
     /// Records one call, at once: a record must not depend on the process
     /// living to the end of the invocation (a runtime may kill it).
     pub fn record(&mut self, call: &str, args: &Value, outcome: &Outcome) {
-        if self.sink == Sink::Off || self.broken {
+        if self.sink == Sink::Off || self.broken.is_some() {
             return;
         }
         let rec = Record {
@@ -193,8 +200,14 @@ impl Audit {
         line.push(b'\n');
         if let Err(e) = self.write(&line) {
             // Say so once; the call's result stands.
-            self.broken = true;
-            eprintln!("wasmcni: cannot write the audit log {:?}: {e}", self.sink);
+            let why = match &self.sink {
+                Sink::File(path) => {
+                    format!("the audit log {} cannot be written: {e}", path.display())
+                }
+                other => format!("the audit log ({other:?}) cannot be written: {e}"),
+            };
+            eprintln!("wasmcni: {why}");
+            self.broken = Some(why);
         }
     }
 

@@ -39,6 +39,23 @@ pub enum Code {
     Internal = 999,
 }
 
+impl Code {
+    /// Whether the plugin could not run, or did not finish, for a reason
+    /// of its own or of its policy (refused, trapped, out of time, memory
+    /// or host calls, a broken policy), rather than answering an error.
+    pub fn plugin_could_not_run(self) -> bool {
+        matches!(
+            self,
+            Code::PluginTrapped
+                | Code::DeadlineExceeded
+                | Code::MemoryExceeded
+                | Code::PluginRefused
+                | Code::LimitExceeded
+                | Code::PolicyInvalid
+        )
+    }
+}
+
 /// A CNI error produced by the host.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{msg}")]

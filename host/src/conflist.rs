@@ -52,7 +52,7 @@ impl Conflist {
             let p = p
                 .as_object()
                 .ok_or_else(|| anyhow!("plugins[{i}] is not an object"))?;
-            if p.get("type")
+            if gojson::field(p, "type")
                 .and_then(Value::as_str)
                 .is_none_or(str::is_empty)
             {
@@ -69,8 +69,10 @@ impl Conflist {
 
     /// The type of plugin `i`.
     pub fn plugin_type(&self, i: usize) -> &str {
-        self.plugins[i]
-            .get("type")
+        // libcni reads a member's `type` with Go's encoding/json (its
+        // `types.NetConf`): `"Type"` names it too. The list's own keys it
+        // reads from a map, exactly.
+        gojson::field(&self.plugins[i], "type")
             .and_then(Value::as_str)
             .unwrap_or("")
     }
@@ -90,8 +92,7 @@ impl Conflist {
         if let Some(p) = prev_result {
             c.insert("prevResult".into(), p.clone());
         }
-        let declared: Vec<&String> = c
-            .get("capabilities")
+        let declared: Vec<&String> = gojson::field(&c, "capabilities")
             .and_then(Value::as_object)
             .map(|m| {
                 m.iter()

@@ -197,6 +197,13 @@ pub struct Runtime {
 }
 
 /// Runs `target` with `stdin` and the `CNI_*` variables among `vars`.
+///
+/// A DEL whose plugin cannot run at all (the policy file or the plugin's
+/// entry is broken, its pin no longer matches, the plugin or its artifact
+/// is missing or refused) still gets the host's part
+/// ([`del_without_plugin`]): a runtime calls DEL after a failed ADD, and
+/// one that fails forever wedges the container's cleanup, and every
+/// plugin before it in the list.
 pub fn invoke(
     target: Target<'_>,
     stdin: &[u8],
@@ -204,11 +211,45 @@ pub fn invoke(
     policy_file: Option<&Path>,
 ) -> Result<Output, CniError> {
     let env = cni_env(vars)?;
-    let policy =
-        Policy::load(policy_file).map_err(|e| CniError::new(Code::PolicyInvalid, e.to_string()))?;
-    if matches!(target, Target::Name(n) if n == crate::chain::NAME) {
-        return crate::chain::invoke(stdin, env, policy);
+    let command = lookup(&env, "CNI_COMMAND").unwrap_or("").to_owned();
+    let loaded = Policy::load(policy_file)
+        .map_err(|e| CniError::new(Code::PolicyInvalid, e.to_string()))
+        .and_then(|policy| {
+            if matches!(target, Target::Name(n) if n == crate::chain::NAME) {
+                return Ok(Loaded::Chain(policy));
+            }
+            load(&target, policy).map(Loaded::Plugin)
+        });
+    match loaded {
+        Ok(Loaded::Chain(policy)) => crate::chain::invoke(stdin, env, policy),
+        Ok(Loaded::Plugin(p)) => run_loaded(*p, stdin, env, &command),
+        Err(why) if command == "DEL" => match target_name(&target) {
+            Some(name) => del_without_plugin(&name, stdin, &env, why),
+            None => Err(why),
+        },
+        Err(why) => Err(why),
     }
+}
+
+/// What [`invoke`] runs.
+enum Loaded {
+    /// `wasmcni-chain` (its members are loaded by [`crate::chain`]).
+    Chain(Policy),
+    /// One plugin, ready to run.
+    Plugin(Box<LoadedPlugin>),
+}
+
+/// A plugin with its policy entry resolved and checked.
+struct LoadedPlugin {
+    plugin: Plugin,
+    policy: Policy,
+    entry: policy::Entry,
+    has_entry: bool,
+    limits: Limits,
+}
+
+/// Finds `target` and resolves and checks its policy entry.
+fn load(target: &Target<'_>, policy: Policy) -> Result<Box<LoadedPlugin>, CniError> {
     let plugin = match target {
         Target::Name(n) => plugins::find(n),
         Target::Path(p) => Plugin::from_path(p),
@@ -223,6 +264,79 @@ pub fn invoke(
     let has_entry = policy.source(plugin.name(), bundled).is_some();
     check_pin(&entry, &plugin)?;
     let limits = Limits::resolve(&entry)?;
+    Ok(Box::new(LoadedPlugin {
+        plugin,
+        policy,
+        entry,
+        has_entry,
+        limits,
+    }))
+}
+
+/// The name a target's records are kept under, if it is a valid one.
+fn target_name(target: &Target<'_>) -> Option<String> {
+    let name = match target {
+        Target::Name(n) => Some(*n),
+        Target::Path(p) => p.file_stem().and_then(|s| s.to_str()),
+    }?;
+    (name == crate::chain::NAME || plugins::valid_name(name)).then(|| name.to_owned())
+}
+
+/// The DEL of a plugin that cannot run (`why`): the host's record-driven
+/// cleanup of what the attachment's ADD made for it ([`finish`]). It
+/// succeeds, with a warning on stderr and in the audit log, when nothing of
+/// the plugin's is left: the record covered everything and it is removed,
+/// or there is no record (its ADD made nothing, or never ran). It fails
+/// with `why` when the config does not name the network, and when the
+/// ADD did what only the plugin's DEL can take back.
+fn del_without_plugin(
+    name: &str,
+    stdin: &[u8],
+    env: &[(String, String)],
+    why: CniError,
+) -> Result<Output, CniError> {
+    let attachment = caps::Attachment::from_invocation(env, stdin);
+    if attachment.network.is_empty() || attachment.container_id.is_empty() {
+        return Err(why);
+    }
+    let container = container_netns(env)?;
+    let identity = Identity {
+        plugin: name.to_owned(),
+        sha256: String::new(),
+        container_id: attachment.container_id.clone(),
+        ifname: attachment.ifname.clone(),
+        command: "DEL".to_owned(),
+    };
+    let mut caps = caps::Ctx::new(caps::CtxParams {
+        // It never runs: no authority.
+        grant: policy::Grant::default(),
+        container,
+        audit: Audit::new(identity, Sink::from_env()),
+        attachment,
+        command: caps::Command::Del,
+        cni_command: "DEL".to_owned(),
+        runtime: None,
+    });
+    let outcome = finish_del(Err(why), &mut caps, name, true);
+    std::mem::forget(caps);
+    outcome
+}
+
+/// Runs a loaded plugin for the runtime.
+fn run_loaded(
+    loaded: LoadedPlugin,
+    stdin: &[u8],
+    env: Vec<(String, String)>,
+    command: &str,
+) -> Result<Output, CniError> {
+    let LoadedPlugin {
+        plugin,
+        policy,
+        entry,
+        has_entry,
+        limits,
+    } = loaded;
+    let command = command.to_owned();
     let t0 = std::time::Instant::now();
     let container = container_netns(&env)?;
     let t1 = std::time::Instant::now();
@@ -236,14 +350,19 @@ pub fn invoke(
         deadline: t0 + limits.deadline,
         sink: Sink::from_env(),
     });
-    let (component, imports) = prepare(&rt, &plugin)?;
+    let (component, imports) = match prepare(&rt, &plugin) {
+        Ok(prepared) => prepared,
+        Err(why) if command == "DEL" => {
+            return del_without_plugin(plugin.name(), stdin, &rt.env, why)
+        }
+        Err(why) => return Err(why),
+    };
     log::debug!(
         "timing: netns {:?}, engine {:?}, load + imports {:?}",
         t1 - t0,
         t2 - t1,
         t2.elapsed()
     );
-    let command = lookup(&rt.env, "CNI_COMMAND").unwrap_or("").to_owned();
     let mut caps = caps::Ctx::new(caps::CtxParams {
         grant: entry.grant(),
         container,
@@ -268,7 +387,13 @@ pub fn invoke(
         &rt, &component, &imports, &plugin, &rt.env, stdin, &limits, caps,
     );
     let outcome = finish(&command, outcome, &mut caps, plugin.name());
-    let outcome = explain_denials(outcome, caps.denials(), plugin.name(), has_entry);
+    let outcome = explain_denials(
+        outcome,
+        caps.denials(),
+        &caps.host_errors(),
+        plugin.name(),
+        has_entry,
+    );
     // The process exits right after this; unmapping the code and the
     // engine's type registry would only add to every call's latency.
     std::mem::forget(component);
@@ -314,46 +439,10 @@ pub(crate) fn finish(
         },
         // Whatever the plugin's DEL left of what the record holds, the
         // host returns or removes.
-        "DEL" => match caps.finish_del() {
-            // The plugin's own records go with the attachment (kept when
-            // its DEL failed and the host could not stand in for it: the
-            // retry needs them).
-            Ok(stood_in) if !failed || stood_in => {
-                let outcome = if failed {
-                    // The record covered everything the ADD did, and the
-                    // host has undone what was left: the attachment is
-                    // gone, whatever the plugin said. A runtime retrying a
-                    // failed DEL would only meet the same bug.
-                    eprintln!(
-                        "wasmcni: plugin {:?} failed its DEL ({}); the host removed what its \
-                     ADD recorded, so the DEL succeeds",
-                        name,
-                        describe(&outcome)
-                    );
-                    Ok(Output {
-                        stdout: Vec::new(),
-                        code: 0,
-                    })
-                } else {
-                    outcome
-                };
-                match caps.drop_state() {
-                    failures if failures.is_empty() => outcome,
-                    failures => Err(CniError::new(
-                        Code::Io,
-                        format!(
-                            "wasmcni: the attachment's plugin state could not be removed: {}",
-                            failures.join("; ")
-                        ),
-                    )),
-                }
-            }
-            Ok(_) => outcome,
-            Err(why) => Err(CniError::new(
-                Code::Internal,
-                format!("wasmcni: what this attachment's ADD made could not all be removed: {why}"),
-            )),
-        },
+        "DEL" => {
+            let could_not_run = matches!(&outcome, Err(e) if e.code.plugin_could_not_run());
+            finish_del(outcome, caps, name, could_not_run)
+        }
         // The plugin's records of attachments the runtime no longer holds.
         // Whatever the plugin's GC did (a plugin that never implemented
         // it, or failed): the records of attachments the runtime no longer
@@ -390,30 +479,131 @@ pub(crate) fn finish(
     }
 }
 
+/// The host's part of a DEL ([`caps::Ctx::finish_del`]): whatever the
+/// plugin's DEL left of what the attachment's record holds, the host
+/// returns or removes. A failed DEL stands unless the host stood in for
+/// all of it: the record covered everything the ADD did; or the plugin
+/// `could_not_run` (refused, trapped, out of time or memory) and has no
+/// record, so nothing of the attachment is its. Then the DEL succeeds, said
+/// on stderr and in the audit log, and the plugin's state of the attachment
+/// goes with it; otherwise that state is kept for the runtime's retry.
+fn finish_del(
+    outcome: Result<Output, CniError>,
+    caps: &mut caps::Ctx,
+    name: &str,
+    could_not_run: bool,
+) -> Result<Output, CniError> {
+    use caps::DelCleanup;
+    let failed = !matches!(outcome, Ok(Output { code: 0, .. }));
+    let cleanup = caps.finish_del().map_err(|why| {
+        CniError::new(
+            Code::Internal,
+            format!("wasmcni: what this attachment's ADD made could not all be removed: {why}"),
+        )
+    })?;
+    let stands_in = match &cleanup {
+        DelCleanup::Complete => true,
+        DelCleanup::NoRecord => could_not_run,
+        DelCleanup::Partial(_) => false,
+    };
+    let outcome = if !failed {
+        outcome
+    } else if stands_in {
+        let why = describe(&outcome);
+        let text = if cleanup == DelCleanup::Complete {
+            // The record covered everything the ADD did, and the host has
+            // undone what was left: the attachment is gone, whatever the
+            // plugin said. A runtime retrying the DEL would only meet the
+            // same failure.
+            format!(
+                "plugin {name:?} failed its DEL ({why}); the host removed what its ADD \
+                 recorded, so the DEL succeeds"
+            )
+        } else {
+            format!(
+                "plugin {name:?} could not run its DEL ({why}); no record holds anything of \
+                 this attachment's for it, so the DEL succeeds"
+            )
+        };
+        eprintln!("wasmcni: {text}");
+        caps.audit_event(
+            "del.stand-in",
+            &serde_json::json!({ "plugin": name, "reason": text }),
+            &crate::audit::Outcome::Ok,
+        );
+        Ok(Output {
+            stdout: Vec::new(),
+            code: 0,
+        })
+    } else {
+        // Kept for the retry: the plugin's own records.
+        return match (outcome, cleanup) {
+            (Err(e), DelCleanup::Partial(what)) if could_not_run => {
+                let more = format!(
+                    "wasmcni cannot stand in for this DEL: the ADD did what only the plugin's \
+                     DEL takes back ({}); fix what keeps the plugin from running, then retry",
+                    what.join("; ")
+                );
+                let details = match e.details.as_str() {
+                    "" => more,
+                    mine => format!("{mine}; {more}"),
+                };
+                Err(e.with_details(details))
+            }
+            (outcome, _) => outcome,
+        };
+    };
+    match caps.drop_state() {
+        failures if failures.is_empty() => outcome,
+        failures => Err(CniError::new(
+            Code::Io,
+            format!(
+                "wasmcni: the attachment's plugin state could not be removed: {}",
+                failures.join("; ")
+            ),
+        )),
+    }
+}
+
 /// A failed run's denials, for the runtime: added to the CNI error's
 /// `details` (after any details of its own; the plugin's `code` and `msg`
 /// stay), and logged on stderr. Each names the call and the field of the
 /// plugin's own policy entry that would allow it, or the invariant no
 /// policy waives ([`caps::Denial`]); a plugin with no entry at all is told
-/// so. A run that succeeded is left as it is.
+/// so. The host-side causes of calls the plugin saw fail as `other`
+/// ([`caps::Ctx::host_errors`]: the path and errno of an unwritable state
+/// root, an audit log that cannot be written) follow. A run that succeeded
+/// is left as it is.
 pub(crate) fn explain_denials(
     outcome: Result<Output, CniError>,
     denials: &[String],
+    host_errors: &[String],
     name: &str,
     has_entry: bool,
 ) -> Result<Output, CniError> {
-    if denials.is_empty() || matches!(outcome, Ok(Output { code: 0, .. })) {
+    if (denials.is_empty() && host_errors.is_empty())
+        || matches!(outcome, Ok(Output { code: 0, .. }))
+    {
         return outcome;
     }
     let mut text = String::new();
-    if !has_entry {
-        text.push_str(&format!(
-            "plugin {name:?} has no policy entry, so it has no authority (give it one: \
-             plugins.{name} in the policy file, or {name}.json in the policy directory); "
-        ));
+    if !denials.is_empty() {
+        if !has_entry {
+            text.push_str(&format!(
+                "plugin {name:?} has no policy entry, so it has no authority (give it one: \
+                 plugins.{name} in the policy file, or {name}.json in the policy directory); "
+            ));
+        }
+        text.push_str("wasmcni denied: ");
+        text.push_str(&denials.join("; "));
     }
-    text.push_str("wasmcni denied: ");
-    text.push_str(&denials.join("; "));
+    if !host_errors.is_empty() {
+        if !text.is_empty() {
+            text.push_str("; ");
+        }
+        text.push_str("wasmcni: ");
+        text.push_str(&host_errors.join("; "));
+    }
     eprintln!("wasmcni: plugin {name:?} failed; {text}");
     let append = |details: &str| {
         if details.is_empty() {
@@ -919,6 +1109,7 @@ mod tests {
         let out = explain_denials(
             failed(r#"{"cniVersion":"1.0.0","code":11,"msg":"no"}"#),
             &denials,
+            &[],
             "p",
             true,
         )
@@ -937,6 +1128,7 @@ mod tests {
             &explain_denials(
                 failed(r#"{"code":11,"msg":"no","details":"mine"}"#),
                 &denials,
+                &[],
                 "p",
                 false,
             )
@@ -946,7 +1138,7 @@ mod tests {
         assert!(details.starts_with("mine; "), "{details}");
         assert!(details.contains("has no policy entry"), "{details}");
         // Output that is no CNI error is left alone; so is a success.
-        let out = explain_denials(failed("garbage"), &denials, "p", true).expect("output");
+        let out = explain_denials(failed("garbage"), &denials, &[], "p", true).expect("output");
         assert_eq!(out.stdout, b"garbage");
         let ok = explain_denials(
             Ok(Output {
@@ -954,6 +1146,7 @@ mod tests {
                 code: 0,
             }),
             &denials,
+            &[],
             "p",
             true,
         )
@@ -963,6 +1156,7 @@ mod tests {
         let e = explain_denials(
             Err(CniError::new(Code::PluginTrapped, "trapped").with_details("wasm backtrace")),
             &denials,
+            &[],
             "p",
             true,
         )
@@ -972,5 +1166,36 @@ mod tests {
             "{}",
             e.details
         );
+    }
+
+    #[test]
+    fn host_errors_reach_a_failed_runs_details() {
+        let causes = vec![
+            "writing the intent log /s/a.intent: Read-only file system (os error 30)".to_owned(),
+            "the audit log /l/audit.jsonl cannot be written: Read-only file system (os error 30)"
+                .to_owned(),
+        ];
+        let out = explain_denials(
+            Ok(Output {
+                stdout: br#"{"code":999,"msg":"link.create-veth failed"}"#.to_vec(),
+                code: 1,
+            }),
+            &[],
+            &causes,
+            "p",
+            false,
+        )
+        .expect("output");
+        let v = json(&out);
+        let details = v["details"].as_str().expect("details");
+        assert!(
+            details.starts_with("wasmcni: writing the intent log /s/a.intent: Read-only"),
+            "{details}"
+        );
+        assert!(
+            details.contains("/l/audit.jsonl cannot be written"),
+            "{details}"
+        );
+        assert!(!details.contains("no policy entry"), "{details}");
     }
 }

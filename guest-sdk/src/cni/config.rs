@@ -28,8 +28,8 @@ impl IpamConf {
     /// Split an `ipam` object into `type` and the rest; a non-string
     /// `type` is code 7 naming `ipam.type`.
     pub fn from_map(mut map: Map<String, Value>) -> Result<IpamConf, Error> {
-        let plugin_type = match map.remove("type") {
-            None | Some(Value::Null) => String::new(),
+        let plugin_type = match gojson::take_field(&mut map, "type") {
+            None => String::new(),
             Some(Value::String(s)) => s,
             Some(other) => {
                 return Err(Error::invalid_config(format!(
@@ -136,10 +136,12 @@ fn kind(v: &Value) -> &'static str {
     }
 }
 
-/// Take `key` out of `map` and decode it; absent or `null` → `None`.
+/// Take the field `key` out of `map` (its exact key, else one that
+/// differs only in case, as Go's decoder matches them) and decode it;
+/// absent or `null` → `None`.
 fn take<T: DeserializeOwned>(map: &mut Map<String, Value>, key: &str) -> Result<Option<T>, Error> {
-    match map.remove(key) {
-        None | Some(Value::Null) => Ok(None),
+    match gojson::take_field(map, key) {
+        None => Ok(None),
         Some(v) => json::decode::<T>(&v).map(Some).map_err(|e| {
             Error::invalid_config(format!("invalid network config: {}", e.describe(key)))
         }),
@@ -178,8 +180,8 @@ impl NetConf {
         let dns = take(&mut map, "dns")?;
         let args = take(&mut map, "args")?;
         let runtime_config = take(&mut map, "runtimeConfig")?;
-        let prev_result = match map.remove("prevResult") {
-            None | Some(Value::Null) => None,
+        let prev_result = match gojson::take_field(&mut map, "prevResult") {
+            None => None,
             Some(v @ Value::Object(_)) => Some(v),
             Some(other) => {
                 return Err(Error::invalid_config(format!(
@@ -265,8 +267,8 @@ impl NetConf {
     /// `None` when neither is present. Malformed → code 7 naming the key.
     pub fn valid_attachments(&self) -> Result<Option<Vec<GcAttachment>>, Error> {
         for key in ["cni.dev/valid-attachments", "cni.dev/attachments"] {
-            match self.extra.get(key) {
-                None | Some(Value::Null) => continue,
+            match gojson::field(&self.extra, key) {
+                None => continue,
                 Some(v) => {
                     return json::decode::<Vec<GcAttachment>>(v).map(Some).map_err(|e| {
                         Error::invalid_config(format!(

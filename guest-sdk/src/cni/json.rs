@@ -2,11 +2,14 @@
 //!
 //! * [`to_pretty_string`]: four-space indentation, like Go's
 //!   `json.MarshalIndent(v, "", "    ")` that libcni uses to print.
-//! * [`decode`]: `serde_json::from_value` that also reports *where* in the
-//!   document the error is (`ips[0].address`), so error messages can name
-//!   the offending field. serde_json only reports a line and column, so the
-//!   value is laid out one scalar per line while a table records the path of
-//!   every line; the error's line then maps back to a path.
+//! * [`decode`]: decoding as Go's `encoding/json` does (the [`gojson`]
+//!   crate: keys match fields exactly, then case-insensitively; `null` is
+//!   absent; unknown keys ignored), reporting *where* in the document the
+//!   error is (`ips[0].address`), so error messages can name the offending
+//!   field. The reference plugins and libcni decode every config,
+//!   `runtimeConfig`, `prevResult` and IPAM section that way, and runtimes
+//!   rely on it: containerd sends capability arguments with Go field names
+//!   (`{"HostPort": 8080, ...}`).
 
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -53,93 +56,13 @@ fn join_path(prefix: &str, path: &str) -> String {
     }
 }
 
-/// Deserialize `value` into `T`, reporting the path of the failing value.
+/// Deserialize `value` into `T` with Go's key matching, reporting the
+/// path of the failing value.
 pub(crate) fn decode<T: DeserializeOwned>(value: &Value) -> Result<T, DecodeError> {
-    let mut layout = Layout::default();
-    layout.write(value, "", 0);
-    match serde_json::from_str::<T>(&layout.text) {
-        Ok(v) => Ok(v),
-        Err(e) => {
-            let path = e
-                .line()
-                .checked_sub(1)
-                .and_then(|i| layout.paths.get(i))
-                .cloned()
-                .unwrap_or_default();
-            Err(DecodeError {
-                path,
-                message: strip_position(&e),
-            })
-        }
-    }
-}
-
-/// serde_json's message without the trailing " at line L column C".
-pub(crate) fn strip_position(e: &serde_json::Error) -> String {
-    let full = e.to_string();
-    let suffix = format!(" at line {} column {}", e.line(), e.column());
-    match full.strip_suffix(&suffix) {
-        Some(s) => s.to_string(),
-        None => full,
-    }
-}
-
-/// JSON text with one scalar (or opening bracket) per line, and the JSON
-/// path of the value each line belongs to.
-#[derive(Default)]
-struct Layout {
-    text: String,
-    paths: Vec<String>,
-}
-
-impl Layout {
-    fn newline(&mut self, path: &str, depth: usize) {
-        self.text.push('\n');
-        self.paths.push(path.to_string());
-        for _ in 0..depth {
-            self.text.push(' ');
-        }
-    }
-
-    fn write(&mut self, value: &Value, path: &str, depth: usize) {
-        if self.paths.is_empty() {
-            self.paths.push(path.to_string());
-        }
-        match value {
-            Value::Object(map) if !map.is_empty() => {
-                self.text.push('{');
-                let mut first = true;
-                for (key, child) in map {
-                    if !first {
-                        self.text.push(',');
-                    }
-                    first = false;
-                    let child_path = join_path(path, key);
-                    self.newline(&child_path, depth + 1);
-                    self.text.push_str(&Value::String(key.clone()).to_string());
-                    self.text.push_str(": ");
-                    self.write(child, &child_path, depth + 1);
-                }
-                self.newline(path, depth);
-                self.text.push('}');
-            }
-            Value::Array(items) if !items.is_empty() => {
-                self.text.push('[');
-                for (i, child) in items.iter().enumerate() {
-                    if i > 0 {
-                        self.text.push(',');
-                    }
-                    let child_path = format!("{path}[{i}]");
-                    self.newline(&child_path, depth + 1);
-                    self.write(child, &child_path, depth + 1);
-                }
-                self.newline(path, depth);
-                self.text.push(']');
-            }
-            // Scalars and empty containers: compact JSON, cannot fail.
-            other => self.text.push_str(&other.to_string()),
-        }
-    }
+    gojson::from_value::<T>(value).map_err(|e| DecodeError {
+        path: e.path(),
+        message: e.message().to_owned(),
+    })
 }
 
 #[cfg(test)]

@@ -807,8 +807,8 @@ impl CniResult {
                 json_kind(value)
             ))
         })?;
-        let own = match obj.get("cniVersion") {
-            None | Some(Value::Null) => version,
+        let own = match gojson::field(obj, "cniVersion") {
+            None => version,
             Some(Value::String(s)) if s.is_empty() => version,
             Some(Value::String(s)) => s.as_str(),
             Some(other) => {

@@ -240,7 +240,8 @@ impl VersionInfo {
         let requested = serde_json::from_slice::<serde_json::Value>(stdin)
             .ok()
             .and_then(|v| {
-                v.get("cniVersion")
+                v.as_object()
+                    .and_then(|m| gojson::field(m, "cniVersion"))
                     .and_then(|c| c.as_str())
                     .map(str::to_string)
             });

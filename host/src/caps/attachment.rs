@@ -76,15 +76,14 @@ pub struct RuntimePortMapping {
 /// The runtime's `runtimeConfig.portMappings` (at most 256; an entry that
 /// does not parse is left out, so no plugin may map it).
 fn runtime_port_mappings(conf: &Value) -> Vec<RuntimePortMapping> {
-    let Some(list) = conf
-        .get("runtimeConfig")
-        .and_then(|r| r.get("portMappings"))
+    let Some(list) = go_get(conf, "runtimeConfig")
+        .and_then(|r| go_get(r, "portMappings"))
         .and_then(Value::as_array)
     else {
         return Vec::new();
     };
     let port = |m: &Value, key: &str| {
-        m.get(key)
+        go_get(m, key)
             .and_then(Value::as_u64)
             .and_then(|p| u16::try_from(p).ok())
             .filter(|p| *p != 0)
@@ -92,11 +91,11 @@ fn runtime_port_mappings(conf: &Value) -> Vec<RuntimePortMapping> {
     list.iter()
         .take(256)
         .filter_map(|m| {
-            let protocol = match m.get("protocol") {
-                None | Some(Value::Null) => "tcp".to_owned(),
+            let protocol = match go_get(m, "protocol") {
+                None => "tcp".to_owned(),
                 Some(p) => p.as_str()?.to_ascii_lowercase(),
             };
-            let host_ip = match m.get("hostIP").and_then(Value::as_str) {
+            let host_ip = match go_get(m, "hostIP").and_then(Value::as_str) {
                 None | Some("") => None,
                 Some(a) => Some(a.parse::<IpAddr>().ok()?).filter(|a| !a.is_unspecified()),
             };
@@ -135,11 +134,11 @@ impl ConfigDevices {
                 .map(str::to_owned)
         };
         ConfigDevices {
-            device: text(conf.get("device")),
-            hwaddr: text(conf.get("hwaddr")).and_then(|m| parse_mac(&m)),
-            kernelpath: text(conf.get("kernelpath")),
-            pci_bus_id: text(conf.get("pciBusID")),
-            device_id: text(conf.get("runtimeConfig").and_then(|r| r.get("deviceID"))),
+            device: text(go_get(conf, "device")),
+            hwaddr: text(go_get(conf, "hwaddr")).and_then(|m| parse_mac(&m)),
+            kernelpath: text(go_get(conf, "kernelpath")),
+            pci_bus_id: text(go_get(conf, "pciBusID")),
+            device_id: text(go_get(conf, "runtimeConfig").and_then(|r| go_get(r, "deviceID"))),
         }
     }
 
@@ -186,41 +185,55 @@ impl ConfigDevices {
     }
 }
 
-/// A MAC address as Go's `net.ParseMAC` takes the common forms
-/// (`aa:bb:cc:dd:ee:ff`, `aa-bb-…`).
+/// `value[key]` as Go's `encoding/json` fills a struct field: the exact
+/// key, else one that differs only in case (containerd sends capability
+/// arguments with Go field names: `{"HostPort": 8080, ...}`); `null` is
+/// absent.
+fn go_get<'a>(value: &'a Value, key: &str) -> Option<&'a Value> {
+    value.as_object().and_then(|m| gojson::field(m, key))
+}
+
+/// A MAC address in the forms Go's `net.ParseMAC` takes
+/// (`aa:bb:cc:dd:ee:ff`, `aa-bb-…`, `aabb.ccdd.eeff`; 6, 8 or 20 bytes).
 fn parse_mac(s: &str) -> Option<Vec<u8>> {
-    let parts: Vec<&str> = s.split([':', '-']).collect();
-    if !matches!(parts.len(), 6 | 8 | 20) {
+    let (parts, width): (Vec<&str>, usize) = if s.contains('.') {
+        (s.split('.').collect(), 4)
+    } else {
+        (s.split([':', '-']).collect(), 2)
+    };
+    let bytes = parts.len() * width / 2;
+    if !matches!(bytes, 6 | 8 | 20) || (s.contains(':') && s.contains('-')) {
         return None;
     }
-    parts
-        .iter()
-        .map(|p| {
-            (p.len() == 2)
-                .then(|| u8::from_str_radix(p, 16).ok())
-                .flatten()
-        })
-        .collect()
+    let mut out = Vec::with_capacity(bytes);
+    for p in parts {
+        if p.len() != width || !p.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        for i in (0..width).step_by(2) {
+            out.push(u8::from_str_radix(&p[i..i + 2], 16).ok()?);
+        }
+    }
+    Some(out)
 }
 
 /// The addresses of a config's `prevResult`, in any result version
 /// (`ips[].address`; 0.1/0.2: `ip4.ip`, `ip6.ip`), without prefix lengths.
 /// At most 64; what does not parse is skipped.
 fn prev_result_addresses(conf: &Value) -> Vec<IpAddr> {
-    let Some(prev) = conf.get("prevResult") else {
+    let Some(prev) = go_get(conf, "prevResult") else {
         return Vec::new();
     };
     let mut cidrs: Vec<&str> = Vec::new();
-    if let Some(ips) = prev.get("ips").and_then(Value::as_array) {
+    if let Some(ips) = go_get(prev, "ips").and_then(Value::as_array) {
         cidrs.extend(
             ips.iter()
-                .filter_map(|i| i.get("address").and_then(Value::as_str)),
+                .filter_map(|i| go_get(i, "address").and_then(Value::as_str)),
         );
     }
     for key in ["ip4", "ip6"] {
-        if let Some(a) = prev
-            .get(key)
-            .and_then(|v| v.get("ip"))
+        if let Some(a) = go_get(prev, key)
+            .and_then(|v| go_get(v, "ip"))
             .and_then(Value::as_str)
         {
             cidrs.push(a);
@@ -264,28 +277,24 @@ impl Attachment {
                 .unwrap_or_default()
         };
         let conf: Value = serde_json::from_slice(stdin).unwrap_or(Value::Null);
-        let network = conf
-            .get("name")
+        let network = go_get(&conf, "name")
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_owned();
         let valid = if var("CNI_COMMAND") == "GC" {
-            let list = conf
-                .get("cni.dev/valid-attachments")
-                .or_else(|| conf.get("cni.dev/attachments"))
+            let list = go_get(&conf, "cni.dev/valid-attachments")
+                .or_else(|| go_get(&conf, "cni.dev/attachments"))
                 .and_then(Value::as_array);
             // No list (or not a list): the runtime said nothing about
             // which attachments are valid, and the host removes nothing.
             list.map(|l| {
                 l.iter()
                     .map(|a| Owner {
-                        container_id: a
-                            .get("containerID")
+                        container_id: go_get(a, "containerID")
                             .and_then(Value::as_str)
                             .unwrap_or("")
                             .to_owned(),
-                        ifname: a
-                            .get("ifname")
+                        ifname: go_get(a, "ifname")
                             .and_then(Value::as_str)
                             .unwrap_or("")
                             .to_owned(),
@@ -435,6 +444,52 @@ mod tests {
         );
         let a = Attachment::from_invocation(&env("ADD"), br#"{"name":"n"}"#);
         assert!(a.port_mappings.is_empty());
+    }
+
+    #[test]
+    fn runtime_port_mappings_with_go_field_names() {
+        // containerd's go-cni marshals its Go structs without json tags.
+        let a = Attachment::from_invocation(
+            &env("ADD"),
+            br#"{"name":"n","runtimeConfig":{"portMappings":[
+                {"HostPort":8080,"ContainerPort":80,"Protocol":"tcp","HostIP":""},
+                {"HostPort":5353,"ContainerPort":53,"Protocol":"UDP","HostIP":"10.0.0.1"}]}}"#,
+        );
+        assert_eq!(
+            a.port_mappings,
+            vec![
+                RuntimePortMapping {
+                    host_port: 8080,
+                    container_port: 80,
+                    protocol: "tcp".into(),
+                    host_ip: None
+                },
+                RuntimePortMapping {
+                    host_port: 5353,
+                    container_port: 53,
+                    protocol: "udp".into(),
+                    host_ip: Some("10.0.0.1".parse().expect("ip"))
+                }
+            ]
+        );
+        let a = Attachment::from_invocation(
+            &env("ADD"),
+            br#"{"Name":"n2","RuntimeConfig":{"DeviceID":"0000:00:1f.6"}}"#,
+        );
+        assert_eq!(a.network, "n2");
+        assert_eq!(a.devices.device_id.as_deref(), Some("0000:00:1f.6"));
+    }
+
+    #[test]
+    fn macs_in_every_form_go_parses() {
+        let six = Some(vec![0x02, 0, 0, 0, 0, 0x01]);
+        assert_eq!(parse_mac("02:00:00:00:00:01"), six);
+        assert_eq!(parse_mac("02-00-00-00-00-01"), six);
+        assert_eq!(parse_mac("0200.0000.0001"), six);
+        assert_eq!(parse_mac("02:00-00:00:00:01"), None);
+        assert_eq!(parse_mac("0200.0000.001"), None);
+        assert_eq!(parse_mac("02:00:00:00:00"), None);
+        assert_eq!(parse_mac("+2:00:00:00:00:01"), None);
     }
 
     #[test]

@@ -108,13 +108,19 @@ impl Ctx {
             return Ok(());
         };
         let loc = self.record_location();
-        let mut line = Record::new(&self.owner(), &self.record_plugin, ino).map_err(|e| {
-            log::warn!("reading the boot id: {e}");
-            CapError::from(e)
-        })?;
+        let mut line = match Record::new(&self.owner(), &self.record_plugin, ino) {
+            Ok(line) => line,
+            Err(e) => {
+                self.note_host_error(format!("reading the boot id: {e}"));
+                return Err(CapError::from(e));
+            }
+        };
         line.owned = owned;
         loc.intend(&line).map_err(|e| {
-            log::warn!("{}: {e}", loc.intent_path().display());
+            self.note_host_error(format!(
+                "writing the intent log {}: {e}",
+                loc.intent_path().display()
+            ));
             CapError::from(e)
         })
     }
@@ -433,13 +439,13 @@ impl Ctx {
     /// another link at their index), removes what the record lists as the
     /// attachment's own that is still there ([`Ctx::remove_owned`]), and
     /// removes the record. What could not be returned or removed stays in
-    /// it for the runtime's next DEL. Answers whether the record stood in
-    /// for everything the ADD did (there was one, and no native delegate
-    /// ran); the errors name what could not be undone.
-    pub fn finish_del(&mut self) -> Result<bool, String> {
+    /// it for the runtime's next DEL. Answers whether there was a record
+    /// and whether it stood in for everything the ADD did
+    /// ([`DelCleanup`]); the errors name what could not be undone.
+    pub fn finish_del(&mut self) -> Result<DelCleanup, String> {
         let loc = self.record_location();
         let Some(mut record) = loc.load_or_quarantine() else {
-            return Ok(false);
+            return Ok(DelCleanup::NoRecord);
         };
         let here = self
             .container_ino()
@@ -505,11 +511,32 @@ impl Ctx {
             // The host stood for everything the ADD did only if the record
             // covered it all and nothing is left in it (a moved link kept
             // for a namespace that is not this one).
-            Ok(record.uncovered.is_empty() && record.borrowed.is_empty())
+            Ok(
+                if record.uncovered.is_empty() && record.borrowed.is_empty() {
+                    DelCleanup::Complete
+                } else {
+                    DelCleanup::Partial(record.uncovered.clone())
+                },
+            )
         } else {
             Err(failures.join("; "))
         }
     }
+}
+
+/// What the host's part of a DEL found and did ([`Ctx::finish_del`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DelCleanup {
+    /// The attachment has no record (nor intent log) for this plugin: its
+    /// ADD made nothing of the attachment's, or never ran.
+    NoRecord,
+    /// The record covered everything its ADD did, and nothing of it is
+    /// left: the host stood for the whole of the plugin's DEL.
+    Complete,
+    /// What the ADD did that the host cannot take back (the record's
+    /// `uncovered` entries), or a moved link kept for another namespace:
+    /// only the plugin's DEL can finish.
+    Partial(Vec<String>),
 }
 
 /// Whether reservation `r` is still held by (`container_id`, `ifname`).

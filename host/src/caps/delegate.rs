@@ -346,11 +346,15 @@ impl Ctx {
         let outcome = runner::explain_denials(
             outcome,
             child.denials(),
+            &child.host_errors(),
             plugin.name(),
             rt.policy.source(plugin.name(), bundled).is_some(),
         );
         for d in child.denials.drain(..) {
             self.note_denial(d);
+        }
+        for e in child.host_errors.drain(..) {
+            self.note_host_error(e);
         }
         if let Some(earlier) = earlier {
             child.journal.restore_created(earlier);

@@ -141,8 +141,19 @@ impl Ctx {
                 self.entry_field("ipam-roots")
             ))
         })?;
-        let store = NetworkStore::open(root, &rel, &self.attachment.network, deadline)
-            .map_err(store_err)?;
+        let store = match NetworkStore::open(root, &rel, &self.attachment.network, deadline) {
+            Ok(store) => store,
+            Err(e) => {
+                if let StoreError::Io(io) = &e {
+                    self.note_host_error(format!(
+                        "opening the IPAM state of network {:?} under {}: {io}",
+                        self.attachment.network,
+                        data_dir.display()
+                    ));
+                }
+                return Err(store_err(e));
+            }
+        };
         if !self.stores.contains(&store.path().to_path_buf()) {
             self.stores.push(store.path().to_path_buf());
         }

@@ -48,6 +48,7 @@ mod traffic_control;
 mod undo;
 
 pub use attachment::Attachment;
+pub use borrowed::DelCleanup;
 pub use error::{BudgetExceeded, CapError, Denial};
 pub use ipam_store::{IpamUndo, StoreHandle};
 pub use netns::NsHandle;
@@ -110,6 +111,8 @@ pub struct Ctx {
     /// Why calls of this invocation (and its delegates) were refused,
     /// each once, for the runtime if the plugin fails ([`Denial`]).
     denials: Vec<String>,
+    /// Host-side causes of failed calls ([`Ctx::host_errors`]).
+    host_errors: Vec<String>,
     /// The attachment whose `attachment-state` records this invocation
     /// uses (network, container ID, ifname): the runtime's, which a
     /// delegate inherits whatever config its caller hands it.
@@ -199,6 +202,7 @@ impl Ctx {
             depth: 0,
             stores: Vec::new(),
             denials: Vec::new(),
+            host_errors: Vec::new(),
             state_owner,
             nft: None,
         }
@@ -209,6 +213,29 @@ impl Ctx {
     /// names the policy field that would allow it, or the invariant.
     pub fn denials(&self) -> &[String] {
         &self.denials
+    }
+
+    /// What failed on the host's side of calls the plugin saw fail as
+    /// `other` (the path and errno of an unwritable state root, ...), and
+    /// an audit log that could not be written: for the runtime, in a
+    /// failed call's error, since the plugin cannot name them.
+    pub fn host_errors(&self) -> Vec<String> {
+        let mut out = self.host_errors.clone();
+        out.extend(self.audit.failure().map(str::to_owned));
+        out
+    }
+
+    /// Records an event of the host's own (not a plugin's call) in this
+    /// invocation's audit log.
+    pub fn audit_event(&mut self, call: &str, args: &Value, outcome: &Outcome) {
+        self.audit.record(call, args, outcome);
+    }
+
+    /// Keeps `cause` for the runtime (once; at most 16).
+    pub(crate) fn note_host_error(&mut self, cause: String) {
+        if self.host_errors.len() < MAX_DENIALS && !self.host_errors.contains(&cause) {
+            self.host_errors.push(cause);
+        }
     }
 
     /// Keeps `reason` for the runtime (once).
