@@ -284,6 +284,62 @@ fn a_chain_failure_at_any_position_undoes_the_whole_chain() {
     }
 }
 
+/// A list whose last member's policy entry is broken (a typo in it, as an
+/// operator's edit may leave it): that member cannot run, so the list's
+/// ADD fails at it; the runtime's DEL after it must still complete — the
+/// broken member's DEL gets the host's record-driven cleanup and succeeds,
+/// so libcni goes on to portmap's and bridge's, and nothing is left. The
+/// same when the entry breaks between a good ADD and its DEL.
+#[test]
+fn a_broken_policy_entry_does_not_stop_the_lists_del() {
+    let net = Net::new("chbpol");
+    let before = state(&net);
+    let policy = net.dir.path().join("policy.json");
+    let write_policy = |tuning: Value| {
+        let v = json!({"plugins": {
+            "host-local": {"ipam-roots": [net.data()]},
+            "tuning": tuning}});
+        std::fs::write(&policy, v.to_string()).expect("policy");
+    };
+    // tuning's default entry, and the same with a typo.
+    let good = json!({"attachment-state": true,
+                      "container": {"read": true, "modify": true, "sysctls": ["net.*"]}});
+    let mut broken = good.clone();
+    broken["container"]["modfiy"] = json!(true);
+    let conflist = write(&net, "plain.conflist", &plain(&members(GOOD)));
+    // Broken before the ADD.
+    write_policy(broken.clone());
+    let add = call(&net, bin_dir(), "add", &conflist, &net.ctr.path, "ctr0");
+    assert_ne!(add.code, 0, "{add:?}");
+    let err = add.cni_error().unwrap_or_else(|| panic!("{add:?}"));
+    assert_eq!(err["code"], 105, "{err}");
+    assert!(
+        err["msg"].as_str().unwrap_or("").contains("modfiy"),
+        "{err}"
+    );
+    let del = call(&net, bin_dir(), "del", &conflist, &net.ctr.path, "ctr0");
+    assert_eq!(del.code, 0, "the list's DEL after the failed ADD: {del:?}");
+    assert_back_to(&net, &before, "broken before the ADD: the runtime's DEL");
+    // Broken between a good ADD and its DEL.
+    write_policy(good);
+    let add = call(&net, bin_dir(), "add", &conflist, &net.ctr.path, "ctr1");
+    assert_eq!(add.code, 0, "{add:?}");
+    write_policy(broken);
+    let del = call(&net, bin_dir(), "del", &conflist, &net.ctr.path, "ctr1");
+    assert_eq!(
+        del.code, 0,
+        "the list's DEL with tuning's entry broken: {del:?}"
+    );
+    assert_back_to(&net, &before, "broken after the ADD: the runtime's DEL");
+    let audit = std::fs::read_to_string(net.dir.path().join("audit.jsonl")).unwrap_or_default();
+    assert!(
+        audit
+            .lines()
+            .any(|l| l.contains("\"del.stand-in\"") && l.contains("\"tuning\"")),
+        "the stand-in is audited"
+    );
+}
+
 /// Runs the failing list `n` times (a new container ID each time, as a
 /// runtime retrying a sandbox does), with the runtime's DEL after each
 /// failure (in the one container namespace), or without (each try in a

@@ -389,7 +389,10 @@ fn an_unwritable_state_root_and_audit_log_are_named_in_the_error() {
     let add = support::Invoke::wasmcni_run("bridge", stdin.as_bytes())
         .cni("ADD", &world.ctr.path, "eth0")
         .env("CNI_CONTAINERID", "ctr-a")
-        .env("WASMCNI_POLICY", world.policy(&policy).display().to_string())
+        .env(
+            "WASMCNI_POLICY",
+            world.policy(&policy).display().to_string(),
+        )
         .env("WASMCNI_AUDIT", &audit_s)
         .env("WASMCNI_STATE_DIR", &state_s)
         .in_netns(&world.node)
