@@ -7,7 +7,8 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 DEB_PACKAGES := iproute2 iputils-ping containernetworking-plugins golang-go golang-github-appc-cni-dev \
-	podman runc busybox-static musl-tools nftables iptables conntrack
+	podman runc busybox-static musl-tools nftables iptables conntrack \
+	containerd python3-grpcio python3-grpc-tools python3-protobuf
 # The node installer image (deploy/): a static build of wasmcni, FROM scratch.
 MUSL_TARGET := x86_64-unknown-linux-musl
 IMAGE ?= localhost/wasmcni-installer:dev
@@ -52,6 +53,7 @@ bench: setup
 	WASMCNI_BIN=$(CURDIR)/target/bench-bin/wasmcni $(CARGO) bench -p wasmcni --bench loopback
 	WASMCNI_BIN=$(CURDIR)/target/bench-bin/wasmcni $(CARGO) bench -p wasmcni --bench bridge
 	WASMCNI_BIN=$(CURDIR)/target/bench-bin/wasmcni $(CARGO) bench -p wasmcni --bench chain
+	WASMCNI_BIN=$(CURDIR)/target/bench-bin/wasmcni $(CARGO) bench -p wasmcni --bench cri
 
 # The same benchmarks on the installer image's binary (static musl).
 bench-image: setup
