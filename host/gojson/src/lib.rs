@@ -7,7 +7,9 @@
 //!   go-cni sends it, marshalled from Go structs without json tags);
 //! * `null` leaves a field as if it were absent (Go: "unmarshaling null
 //!   into a value that is not a pointer, map, slice or interface has no
-//!   effect"), so `"ipMasq": null` is `false`, not an error;
+//!   effect"), so `"ipMasq": null` is `false`, not an error; elsewhere (a
+//!   map's value, a list's element) `null` is the type's zero value
+//!   (`false`, `0`, `""`, an empty list or map), as Go stores it;
 //! * keys no field names are ignored (unless the type says
 //!   `deny_unknown_fields`).
 //!
@@ -182,6 +184,20 @@ fn unexpected(v: &Value) -> Unexpected<'_> {
     }
 }
 
+/// Typed requests for which `null` gives the zero value, as Go stores it
+/// in a map's value or a list's element (in a struct, `null` fields are
+/// left out before this: [`Entries::for_struct`]).
+macro_rules! null_is_zero {
+    ($($method:ident => $visit:ident($zero:expr)),* $(,)?) => {$(
+        fn $method<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+            match self.0 {
+                Value::Null => visitor.$visit($zero),
+                _ => self.deserialize_any(visitor),
+            }
+        }
+    )*};
+}
+
 /// A serde deserializer over a borrowed JSON value with Go's key matching.
 struct Decoder<'de>(&'de Value);
 
@@ -262,11 +278,40 @@ impl<'de> Deserializer<'de> for Decoder<'de> {
         visitor.visit_unit()
     }
 
+    null_is_zero! {
+        deserialize_bool => visit_bool(false),
+        deserialize_i8 => visit_i64(0), deserialize_i16 => visit_i64(0),
+        deserialize_i32 => visit_i64(0), deserialize_i64 => visit_i64(0),
+        deserialize_u8 => visit_u64(0), deserialize_u16 => visit_u64(0),
+        deserialize_u32 => visit_u64(0), deserialize_u64 => visit_u64(0),
+        deserialize_f32 => visit_f64(0.0), deserialize_f64 => visit_f64(0.0),
+        deserialize_str => visit_borrowed_str(""), deserialize_string => visit_borrowed_str("")
+    }
+
+    fn deserialize_seq<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.0 {
+            Value::Null => visitor.visit_seq(Items {
+                items: [].iter().enumerate(),
+            }),
+            _ => self.deserialize_any(visitor),
+        }
+    }
+
+    fn deserialize_map<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Error> {
+        match self.0 {
+            Value::Null => visitor.visit_map(Entries {
+                entries: Vec::new().into_iter(),
+                pending: None,
+            }),
+            _ => self.deserialize_any(visitor),
+        }
+    }
+
     forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf unit unit_struct seq tuple tuple_struct map identifier
+        i128 u128 char bytes byte_buf unit unit_struct tuple tuple_struct identifier
     }
 }
+
 
 /// The elements of an array, each decoded with its index on the path.
 struct Items<'de> {
@@ -552,6 +597,22 @@ mod tests {
         // A folded key's null does not hide the exact key's value.
         let c: Conf = from_value(&json!({"MTU": null, "mtu": 9})).unwrap();
         assert_eq!(c.mtu, 9);
+    }
+
+    #[test]
+    fn null_in_a_map_or_a_list_is_the_zero_value() {
+        let m: BTreeMap<String, bool> = from_value(&json!({"portMappings": null})).unwrap();
+        assert_eq!(m.get("portMappings"), Some(&false));
+        let m: BTreeMap<String, String> = from_value(&json!({"net.x": null})).unwrap();
+        assert_eq!(m.get("net.x").map(String::as_str), Some(""));
+        let v: Vec<u32> = from_value(&json!([1, null])).unwrap();
+        assert_eq!(v, [1, 0]);
+        let v: Vec<Vec<u8>> = from_value(&json!([null])).unwrap();
+        assert_eq!(v, [Vec::<u8>::new()]);
+        let o: Option<u8> = from_value(&json!(null)).unwrap();
+        assert_eq!(o, None);
+        let v: Value = from_value(&json!({"a": null})).unwrap();
+        assert_eq!(v, json!({"a": null}));
     }
 
     #[test]
