@@ -7,11 +7,21 @@
 //! a CNI error JSON, on stdout, exiting non-zero on error.
 //!
 //! [`dispatch`] is the same without the process around it, for tests.
+//!
+//! `CNI_ARGS` is never refused here: the Go skel does not read it at all,
+//! and each reference plugin that wants arguments parses them itself
+//! (`types.LoadArgs`), so a plugin that ignores them works with any.
+//! [`Env::args`] holds the well-formed pairs; the malformed pieces are set
+//! aside ([`CniArgs::parse_lenient`], [`CniArgs::malformed`]) for a plugin
+//! that reads its arguments strictly ([`CniArgs::check_known`] refuses
+//! them, code 4). DEL and GC also read the config leniently: a known
+//! section that does not parse is left out ([`parse_conf`]); ADD, CHECK
+//! and STATUS refuse it.
 
 use std::io::{Read, Write};
 
 use crate::cni::version::{check_command_version, VersionInfo};
-use crate::cni::{CniResult, Command, Env, Error, NetConf, LATEST};
+use crate::cni::{CniArgs, CniResult, Command, Env, Error, NetConf, LATEST};
 
 /// The largest config accepted on stdin.
 const MAX_STDIN: u64 = 4 << 20;
@@ -88,6 +98,68 @@ fn version_hint(stdin: &[u8]) -> String {
         .unwrap_or_else(|| LATEST.to_owned())
 }
 
+/// Whether `command` reads its config leniently: DEL (which must not fail
+/// for good on what no ADD could have used: a runtime retries it, and a
+/// container's teardown waits on it) and GC (which keeps going whatever
+/// it meets). A config whose known sections (`ipam`, `dns`, `args`,
+/// `runtimeConfig`, `capabilities`, `prevResult`, `cniVersions`) are
+/// malformed is read without them (see [`lenient_conf`]). What the Go
+/// skel itself refuses still fails: not a JSON object, a bad `name`, an
+/// unsupported `cniVersion`.
+fn lenient(command: Command) -> bool {
+    matches!(command, Command::Del | Command::Gc)
+}
+
+/// The network config on `stdin` as [`dispatch`] reads it for `command`:
+/// [`NetConf::parse`], and for DEL and GC, when that fails, the
+/// config without those of its known sections (`ipam`, `dns`, `args`,
+/// `runtimeConfig`, `capabilities`, `prevResult`, `cniVersions`) that do
+/// not parse, each tried on its own. A bad `name`, `type` or `cniVersion`
+/// fails on every command (the Go skel refuses them too).
+pub fn parse_conf(command: Command, stdin: &[u8]) -> Result<NetConf, Error> {
+    match NetConf::parse(stdin) {
+        Err(e) if lenient(command) => lenient_conf(stdin).ok_or(e),
+        other => other,
+    }
+}
+
+/// The sections of a config [`lenient_conf`] may leave out, as lower case.
+const SECTIONS: [&str; 7] = [
+    "cniversions",
+    "capabilities",
+    "ipam",
+    "dns",
+    "args",
+    "runtimeconfig",
+    "prevresult",
+];
+
+/// The config without those of its known sections that do not parse
+/// (each tried on its own beside the rest of the config), or `None` when
+/// the rest does not parse either (a bad `name`, `type` or `cniVersion`,
+/// which the Go skel refuses on every command too).
+fn lenient_conf(stdin: &[u8]) -> Option<NetConf> {
+    let serde_json::Value::Object(map) = serde_json::from_slice(stdin).ok()? else {
+        return None;
+    };
+    let is_section = |k: &str| SECTIONS.contains(&k.to_ascii_lowercase().as_str());
+    let base: serde_json::Map<String, serde_json::Value> = map
+        .iter()
+        .filter(|(k, _)| !is_section(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let bare = NetConf::from_value(serde_json::Value::Object(base.clone())).ok()?;
+    let mut kept = base.clone();
+    for (k, v) in map.iter().filter(|(k, _)| is_section(k)) {
+        let mut one = base.clone();
+        one.insert(k.clone(), v.clone());
+        if NetConf::from_value(serde_json::Value::Object(one)).is_ok() {
+            kept.insert(k.clone(), v.clone());
+        }
+    }
+    Some(NetConf::from_value(serde_json::Value::Object(kept)).unwrap_or(bare))
+}
+
 /// Runs one invocation against `plugin`, with the environment seen through
 /// `lookup` and the config `stdin`.
 pub fn dispatch<P: Plugin>(
@@ -95,7 +167,17 @@ pub fn dispatch<P: Plugin>(
     lookup: impl Fn(&str) -> Option<String>,
     stdin: &[u8],
 ) -> Outcome {
-    let env = match Env::from_lookup(lookup) {
+    // `CNI_ARGS` as it comes: refused by none but the plugin (see the
+    // module docs).
+    let raw_args = lookup("CNI_ARGS");
+    let env =
+        Env::from_lookup(|k| if k == "CNI_ARGS" { None } else { lookup(k) }).map(|mut env| {
+            if env.command != Command::Version {
+                env.args = CniArgs::parse_lenient(raw_args.as_deref().unwrap_or(""));
+            }
+            env
+        });
+    let env = match env {
         Ok(env) => env,
         Err(e) => return fail(&e, &version_hint(stdin)),
     };
@@ -105,7 +187,7 @@ pub fn dispatch<P: Plugin>(
             code: 0,
         };
     }
-    let conf = match NetConf::parse(stdin) {
+    let conf = match parse_conf(env.command, stdin) {
         Ok(c) => c,
         Err(e) => return fail(&e, &version_hint(stdin)),
     };
@@ -176,4 +258,146 @@ pub fn run<P: Plugin>(plugin: P, about: &str) -> ! {
     }
     let _ = out.flush();
     std::process::exit(outcome.code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    /// Succeeds at everything, keeping the last invocation.
+    #[derive(Default)]
+    struct Seen(RefCell<Option<Invocation>>);
+
+    impl Plugin for Seen {
+        fn add(&self, inv: &Invocation) -> Result<CniResult, Error> {
+            *self.0.borrow_mut() = Some(inv.clone());
+            Ok(CniResult::default())
+        }
+        fn check(&self, inv: &Invocation) -> Result<(), Error> {
+            *self.0.borrow_mut() = Some(inv.clone());
+            Ok(())
+        }
+        fn del(&self, inv: &Invocation) -> Result<(), Error> {
+            *self.0.borrow_mut() = Some(inv.clone());
+            Ok(())
+        }
+    }
+
+    fn run(p: &Seen, command: &str, args: &str, conf: &serde_json::Value) -> Outcome {
+        let env = [
+            ("CNI_COMMAND", command),
+            ("CNI_CONTAINERID", "c1"),
+            ("CNI_NETNS", "/run/netns/x"),
+            ("CNI_IFNAME", "eth0"),
+            ("CNI_ARGS", args),
+            ("CNI_PATH", "/opt/cni/bin"),
+        ];
+        let lookup = |k: &str| {
+            env.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+                .filter(|v| !v.is_empty())
+        };
+        dispatch(p, lookup, conf.to_string().as_bytes())
+    }
+
+    fn conf() -> serde_json::Value {
+        serde_json::json!({"cniVersion": "1.0.0", "name": "n", "type": "x"})
+    }
+
+    fn code(o: &Outcome) -> u64 {
+        serde_json::from_str::<serde_json::Value>(&o.stdout)
+            .ok()
+            .and_then(|v| v["code"].as_u64())
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn cni_args_are_taken_as_they_come() {
+        let p = Seen::default();
+        for args in [";", "A", "A=1=2;B=2", "=v"] {
+            for command in ["ADD", "CHECK", "DEL"] {
+                let o = run(&p, command, args, &conf());
+                assert_eq!(o.code, 0, "{command} {args:?}: {}", o.stdout);
+            }
+            // A plugin that checks them refuses them (code 4).
+            let inv = p.0.borrow_mut().take().expect("called");
+            assert_eq!(
+                inv.env.args.check_known(&["A", "B"]).map_err(|e| e.code),
+                Err(4),
+                "{args:?}"
+            );
+        }
+        run(&p, "DEL", "A=1;;IgnoreUnknown=1", &conf());
+        let inv = p.0.borrow_mut().take().expect("called");
+        assert_eq!(
+            inv.env.args.iter().collect::<Vec<_>>(),
+            [("A", "1"), ("IgnoreUnknown", "1")]
+        );
+        assert_eq!(inv.env.args.malformed(), [(1, String::new())]);
+        // The rest of the environment is checked as before.
+        let o = dispatch(
+            &p,
+            |k| match k {
+                "CNI_COMMAND" => Some("DEL".into()),
+                "CNI_ARGS" => Some(";".into()),
+                _ => None,
+            },
+            conf().to_string().as_bytes(),
+        );
+        assert!(
+            o.stdout
+                .contains("required env variables [CNI_CONTAINERID,CNI_IFNAME,CNI_PATH] missing"),
+            "{}",
+            o.stdout
+        );
+    }
+
+    #[test]
+    fn del_reads_a_config_without_its_malformed_sections() {
+        let p = Seen::default();
+        let mut c = conf();
+        c["args"] = serde_json::json!("x");
+        c["runtimeConfig"] = serde_json::json!([1]);
+        c["dns"] = serde_json::json!({"nameservers": "8.8.8.8"});
+        c["ipam"] = serde_json::json!({"type": "host-local", "subnet": "10.1.0.0/24"});
+        c["mtu"] = serde_json::json!("big");
+        assert_eq!(code(&run(&p, "ADD", "", &c)), 7);
+        assert_eq!(code(&run(&p, "STATUS", "", &c)), 7);
+        let o = run(&p, "DEL", "", &c);
+        assert_eq!(o.code, 0, "{}", o.stdout);
+        let inv = p.0.borrow_mut().take().expect("called");
+        assert_eq!(inv.conf.args, None);
+        assert_eq!(inv.conf.runtime_config, None);
+        assert_eq!(inv.conf.dns, None);
+        // What parses stays, plugin keys too; stdin is as given.
+        assert_eq!(
+            inv.conf.ipam.as_ref().map(|i| i.plugin_type.as_str()),
+            Some("host-local")
+        );
+        assert_eq!(inv.conf.extra["mtu"], "big");
+        assert_eq!(inv.stdin, c.to_string().into_bytes());
+        // What the Go skel refuses on every command still fails.
+        for (k, v) in [
+            ("name", serde_json::json!("bad name")),
+            ("cniVersion", serde_json::json!("9.9.9")),
+        ] {
+            let mut bad = c.clone();
+            bad[k] = v;
+            assert_ne!(run(&p, "DEL", "", &bad).code, 0, "{k}");
+        }
+        let o = dispatch(
+            &p,
+            |k| match k {
+                "CNI_COMMAND" => Some("DEL".into()),
+                "CNI_CONTAINERID" => Some("c1".into()),
+                "CNI_IFNAME" => Some("eth0".into()),
+                "CNI_PATH" => Some("/x".into()),
+                _ => None,
+            },
+            b"[1]",
+        );
+        assert_eq!(code(&o), 6);
+    }
 }

@@ -459,7 +459,11 @@ fn keys_match_as_go_matches_them() {
     }))
     .expect("parses");
     assert_eq!(
-        (c.cni_version.as_str(), c.name.as_str(), c.plugin_type.as_str()),
+        (
+            c.cni_version.as_str(),
+            c.name.as_str(),
+            c.plugin_type.as_str()
+        ),
         ("1.0.0", "mynet", "bridge")
     );
     assert_eq!(c.capabilities.as_ref().map(|m| m.len()), Some(1));
@@ -468,7 +472,9 @@ fn keys_match_as_go_matches_them() {
     assert_eq!(ipam.extra.get("Subnet"), Some(&json!("10.22.0.0/16")));
     // Known keys spelled otherwise are not left over in `extra`.
     assert!(
-        c.extra.keys().all(|k| k == "Bridge" || k == "IsGateway" || k == "ipMasq"),
+        c.extra
+            .keys()
+            .all(|k| k == "Bridge" || k == "IsGateway" || k == "ipMasq"),
         "{:?}",
         c.extra
     );

@@ -12,8 +12,9 @@
 #           list served by an installed wasmcni bin dir) or chain (the same
 #           members as one wasmcni-chain plugin);
 #   FAILER  tuning (a sysctl that does not exist: ADD fails, DEL succeeds)
-#           or portmap (a config it cannot parse, `"snat": "yes"`: ADD and
-#           DEL fail, and libcni's DEL stops there, before bridge's).
+#           or portmap (a config it cannot parse, `"snat": "yes"`: ADD
+#           fails; the reference's DEL fails too, and libcni's DEL stops
+#           there, before bridge's; wasmcni's DEL succeeds).
 # Output, per case, one line of `key value` pairs (and one more line for
 # runs that did not fail in the failing plugin's ADD):
 #   case IMPL FAILER: subnet 10.60.I tries N failed-add K ms T reservations R ...

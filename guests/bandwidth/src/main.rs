@@ -28,7 +28,8 @@ use guest_sdk::net::Netns;
 use guest_sdk::skel::{self, Invocation, Plugin};
 use guest_sdk::tc::{RateLimit, Shaping};
 use plugin_common::mac;
-use serde_json::{Map, Value};
+use serde::Deserialize;
+use serde_json::Value;
 
 /// The four keys of the CNI bandwidth convention, bits per second and bits
 /// (0: not set).
@@ -43,21 +44,60 @@ struct Bandwidth {
 /// The largest burst the reference accepts: below 4 GiB, in bits.
 const MAX_BURST_BYTES: u64 = u32::MAX as u64;
 
+/// The four keys as a config or `runtimeConfig.bandwidth` gives them,
+/// decoded through the SDK (keys as Go matches them: containerd sends
+/// `{"IngressRate": .., "IngressBurst": .., "EgressRate": ..,
+/// "EgressBurst": ..}`; `null` as absent), each value checked below.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct KeysJson {
+    #[serde(default)]
+    ingress_rate: Option<Value>,
+    #[serde(default)]
+    ingress_burst: Option<Value>,
+    #[serde(default)]
+    egress_rate: Option<Value>,
+    #[serde(default)]
+    egress_burst: Option<Value>,
+}
+
+/// The config keys bandwidth reads.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ConfJson {
+    #[serde(default)]
+    ingress_rate: Option<Value>,
+    #[serde(default)]
+    ingress_burst: Option<Value>,
+    #[serde(default)]
+    egress_rate: Option<Value>,
+    #[serde(default)]
+    egress_burst: Option<Value>,
+    #[serde(default)]
+    runtime_config: Option<RuntimeConfigJson>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RuntimeConfigJson {
+    #[serde(default)]
+    bandwidth: Option<KeysJson>,
+}
+
 impl Bandwidth {
     fn is_zero(&self) -> bool {
         *self == Bandwidth::default()
     }
 
-    /// The keys from `obj` (where `at` names it in errors), or `None` if
-    /// it sets none of them.
-    fn from_object(obj: &Map<String, Value>, at: &str) -> Result<Option<Bandwidth>, Error> {
-        let keys = ["ingressRate", "ingressBurst", "egressRate", "egressBurst"];
-        if !keys.iter().any(|k| obj.contains_key(*k)) {
+    /// The keys of `keys` (`at` names where in errors), or `None` if none
+    /// is set.
+    fn from_keys(keys: [&Option<Value>; 4], at: &str) -> Result<Option<Bandwidth>, Error> {
+        let names = ["ingressRate", "ingressBurst", "egressRate", "egressBurst"];
+        if keys.iter().all(|k| k.is_none()) {
             return Ok(None);
         }
         let mut v = [0u64; 4];
-        for (slot, key) in v.iter_mut().zip(keys) {
-            *slot = match obj.get(key) {
+        for ((slot, key), given) in v.iter_mut().zip(names).zip(keys) {
+            *slot = match given {
                 None | Some(Value::Null) => 0,
                 Some(x) => x.as_u64().ok_or_else(|| {
                     Error::internal(format!(
@@ -120,28 +160,47 @@ impl Bandwidth {
 
 /// The limits the config asks for: its own keys, else the runtime's
 /// (`runtimeConfig.bandwidth`), validated; `None` when neither sets any.
+/// (ADD and CHECK; DEL reads none of it.)
 fn parse(inv: &Invocation) -> Result<Option<Bandwidth>, Error> {
-    if let Some(b) = Bandwidth::from_object(&inv.conf.extra, "")? {
+    let c: ConfJson = inv.conf.plugin_config().map_err(|e| {
+        let why = e
+            .msg
+            .strip_prefix("invalid network config: ")
+            .unwrap_or(&e.msg);
+        Error::internal(format!("failed to parse network configuration: {why}"))
+    })?;
+    let own = [
+        &c.ingress_rate,
+        &c.ingress_burst,
+        &c.egress_rate,
+        &c.egress_burst,
+    ];
+    let own = Bandwidth::from_keys(own, "")?;
+    // The runtime's keys must decode even where the config's win, as in
+    // the reference (which decodes the whole config first).
+    let at = "runtimeConfig.bandwidth.";
+    let runtime = match c.runtime_config.and_then(|r| r.bandwidth) {
+        None => None,
+        Some(k) => {
+            let keys = [
+                &k.ingress_rate,
+                &k.ingress_burst,
+                &k.egress_rate,
+                &k.egress_burst,
+            ];
+            Some(Bandwidth::from_keys(keys, at)?.unwrap_or_default())
+        }
+    };
+    if let Some(b) = own {
         b.validate("")?;
         return Ok(Some(b));
     }
-    let runtime = inv
-        .conf
-        .runtime_config
-        .as_ref()
-        .and_then(|r| r.get("bandwidth"));
     match runtime {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::Object(m)) => {
-            let at = "runtimeConfig.bandwidth.";
-            let b = Bandwidth::from_object(m, at)?.unwrap_or_default();
+        None => Ok(None),
+        Some(b) => {
             b.validate(at)?;
             Ok(Some(b))
         }
-        Some(other) => Err(Error::internal(format!(
-            "failed to parse network configuration: runtimeConfig.bandwidth must be an \
-             object, got {other}"
-        ))),
     }
 }
 
@@ -275,9 +334,10 @@ impl Plugin for BandwidthPlugin {
         Ok(())
     }
 
-    fn del(&self, inv: &Invocation) -> Result<(), Error> {
-        // As the reference: the config is validated on DEL too.
-        parse(inv)?;
+    /// Removes the attachment's `ifb` and reads nothing of the config: a
+    /// config ADD refuses (a rate without its burst, a burst under one
+    /// byte) cannot stop it. (The reference's DEL validates the config.)
+    fn del(&self, _inv: &Invocation) -> Result<(), Error> {
         host_ns()?.remove_limits(None)?;
         Ok(())
     }
@@ -299,18 +359,22 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn bw(v: Value) -> Result<Option<Bandwidth>, Error> {
-        let m = v.as_object().expect("object").clone();
-        let b = Bandwidth::from_object(&m, "")?;
-        if let Some(b) = b {
-            b.validate("")?;
+    fn inv(command: guest_sdk::cni::Command, extra: Value) -> Invocation {
+        let mut c = json!({"cniVersion": "1.0.0", "type": "bandwidth"});
+        for (k, v) in extra.as_object().expect("object") {
+            c[k] = v.clone();
         }
-        Ok(b)
+        plugin_common::testing::invocation(command, "", c)
+    }
+
+    fn bw(v: Value) -> Result<Option<Bandwidth>, Error> {
+        parse(&inv(guest_sdk::cni::Command::Add, v))
     }
 
     #[test]
     fn keys_and_errors() {
         assert_eq!(bw(json!({"name": "x"})).expect("ok"), None);
+        assert_eq!(bw(json!({"ingressRate": null})).expect("ok"), None);
         let b = bw(json!({"ingressRate": 800000, "ingressBurst": 80000}))
             .expect("ok")
             .expect("set");
@@ -353,6 +417,53 @@ mod tests {
             for w in words {
                 assert!(e.msg.contains(w), "{conf}: {:?} lacks {w:?}", e.msg);
             }
+        }
+    }
+
+    #[test]
+    fn runtime_bandwidth_with_go_field_names() {
+        // containerd marshals its BandWidth struct without json tags.
+        let b = bw(json!({"runtimeConfig": {"bandwidth": {
+            "IngressRate": 800000, "IngressBurst": 80000, "EgressRate": 0, "EgressBurst": 0}}}))
+        .expect("ok")
+        .expect("set");
+        assert_eq!((b.ingress_rate, b.ingress_burst), (800000, 80000));
+        // The config's own keys win.
+        let b = bw(json!({"egressRate": 1000, "egressBurst": 800,
+                          "runtimeConfig": {"bandwidth": {"IngressRate": 8, "IngressBurst": 8}}}))
+        .expect("ok")
+        .expect("set");
+        assert_eq!((b.ingress_rate, b.egress_rate), (0, 1000));
+        // Mistyped runtime keys fail even where the config's win.
+        let e = bw(json!({"egressRate": 1000, "egressBurst": 800,
+                          "runtimeConfig": {"bandwidth": {"ingressRate": true}}}))
+        .expect_err("mistyped");
+        assert!(
+            e.msg.contains("runtimeConfig.bandwidth.ingressRate"),
+            "{}",
+            e.msg
+        );
+        let e = bw(json!({"runtimeConfig": {"bandwidth": 5}})).expect_err("not an object");
+        assert_eq!(e.code, 999);
+        assert!(e.msg.contains("runtimeConfig.bandwidth"), "{}", e.msg);
+    }
+
+    #[test]
+    fn del_reads_no_config() {
+        use plugin_common::testing::{reach, Reached};
+        for extra in [
+            json!({"ingressRate": 800000, "ingressBurst": 7}),
+            json!({"ingressRate": 800000}),
+            json!({"egressRate": -1, "egressBurst": "x"}),
+            json!({"runtimeConfig": {"bandwidth": {"EgressBurst": 4}}}),
+        ] {
+            assert!(bw(extra.clone()).is_err(), "{extra}: ADD accepts it");
+            let del = inv(guest_sdk::cni::Command::Del, extra.clone());
+            assert_eq!(
+                reach(|| BandwidthPlugin.del(&del)),
+                Reached::HostCall("netns.host".into()),
+                "{extra}"
+            );
         }
     }
 }

@@ -101,6 +101,29 @@ pub struct RuntimeConfig {
     pub mac: Option<String>,
 }
 
+/// What DEL and GC read of the config: only what the cleanup needs, each
+/// key on its own ([`plugin_common::lenient`]). Everything else ADD
+/// refuses (a VLAN out of range, `hairpinMode` with `promiscMode`,
+/// unknown `CNI_ARGS`, a bad MAC) no ADD can have used, and does not stop
+/// DEL from removing the interface and releasing the address.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DelConf {
+    /// `ipMasq`; unusable (of the wrong type): no masquerade to remove.
+    #[serde(default, deserialize_with = "plugin_common::lenient::field")]
+    pub ip_masq: Option<bool>,
+    /// `macspoofchk`; unusable: no MAC spoof check to remove.
+    #[serde(default, deserialize_with = "plugin_common::lenient::field")]
+    pub macspoofchk: Option<bool>,
+}
+
+impl DelConf {
+    /// The DEL view of the config (never fails).
+    pub fn load(inv: &Invocation) -> DelConf {
+        plugin_common::lenient::decode(inv)
+    }
+}
+
 fn default_bridge() -> String {
     "cni0".into()
 }
@@ -120,10 +143,8 @@ impl Conf {
             )));
         }
         c.trunk_vids()?;
-        inv.env
-            .args
-            .check_known(&["MAC"])
-            .map_err(|e| Error::internal(e.msg))?;
+        // `CNI_ARGS` as the reference's `types.LoadArgs` reads them.
+        plugin_common::compat::load_args(&inv.env.args, &["MAC"], |_, _| Ok(()))?;
         if c.is_default_gateway {
             c.is_gateway = true;
         }
@@ -252,20 +273,27 @@ impl Conf {
     }
 
     /// The container's MAC: `CNI_ARGS` `MAC`, overridden by
-    /// `args.cni.mac`, overridden by `runtimeConfig.mac`.
+    /// `args.cni.mac`, overridden by `runtimeConfig.mac` (an empty one
+    /// overrides nothing, as in the reference).
     pub fn mac(&self, inv: &Invocation) -> Result<Option<String>, Error> {
-        let mut mac = inv.env.args.get("MAC").map(str::to_owned);
-        if let Some(m) = self
+        // The last `MAC=` wins, as each pair overrides the field in Go's
+        // `types.LoadArgs`.
+        let from_args = inv
+            .env
+            .args
+            .iter()
+            .filter(|(k, _)| *k == "MAC")
+            .last()
+            .map(|(_, v)| v.to_owned());
+        let from_conf = self
             .args
             .as_ref()
             .and_then(|a| a.cni.as_ref())
-            .and_then(|c| c.mac.clone())
-        {
-            mac = Some(m);
-        }
-        if let Some(m) = self.runtime_config.as_ref().and_then(|r| r.mac.clone()) {
-            mac = Some(m);
-        }
-        Ok(mac.filter(|m| !m.is_empty()))
+            .and_then(|c| c.mac.clone());
+        let from_runtime = self.runtime_config.as_ref().and_then(|r| r.mac.clone());
+        Ok([from_runtime, from_conf, from_args]
+            .into_iter()
+            .flatten()
+            .find(|m| !m.is_empty()))
     }
 }

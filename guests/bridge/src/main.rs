@@ -10,7 +10,12 @@
 //! journal removes the veth and releases the IPAM reservation (the
 //! reference leaks the veth whenever IPAM or a later step fails). And the
 //! bridge, shared by every container on the network, is never reshaped or
-//! deleted by a plugin acting for one of them.
+//! deleted by a plugin acting for one of them. DEL reads only what the
+//! cleanup needs (the IPAM section, `ipMasq`, `macspoofchk`, each on its
+//! own, no `CNI_ARGS`): a config ADD refuses (a VLAN out of range,
+//! `hairpinMode` with `promiscMode`, unknown `CNI_ARGS`) still has its
+//! interface removed and its address released, where the reference's DEL
+//! fails on some of them for good.
 //!
 //! VLANs: `vlan` (the port's PVID, untagged), and from upstream's later
 //! versions `vlanTrunk` (tagged VLANs) and `preserveDefaultVlan` (default
@@ -39,7 +44,7 @@ use guest_sdk::skel::{self, Invocation, Plugin};
 use plugin_common::iface::{self, link_key};
 use plugin_common::{ipam, mac, veth};
 
-use conf::Conf;
+use conf::{Conf, DelConf};
 
 struct Bridge;
 
@@ -394,8 +399,10 @@ impl Plugin for Bridge {
         Ok(result)
     }
 
+    /// Decodes only what it needs ([`DelConf`]): a config ADD refuses
+    /// still has its interface removed and its address released.
     fn del(&self, inv: &Invocation) -> Result<(), Error> {
-        let c = Conf::load(inv)?;
+        let c = DelConf::load(inv);
         if !inv.env.netns.is_empty() {
             match Netns::container() {
                 Ok(ns) => {
@@ -411,7 +418,7 @@ impl Plugin for Bridge {
                 Err(e) => return Err(e.into()),
             }
         }
-        if c.is_layer3(inv) {
+        if is_layer3(inv) {
             ipam::exec(inv, Command::Del)?;
         }
         let kinds = firewall_kinds(&c, inv);
@@ -435,8 +442,8 @@ impl Plugin for Bridge {
     }
 
     fn gc(&self, inv: &Invocation) -> Result<(), Error> {
-        let c = Conf::load(inv)?;
-        if c.is_layer3(inv) {
+        let c = DelConf::load(inv);
+        if is_layer3(inv) {
             ipam::exec(inv, Command::Gc)?;
         }
         let kinds = firewall_kinds(&c, inv);
@@ -455,14 +462,20 @@ impl Plugin for Bridge {
     }
 }
 
-/// The firewall rule kinds the config asks for (masquerading only with
-/// addresses, as ADD installs it).
-fn firewall_kinds(c: &Conf, inv: &Invocation) -> Vec<RuleKind> {
+/// Whether IPAM configures the interface (`ipam.type` set).
+fn is_layer3(inv: &Invocation) -> bool {
+    !ipam::plugin_type(inv).is_empty()
+}
+
+/// The firewall rule kinds DEL and GC remove: those the config asks for
+/// (masquerading only with addresses, as ADD installs it); none for a key
+/// that is unusable.
+fn firewall_kinds(c: &DelConf, inv: &Invocation) -> Vec<RuleKind> {
     let mut kinds = Vec::new();
-    if c.ip_masq && c.is_layer3(inv) {
+    if c.ip_masq == Some(true) && is_layer3(inv) {
         kinds.push(RuleKind::Masquerade);
     }
-    if c.macspoofchk {
+    if c.macspoofchk == Some(true) {
         kinds.push(RuleKind::MacSpoof);
     }
     kinds
@@ -554,4 +567,124 @@ fn check_attachment(
 
 fn main() {
     skel::run(Bridge, "CNI bridge plugin (wasmcni)");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plugin_common::testing::{invocation, reach, Reached};
+    use serde_json::json;
+
+    fn conf(extra: serde_json::Value) -> serde_json::Value {
+        let mut c = json!({"type": "bridge", "bridge": "cni0",
+                           "ipam": {"type": "host-local", "subnet": "10.1.0.0/24"}});
+        for (k, v) in extra.as_object().expect("object") {
+            c[k] = v.clone();
+        }
+        c
+    }
+
+    /// What DEL removes of a config: (IPAM DEL, firewall kinds).
+    fn del_plan(c: serde_json::Value, args: &str) -> (bool, Vec<RuleKind>) {
+        let inv = invocation(Command::Del, args, c);
+        let d = DelConf::load(&inv);
+        (is_layer3(&inv), firewall_kinds(&d, &inv))
+    }
+
+    #[test]
+    fn del_cleans_up_configs_add_refuses() {
+        for (extra, args) in [
+            // ADD refuses both at once; the reference's DEL succeeds.
+            (json!({"hairpinMode": true, "promiscMode": true}), ""),
+            // Unknown CNI_ARGS, malformed ones, a bad MAC: DEL reads none.
+            (json!({}), "FOO=bar"),
+            (json!({}), ";"),
+            (json!({"args": {"cni": {"mac": "zz"}}}), ""),
+            // Options ADD refuses or cannot decode.
+            (json!({"vlan": 5000}), ""),
+            (json!({"vlanTrunk": [{"minID": 9, "maxID": 2}]}), ""),
+            (json!({"mtu": "big", "hairpinMode": 1}), ""),
+        ] {
+            let c = conf(extra.clone());
+            let add = invocation(Command::Add, args, c.clone());
+            // What ADD checks before it changes anything.
+            let refused = Conf::load(&add)
+                .and_then(|c| c.mac(&add))
+                .and_then(|m| m.map(|m| mac::parse(&m)).transpose());
+            assert!(refused.is_err(), "{extra} {args:?}: ADD accepts it");
+            assert_eq!(
+                del_plan(c.clone(), args),
+                (true, vec![]),
+                "{extra} {args:?}: DEL must release the address"
+            );
+            // DEL goes on to the container's interface, refusing nothing.
+            // CHECK still refuses what ADD's config loading refuses.
+            if Conf::load(&add).is_err() {
+                let chk = invocation(Command::Check, args, c.clone());
+                assert!(
+                    matches!(reach(|| Bridge.check(&chk)), Reached::Returned(Err(_))),
+                    "{extra} {args:?}"
+                );
+            }
+            let del = invocation(Command::Del, args, c);
+            assert_eq!(
+                reach(|| Bridge.del(&del)),
+                Reached::HostCall("netns.container".into()),
+                "{extra} {args:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn mac_precedence_as_the_reference() {
+        let mac = |extra: serde_json::Value, args: &str| {
+            let inv = invocation(Command::Add, args, conf(extra));
+            Conf::load(&inv).and_then(|c| c.mac(&inv)).expect("loads")
+        };
+        let two = "MAC=02:00:00:00:00:01;MAC=02:00:00:00:00:02";
+        assert_eq!(mac(json!({}), two).as_deref(), Some("02:00:00:00:00:02"));
+        // Empty ones override nothing.
+        assert_eq!(
+            mac(
+                json!({"args": {"cni": {"mac": ""}}, "runtimeConfig": {"mac": ""}}),
+                two
+            )
+            .as_deref(),
+            Some("02:00:00:00:00:02")
+        );
+        assert_eq!(
+            mac(
+                json!({"args": {"cni": {"mac": "02:00:00:00:00:03"}}, "runtimeConfig": {"Mac": "0200.0000.0004"}}),
+                two
+            )
+            .as_deref(),
+            Some("0200.0000.0004")
+        );
+        assert_eq!(
+            mac(json!({"args": {"cni": {"mac": "02:00:00:00:00:03"}}}), two).as_deref(),
+            Some("02:00:00:00:00:03")
+        );
+        assert_eq!(mac(json!({}), ""), None);
+    }
+
+    #[test]
+    fn del_skips_only_the_unusable_part() {
+        // `ipMasq: null` is Go's false; a mistyped one removes nothing
+        // either, but the address is still released.
+        for v in [json!(null), json!("yes"), json!(1), json!(false)] {
+            assert_eq!(
+                del_plan(conf(json!({"ipMasq": v.clone(), "macspoofchk": true})), ""),
+                (true, vec![RuleKind::MacSpoof]),
+                "{v}"
+            );
+        }
+        assert_eq!(
+            del_plan(conf(json!({"ipMasq": true, "macspoofchk": "on"})), ""),
+            (true, vec![RuleKind::Masquerade])
+        );
+        // Without IPAM there is no address to release, nor masquerade.
+        let mut c = conf(json!({"ipMasq": true}));
+        c["ipam"] = json!({});
+        assert_eq!(del_plan(c, ""), (false, vec![]));
+    }
 }

@@ -61,8 +61,10 @@ impl Plugin for Dummy {
         Ok(result)
     }
 
+    /// Without an IPAM plugin (which ADD requires) there is no address to
+    /// release; the link goes either way.
     fn del(&self, inv: &Invocation) -> Result<(), Error> {
-        ipam::exec(inv, Command::Del)?;
+        ipam::exec_if_configured(inv, Command::Del)?;
         iface::delete_link(inv)
     }
 
@@ -82,7 +84,7 @@ impl Plugin for Dummy {
     }
 
     fn gc(&self, inv: &Invocation) -> Result<(), Error> {
-        ipam::exec(inv, Command::Gc)
+        ipam::exec_if_configured(inv, Command::Gc)
     }
 
     fn status(&self, inv: &Invocation) -> Result<(), Error> {
@@ -92,4 +94,35 @@ impl Plugin for Dummy {
 
 fn main() {
     skel::run(Dummy, "CNI dummy plugin (wasmcni)");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plugin_common::testing::{invocation, reach, Reached};
+    use serde_json::json;
+
+    #[test]
+    fn del_without_ipam_still_deletes_the_link() {
+        let c = json!({"type": "dummy", "ipam": {}});
+        let add = invocation(Command::Add, "", c.clone());
+        assert!(matches!(
+            reach(|| Dummy.add(&add).map(drop)),
+            Reached::Returned(Err(_))
+        ));
+        let inv = invocation(Command::Del, ";", c);
+        assert_eq!(
+            reach(|| Dummy.del(&inv)),
+            Reached::HostCall("netns.container".into())
+        );
+        let inv = invocation(
+            Command::Del,
+            "",
+            json!({"type": "dummy", "ipam": {"type": "host-local"}}),
+        );
+        assert_eq!(
+            reach(|| Dummy.del(&inv)),
+            Reached::HostCall("delegate.run".into())
+        );
+    }
 }

@@ -19,7 +19,8 @@
 //! it never removes its isolation rules), GC removes the rules of
 //! attachments that are gone, and a failed ADD leaves nothing.
 //!
-//! Refused, naming the option: `backend: "firewalld"` (code 2: wasmcni
+//! Refused by ADD and CHECK (DEL reads no option), naming the option:
+//! `backend: "firewalld"` (code 2: wasmcni
 //! has no firewalld backend; the reference picks it when firewalld runs)
 //! and an `iptablesAdminChainName` other than `CNI-ADMIN` (code 2: the
 //! host's admin chain is fixed), any other `backend` or `ingressPolicy`
@@ -31,6 +32,7 @@ use guest_sdk::cni::{CniResult, Error};
 use guest_sdk::firewall::{RuleKind, Rules};
 use guest_sdk::net::{from_ip, Netns};
 use guest_sdk::skel::{self, Invocation, Plugin};
+use serde::Deserialize;
 use serde_json::Value;
 
 /// The admin chain the host's forward rules run first.
@@ -51,9 +53,22 @@ struct Conf {
     ingress: Ingress,
 }
 
-fn text<'a>(extra: &'a serde_json::Map<String, Value>, key: &str) -> Result<&'a str, Error> {
-    match extra.get(key) {
-        None | Some(Value::Null) => Ok(""),
+/// The config keys firewall reads, decoded through the SDK (keys as Go
+/// matches them; `null` as absent), each value checked in [`parse`].
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ConfJson {
+    #[serde(default)]
+    backend: Option<Value>,
+    #[serde(default)]
+    iptables_admin_chain_name: Option<Value>,
+    #[serde(default)]
+    ingress_policy: Option<Value>,
+}
+
+fn text<'a>(v: &'a Option<Value>, key: &str) -> Result<&'a str, Error> {
+    match v {
+        None => Ok(""),
         Some(Value::String(s)) => Ok(s),
         Some(v) => Err(Error::invalid_config(format!(
             "{key} must be a string, got {v}"
@@ -61,9 +76,10 @@ fn text<'a>(extra: &'a serde_json::Map<String, Value>, key: &str) -> Result<&'a 
     }
 }
 
+/// Reads and checks the config (ADD and CHECK; DEL reads none of it).
 fn parse(inv: &Invocation) -> Result<Conf, Error> {
-    let extra = &inv.conf.extra;
-    match text(extra, "backend")? {
+    let c: ConfJson = inv.conf.plugin_config()?;
+    match text(&c.backend, "backend")? {
         "" | "iptables" => {}
         "firewalld" => {
             return Err(Error::unsupported_field(
@@ -77,7 +93,7 @@ fn parse(inv: &Invocation) -> Result<Conf, Error> {
             )))
         }
     }
-    match text(extra, "iptablesAdminChainName")? {
+    match text(&c.iptables_admin_chain_name, "iptablesAdminChainName")? {
         "" | ADMIN_CHAIN => {}
         other => {
             return Err(Error::unsupported_field(format!(
@@ -86,7 +102,7 @@ fn parse(inv: &Invocation) -> Result<Conf, Error> {
             )))
         }
     }
-    let ingress = match text(extra, "ingressPolicy")? {
+    let ingress = match text(&c.ingress_policy, "ingressPolicy")? {
         "" | "open" => Ingress::Open,
         "same-bridge" => Ingress::SameBridge,
         other => {
@@ -169,10 +185,12 @@ impl Plugin for Firewall {
         Ok(())
     }
 
-    fn del(&self, inv: &Invocation) -> Result<(), Error> {
-        // As the reference, a bad config fails DEL too; unlike it, the
-        // rules go with or without prevResult.
-        parse(inv)?;
+    /// Removes the attachment's rules, with or without prevResult, and
+    /// reads nothing of the config: a config ADD refuses (another admin
+    /// chain, the firewalld backend, an unknown ingress policy) cannot
+    /// stop it. (The reference's DEL fails on an unknown ingress policy,
+    /// and on firewalld without a D-Bus.)
+    fn del(&self, _inv: &Invocation) -> Result<(), Error> {
         Netns::host()?.firewall_remove(&[RuleKind::Forward, RuleKind::Isolation])?;
         Ok(())
     }
@@ -185,4 +203,57 @@ impl Plugin for Firewall {
 
 fn main() {
     skel::run(Firewall, "CNI firewall plugin (wasmcni)");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use guest_sdk::cni::Command;
+    use plugin_common::testing::{invocation, reach, Reached};
+    use serde_json::json;
+
+    fn inv(command: Command, extra: Value) -> Invocation {
+        let mut c = json!({"cniVersion": "1.0.0", "type": "firewall"});
+        for (k, v) in extra.as_object().expect("object") {
+            c[k] = v.clone();
+        }
+        invocation(command, "", c)
+    }
+
+    #[test]
+    fn options_as_go_reads_them() {
+        let c = parse(&inv(
+            Command::Add,
+            json!({"IngressPolicy": "same-bridge", "Backend": null}),
+        ))
+        .expect("ok");
+        assert_eq!(c.ingress, Ingress::SameBridge);
+        for (extra, code) in [
+            (json!({"backend": "firewalld"}), 2),
+            (json!({"iptablesAdminChainName": "MY-ADMIN"}), 2),
+            (json!({"backend": "nft"}), 7),
+            (json!({"backend": 5}), 7),
+            (json!({"ingressPolicy": "closed"}), 999),
+        ] {
+            let e = parse(&inv(Command::Add, extra.clone())).expect_err(&extra.to_string());
+            assert_eq!(e.code, code, "{extra}: {}", e.msg);
+        }
+    }
+
+    #[test]
+    fn del_reads_no_config() {
+        for extra in [
+            json!({"backend": "firewalld"}),
+            json!({"iptablesAdminChainName": "MY-ADMIN"}),
+            json!({"ingressPolicy": "closed", "backend": 5}),
+        ] {
+            assert!(parse(&inv(Command::Add, extra.clone())).is_err(), "{extra}");
+            let del = inv(Command::Del, extra.clone());
+            assert_eq!(
+                reach(|| Firewall.del(&del)),
+                Reached::HostCall("netns.host".into()),
+                "{extra}"
+            );
+        }
+    }
 }

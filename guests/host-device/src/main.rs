@@ -187,8 +187,10 @@ impl Plugin for HostDevice {
         Ok(result)
     }
 
+    /// Reads nothing of the config but the IPAM section: the device is
+    /// the container's `CNI_IFNAME`, whatever the config named to find it
+    /// (the reference's DEL fails on a config that names none).
     fn del(&self, inv: &Invocation) -> Result<(), Error> {
-        Conf::load(inv)?;
         if inv.env.netns.is_empty() {
             return Ok(());
         }
@@ -239,4 +241,46 @@ impl Plugin for HostDevice {
 
 fn main() {
     skel::run(HostDevice, "CNI host-device plugin (wasmcni)");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plugin_common::testing::{invocation, reach, Reached};
+    use serde_json::json;
+
+    #[test]
+    fn del_needs_no_device_selector() {
+        for extra in [
+            json!({}),
+            json!({"device": 5}),
+            json!({"hwaddr": "zz"}),
+            json!({"runtimeConfig": {"deviceID": 7}}),
+        ] {
+            let mut c = json!({"type": "host-device",
+                               "ipam": {"type": "host-local", "subnet": "10.1.0.0/24"}});
+            for (k, v) in extra.as_object().expect("object") {
+                c[k] = v.clone();
+            }
+            let add = invocation(Command::Add, "", c.clone());
+            let refused = Conf::load(&add).and_then(|s| match s {
+                Selector::Mac(m) => mac::parse(&m).map(drop),
+                _ => Ok(()),
+            });
+            assert!(refused.is_err(), "{extra}: ADD accepts it");
+            let inv = invocation(Command::Del, ";", c.clone());
+            assert_eq!(
+                reach(|| HostDevice.del(&inv)),
+                Reached::HostCall("delegate.run".into()),
+                "{extra}"
+            );
+            c["ipam"] = json!({});
+            let inv = invocation(Command::Del, "", c);
+            assert_eq!(
+                reach(|| HostDevice.del(&inv)),
+                Reached::HostCall("netns.container".into()),
+                "{extra}"
+            );
+        }
+    }
 }

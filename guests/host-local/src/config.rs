@@ -15,14 +15,18 @@
 //! Range = { subnet, rangeStart?, rangeEnd?, gateway? }
 //! ```
 //!
-//! Keys match exactly (serde). The reference decodes with Go's
-//! `encoding/json`, which also accepts keys differing in case (`"IPAM"`,
-//! `"rangestart"`); that quirk is deliberately not emulated.
+//! Decoded through the SDK ([`compat::decode`]) as the reference's Go
+//! `encoding/json` decodes: keys match exactly, then case-insensitively
+//! (containerd sends `runtimeConfig.ipRanges` with Go's field names,
+//! `{"Subnet": …}`), `null` is absent.
+//!
+//! DEL and GC read only where the reservations are ([`reservations`]):
+//! ranges, routes and requested addresses matter to ADD alone.
 
 use std::net::IpAddr;
 
 use guest_sdk::cni::version::Version;
-use guest_sdk::cni::{CniArgs, Dns, Error, Route};
+use guest_sdk::cni::{CniArgs, Dns, Error, NetConf, Route};
 use serde::{Deserialize, Deserializer};
 
 use crate::range::{RangeSet, RangeSpec};
@@ -71,8 +75,46 @@ impl IpamConfig {
     }
 }
 
-/// Parses and validates the config on stdin with the invocation's
-/// `CNI_ARGS`, for a config of (effective) version `cni_version`.
+/// Where DEL and GC find this attachment's reservations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reservations {
+    /// Under `ipam.dataDir` (`None`: the host's default).
+    In(Option<String>),
+    /// Nowhere: `ipam.dataDir` is not a string, so no ADD of this config
+    /// reserved anything.
+    Nowhere,
+}
+
+/// What DEL and GC read of the config: the data directory, on its own.
+/// Only a config without an `ipam` section fails (`IPAM config missing
+/// 'ipam' key`, as the reference's DEL); ranges, routes, requested
+/// addresses and `CNI_ARGS`, which ADD checks, are not read.
+pub fn reservations(conf: &NetConf) -> Result<Reservations, Error> {
+    #[derive(Deserialize, Default)]
+    struct Net {
+        #[serde(default)]
+        ipam: Option<Ipam>,
+    }
+    #[derive(Deserialize, Default)]
+    struct Ipam {
+        #[serde(default, rename = "dataDir")]
+        data_dir: Option<serde_json::Value>,
+    }
+    // Nothing in these types can fail to decode but a non-object `ipam`,
+    // which the SDK leaves out of a DEL's config.
+    let net: Net = conf.plugin_config().unwrap_or_default();
+    let Some(ipam) = net.ipam else {
+        return Err(Error::internal("IPAM config missing 'ipam' key"));
+    };
+    Ok(match ipam.data_dir {
+        None | Some(serde_json::Value::Null) => Reservations::In(None),
+        Some(serde_json::Value::String(d)) => Reservations::In(Some(d).filter(|d| !d.is_empty())),
+        Some(_) => Reservations::Nowhere,
+    })
+}
+
+/// Parses and validates the config with the invocation's `CNI_ARGS`, for
+/// a config of (effective) version `cni_version`.
 ///
 /// Order, as the reference `LoadIPAMConfig`: JSON decoding (bad addresses
 /// fail here: `invalid CIDR address: foo`, `invalid IP address: zz`,
@@ -80,11 +122,8 @@ impl IpamConfig {
 /// key`, CNI_ARGS, `cannot understand ip: …`, `no IP ranges specified`,
 /// each range set (`invalid range set N: …`), more than one set per
 /// family before 0.3.0, overlapping sets (`range set I overlaps with J`).
-pub fn load(stdin: &[u8], args: &CniArgs, cni_version: &str) -> Result<IpamConfig, Error> {
-    let value: serde_json::Value =
-        serde_json::from_slice(stdin).map_err(|e| Error::internal(e.to_string()))?;
-    // from_value: serde_json reports no position, just the message.
-    let net: NetJson = serde_json::from_value(value).map_err(|e| Error::internal(e.to_string()))?;
+pub fn load(conf: &NetConf, args: &CniArgs, cni_version: &str) -> Result<IpamConfig, Error> {
+    let net: NetJson = compat::decode(conf)?;
     let Some(ipam) = net.ipam else {
         return Err(Error::internal("IPAM config missing 'ipam' key"));
     };
@@ -111,8 +150,8 @@ pub fn load(stdin: &[u8], args: &CniArgs, cni_version: &str) -> Result<IpamConfi
             .into_iter()
             .map(range_set_spec),
     );
-    if ipam.range.subnet.is_some() {
-        specs.push(vec![ipam.range.to_spec()]);
+    if ipam.subnet.is_some() {
+        specs.push(vec![ipam.short_form()]);
     }
     specs.extend(
         ipam.ranges
@@ -296,11 +335,19 @@ fn range_set_spec(set: Option<Vec<RangeJson>>) -> Vec<RangeSpec> {
         .collect()
 }
 
+/// The `ipam` section. The short form's keys (one range written into
+/// `ipam` itself) are its own fields, not a flattened [`RangeJson`]: a
+/// flattened struct's keys would match exactly only.
 #[derive(Deserialize)]
 struct IpamJson {
-    /// The short form: one range written into `ipam` itself.
-    #[serde(flatten)]
-    range: RangeJson,
+    #[serde(default, deserialize_with = "de_subnet")]
+    subnet: Option<(IpAddr, u8)>,
+    #[serde(default, rename = "rangeStart", deserialize_with = "de_ip")]
+    range_start: Option<IpAddr>,
+    #[serde(default, rename = "rangeEnd", deserialize_with = "de_ip")]
+    range_end: Option<IpAddr>,
+    #[serde(default, deserialize_with = "de_ip")]
+    gateway: Option<IpAddr>,
     #[serde(default)]
     ranges: Option<Vec<Option<Vec<RangeJson>>>>,
     #[serde(default)]
@@ -313,14 +360,35 @@ struct IpamJson {
     dns: Option<Dns>,
 }
 
+impl IpamJson {
+    /// The short form's range.
+    fn short_form(&self) -> RangeSpec {
+        RangeSpec {
+            subnet: self.subnet,
+            range_start: self.range_start,
+            range_end: self.range_end,
+            gateway: self.gateway,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
 
+    fn net_conf(mut v: serde_json::Value) -> NetConf {
+        for (k, x) in [("cniVersion", "1.0.0"), ("type", "host-local")] {
+            if v.get(k).is_none() {
+                v[k] = x.into();
+            }
+        }
+        NetConf::from_value(v).unwrap()
+    }
+
     fn load_json(v: serde_json::Value, args: &str, version: &str) -> Result<IpamConfig, String> {
         let args = CniArgs::parse(args).unwrap();
-        load(v.to_string().as_bytes(), &args, version).map_err(|e| {
+        load(&net_conf(v), &args, version).map_err(|e| {
             assert_eq!(e.code, 999, "{}", e.msg);
             e.msg
         })

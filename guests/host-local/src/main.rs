@@ -21,7 +21,12 @@
 //! - `resolvConf` cannot be read (no file access): it is an error on ADD,
 //!   and `ipam.dns` gives the result's DNS instead;
 //! - GC and STATUS (spec 1.1) are implemented;
-//! - JSON keys match exactly (Go also accepts other cases).
+//! - DEL and GC read only the data directory ([`config::reservations`]):
+//!   a config ADD refuses (bad ranges, `CNI_ARGS`, requested addresses)
+//!   still has its attachment's addresses released, and a data directory
+//!   the host refuses (outside the policy's `ipam-roots`) holds nothing to
+//!   release (the reference's DEL fails on the former, and would create
+//!   the latter).
 
 mod allocator;
 mod config;
@@ -31,12 +36,12 @@ mod store;
 use guest_sdk::cni::{CniResult, Error};
 use guest_sdk::skel::{self, Invocation, Plugin};
 
-use crate::config::IpamConfig;
+use crate::config::{IpamConfig, Reservations};
 use crate::store::{HostStore, Store};
 
 /// The configuration of an invocation.
 fn load(inv: &Invocation) -> Result<IpamConfig, Error> {
-    config::load(&inv.stdin, &inv.env.args, inv.version())
+    config::load(&inv.conf, &inv.env.args, inv.version())
 }
 
 /// ADD: one address per range set (see [`allocator::allocate`]), the
@@ -64,14 +69,21 @@ fn add<S: Store>(
 }
 
 /// DEL: releases every address of this attachment (also those of legacy
-/// reservations naming only its container ID); nothing held is fine. An
-/// invalid config fails, as in the reference.
+/// reservations naming only its container ID); nothing held is fine.
+/// Reads only where the reservations are ([`config::reservations`]);
+/// `open` gives `None` for a directory the host refuses, which holds
+/// nothing to release.
 fn del<S: Store>(
     inv: &Invocation,
-    open: impl FnOnce(Option<&str>) -> Result<S, Error>,
+    open: impl FnOnce(Option<&str>) -> Result<Option<S>, Error>,
 ) -> Result<(), Error> {
-    let conf = load(inv)?;
-    open(conf.data_dir.as_deref())?.release_owned()
+    let Reservations::In(dir) = config::reservations(&inv.conf)? else {
+        return Ok(());
+    };
+    match open(dir.as_deref())? {
+        Some(mut store) => store.release_owned(),
+        None => Ok(()),
+    }
 }
 
 /// CHECK: this attachment holds at least one address (which ones is not
@@ -92,17 +104,21 @@ fn check<S: Store>(
 
 /// GC: releases the reservations of attachments not in
 /// `cni.dev/valid-attachments`. Without that list there is nothing to go
-/// by, and nothing is released.
+/// by, and nothing is released. Reads the config as DEL does.
 fn gc<S: Store>(
     inv: &Invocation,
-    open: impl FnOnce(Option<&str>) -> Result<S, Error>,
+    open: impl FnOnce(Option<&str>) -> Result<Option<S>, Error>,
 ) -> Result<(), Error> {
-    let conf = load(inv)?;
+    let Reservations::In(dir) = config::reservations(&inv.conf)? else {
+        return Ok(());
+    };
     let Some(valid) = inv.conf.valid_attachments()? else {
         return Ok(());
     };
-    let mut store = open(conf.data_dir.as_deref())?;
-    allocator::release_stale(&mut store, &valid)
+    match open(dir.as_deref())? {
+        Some(mut store) => allocator::release_stale(&mut store, &valid),
+        None => Ok(()),
+    }
 }
 
 /// STATUS: ready when the config is valid and its store can be opened
@@ -130,7 +146,7 @@ impl Plugin for HostLocal {
     }
 
     fn del(&self, inv: &Invocation) -> Result<(), Error> {
-        del(inv, HostStore::open)
+        del(inv, HostStore::open_existing)
     }
 
     fn status(&self, inv: &Invocation) -> Result<(), Error> {
@@ -138,7 +154,7 @@ impl Plugin for HostLocal {
     }
 
     fn gc(&self, inv: &Invocation) -> Result<(), Error> {
-        gc(inv, HostStore::open)
+        gc(inv, HostStore::open_existing)
     }
 }
 
@@ -150,7 +166,7 @@ fn main() {
 mod tests {
     use super::*;
     use crate::store::{owner, MemStore};
-    use guest_sdk::cni::{CniArgs, Command, Env, NetConf};
+    use guest_sdk::cni::{CniArgs, Command, Env};
     use serde_json::json;
 
     fn inv(
@@ -167,10 +183,12 @@ mod tests {
                 container_id: id.into(),
                 netns: "/run/netns/x".into(),
                 ifname: ifname.into(),
-                args: CniArgs::parse(args).unwrap(),
+                // As the SDK reads them: never refused (host-local reads
+                // them as the reference's `types.LoadArgs` does).
+                args: CniArgs::parse_lenient(args),
                 path: "/opt/cni/bin".into(),
             },
-            conf: NetConf::parse(&stdin).unwrap(),
+            conf: guest_sdk::skel::parse_conf(command, &stdin).unwrap(),
             stdin,
         }
     }
@@ -187,6 +205,13 @@ mod tests {
             *seen = Some(dir.map(str::to_owned));
             Ok(mem)
         }
+    }
+
+    /// An opener for DEL and GC, which may find no store (`None`).
+    fn some<S>(
+        open: impl FnOnce(Option<&str>) -> Result<S, Error>,
+    ) -> impl FnOnce(Option<&str>) -> Result<Option<S>, Error> {
+        move |dir| open(dir).map(Some)
     }
 
     fn run_add(mem: &mut MemStore, inv: &Invocation) -> Result<String, Error> {
@@ -294,7 +319,7 @@ mod tests {
                 json!({"subnet": "10.1.0.0/24", "resolvConf": "/etc/resolv.conf"}),
             ),
         );
-        del(&i, opener(&mut mem, &i, &mut None)).unwrap();
+        del(&i, some(opener(&mut mem, &i, &mut None))).unwrap();
         assert!(mem.held.is_empty());
     }
 
@@ -338,14 +363,15 @@ mod tests {
         run_add(&mut mem, &inv(Command::Add, "c1", "eth0", "", c.clone())).unwrap();
         check(&chk, opener(&mut mem, &chk, &mut None)).unwrap();
         let d = inv(Command::Del, "c1", "eth0", "", c.clone());
-        del(&d, opener(&mut mem, &d, &mut None)).unwrap();
+        del(&d, some(opener(&mut mem, &d, &mut None))).unwrap();
         assert_eq!(mem.held_ips(), ["10.1.0.50"]);
         // Nothing held: DEL still succeeds.
-        del(&d, opener(&mut mem, &d, &mut None)).unwrap();
+        del(&d, some(opener(&mut mem, &d, &mut None))).unwrap();
         // A legacy reservation (container ID only) satisfies CHECK.
         mem.hold("10.1.0.60", owner("c1", ""));
         check(&chk, opener(&mut mem, &chk, &mut None)).unwrap();
-        // An invalid config fails DEL, as in the reference.
+        // A config without an `ipam` section fails DEL, as the
+        // reference's (no ADD of it can have reserved anything).
         let bad = inv(
             Command::Del,
             "c1",
@@ -354,11 +380,130 @@ mod tests {
             json!({"cniVersion": "1.0.0", "name": "n", "type": "host-local"}),
         );
         assert_eq!(
-            del(&bad, opener(&mut mem, &bad, &mut None))
+            del(&bad, some(opener(&mut mem, &bad, &mut None)))
                 .unwrap_err()
                 .msg,
             "IPAM config missing 'ipam' key"
         );
+    }
+
+    #[test]
+    fn del_releases_the_addresses_of_configs_add_refuses() {
+        let ok = json!({"subnet": "10.1.0.0/24", "dataDir": "/run/x"});
+        for (ipam, args, extra) in [
+            // A range ADD refuses, overlapping sets, no range at all.
+            (
+                json!({"ranges": [[{"subnet": "10.1.0.0/24", "rangeStart": "10.2.0.9"}]]}),
+                "",
+                json!({}),
+            ),
+            (
+                json!({"ranges": [[{"subnet": "10.1.0.0/24"}], [{"subnet": "10.1.0.0/16"}]]}),
+                "",
+                json!({}),
+            ),
+            (
+                json!({"subnet": "foo", "routes": [{"dst": "x"}]}),
+                "",
+                json!({}),
+            ),
+            (json!({}), "", json!({})),
+            // Requested addresses ADD cannot read, in every place.
+            (ok.clone(), "IP=zz", json!({})),
+            (ok.clone(), "FOO=bar", json!({})),
+            (ok.clone(), ";", json!({})),
+            (
+                ok.clone(),
+                "",
+                json!({"runtimeConfig": {"ips": ["zz"], "ipRanges": 5}}),
+            ),
+            (ok.clone(), "", json!({"args": {"cni": {"ips": [""]}}})),
+            (ok.clone(), "", json!({"args": "x"})),
+        ] {
+            let mut c = conf("1.0.0", ipam.clone());
+            c["ipam"]["type"] = json!("host-local");
+            for (k, v) in extra.as_object().unwrap() {
+                c[k] = v.clone();
+            }
+            let what = format!("{ipam} {args:?} {extra}");
+            let mut mem = MemStore::default();
+            mem.hold("10.1.0.7", owner("c1", "eth0"));
+            mem.hold("10.1.0.8", owner("c2", "eth0"));
+            // ADD refuses it: the SDK (the config's sections), or
+            // host-local's own checks (CNI_ARGS among them).
+            let stdin = c.to_string().into_bytes();
+            let refused = match guest_sdk::skel::parse_conf(Command::Add, &stdin) {
+                Ok(_) => load(&inv(Command::Add, "c1", "eth0", args, c.clone())).is_err(),
+                Err(_) => true,
+            };
+            assert!(refused, "{what}: ADD accepts it");
+            let d = inv(Command::Del, "c1", "eth0", args, c);
+            let mut seen = None;
+            del(&d, some(opener(&mut mem, &d, &mut seen)))
+                .unwrap_or_else(|e| panic!("{what}: {e:?}"));
+            assert_eq!(mem.held_ips(), ["10.1.0.8"], "{what}");
+            let want = ipam["dataDir"].as_str().map(str::to_owned);
+            assert_eq!(seen, Some(want), "{what}");
+        }
+    }
+
+    #[test]
+    fn del_finds_nothing_where_no_add_reserved() {
+        let mut mem = MemStore::default();
+        mem.hold("10.1.0.7", owner("c1", "eth0"));
+        // A data dir that is no string: nothing opened, nothing released.
+        let d = inv(
+            Command::Del,
+            "c1",
+            "eth0",
+            "",
+            conf("1.0.0", json!({"subnet": "10.1.0.0/24", "dataDir": 5})),
+        );
+        let mut seen = None;
+        del(&d, some(opener(&mut mem, &d, &mut seen))).unwrap();
+        assert_eq!(seen, None);
+        assert_eq!(mem.held_ips(), ["10.1.0.7"]);
+        // A data dir the host refuses (outside the policy's roots).
+        let d = inv(
+            Command::Del,
+            "c1",
+            "eth0",
+            "",
+            conf(
+                "1.0.0",
+                json!({"subnet": "10.1.0.0/24", "dataDir": "/elsewhere"}),
+            ),
+        );
+        del(&d, |_| -> Result<Option<MemStore>, Error> { Ok(None) }).unwrap();
+        let g = inv(
+            Command::Gc,
+            "",
+            "",
+            "",
+            json!({"cniVersion": "1.1.0", "name": "net1", "type": "host-local",
+                   "ipam": {"dataDir": "/elsewhere"},
+                   "cni.dev/valid-attachments": []}),
+        );
+        gc(&g, |_| -> Result<Option<MemStore>, Error> { Ok(None) }).unwrap();
+        // Other failures of the store still fail DEL.
+        let e = del(&d, |_| -> Result<Option<MemStore>, Error> {
+            Err(Error::internal(
+                "ipam-store.open IPAM state in /x: not a directory",
+            ))
+        })
+        .unwrap_err();
+        assert_eq!(e.msg, "ipam-store.open IPAM state in /x: not a directory");
+    }
+
+    #[test]
+    fn runtime_ranges_with_go_field_names() {
+        // containerd marshals its IPRanges without json tags.
+        let mut c = conf("1.0.0", json!({"type": "host-local"}));
+        c["runtimeConfig"] =
+            json!({"ipRanges": [[{"Subnet": "10.9.0.0/24", "RangeStart": "10.9.0.50"}]]});
+        let mut mem = MemStore::default();
+        let out = run_add(&mut mem, &inv(Command::Add, "c1", "eth0", "", c)).unwrap();
+        assert!(out.contains("\"10.9.0.50/24\""), "{out}");
     }
 
     #[test]
@@ -369,11 +514,11 @@ mod tests {
         let mut c = conf("1.1.0", json!({"subnet": "10.1.0.0/24"}));
         // Without the list nothing is released.
         let g = inv(Command::Gc, "", "", "", c.clone());
-        gc(&g, opener(&mut mem, &g, &mut None)).unwrap();
+        gc(&g, some(opener(&mut mem, &g, &mut None))).unwrap();
         assert_eq!(mem.held_ips(), ["10.1.0.2", "10.1.0.3"]);
         c["cni.dev/valid-attachments"] = json!([{"containerID": "keep", "ifname": "eth0"}]);
         let g = inv(Command::Gc, "", "", "", c);
-        gc(&g, opener(&mut mem, &g, &mut None)).unwrap();
+        gc(&g, some(opener(&mut mem, &g, &mut None))).unwrap();
         assert_eq!(mem.held_ips(), ["10.1.0.2"]);
     }
 

@@ -8,6 +8,7 @@ use std::net::IpAddr;
 
 use guest_sdk::cni::Error;
 use guest_sdk::ipam::{self, Owner};
+use guest_sdk::net::ErrorCode;
 
 /// The reservation state of one network, locked, as seen by one
 /// attachment (`CNI_CONTAINERID`, `CNI_IFNAME`).
@@ -39,6 +40,21 @@ impl HostStore {
     /// there or the directory cannot be used.
     pub fn open(data_dir: Option<&str>) -> Result<HostStore, Error> {
         Ok(HostStore(ipam::Store::open(data_dir)?))
+    }
+
+    /// [`open`](Self::open) for DEL and GC: `None` when the host refuses
+    /// the directory itself (outside the policy's `ipam-roots`, relative):
+    /// no ADD can have reserved anything there, so there is nothing to
+    /// release. (The reference would create it and find it empty.) A
+    /// directory the host accepts but cannot use still fails.
+    pub fn open_existing(data_dir: Option<&str>) -> Result<Option<HostStore>, Error> {
+        match ipam::Store::open(data_dir) {
+            Ok(s) => Ok(Some(HostStore(s))),
+            Err(e) if matches!(e.code, ErrorCode::AccessDenied | ErrorCode::InvalidArgument) => {
+                Ok(None)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 }
 

@@ -9,7 +9,9 @@
 //! `prevResult`. `linkInContainer` (added upstream after 1.1.1) takes the
 //! master from the container's namespace.
 //!
-//! Unlike the reference, a failed ADD leaves nothing behind (wasmcni's
+//! Unlike the reference, DEL reads no master and no option (only the
+//! IPAM section): a config ADD refuses, or a master that is gone, does not
+//! stop it. A failed ADD leaves nothing behind (wasmcni's
 //! journal), GC and STATUS are forwarded to the IPAM plugin, and CHECK
 //! cannot compare the ipvlan mode (the link interface does not report it).
 
@@ -142,8 +144,9 @@ impl Plugin for Ipvlan {
         Ok(result)
     }
 
+    /// Reads nothing of the config but the IPAM section: the master (and
+    /// the prevResult it may come from) and the mode matter only to ADD.
     fn del(&self, inv: &Invocation) -> Result<(), Error> {
-        stacked::load_for_del(inv, || Conf::load(inv, false))?;
         ipam::exec_if_configured(inv, Command::Del)?;
         iface::delete_link(inv)
     }
@@ -179,4 +182,43 @@ impl Plugin for Ipvlan {
 
 fn main() {
     skel::run(Ipvlan, "CNI ipvlan plugin (wasmcni)");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plugin_common::testing::{invocation, reach, Reached};
+    use serde_json::json;
+
+    #[test]
+    fn del_reads_neither_master_nor_options() {
+        // Chained without a master, after a prevResult of two interfaces:
+        // ADD cannot pick a master, DEL needs none.
+        let prev = json!({"cniVersion": "1.0.0", "interfaces": [{"name": "a"}, {"name": "b"}],
+                          "ips": [{"address": "10.1.0.5/24"}]});
+        for extra in [
+            json!({"linkInContainer": null, "master": "nosuch0", "mode": "l4"}),
+            json!({"linkInContainer": 1, "mtu": "big"}),
+            json!({"master": null, "prevResult": prev}),
+        ] {
+            let mut c = json!({"type": "ipvlan", "master": "uplink",
+                               "ipam": {"type": "host-local", "subnet": "10.1.0.0/24"}});
+            for (k, v) in extra.as_object().expect("object") {
+                c[k] = v.clone();
+            }
+            let inv = invocation(Command::Del, ";", c.clone());
+            assert_eq!(
+                reach(|| Ipvlan.del(&inv)),
+                Reached::HostCall("delegate.run".into()),
+                "{extra}"
+            );
+            c["ipam"] = json!({});
+            let inv = invocation(Command::Del, "", c);
+            assert_eq!(
+                reach(|| Ipvlan.del(&inv)),
+                Reached::HostCall("netns.container".into()),
+                "{extra}"
+            );
+        }
+    }
 }

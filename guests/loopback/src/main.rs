@@ -92,3 +92,66 @@ impl Plugin for Loopback {
 fn main() {
     skel::run(Loopback, "CNI loopback plugin (wasmcni)");
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use guest_sdk::skel::dispatch;
+    use plugin_common::testing::{reach, Reached};
+    use serde_json::json;
+
+    /// Runs `command` through the SDK's entry point, as a runtime would.
+    fn run(command: &str, args: &str, conf: &serde_json::Value) -> Reached {
+        let env = [
+            ("CNI_COMMAND", command),
+            ("CNI_CONTAINERID", "c1"),
+            ("CNI_NETNS", "/run/netns/c1"),
+            ("CNI_IFNAME", "lo"),
+            ("CNI_ARGS", args),
+            ("CNI_PATH", "/opt/cni/bin"),
+        ];
+        let lookup = |k: &str| {
+            env.iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+                .filter(|v| !v.is_empty())
+        };
+        reach(|| {
+            let o = dispatch(&Loopback, lookup, conf.to_string().as_bytes());
+            match o.code {
+                0 => Ok(()),
+                _ => Err(Error::internal(o.stdout)),
+            }
+        })
+    }
+
+    #[test]
+    fn del_reads_neither_cni_args_nor_the_config_sections() {
+        // The reference's DEL reads nothing but the skel's name and
+        // version: it sets lo down whatever else the config says.
+        let mut c = json!({"cniVersion": "1.0.0", "name": "lo", "type": "loopback"});
+        c["dns"] = json!("8.8.8.8");
+        c["args"] = json!(1);
+        c["prevResult"] = json!([]);
+        for args in [";", "A", ""] {
+            assert_eq!(
+                run("DEL", args, &c),
+                Reached::HostCall("netns.container".into()),
+                "{args:?}"
+            );
+            assert!(
+                matches!(run("ADD", args, &c), Reached::Returned(Err(_))),
+                "{args:?}"
+            );
+        }
+        // Nor does ADD read CNI_ARGS (as the reference's).
+        let good = json!({"cniVersion": "1.0.0", "name": "lo", "type": "loopback"});
+        assert_eq!(
+            run("ADD", ";", &good),
+            Reached::HostCall("netns.container".into())
+        );
+        // What the Go skel refuses, DEL refuses too.
+        c["name"] = json!("bad name");
+        assert!(matches!(run("DEL", "", &c), Reached::Returned(Err(_))));
+    }
+}

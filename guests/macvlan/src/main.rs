@@ -11,7 +11,9 @@
 //! only. `linkInContainer` (added upstream after 1.1.1) takes the master
 //! from the container's namespace.
 //!
-//! Unlike the reference, a failed ADD leaves nothing behind (wasmcni's
+//! Unlike the reference, DEL reads no master and no option (only the
+//! IPAM section): a config ADD refuses, or a master that is gone, does not
+//! stop it. A failed ADD leaves nothing behind (wasmcni's
 //! journal removes the link and releases the reservation), GC and STATUS
 //! are forwarded to the IPAM plugin, and CHECK cannot compare the macvlan
 //! mode (the link interface does not report it). Under the default policy
@@ -163,8 +165,10 @@ impl Plugin for Macvlan {
         Ok(result)
     }
 
+    /// Reads nothing of the config but the IPAM section: the master, the
+    /// MTU, the MAC and `CNI_ARGS` matter only to ADD (the reference's DEL
+    /// fails on a master that is gone, for good).
     fn del(&self, inv: &Invocation) -> Result<(), Error> {
-        stacked::load_for_del(inv, || Conf::load(inv))?;
         if is_layer3(inv) {
             ipam::exec(inv, Command::Del)?;
         }
@@ -201,4 +205,43 @@ impl Plugin for Macvlan {
 
 fn main() {
     skel::run(Macvlan, "CNI macvlan plugin (wasmcni)");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plugin_common::testing::{invocation, reach, Reached};
+    use serde_json::json;
+
+    #[test]
+    fn del_reads_neither_master_nor_options() {
+        for (extra, args) in [
+            (json!({"linkInContainer": null}), ""),
+            (json!({"linkInContainer": "yes", "mtu": "big"}), ""),
+            (json!({"master": "nosuch0", "mode": "l2", "mtu": -1}), ""),
+            (json!({"mac": "zz"}), "MAC=zz"),
+            (json!({}), "FOO=bar"),
+            (json!({}), ";"),
+        ] {
+            let mut c = json!({"type": "macvlan", "master": "uplink",
+                               "ipam": {"type": "host-local", "subnet": "10.1.0.0/24"}});
+            for (k, v) in extra.as_object().expect("object") {
+                c[k] = v.clone();
+            }
+            let inv = invocation(Command::Del, args, c.clone());
+            assert_eq!(
+                reach(|| Macvlan.del(&inv)),
+                Reached::HostCall("delegate.run".into()),
+                "{extra} {args:?}"
+            );
+            // Without IPAM (L2): on to the link.
+            c["ipam"] = json!({});
+            let inv = invocation(Command::Del, args, c);
+            assert_eq!(
+                reach(|| Macvlan.del(&inv)),
+                Reached::HostCall("netns.container".into()),
+                "{extra} {args:?}"
+            );
+        }
+    }
 }

@@ -6,8 +6,30 @@
 
 use std::net::IpAddr;
 
-use guest_sdk::cni::{Cidr, CniArgs, Error, Route};
+use guest_sdk::cni::{Cidr, CniArgs, Error, NetConf, Route};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
+
+/// The config decoded into `T` the way the reference's `json.Unmarshal`
+/// does (through the SDK: keys matched exactly, then case-insensitively;
+/// `null` as absent), a failure as the reference reports it: code 999
+/// with the decoder's message only (`invalid CIDR address: foo`), not the
+/// SDK's `invalid network config: field "…": ` around it.
+pub fn decode<T: DeserializeOwned>(conf: &NetConf) -> Result<T, Error> {
+    conf.plugin_config()
+        .map_err(|e| Error::internal(decode_message(&e.msg)))
+}
+
+/// The decoder's own message in an error of [`NetConf::plugin_config`].
+fn decode_message(msg: &str) -> String {
+    let msg = msg.strip_prefix("invalid network config: ").unwrap_or(msg);
+    if let Some(rest) = msg.strip_prefix("field \"") {
+        if let Some(at) = rest.find("\": ") {
+            return rest[at + 3..].to_owned();
+        }
+    }
+    msg.to_owned()
+}
 
 /// `addr/len` as Go's `net.ParseCIDR`: the address as given (host bits
 /// kept), a decimal prefix length up to the family's bits.
@@ -78,14 +100,15 @@ impl From<RouteJson> for Route {
 }
 
 /// Walks `CNI_ARGS` as the reference `types.LoadArgs` into a struct with
-/// the fields `known` (plus `IgnoreUnknown`): in order, each known pair is
-/// handed to `set` (its error becomes `ARGS: error parsing value of pair
-/// "K=V": ⟨error⟩`) and each `IgnoreUnknown` value must be `1`, `true`,
-/// `0` or `false` in any case; then keys that are not known fail with
-/// `ARGS: unknown args ["FOO=bar" "X=y"]` unless `IgnoreUnknown` is true
-/// ([`CniArgs::check_known`]). Keys are case-sensitive. All errors are
-/// code 999, as plain errors in the reference. (Malformed pairs were
-/// already refused by the SDK when it read the environment.)
+/// the fields `known` (plus `IgnoreUnknown`): in order, a malformed piece
+/// fails with `ARGS: invalid pair "⟨piece⟩"` (the SDK sets such pieces
+/// aside on DEL and GC, and refuses them on ADD, CHECK and STATUS), each
+/// known pair is handed to `set` (its error becomes `ARGS: error parsing
+/// value of pair "K=V": ⟨error⟩`) and each `IgnoreUnknown` value must be
+/// `1`, `true`, `0` or `false` in any case; then keys that are not known
+/// fail with `ARGS: unknown args ["FOO=bar" "X=y"]` unless `IgnoreUnknown`
+/// is true ([`CniArgs::check_known`]). Keys are case-sensitive. All errors
+/// are code 999, as plain errors in the reference.
 pub fn load_args(
     args: &CniArgs,
     known: &[&str],
@@ -95,7 +118,16 @@ pub fn load_args(
         let pair = format!("{key}={value}");
         Error::internal(format!("ARGS: error parsing value of pair {pair:?}: {why}"))
     };
-    for (key, value) in args.iter() {
+    let malformed_at = |i: usize| {
+        args.malformed()
+            .iter()
+            .find(|(at, _)| *at == i)
+            .map(|(_, piece)| Error::internal(format!("ARGS: invalid pair {piece:?}")))
+    };
+    for (i, (key, value)) in args.iter().enumerate() {
+        if let Some(e) = malformed_at(i) {
+            return Err(e);
+        }
         if key == "IgnoreUnknown" {
             let lower = value.to_ascii_lowercase();
             if !matches!(lower.as_str(), "1" | "true" | "0" | "false") {
@@ -105,6 +137,9 @@ pub fn load_args(
         } else if known.contains(&key) {
             set(key, value).map_err(|why| value_error(key, value, &why))?;
         }
+    }
+    if let Some(e) = malformed_at(args.len()) {
+        return Err(e);
     }
     args.check_known(known).map_err(|_| {
         let unknown: Vec<String> = args
@@ -139,6 +174,43 @@ mod tests {
         ] {
             assert_eq!(parse_cidr(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn decode_errors_keep_the_decoders_message() {
+        #[derive(Debug, Deserialize)]
+        #[allow(dead_code)]
+        struct Ipam {
+            #[serde(deserialize_with = "de_dst")]
+            subnet: Cidr,
+        }
+        #[derive(Debug, Deserialize)]
+        #[allow(dead_code)]
+        struct Conf {
+            ipam: Ipam,
+        }
+        let conf = NetConf::from_value(serde_json::json!({
+            "cniVersion": "1.0.0", "name": "n", "type": "t",
+            "ipam": {"type": "x", "subnet": "foo"}
+        }))
+        .unwrap();
+        let e = decode::<Conf>(&conf).unwrap_err();
+        assert_eq!((e.code, e.msg.as_str()), (999, "invalid CIDR address: foo"));
+        assert_eq!(decode_message("missing field `x`"), "missing field `x`");
+    }
+
+    #[test]
+    fn malformed_pieces_fail_where_go_meets_them() {
+        let args = CniArgs::parse_lenient("IP=x;;B=2");
+        let e = load_args(&args, &["IP"], |_, _| Err("bad".into())).unwrap_err();
+        assert_eq!(e.msg, "ARGS: error parsing value of pair \"IP=x\": bad");
+        let e = load_args(&args, &["IP"], |_, _| Ok(())).unwrap_err();
+        assert_eq!(e.msg, "ARGS: invalid pair \"\"");
+        let e = load_args(&CniArgs::parse_lenient("A=1;x"), &["A"], |_, _| Ok(())).unwrap_err();
+        assert_eq!(e.msg, "ARGS: invalid pair \"x\"");
+        // An empty key is an unknown argument, as in Go.
+        let e = load_args(&CniArgs::parse_lenient("=v"), &[], |_, _| Ok(())).unwrap_err();
+        assert_eq!(e.msg, "ARGS: unknown args [\"=v\"]");
     }
 
     #[test]

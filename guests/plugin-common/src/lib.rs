@@ -8,8 +8,10 @@ pub mod check;
 pub mod compat;
 pub mod iface;
 pub mod ipam;
+pub mod lenient;
 pub mod mac;
 pub mod stacked;
+pub mod testing;
 pub mod veth;
 
 use guest_sdk::cni::{CniResult, Error};

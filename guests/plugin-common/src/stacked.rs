@@ -3,7 +3,8 @@
 //! namespace (or the container's, `linkInContainer`), the node's
 //! default-route link when none is named, the new link born in the
 //! container under its final name; DEL deletes it by name and tolerates a
-//! missing link or namespace.
+//! missing link or namespace (and reads no master: see
+//! [`crate::iface::delete_link`]).
 
 use guest_sdk::cni::{Error, Interface};
 use guest_sdk::net::{IpvlanMode, LinkInfo, LinkOptions, MacvlanMode, Netns};
@@ -40,24 +41,6 @@ pub fn master_ns(inv: &Invocation, link_in_container: bool) -> Result<Netns, Err
         crate::iface::open_container(inv)
     } else {
         Ok(Netns::host()?)
-    }
-}
-
-/// DEL's config check: `load`'s error, unless the container's namespace is
-/// gone (or none was given) — then a master inside it (`linkInContainer`)
-/// cannot be looked up, nothing of the attachment is left there, and the
-/// spec asks DEL to succeed.
-pub fn load_for_del<T>(
-    inv: &Invocation,
-    load: impl FnOnce() -> Result<T, Error>,
-) -> Result<(), Error> {
-    match load() {
-        Ok(_) => Ok(()),
-        Err(_) if inv.env.netns.is_empty() => Ok(()),
-        Err(e) => match Netns::container() {
-            Err(gone) if gone.is_not_found() => Ok(()),
-            _ => Err(e),
-        },
     }
 }
 

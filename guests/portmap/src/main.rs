@@ -16,7 +16,8 @@
 //! The rules are the host's (`firewall` capability): DNAT only for traffic
 //! to a local address of the node, after every iptables nat chain, tagged
 //! with the attachment. So, unlike the reference, DEL needs neither
-//! `portMappings` nor prevResult and removes everything (idempotent), GC
+//! `portMappings` nor prevResult nor any option (a config ADD refuses does
+//! not stop it) and removes everything (idempotent), GC
 //! removes the rules of attachments that are gone, and a failed ADD leaves
 //! nothing.
 
@@ -28,6 +29,7 @@ use guest_sdk::firewall::{
 };
 use guest_sdk::net::{prefix, Netns};
 use guest_sdk::skel::{self, Invocation, Plugin};
+use serde::Deserialize;
 use serde_json::Value;
 
 /// The parsed config.
@@ -44,24 +46,55 @@ fn bad(msg: impl Into<String>) -> Error {
     Error::invalid_config(msg)
 }
 
-fn parse_mappings(rc: Option<&serde_json::Map<String, Value>>) -> Result<Vec<PortMapping>, Error> {
-    let list = match rc.and_then(|r| r.get("portMappings")) {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(l)) => l,
-        Some(other) => {
-            return Err(bad(format!(
-                "runtimeConfig.portMappings must be a list, got {other}"
-            )))
-        }
-    };
+/// The config keys portmap reads, decoded through the SDK (keys as Go
+/// matches them: exactly, then case-insensitively; `null` as absent),
+/// each value checked below with portmap's own messages.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ConfJson {
+    #[serde(default)]
+    snat: Option<Value>,
+    #[serde(default)]
+    masq_all: Option<Value>,
+    #[serde(default)]
+    mark_masq_bit: Option<Value>,
+    #[serde(default)]
+    external_set_mark_chain: Option<Value>,
+    #[serde(default, rename = "conditionsV4")]
+    conditions_v4: Option<Value>,
+    #[serde(default, rename = "conditionsV6")]
+    conditions_v6: Option<Value>,
+    #[serde(default)]
+    runtime_config: Option<RuntimeConfigJson>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct RuntimeConfigJson {
+    #[serde(default, rename = "portMappings")]
+    port_mappings: Option<Vec<MappingJson>>,
+}
+
+/// One `runtimeConfig.portMappings` entry. containerd sends Go's field
+/// names (`{"HostPort": 8080, "ContainerPort": 80, "Protocol": "tcp",
+/// "HostIP": ""}`), which match these keys as Go's decoder matches them.
+#[derive(Debug, Default, Deserialize)]
+struct MappingJson {
+    #[serde(default, rename = "hostPort")]
+    host_port: Option<Value>,
+    #[serde(default, rename = "containerPort")]
+    container_port: Option<Value>,
+    #[serde(default)]
+    protocol: Option<Value>,
+    #[serde(default, rename = "hostIP")]
+    host_ip: Option<Value>,
+}
+
+fn parse_mappings(list: &[MappingJson]) -> Result<Vec<PortMapping>, Error> {
     let mut out = Vec::new();
     for (i, m) in list.iter().enumerate() {
         let at = format!("runtimeConfig.portMappings[{i}]");
-        let Some(o) = m.as_object() else {
-            return Err(bad(format!("{at} must be an object, got {m}")));
-        };
-        let port = |key: &str, what: &str| -> Result<u16, Error> {
-            match o.get(key) {
+        let port = |v: &Option<Value>, key: &str, what: &str| -> Result<u16, Error> {
+            match v {
                 Some(v) => match v.as_i64() {
                     Some(p) if (1..=65535).contains(&p) => Ok(p as u16),
                     _ => Err(bad(format!("{at}.{key}: Invalid {what} port number: {v}"))),
@@ -69,12 +102,12 @@ fn parse_mappings(rc: Option<&serde_json::Map<String, Value>>) -> Result<Vec<Por
                 None => Err(bad(format!("{at}.{key}: Invalid {what} port number: 0"))),
             }
         };
-        let host_port = port("hostPort", "host")?;
-        let container_port = port("containerPort", "container")?;
-        let protocol = match o.get("protocol").and_then(Value::as_str) {
-            None | Some("") => Protocol::Tcp,
-            Some(p) => match p.to_ascii_lowercase().as_str() {
-                "tcp" => Protocol::Tcp,
+        let host_port = port(&m.host_port, "hostPort", "host")?;
+        let container_port = port(&m.container_port, "containerPort", "container")?;
+        let protocol = match &m.protocol {
+            None => Protocol::Tcp,
+            Some(Value::String(p)) => match p.to_ascii_lowercase().as_str() {
+                "" | "tcp" => Protocol::Tcp,
                 "udp" => Protocol::Udp,
                 "sctp" => Protocol::Sctp,
                 _ => {
@@ -83,9 +116,10 @@ fn parse_mappings(rc: Option<&serde_json::Map<String, Value>>) -> Result<Vec<Por
                     )))
                 }
             },
+            Some(v) => return Err(bad(format!("{at}.protocol must be a string, got {v}"))),
         };
-        let host_ip = match o.get("hostIP") {
-            None | Some(Value::Null) => None,
+        let host_ip = match &m.host_ip {
+            None => None,
             Some(Value::String(s)) if s.is_empty() => None,
             Some(Value::String(s)) => Some(
                 s.parse::<IpAddr>()
@@ -233,28 +267,26 @@ fn parse_conditions(v: Option<&Value>, key: &str, v6: bool) -> Result<Vec<Condit
     Ok(out)
 }
 
+/// Reads and checks the config (ADD and CHECK; DEL reads none of it).
 fn parse(inv: &Invocation) -> Result<Conf, Error> {
-    let extra = &inv.conf.extra;
-    let snat = match extra.get("snat") {
-        None | Some(Value::Null) => true,
-        Some(Value::Bool(b)) => *b,
-        Some(v) => return Err(bad(format!("snat must be true or false, got {v}"))),
+    let c: ConfJson = inv.conf.plugin_config()?;
+    let flag = |v: &Option<Value>, key: &str, default: bool| match v {
+        None => Ok(default),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(v) => Err(bad(format!("{key} must be true or false, got {v}"))),
     };
-    let masq_all = match extra.get("masqAll") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(v) => return Err(bad(format!("masqAll must be true or false, got {v}"))),
-    };
-    let mark_bit = match extra.get("markMasqBit") {
-        None | Some(Value::Null) => None,
+    let snat = flag(&c.snat, "snat", true)?;
+    let masq_all = flag(&c.masq_all, "masqAll", false)?;
+    let mark_bit = match &c.mark_masq_bit {
+        None => None,
         Some(v) => match v.as_i64() {
             Some(b) if (0..=31).contains(&b) => Some(b),
             Some(_) => return Err(bad("markMasqBit: MasqMarkBit must be between 0 and 31")),
             None => return Err(bad(format!("markMasqBit must be an integer, got {v}"))),
         },
     };
-    match extra.get("externalSetMarkChain") {
-        None | Some(Value::Null) => {}
+    match &c.external_set_mark_chain {
+        None => {}
         Some(Value::String(_)) if mark_bit.is_some() => {
             return Err(bad(
                 "externalSetMarkChain: Cannot specify externalSetMarkChain and markMasqBit",
@@ -267,12 +299,16 @@ fn parse(inv: &Invocation) -> Result<Conf, Error> {
             )))
         }
     }
+    let mappings = c
+        .runtime_config
+        .and_then(|r| r.port_mappings)
+        .unwrap_or_default();
     Ok(Conf {
-        mappings: parse_mappings(inv.conf.runtime_config.as_ref())?,
+        mappings: parse_mappings(&mappings)?,
         snat,
         masq_all,
-        conditions_v4: parse_conditions(extra.get("conditionsV4"), "conditionsV4", false)?,
-        conditions_v6: parse_conditions(extra.get("conditionsV6"), "conditionsV6", true)?,
+        conditions_v4: parse_conditions(c.conditions_v4.as_ref(), "conditionsV4", false)?,
+        conditions_v6: parse_conditions(c.conditions_v6.as_ref(), "conditionsV6", true)?,
     })
 }
 
@@ -355,10 +391,12 @@ impl Plugin for Portmap {
         Ok(())
     }
 
-    fn del(&self, inv: &Invocation) -> Result<(), Error> {
-        // As the reference, a bad config fails DEL too; unlike it, the
-        // rules go whether or not the runtime repeats its port mappings.
-        parse(inv)?;
+    /// Removes every port map of the attachment, whether or not the
+    /// runtime repeats its port mappings, and reads nothing of the config:
+    /// a config ADD refuses (conditions wasmcni does not support, a
+    /// `masqAll` or mark bit of the wrong kind, bad mappings) cannot stop
+    /// it. (The reference's DEL fails on a config it cannot parse.)
+    fn del(&self, _inv: &Invocation) -> Result<(), Error> {
         Netns::host()?.firewall_remove(&[RuleKind::PortMap])?;
         Ok(())
     }
@@ -426,14 +464,27 @@ mod tests {
         }
     }
 
+    fn inv(command: guest_sdk::cni::Command, extra: Value) -> Invocation {
+        let mut c = json!({"type": "portmap", "capabilities": {"portMappings": true}});
+        for (k, v) in extra.as_object().expect("object") {
+            c[k] = v.clone();
+        }
+        plugin_common::testing::invocation(command, "", c)
+    }
+
+    fn mappings(m: Value) -> Result<usize, Error> {
+        let i = inv(
+            guest_sdk::cni::Command::Add,
+            json!({"runtimeConfig": {"portMappings": m}}),
+        );
+        parse(&i).map(|c| c.mappings.len())
+    }
+
     #[test]
     fn mappings_are_checked() {
-        let rc = |m: Value| {
-            let v = json!({"portMappings": m});
-            parse_mappings(v.as_object()).map(|l| l.len())
-        };
         assert_eq!(
-            rc(json!([{"hostPort": 8080, "containerPort": 80, "protocol": "TCP"}])).expect("ok"),
+            mappings(json!([{"hostPort": 8080, "containerPort": 80, "protocol": "TCP"}]))
+                .expect("ok"),
             1
         );
         for m in [
@@ -441,11 +492,56 @@ mod tests {
             json!([{"hostPort": 8080, "containerPort": 70000}]),
             json!([{"hostPort": 8080, "containerPort": 80, "protocol": "icmp"}]),
             json!([{"hostPort": 8080, "containerPort": 80, "hostIP": "nope"}]),
+            json!([{"hostPort": 8080, "containerPort": 80, "hostIP": 5}]),
             json!("8080"),
+            json!([8080]),
         ] {
-            let e = rc(m.clone()).expect_err(&m.to_string());
+            let e = mappings(m.clone()).expect_err(&m.to_string());
             assert_eq!(e.code, 7, "{m}");
             assert!(e.msg.contains("portMappings"), "{m}: {}", e.msg);
+        }
+    }
+
+    #[test]
+    fn mappings_with_go_field_names() {
+        // containerd marshals its PortMapping struct without json tags.
+        let i = inv(
+            guest_sdk::cni::Command::Add,
+            json!({"runtimeConfig": {"portMappings": [
+                {"HostPort": 8080, "ContainerPort": 80, "Protocol": "udp", "HostIP": ""},
+                {"HostPort": 8443, "ContainerPort": 443, "Protocol": "tcp", "HostIP": "10.1.0.1"}
+            ]}}),
+        );
+        let c = parse(&i).expect("parses");
+        assert_eq!(c.mappings.len(), 2);
+        assert_eq!(
+            (c.mappings[0].host_port, c.mappings[0].container_port),
+            (8080, 80)
+        );
+        assert!(matches!(c.mappings[0].protocol, Protocol::Udp));
+        assert!(c.mappings[0].host_ip.is_none());
+        assert!(c.mappings[1].host_ip.is_some());
+    }
+
+    #[test]
+    fn del_reads_no_config() {
+        use plugin_common::testing::{reach, Reached};
+        for extra in [
+            json!({"conditionsV4": ["-m", "comment", "--comment", "x"]}),
+            json!({"masqAll": 1}),
+            json!({"markMasqBit": 40, "externalSetMarkChain": "X"}),
+            json!({"snat": "yes"}),
+            json!({"runtimeConfig": {"portMappings": [{"hostPort": 0}]}}),
+            json!({"runtimeConfig": {"portMappings": "8080"}}),
+        ] {
+            let add = inv(guest_sdk::cni::Command::Add, extra.clone());
+            assert!(parse(&add).is_err(), "{extra}: ADD accepts it");
+            let del = inv(guest_sdk::cni::Command::Del, extra.clone());
+            assert_eq!(
+                reach(|| Portmap.del(&del)),
+                Reached::HostCall("netns.host".into()),
+                "{extra}"
+            );
         }
     }
 }

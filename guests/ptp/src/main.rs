@@ -11,7 +11,9 @@
 //! journal removes the veth and releases the reservation). `ipMasq` is the
 //! host firewall capability's `masquerade`, tagged with the attachment, so
 //! DEL removes it whatever is left of the container and GC removes those
-//! of attachments that are gone.
+//! of attachments that are gone. DEL reads only the IPAM section and
+//! `ipMasq` (on its own: unusable, no masquerade is removed), so a config
+//! ADD cannot decode still has its address released.
 
 use std::net::IpAddr;
 
@@ -35,6 +37,26 @@ struct Conf {
     /// DNS settings; replace the IPAM's when any is set.
     #[serde(default)]
     dns: Option<Dns>,
+}
+
+/// What DEL and GC read of the config: only `ipMasq`, on its own
+/// ([`plugin_common::lenient`]); unusable, no masquerade is removed (no
+/// ADD installed one), and the address and interface still go.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct DelConf {
+    #[serde(default, deserialize_with = "plugin_common::lenient::field")]
+    ip_masq: Option<bool>,
+}
+
+impl DelConf {
+    fn load(inv: &Invocation) -> DelConf {
+        plugin_common::lenient::decode(inv)
+    }
+
+    fn masquerade(&self) -> bool {
+        self.ip_masq == Some(true)
+    }
 }
 
 impl Conf {
@@ -185,10 +207,12 @@ impl Plugin for Ptp {
         Ok(result)
     }
 
+    /// Reads only [`DelConf`]; without an IPAM plugin (which ADD
+    /// requires) there is no address to release.
     fn del(&self, inv: &Invocation) -> Result<(), Error> {
-        let c = Conf::load(inv)?;
-        ipam::exec(inv, Command::Del)?;
-        if c.ip_masq {
+        let c = DelConf::load(inv);
+        ipam::exec_if_configured(inv, Command::Del)?;
+        if c.masquerade() {
             Netns::host()?.firewall_remove(&[RuleKind::Masquerade])?;
         }
         if inv.env.netns.is_empty() {
@@ -252,9 +276,9 @@ impl Plugin for Ptp {
     }
 
     fn gc(&self, inv: &Invocation) -> Result<(), Error> {
-        let c = Conf::load(inv)?;
-        ipam::exec(inv, Command::Gc)?;
-        if c.ip_masq {
+        let c = DelConf::load(inv);
+        ipam::exec_if_configured(inv, Command::Gc)?;
+        if c.masquerade() {
             Netns::host()?.firewall_collect_garbage(&[RuleKind::Masquerade])?;
         }
         Ok(())
@@ -268,4 +292,71 @@ impl Plugin for Ptp {
 
 fn main() {
     skel::run(Ptp, "CNI ptp plugin (wasmcni)");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plugin_common::testing::invocation;
+    use serde_json::json;
+
+    fn inv(command: Command, extra: serde_json::Value) -> Invocation {
+        let mut c = json!({"type": "ptp", "ipam": {"type": "host-local", "subnet": "10.1.0.0/24"}});
+        for (k, v) in extra.as_object().expect("object") {
+            c[k] = v.clone();
+        }
+        invocation(command, "", c)
+    }
+
+    #[test]
+    fn del_reads_ip_masq_on_its_own() {
+        assert!(
+            DelConf::load(&inv(Command::Del, json!({"ipMasq": true, "mtu": "x"}))).masquerade()
+        );
+        for v in [json!(null), json!("true"), json!(1), json!({})] {
+            let extra = json!({"ipMasq": v.clone(), "mtu": "big"});
+            // ADD cannot decode the config; DEL removes no masquerade.
+            assert!(
+                Conf::load(&inv(Command::Add, extra.clone())).is_err(),
+                "{v}"
+            );
+            assert!(
+                !DelConf::load(&inv(Command::Del, extra)).masquerade(),
+                "{v}"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod del_tests {
+    use super::*;
+    use plugin_common::testing::{invocation, reach, Reached};
+    use serde_json::json;
+
+    #[test]
+    fn del_reaches_the_ipam_release_whatever_else_the_config_says() {
+        for extra in [
+            json!({"ipMasq": null}),
+            json!({"ipMasq": "yes", "mtu": "big", "dns": {"nameservers": "x"}}),
+        ] {
+            let mut c =
+                json!({"type": "ptp", "ipam": {"type": "host-local", "subnet": "10.1.0.0/24"}});
+            for (k, v) in extra.as_object().expect("object") {
+                c[k] = v.clone();
+            }
+            let inv = invocation(Command::Del, ";", c);
+            assert_eq!(
+                reach(|| Ptp.del(&inv)),
+                Reached::HostCall("delegate.run".into()),
+                "{extra}"
+            );
+        }
+        // No IPAM plugin (ADD requires one): on to the interface.
+        let inv = invocation(Command::Del, "", json!({"type": "ptp", "ipam": {}}));
+        assert_eq!(
+            reach(|| Ptp.del(&inv)),
+            Reached::HostCall("netns.container".into())
+        );
+    }
 }

@@ -17,8 +17,9 @@
 //! `table`'s rules only, when given); the routes go with the interface.
 //!
 //! Unlike the reference, a failed ADD leaves no rule or moved route
-//! behind (wasmcni's journal), DEL succeeds when the namespace is gone,
-//! and CHECK verifies the rules are there (the reference's CHECK does
+//! behind (wasmcni's journal), DEL succeeds when the namespace is gone
+//! and reads only `table` (on its own: unusable, the rules of every table
+//! go, as the reference 1.1.1's DEL always does), and CHECK verifies the rules are there (the reference's CHECK does
 //! nothing).
 
 use std::net::IpAddr;
@@ -43,6 +44,16 @@ struct Conf {
     gateways: Vec<String>,
     #[serde(default)]
     add_source_hints: bool,
+}
+
+/// What DEL reads of the config: `table`, on its own
+/// ([`plugin_common::lenient`]). Unusable (`-1`, a string), DEL tidies
+/// the rules of every table, as the reference 1.1.1 (which has no
+/// `table`) always does.
+#[derive(Debug, Default, Deserialize)]
+struct DelConf {
+    #[serde(default, deserialize_with = "plugin_common::lenient::field")]
+    table: Option<u32>,
 }
 
 /// The prevResult's addresses of `ifname`: those of an interface of that
@@ -232,7 +243,7 @@ impl Plugin for Sbr {
     }
 
     fn del(&self, inv: &Invocation) -> Result<(), Error> {
-        let conf: Conf = inv.conf.plugin_config()?;
+        let conf: DelConf = plugin_common::lenient::decode(inv);
         if inv.env.netns.is_empty() {
             return Ok(());
         }
@@ -334,5 +345,38 @@ mod tests {
             .msg
             .contains("invalid static gateway IP address: x"));
         assert!(s(&["1.1.1.1", "::1", "2.2.2.2"]).is_err());
+    }
+
+    #[test]
+    fn del_reads_table_on_its_own() {
+        use guest_sdk::cni::Command;
+        use plugin_common::testing::{invocation, reach, Reached};
+        use serde_json::json;
+        for (extra, table) in [
+            (json!({"table": 7, "gateways": "x"}), Some(7)),
+            (json!({"table": -1}), None),
+            (json!({"table": "100", "addSourceHints": "yes"}), None),
+            (json!({"table": null}), None),
+        ] {
+            let mut c = json!({"type": "sbr"});
+            for (k, v) in extra.as_object().expect("object") {
+                c[k] = v.clone();
+            }
+            let del = invocation(Command::Del, ";", c.clone());
+            assert_eq!(
+                plugin_common::lenient::decode::<DelConf>(&del).table,
+                table,
+                "{extra}"
+            );
+            assert_eq!(
+                reach(|| Sbr.del(&del)),
+                Reached::HostCall("netns.container".into()),
+                "{extra}"
+            );
+            if table.is_none() && !extra["table"].is_null() {
+                let add = invocation(Command::Add, "", c);
+                assert!(add.conf.plugin_config::<Conf>().is_err(), "{extra}");
+            }
+        }
     }
 }

@@ -13,14 +13,14 @@
 //!         routes: [{dst, gw?}], dns: {nameservers, domain, search, options} }
 //! ```
 //!
-//! Keys match exactly (serde). The reference decodes with Go's
-//! `encoding/json`, which also accepts keys differing in case; that quirk
-//! is deliberately not emulated.
+//! Decoded through the SDK ([`compat::decode`]) as the reference's Go
+//! `encoding/json` decodes: keys match exactly, then case-insensitively,
+//! and `null` is absent.
 
 use std::net::IpAddr;
 
 use guest_sdk::cni::version::Version;
-use guest_sdk::cni::{Cidr, CniArgs, Dns, Error, Route};
+use guest_sdk::cni::{Cidr, CniArgs, Dns, Error, NetConf, Route};
 use ipnet::IpNet;
 use serde::Deserialize;
 
@@ -91,8 +91,8 @@ fn ips_entries(ips: Vec<Option<String>>) -> Result<Vec<Entry>, Error> {
         .collect()
 }
 
-/// Parses the config on stdin with the invocation's `CNI_ARGS`, for a
-/// config of (effective) version `cni_version`.
+/// Parses the config with the invocation's `CNI_ARGS`, for a config of
+/// (effective) version `cni_version`.
 ///
 /// The address list, in order (spec §3.2):
 /// 1. `ipam.addresses` (parsed last, step 6);
@@ -107,11 +107,8 @@ fn ips_entries(ips: Vec<Option<String>>) -> Result<Vec<Entry>, Error> {
 /// 6. the config's own addresses are parsed (`the 'address' field is
 ///    expected to be in CIDR notation, got: '…'`);
 /// 7. at most one address per family before 0.3.0.
-pub fn load(stdin: &[u8], args: &CniArgs, cni_version: &str) -> Result<StaticConfig, Error> {
-    let value: serde_json::Value =
-        serde_json::from_slice(stdin).map_err(|e| Error::internal(e.to_string()))?;
-    // from_value: serde_json reports no position, just the message.
-    let net: NetJson = serde_json::from_value(value).map_err(|e| Error::internal(e.to_string()))?;
+pub fn load(conf: &NetConf, args: &CniArgs, cni_version: &str) -> Result<StaticConfig, Error> {
+    let net: NetJson = compat::decode(conf)?;
     let Some(ipam) = net.ipam else {
         return Err(Error::internal("IPAM config missing 'ipam' key"));
     };
@@ -266,7 +263,14 @@ mod tests {
 
     fn load_json(v: serde_json::Value, args: &str, version: &str) -> Result<StaticConfig, String> {
         let args = CniArgs::parse(args).unwrap();
-        load(v.to_string().as_bytes(), &args, version).map_err(|e| {
+        let mut v = v;
+        for (k, x) in [("cniVersion", "1.0.0"), ("type", "static")] {
+            if v.get(k).is_none() {
+                v[k] = x.into();
+            }
+        }
+        let conf = NetConf::from_value(v).unwrap();
+        load(&conf, &args, version).map_err(|e| {
             assert_eq!(e.code, 999, "{}", e.msg);
             e.msg
         })

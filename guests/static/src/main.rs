@@ -6,9 +6,8 @@
 //! configured addresses with the `prevResult`; DEL, GC and STATUS have
 //! nothing to do, as the plugin holds no state. It makes no host calls.
 //!
-//! Where this deliberately differs from the reference: JSON keys match
-//! exactly (Go also accepts other cases), and GC and STATUS (spec 1.1)
-//! succeed.
+//! Where this deliberately differs from the reference: GC and STATUS
+//! (spec 1.1) succeed.
 mod config;
 
 use guest_sdk::cni::{CniResult, Error, IpConfig};
@@ -18,7 +17,7 @@ use crate::config::StaticConfig;
 
 /// The configuration of an invocation.
 fn load(inv: &Invocation) -> Result<StaticConfig, Error> {
-    config::load(&inv.stdin, &inv.env.args, inv.version())
+    config::load(&inv.conf, &inv.env.args, inv.version())
 }
 
 /// The ADD result: the addresses with their gateways, the routes and DNS
@@ -220,6 +219,18 @@ mod tests {
             &conf("1.0.0", json!({"addresses": [{"address": "bad"}]})),
         );
         assert_eq!(out.code, 0);
+        // CNI_ARGS that are no pairs (the reference's skel does not read
+        // them; its DEL reads nothing), and sections of the wrong type.
+        for args in [";", "IP", "IP=1=2"] {
+            let out = run("DEL", args, &conf("1.0.0", ipam()));
+            assert_eq!(out.code, 0, "{args:?}: {}", out.stdout);
+            assert_ne!(run("ADD", args, &conf("1.0.0", ipam())).code, 0, "{args:?}");
+        }
+        let mut c = conf("1.0.0", json!("static"));
+        c["runtimeConfig"] = json!({"ips": "10.1.0.5/24"});
+        c["args"] = json!([]);
+        assert_eq!(run("DEL", "", &c).code, 0);
+        assert_ne!(run("ADD", "", &c).code, 0);
     }
 
     #[test]

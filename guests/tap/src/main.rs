@@ -160,8 +160,9 @@ impl Plugin for Tap {
         Ok(result)
     }
 
+    /// Reads nothing of the config but the IPAM section: the MAC, MTU,
+    /// owner and `CNI_ARGS` matter only to ADD.
     fn del(&self, inv: &Invocation) -> Result<(), Error> {
-        Conf::load(inv)?;
         ipam::exec_if_configured(inv, Command::Del)?;
         iface::delete_link(inv)
     }
@@ -205,4 +206,49 @@ impl Plugin for Tap {
 
 fn main() {
     skel::run(Tap, "CNI tap plugin (wasmcni)");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plugin_common::testing::{invocation, reach, Reached};
+    use serde_json::json;
+
+    #[test]
+    fn del_reads_no_option() {
+        for (extra, args) in [
+            (
+                json!({"selinuxContext": "system_u:system_r:container_t:s0"}),
+                "",
+            ),
+            (json!({"mtu": -1}), ""),
+            (json!({"owner": -1, "multiQueue": "yes"}), ""),
+            (json!({}), "FOO=bar"),
+            (json!({}), ";"),
+        ] {
+            let mut c = json!({"type": "tap",
+                               "ipam": {"type": "host-local", "subnet": "10.1.0.0/24"}});
+            for (k, v) in extra.as_object().expect("object") {
+                c[k] = v.clone();
+            }
+            let add = invocation(Command::Add, args, c.clone());
+            assert!(
+                Conf::load(&add).is_err(),
+                "{extra} {args:?}: ADD accepts it"
+            );
+            let inv = invocation(Command::Del, args, c.clone());
+            assert_eq!(
+                reach(|| Tap.del(&inv)),
+                Reached::HostCall("delegate.run".into()),
+                "{extra} {args:?}"
+            );
+            c["ipam"] = json!({});
+            let inv = invocation(Command::Del, args, c);
+            assert_eq!(
+                reach(|| Tap.del(&inv)),
+                Reached::HostCall("netns.container".into()),
+                "{extra} {args:?}"
+            );
+        }
+    }
 }

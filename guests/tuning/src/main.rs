@@ -204,7 +204,10 @@ impl Plugin for Tuning {
             })?)
         };
         let ns = iface::open_container(inv)?;
-        for (key, value) in &keys {
+        // An empty value (`null` in the config, as Go stores it in a map)
+        // writes nothing: the reference's zero-length write changes
+        // nothing and succeeds.
+        for (key, value) in keys.iter().filter(|(_, v)| !v.is_empty()) {
             ns.set_sysctl(key, value)?;
         }
         let ifname = &inv.env.ifname;
@@ -251,9 +254,10 @@ impl Plugin for Tuning {
 
     /// Restores what ADD changed; never fails for a namespace, link or
     /// record that is gone (the reference ignores every error of its
-    /// DEL).
+    /// DEL). Reads nothing of the config: what to restore is in the
+    /// record, so a config ADD refuses (a `txQLen` or `mtu` out of range,
+    /// bad `CNI_ARGS`) cannot stop it.
     fn del(&self, inv: &Invocation) -> Result<(), Error> {
-        settings(inv)?;
         let Some(text) = state::get(BACKUP).ok().flatten() else {
             return Ok(());
         };
@@ -380,7 +384,7 @@ mod tests {
 
     #[test]
     fn sysctl_keys_map_like_the_reference() {
-        let k = |key: &str, ifname: &str| sysctl_key(key, ifname).map(|(d, f)| (d, f));
+        let k = |key: &str, ifname: &str| sysctl_key(key, ifname);
         assert_eq!(
             k("net.ipv4.conf.IFNAME.rp_filter", "eth0").unwrap(),
             (
@@ -439,6 +443,33 @@ mod tests {
         assert_eq!(s.mac, "02:00:00:00:00:02");
         assert_eq!(s.mtu, 1300);
         assert_eq!(s.sysctl.len(), 2);
+    }
+
+    #[test]
+    fn del_reads_no_config() {
+        use plugin_common::testing::{invocation, reach, Reached};
+        use serde_json::json;
+        for (extra, args) in [
+            (json!({"txQLen": -1}), ""),
+            (json!({"mtu": -1, "promisc": "yes"}), ""),
+            (json!({"sysctl": {"net.core.somaxconn": 5}}), ""),
+            (json!({"args": {"cni": {"mtu": "big"}}}), ""),
+            (json!({}), "FOO=bar"),
+            (json!({}), ";"),
+        ] {
+            let mut c = json!({"type": "tuning"});
+            for (k, v) in extra.as_object().expect("object") {
+                c[k] = v.clone();
+            }
+            let add = invocation(guest_sdk::cni::Command::Add, args, c.clone());
+            assert!(settings(&add).is_err(), "{extra} {args:?}: ADD accepts it");
+            let del = invocation(guest_sdk::cni::Command::Del, args, c);
+            assert_eq!(
+                reach(|| Tuning.del(&del)),
+                Reached::HostCall("attachment-state.get".into()),
+                "{extra} {args:?}"
+            );
+        }
     }
 
     #[test]

@@ -7,7 +7,9 @@
 //! and routes. `linkInContainer` (added upstream after 1.1.1) takes the
 //! master from the container's namespace.
 //!
-//! Unlike the reference, a failed ADD leaves nothing behind (wasmcni's
+//! Unlike the reference, DEL reads no master and no option (only the
+//! IPAM section): a config ADD refuses, or a master that is gone, does not
+//! stop it. A failed ADD leaves nothing behind (wasmcni's
 //! journal), and GC and STATUS are forwarded to the IPAM plugin.
 
 use guest_sdk::cni::{CniResult, Command, Error};
@@ -115,9 +117,12 @@ impl Plugin for Vlan {
         Ok(result)
     }
 
+    /// Reads nothing of the config but the IPAM section: the master, the
+    /// VLAN ID and the MTU matter only to ADD (the reference's DEL fails on
+    /// a master that is gone, for good). Without an IPAM plugin (which ADD
+    /// requires) there is no address to release.
     fn del(&self, inv: &Invocation) -> Result<(), Error> {
-        stacked::load_for_del(inv, || Conf::load(inv))?;
-        ipam::exec(inv, Command::Del)?;
+        ipam::exec_if_configured(inv, Command::Del)?;
         iface::delete_link(inv)
     }
 
@@ -141,7 +146,7 @@ impl Plugin for Vlan {
     }
 
     fn gc(&self, inv: &Invocation) -> Result<(), Error> {
-        ipam::exec(inv, Command::Gc)
+        ipam::exec_if_configured(inv, Command::Gc)
     }
 
     fn status(&self, inv: &Invocation) -> Result<(), Error> {
@@ -151,4 +156,41 @@ impl Plugin for Vlan {
 
 fn main() {
     skel::run(Vlan, "CNI vlan plugin (wasmcni)");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use plugin_common::testing::{invocation, reach, Reached};
+    use serde_json::json;
+
+    #[test]
+    fn del_reads_neither_master_nor_options() {
+        for extra in [
+            json!({"vlanId": 5000}),
+            json!({"master": ""}),
+            json!({"master": "nosuch0", "mtu": -5}),
+            json!({"linkInContainer": null, "vlanId": "ten"}),
+        ] {
+            let mut c = json!({"type": "vlan", "master": "uplink", "vlanId": 10,
+                               "ipam": {"type": "host-local", "subnet": "10.1.0.0/24"}});
+            for (k, v) in extra.as_object().expect("object") {
+                c[k] = v.clone();
+            }
+            let inv = invocation(Command::Del, ";", c.clone());
+            assert_eq!(
+                reach(|| Vlan.del(&inv)),
+                Reached::HostCall("delegate.run".into()),
+                "{extra}"
+            );
+            // No IPAM plugin (ADD requires one): on to the link.
+            c["ipam"] = json!({});
+            let inv = invocation(Command::Del, "", c);
+            assert_eq!(
+                reach(|| Vlan.del(&inv)),
+                Reached::HostCall("netns.container".into()),
+                "{extra}"
+            );
+        }
+    }
 }

@@ -34,6 +34,14 @@ struct Conf {
     table: u32,
 }
 
+/// What DEL reads of the config: `vrfname`, on its own
+/// ([`plugin_common::lenient`]); the table matters to ADD alone.
+#[derive(Debug, Default, Deserialize)]
+struct DelConf {
+    #[serde(default, deserialize_with = "plugin_common::lenient::field")]
+    vrfname: Option<String>,
+}
+
 fn conf(inv: &Invocation) -> Result<Conf, Error> {
     let c: Conf = inv.conf.plugin_config()?;
     if c.vrfname.is_empty() {
@@ -53,6 +61,16 @@ fn find_vrf(ns: &Netns, name: &str) -> Result<Option<LinkInfo>, Error> {
         Err(e) if e.is_not_found() => Ok(None),
         Err(e) => Err(e.into()),
     }
+}
+
+/// Whether `name` can name a link (the kernel's `dev_valid_name`).
+fn valid_link_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() < 16
+        && name != "."
+        && name != ".."
+        && !name.contains(['/', ':'])
+        && !name.chars().any(char::is_whitespace)
 }
 
 /// The first table from 1 on that no VRF of the namespace is bound to.
@@ -189,11 +207,15 @@ impl Plugin for Vrf {
     }
 
     fn del(&self, inv: &Invocation) -> Result<(), Error> {
-        // No VRF name: no ADD of this config made anything, and failing
-        // would stop the runtime's DEL of the chain before the plugins
-        // that did (the reference fails, and the bridge's address leaks).
-        let c: Conf = inv.conf.plugin_config()?;
-        if c.vrfname.is_empty() || inv.env.netns.is_empty() {
+        // No usable VRF name: no ADD of this config made anything, and
+        // failing would stop the runtime's DEL of the chain before the
+        // plugins that did (the reference fails, and the bridge's address
+        // leaks). A `table` ADD refuses does not matter here.
+        let c: DelConf = plugin_common::lenient::decode(inv);
+        let Some(vrfname) = c.vrfname.filter(|n| !n.is_empty()) else {
+            return Ok(());
+        };
+        if inv.env.netns.is_empty() {
             return Ok(());
         }
         let ns = match Netns::container() {
@@ -201,8 +223,12 @@ impl Plugin for Vrf {
             Err(e) if e.is_not_found() => return Ok(()),
             Err(e) => return Err(e.into()),
         };
-        let Some(vrf) = find_vrf(&ns, &c.vrfname)? else {
-            return Ok(());
+        // A name no link can have (`.`, `a/b`): no ADD made a VRF of it.
+        let vrf = match find_vrf(&ns, &vrfname) {
+            Ok(Some(v)) => v,
+            Ok(None) => return Ok(()),
+            Err(_) if !valid_link_name(&vrfname) => return Ok(()),
+            Err(e) => return Err(e),
         };
         let ifname = &inv.env.ifname;
         match ns.link(ifname) {
@@ -270,5 +296,51 @@ mod tests {
 
     fn conf_of(inv: &Invocation) -> Result<u32, String> {
         conf(inv).map(|c| c.table).map_err(|e| e.msg)
+    }
+
+    #[test]
+    fn link_names() {
+        for ok in ["red", "vrf-1.2", "fifteen-chars-x"] {
+            assert!(valid_link_name(ok), "{ok}");
+        }
+        for bad in ["", ".", "..", "a/b", "a:b", "a b", "sixteen-chars-xx"] {
+            assert!(!valid_link_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn del_reads_the_vrf_name_on_its_own() {
+        use guest_sdk::cni::Command;
+        use plugin_common::testing::{invocation, reach, Reached};
+        use serde_json::json;
+        for (extra, reached) in [
+            (
+                json!({"vrfname": "red", "table": -1}),
+                Some("netns.container"),
+            ),
+            (
+                json!({"vrfname": "red", "table": "x"}),
+                Some("netns.container"),
+            ),
+            (json!({"vrfname": "a/b"}), Some("netns.container")),
+            (json!({}), None),
+            (json!({"vrfname": 5}), None),
+            (json!({"vrfname": ""}), None),
+        ] {
+            let mut c = json!({"type": "vrf"});
+            for (k, v) in extra.as_object().expect("object") {
+                c[k] = v.clone();
+            }
+            let add = invocation(Command::Add, "", c.clone());
+            if extra["vrfname"] != "a/b" {
+                assert!(conf(&add).is_err(), "{extra}: ADD accepts it");
+            }
+            let del = invocation(Command::Del, "", c);
+            let want = match reached {
+                Some(call) => Reached::HostCall(call.into()),
+                None => Reached::Returned(Ok(())),
+            };
+            assert_eq!(reach(|| Vrf.del(&del)), want, "{extra}");
+        }
     }
 }

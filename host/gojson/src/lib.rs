@@ -312,7 +312,6 @@ impl<'de> Deserializer<'de> for Decoder<'de> {
     }
 }
 
-
 /// The elements of an array, each decoded with its index on the path.
 struct Items<'de> {
     items: std::iter::Enumerate<std::slice::Iter<'de, Value>>,
