@@ -338,6 +338,41 @@ fn a_del_whose_plugin_cannot_run_gets_the_hosts_cleanup_and_succeeds() {
     del.assert_cni_error(105, "modfiy");
 }
 
+/// A plugin whose policy entry was removed runs with no authority: a DEL
+/// it fails because every call is denied is a DEL it could not run. With
+/// nothing of the attachment's recorded for it, the DEL succeeds (said on
+/// stderr); a plugin with an entry that fails its DEL on its own keeps its
+/// error (`a_plugin_whose_del_fails_leaves_nothing_and_the_del_succeeds`).
+#[test]
+fn a_del_denied_for_want_of_a_policy_entry_succeeds_when_nothing_is_recorded() {
+    let world = World::new("recnoent");
+    let before = snapshot(&world);
+    let c = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+                   "commands": ["DEL"], "exit": 3,
+                   "ops": [{"call": "link.set-up", "ns": "container", "link": "lo", "up": false}]});
+    let del = world.run(
+        "DEL",
+        &json!({"plugins": {}}),
+        &c,
+        &[("CNI_CONTAINERID", "ctr-a")],
+    );
+    assert_eq!(del.code, 0, "{del:?}");
+    assert!(
+        del.stderr.contains("could not run its DEL"),
+        "{}",
+        del.stderr
+    );
+    support::assert_same(&before, &snapshot(&world), "after the DEL");
+    // With an entry, the plugin's own failure stands.
+    let del = world.run(
+        "DEL",
+        &policy_with(grant()),
+        &c,
+        &[("CNI_CONTAINERID", "ctr-a")],
+    );
+    assert_ne!(del.code, 0, "{del:?}");
+}
+
 /// A plugin that cannot run, whose ADD changed what no record covers: the
 /// host removes what the record does cover, and the DEL fails naming what
 /// is left and why (the runtime retries once the policy is fixed).

@@ -386,7 +386,15 @@ fn run_loaded(
     let (outcome, mut caps) = execute(
         &rt, &component, &imports, &plugin, &rt.env, stdin, &limits, caps,
     );
-    let outcome = finish(&command, outcome, &mut caps, plugin.name());
+    let outcome = if command == "DEL" && !has_entry && !caps.denials().is_empty() {
+        // A plugin with no policy entry has no authority: a DEL it failed
+        // for want of one is a DEL it could not run (its entry may have
+        // been removed since its ADD); the host stands in as for a broken
+        // entry.
+        finish_del(outcome, &mut caps, plugin.name(), true)
+    } else {
+        finish(&command, outcome, &mut caps, plugin.name())
+    };
     let outcome = explain_denials(
         outcome,
         caps.denials(),
