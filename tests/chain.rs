@@ -312,16 +312,44 @@ fn a_broken_policy_entry_does_not_stop_the_lists_del() {
     assert_eq!(del.code, 0, "the list's DEL after the failed ADD: {del:?}");
     assert_back_to(&net, &before, "broken before the ADD: the runtime's DEL");
     // Broken between a good ADD and its DEL.
-    write_policy(good);
+    write_policy(good.clone());
     let add = call(&net, bin_dir(), "add", &conflist, &net.ctr.path, "ctr1");
     assert_eq!(add.code, 0, "{add:?}");
-    write_policy(broken);
+    write_policy(broken.clone());
     let del = call(&net, bin_dir(), "del", &conflist, &net.ctr.path, "ctr1");
     assert_eq!(
         del.code, 0,
         "the list's DEL with tuning's entry broken: {del:?}"
     );
     assert_back_to(&net, &before, "broken after the ADD: the runtime's DEL");
+    // The same members as one wasmcni-chain: a member that cannot be
+    // resolved keeps the whole chain from running, and its DEL gets the
+    // host's cleanup of the chain's record. That record holds what only
+    // the members' DELs take back (portmap's `route_localnet` and the
+    // bridge's MAC on the shared bridge): the DEL fails naming it, and
+    // goes through once the entry is fixed.
+    let chain = write(&net, "chain.conflist", &chained(&members(GOOD)));
+    write_policy(good.clone());
+    let add = call(&net, bin_dir(), "add", &chain, &net.ctr.path, "ctr2");
+    assert_eq!(add.code, 0, "{add:?}");
+    write_policy(broken);
+    let del = call(&net, bin_dir(), "del", &chain, &net.ctr.path, "ctr2");
+    let err = del.cni_error().unwrap_or_else(|| panic!("{del:?}"));
+    assert_eq!(err["code"], 105, "{err}");
+    assert!(
+        err["details"]
+            .as_str()
+            .unwrap_or("")
+            .contains("cannot stand in for this DEL"),
+        "{err}"
+    );
+    write_policy(good);
+    let del = call(&net, bin_dir(), "del", &chain, &net.ctr.path, "ctr2");
+    assert_eq!(
+        del.code, 0,
+        "the chain's DEL once the entry is fixed: {del:?}"
+    );
+    assert_back_to(&net, &before, "the chain: the runtime's DEL after the fix");
     let audit = std::fs::read_to_string(net.dir.path().join("audit.jsonl")).unwrap_or_default();
     assert!(
         audit

@@ -299,8 +299,8 @@ fn normalize(v: &mut Value, side: &Side) {
             out = out.replace(&ns.name, "<ns>");
         }
         out = out.replace(&side.data().display().to_string(), "<data>");
-        let mac = regex_lite_replace(&out, is_mac_at, 17, "<mac>");
-        let veth = regex_lite_replace(&mac, is_veth_at, 12, "<veth>");
+        let mac = support::mask_macs(&out);
+        let veth = support::mask_veths(&mac);
         if veth.starts_with("fe80::") {
             return "<ll>".into();
         }
@@ -369,40 +369,6 @@ fn normalize(v: &mut Value, side: &Side) {
         Value::String(s) => *s = text(s, side),
         _ => {}
     }
-}
-
-fn is_mac_at(b: &[u8], i: usize) -> bool {
-    b.len() >= i + 17
-        && (0..6).all(|k| {
-            let j = i + k * 3;
-            b[j].is_ascii_hexdigit() && b[j + 1].is_ascii_hexdigit() && (k == 5 || b[j + 2] == b':')
-        })
-}
-
-fn is_veth_at(b: &[u8], i: usize) -> bool {
-    b.len() >= i + 12
-        && &b[i..i + 4] == b"veth"
-        && b[i + 4..i + 12]
-            .iter()
-            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
-}
-
-/// Replaces every `len`-byte match of `at` in `s` with `with`.
-fn regex_lite_replace(s: &str, at: fn(&[u8], usize) -> bool, len: usize, with: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = String::with_capacity(s.len());
-    let mut i = 0;
-    while i < b.len() {
-        if at(b, i) {
-            out.push_str(with);
-            i += len;
-        } else {
-            let ch = s[i..].chars().next().expect("char");
-            out.push(ch);
-            i += ch.len_utf8();
-        }
-    }
-    out
 }
 
 /// Both sides' states, taken at once (each waits for duplicate address

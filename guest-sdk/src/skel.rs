@@ -21,7 +21,7 @@
 use std::io::{Read, Write};
 
 use crate::cni::version::{check_command_version, VersionInfo};
-use crate::cni::{CniArgs, CniResult, Command, Env, Error, NetConf, LATEST};
+use crate::cni::{CniResult, Command, Env, Error, NetConf, LATEST};
 
 /// The largest config accepted on stdin.
 const MAX_STDIN: u64 = 4 << 20;
@@ -167,17 +167,7 @@ pub fn dispatch<P: Plugin>(
     lookup: impl Fn(&str) -> Option<String>,
     stdin: &[u8],
 ) -> Outcome {
-    // `CNI_ARGS` as it comes: refused by none but the plugin (see the
-    // module docs).
-    let raw_args = lookup("CNI_ARGS");
-    let env =
-        Env::from_lookup(|k| if k == "CNI_ARGS" { None } else { lookup(k) }).map(|mut env| {
-            if env.command != Command::Version {
-                env.args = CniArgs::parse_lenient(raw_args.as_deref().unwrap_or(""));
-            }
-            env
-        });
-    let env = match env {
+    let env = match Env::from_lookup(lookup) {
         Ok(env) => env,
         Err(e) => return fail(&e, &version_hint(stdin)),
     };

@@ -82,6 +82,43 @@ fn parse(stdin: &[u8]) -> Result<(Value, Conflist, Vec<Plugin>), CniError> {
     Ok((conf, list, members))
 }
 
+/// A chain ready to run.
+struct Prepared {
+    conf: Value,
+    list: Conflist,
+    members: Vec<Plugin>,
+    /// One deadline for the process: the sum of the members' (each would
+    /// have had its own process).
+    deadline: std::time::Duration,
+    /// Whose plugin state the attachment's DEL and GC remove: the
+    /// members' and their delegates'.
+    delegates: Vec<String>,
+}
+
+/// The chain's config, list and members, each member's policy entry
+/// resolved.
+fn prepare(stdin: &[u8], policy: &Policy) -> Result<Prepared, CniError> {
+    let (conf, list, members) = parse(stdin)?;
+    let mut deadline = std::time::Duration::ZERO;
+    let mut delegates = Vec::new();
+    for m in &members {
+        let bundled = *m.origin() == plugins::Origin::Bundled;
+        let entry = policy
+            .resolve(m.name(), bundled)
+            .map_err(|e| CniError::new(Code::PolicyInvalid, e.to_string()))?;
+        deadline = deadline.saturating_add(Limits::resolve(&entry)?.deadline);
+        delegates.push(m.name().to_owned());
+        delegates.extend(entry.grant().delegates);
+    }
+    Ok(Prepared {
+        conf,
+        list,
+        members,
+        deadline,
+        delegates,
+    })
+}
+
 /// Runs the chain for the runtime: `stdin` is the chain's config, `env`
 /// the `CNI_*` environment.
 pub fn invoke(
@@ -112,22 +149,20 @@ pub fn invoke(
             code: 0,
         });
     }
-    let (conf, list, members) = parse(stdin)?;
-    // One deadline for the process: the sum of the members' (each would
-    // have had its own process).
-    let mut deadline = std::time::Duration::ZERO;
-    let mut delegates = Vec::new();
-    for m in &members {
-        let bundled = *m.origin() == plugins::Origin::Bundled;
-        let entry = policy
-            .resolve(m.name(), bundled)
-            .map_err(|e| CniError::new(Code::PolicyInvalid, e.to_string()))?;
-        deadline = deadline.saturating_add(Limits::resolve(&entry)?.deadline);
-        // Whose plugin state the attachment's DEL and GC remove: the
-        // members' and their delegates'.
-        delegates.push(m.name().to_owned());
-        delegates.extend(entry.grant().delegates);
-    }
+    // A chain whose members cannot all be found and resolved cannot run;
+    // its DEL gets the host's record-driven cleanup all the same, as one
+    // plugin's does ([`runner::del_without_plugin`]).
+    let Prepared {
+        conf,
+        list,
+        members,
+        deadline,
+        delegates,
+    } = match prepare(stdin, &policy) {
+        Ok(prepared) => prepared,
+        Err(why) if command == "DEL" => return runner::del_without_plugin(NAME, stdin, &env, why),
+        Err(why) => return Err(why),
+    };
     let t0 = std::time::Instant::now();
     let container = runner::container_netns(&env)?;
     let engine = crate::engine::engine().map_err(runner::internal)?;

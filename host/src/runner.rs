@@ -289,7 +289,7 @@ fn target_name(target: &Target<'_>) -> Option<String> {
 /// or there is no record (its ADD made nothing, or never ran). It fails
 /// with `why` when the config does not name the network, and when the
 /// ADD did what only the plugin's DEL can take back.
-fn del_without_plugin(
+pub(crate) fn del_without_plugin(
     name: &str,
     stdin: &[u8],
     env: &[(String, String)],

@@ -669,3 +669,49 @@ pub fn ip_exe() -> PathBuf {
 pub fn loopback_conf(version: &str) -> Vec<u8> {
     format!(r#"{{"cniVersion":"{version}","name":"lo-net","type":"loopback"}}"#).into_bytes()
 }
+
+/// `s` with every MAC address (`aa:bb:cc:dd:ee:ff`) replaced by `<mac>`:
+/// what differs by construction between two runs.
+pub fn mask_macs(s: &str) -> String {
+    replace_at(s, is_mac_at, 17, "<mac>")
+}
+
+/// `s` with every generated host veth name (`veth` and 8 hex digits)
+/// replaced by `<veth>`.
+pub fn mask_veths(s: &str) -> String {
+    replace_at(s, is_veth_at, 12, "<veth>")
+}
+
+fn is_mac_at(b: &[u8], i: usize) -> bool {
+    b.len() >= i + 17
+        && (0..6).all(|k| {
+            let j = i + k * 3;
+            b[j].is_ascii_hexdigit() && b[j + 1].is_ascii_hexdigit() && (k == 5 || b[j + 2] == b':')
+        })
+}
+
+fn is_veth_at(b: &[u8], i: usize) -> bool {
+    b.len() >= i + 12
+        && &b[i..i + 4] == b"veth"
+        && b[i + 4..i + 12]
+            .iter()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+}
+
+/// Replaces every `len`-byte match of `at` in `s` with `with`.
+fn replace_at(s: &str, at: fn(&[u8], usize) -> bool, len: usize, with: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while i < b.len() {
+        if at(b, i) {
+            out.push_str(with);
+            i += len;
+        } else {
+            let ch = s[i..].chars().next().expect("char");
+            out.push(ch);
+            i += ch.len_utf8();
+        }
+    }
+    out
+}

@@ -156,8 +156,8 @@ impl Env {
     ///
     /// Order of checks, as the reference skel: the variables are visited in
     /// the order of [`ENV_VARS`]; a present, required variable that is
-    /// invalid fails at once (container ID, interface name, and here also a
-    /// malformed `CNI_ARGS`); missing required ones are collected and
+    /// invalid fails at once (container ID, interface name; `CNI_ARGS` is
+    /// read leniently, [`CniArgs::parse_lenient`]); missing required ones are collected and
     /// reported together as `required env variables [A,B] missing`. All
     /// failures are code 4. An unknown `CNI_COMMAND` fails with code 4
     /// naming the value; VERSION reads nothing but `CNI_COMMAND`.
@@ -200,7 +200,11 @@ impl Env {
                     }
                     env.ifname = value;
                 }
-                "CNI_ARGS" => env.args = CniArgs::parse(&value)?,
+                // Never refused here: the Go skel does not read CNI_ARGS,
+                // and a plugin that ignores them works with any; a plugin
+                // that reads them strictly refuses the malformed pieces
+                // ([`CniArgs::check_known`]).
+                "CNI_ARGS" => env.args = CniArgs::parse_lenient(&value),
                 _ => env.path = value,
             }
         }

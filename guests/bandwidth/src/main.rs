@@ -61,18 +61,11 @@ struct KeysJson {
     egress_burst: Option<Value>,
 }
 
-/// The config keys bandwidth reads.
+/// The `runtimeConfig` key bandwidth reads (the config's own keys are a
+/// [`KeysJson`] of the whole config).
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct ConfJson {
-    #[serde(default)]
-    ingress_rate: Option<Value>,
-    #[serde(default)]
-    ingress_burst: Option<Value>,
-    #[serde(default)]
-    egress_rate: Option<Value>,
-    #[serde(default)]
-    egress_burst: Option<Value>,
+struct RuntimeJson {
     #[serde(default)]
     runtime_config: Option<RuntimeConfigJson>,
 }
@@ -81,6 +74,17 @@ struct ConfJson {
 struct RuntimeConfigJson {
     #[serde(default)]
     bandwidth: Option<KeysJson>,
+}
+
+impl KeysJson {
+    fn keys(&self) -> [&Option<Value>; 4] {
+        [
+            &self.ingress_rate,
+            &self.ingress_burst,
+            &self.egress_rate,
+            &self.egress_burst,
+        ]
+    }
 }
 
 impl Bandwidth {
@@ -162,34 +166,23 @@ impl Bandwidth {
 /// (`runtimeConfig.bandwidth`), validated; `None` when neither sets any.
 /// (ADD and CHECK; DEL reads none of it.)
 fn parse(inv: &Invocation) -> Result<Option<Bandwidth>, Error> {
-    let c: ConfJson = inv.conf.plugin_config().map_err(|e| {
+    let decode_err = |e: Error| {
         let why = e
             .msg
             .strip_prefix("invalid network config: ")
-            .unwrap_or(&e.msg);
+            .unwrap_or(&e.msg)
+            .to_owned();
         Error::internal(format!("failed to parse network configuration: {why}"))
-    })?;
-    let own = [
-        &c.ingress_rate,
-        &c.ingress_burst,
-        &c.egress_rate,
-        &c.egress_burst,
-    ];
-    let own = Bandwidth::from_keys(own, "")?;
+    };
+    let own: KeysJson = inv.conf.plugin_config().map_err(decode_err)?;
+    let rt: RuntimeJson = inv.conf.plugin_config().map_err(decode_err)?;
+    let own = Bandwidth::from_keys(own.keys(), "")?;
     // The runtime's keys must decode even where the config's win, as in
     // the reference (which decodes the whole config first).
     let at = "runtimeConfig.bandwidth.";
-    let runtime = match c.runtime_config.and_then(|r| r.bandwidth) {
+    let runtime = match rt.runtime_config.and_then(|r| r.bandwidth) {
         None => None,
-        Some(k) => {
-            let keys = [
-                &k.ingress_rate,
-                &k.ingress_burst,
-                &k.egress_rate,
-                &k.egress_burst,
-            ];
-            Some(Bandwidth::from_keys(keys, at)?.unwrap_or_default())
-        }
+        Some(k) => Some(Bandwidth::from_keys(k.keys(), at)?.unwrap_or_default()),
     };
     if let Some(b) = own {
         b.validate("")?;

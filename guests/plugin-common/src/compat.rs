@@ -102,7 +102,7 @@ impl From<RouteJson> for Route {
 /// Walks `CNI_ARGS` as the reference `types.LoadArgs` into a struct with
 /// the fields `known` (plus `IgnoreUnknown`): in order, a malformed piece
 /// fails with `ARGS: invalid pair "⟨piece⟩"` (the SDK sets such pieces
-/// aside on DEL and GC, and refuses them on ADD, CHECK and STATUS), each
+/// aside on every command: the Go skel does not read `CNI_ARGS`), each
 /// known pair is handed to `set` (its error becomes `ARGS: error parsing
 /// value of pair "K=V": ⟨error⟩`) and each `IgnoreUnknown` value must be
 /// `1`, `true`, `0` or `false` in any case; then keys that are not known

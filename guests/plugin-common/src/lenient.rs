@@ -16,15 +16,17 @@ use guest_sdk::skel::Invocation;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer};
 
-/// A field read leniently: its value when it decodes as `T`, else `None`
-/// (as when it is absent). The key is matched as the SDK matches keys.
+/// A field read leniently: its value when it decodes as `T` (with Go's
+/// key matching inside it too, as the SDK decodes: [`gojson`]), else
+/// `None` (as when it is absent). The key is matched as the SDK matches
+/// keys.
 pub fn field<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
 where
     D: Deserializer<'de>,
     T: DeserializeOwned,
 {
     let v = serde_json::Value::deserialize(d)?;
-    Ok(serde_json::from_value(v).ok())
+    Ok(gojson::from_value(&v).ok())
 }
 
 /// The config's DEL view `T` (see the module docs); never fails: a config

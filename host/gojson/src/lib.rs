@@ -67,18 +67,16 @@ pub fn field<'a>(map: &'a Map<String, Value>, name: &str) -> Option<&'a Value> {
 /// other key that names the same field (Go reads them all into the one
 /// field, so none of them is left over as an unknown key).
 pub fn take_field(map: &mut Map<String, Value>, name: &str) -> Option<Value> {
-    let keys: Vec<String> = map.keys().filter(|k| fold_eq(k, name)).cloned().collect();
-    let mut exact = None;
+    let exact = map.remove(name).filter(|v| !v.is_null());
+    // Other spellings are rare: look for them without allocating first.
+    if !map.keys().any(|k| fold_eq(k, name)) {
+        return exact;
+    }
+    let others: Vec<String> = map.keys().filter(|k| fold_eq(k, name)).cloned().collect();
     let mut folded = None;
-    for key in keys {
-        let Some(v) = map.remove(&key) else { continue };
-        if v.is_null() {
-            continue;
-        }
-        if key == name {
-            exact = Some(v);
-        } else if folded.is_none() {
-            folded = Some(v);
+    for key in others {
+        if let Some(v) = map.remove(&key).filter(|v| !v.is_null()) {
+            folded.get_or_insert(v);
         }
     }
     exact.or(folded)
