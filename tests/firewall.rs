@@ -17,10 +17,15 @@ use support::world::{policy_with, wide, World};
 use support::Netns;
 
 /// The wide grant with every firewall kind.
+/// The wide grant with every firewall right, vouching (`static-ranges`)
+/// for the addresses the scripted plugin's `prevResult`s give its
+/// attachments, 10.70.0.5–7 and their IPv6 twins: the scripted plugin
+/// runs no IPAM, so only the operator's word makes them its own (S13).
 fn grant() -> Value {
     let mut g = wide();
     g["host"]["firewall"] = json!({"port-mappings": true, "masquerade": true, "forward": true,
                                    "isolation": true, "mac-spoof": true});
+    g["static-ranges"] = json!(["10.70.0.5/32", "10.70.0.6/31", "fd70::5/128", "fd70::6/127"]);
     g
 }
 
@@ -548,9 +553,20 @@ fn traffic_reaches_the_container_only_through_a_local_mapped_port() {
     assert_eq!(fetch(&x, "203.0.113.1", 8080), "");
 }
 
-/// Runs the bundled portmap plugin in `world`.
+/// Runs the bundled portmap plugin in `world`, alone (no plugin before it
+/// established the attachment's addresses): its default entry, with the
+/// operator vouching for 10.70.0.5 (S13).
 fn portmap(world: &World, command: &str, conf: &Value, cid: &str) -> support::Run {
-    bundled(world, "portmap", command, conf, cid)
+    let mut entry = support::world::default_entry("portmap");
+    entry["static-ranges"] = json!(["10.70.0.5/32"]);
+    world.run_bundled_with(
+        &world.ctr,
+        "portmap",
+        command,
+        conf,
+        cid,
+        &json!({ "portmap": entry }),
+    )
 }
 
 fn portmap_conf(extra: Value, mappings: Value) -> Value {
@@ -1196,23 +1212,30 @@ fn hold(ns: &Netns, prefixes: &[&str]) {
     hold_on(ns, "held0", true, prefixes);
 }
 
-/// S11 (hostile chain): a runtime's `prevResult` is what the plugins
+/// S11, S13 (hostile chain): a runtime's `prevResult` is what the plugins
 /// before this one returned, and a hostile one can list any address
-/// there. The host names a `prevResult` address in a rule as the
-/// container's only while the container's namespace holds it, so a result
-/// listing another container's address gets no port mapping,
-/// masquerade or forward rule pointed at that container.
+/// there, and put it on its own container interface first. The host names
+/// an address in a rule as the container's only if the attachment owns
+/// it (here: the operator's `static-ranges`), so a result listing another
+/// container's address gets no port mapping, masquerade or forward rule
+/// pointed at that container, whatever the container holds.
 #[test]
-fn a_prev_result_cannot_point_rules_at_an_address_the_container_does_not_hold() {
+fn a_prev_result_cannot_point_rules_at_an_address_the_attachment_does_not_own() {
     let world = World::new("fwh");
     bridge_up(&world.node);
-    // Another container holds 10.70.0.9; this one holds 10.70.0.5.
+    // Another container holds 10.70.0.9; this one holds 10.70.0.5, and
+    // 10.70.0.9 too (a hostile plugin before this one put it there).
     let other = Netns::new("fwho");
     hold(&other, &["10.70.0.9/24", "fd70::9/64"]);
     hold(&world.ctr, &["10.70.0.5/24", "fd70::5/64"]);
+    hold_on(
+        &world.ctr,
+        "stolen0",
+        true,
+        &["10.70.0.9/32", "fd70::9/128"],
+    );
     let before = world.snapshot();
-    let not_held = "10.70.0.9 is listed by the runtime's prevResult but no interface in the \
-                    container's network namespace (CNI_NETNS) holds it";
+    let not_held = "10.70.0.9 is not an address of this attachment";
     for op in add_ops("10.70.0.9").as_array().expect("ops") {
         let c = conf("n", "10.70.0.9", json!([op]));
         refused(&world, &c, &before, not_held, &op.to_string());
@@ -1223,7 +1246,7 @@ fn a_prev_result_cannot_point_rules_at_an_address_the_container_does_not_hold() 
         &world,
         &conf("n", "10.70.0.9", v6),
         &before,
-        "fd70::9 is listed by the runtime's prevResult but no interface",
+        "fd70::9 is not an address of this attachment",
         "IPv6 alone",
     );
     // An address the container holds only on a link that is down, or on
@@ -1235,7 +1258,7 @@ fn a_prev_result_cannot_point_rules_at_an_address_the_container_does_not_hold() 
     for (ip, why) in [
         (
             "10.70.0.8",
-            "no interface in the container's network namespace",
+            "10.70.0.8 is not an address of this attachment",
         ),
         (
             "127.0.0.1",

@@ -1468,8 +1468,8 @@ fn ns_state(ns: &Netns) -> Value {
 }
 
 /// Every file below `dir` but the policy, the audit log and wasmcni's
-/// run directory (its network locks) and its boot id, relative path →
-/// content.
+/// run directory (its network locks), its boot id and its list of IPAM
+/// state directories, relative path → content.
 fn files(dir: &Path) -> Value {
     fn walk(root: &Path, d: &Path, out: &mut Map<String, Value>) {
         let Ok(rd) = std::fs::read_dir(d) else { return };
@@ -1478,7 +1478,7 @@ fn files(dir: &Path) -> Value {
             let rel = p.strip_prefix(root).expect("below").display().to_string();
             if matches!(
                 rel.as_str(),
-                "policy.json" | "audit.jsonl" | "run" | "state/boot-id"
+                "policy.json" | "audit.jsonl" | "run" | "state/boot-id" | "state/ipam-stores"
             ) {
                 continue;
             }

@@ -387,6 +387,13 @@ pub struct Entry {
     pub native_delegates: Vec<String>,
     /// Whether it may keep a record per attachment (`attachment-state`).
     pub attachment_state: bool,
+    /// Addresses the operator vouches for as the attachment's own (S13),
+    /// beside those the host saw reserved for it or given by the
+    /// runtime's config: for an IPAM the host cannot see (a native
+    /// `dhcp`), or a chain whose addresses come from a plugin that is not
+    /// wasmcni's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub static_ranges: Vec<ipnet::IpNet>,
 }
 
 /// Where a plugin's policy entry comes from.
@@ -469,6 +476,8 @@ pub struct Grant {
     pub native_delegates: Vec<String>,
     /// Whether it may keep a record per attachment.
     pub attachment_state: bool,
+    /// Addresses the operator vouches for as any attachment's own.
+    pub static_ranges: Vec<ipnet::IpNet>,
 }
 
 /// The default budget of capability calls per invocation.
@@ -909,6 +918,7 @@ impl Entry {
             delegates: self.delegates.clone(),
             native_delegates: self.native_delegates.clone(),
             attachment_state: self.attachment_state,
+            static_ranges: self.static_ranges.clone(),
         }
     }
 

@@ -74,6 +74,13 @@ pub struct Record {
     /// the host does not stand in for a failed one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub uncovered: Vec<String>,
+    /// The attachment's addresses as the host established them in this
+    /// incarnation's ADD (S13, [`crate::caps::authority`]): what a later
+    /// plugin of the attachment (a chained `portmap`, `firewall`) may name
+    /// as its container's, while the record applies (same boot, same
+    /// container namespace).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<std::net::IpAddr>,
 }
 
 /// What an ADD made that belongs to its attachment alone: the links it
@@ -120,6 +127,27 @@ pub struct OwnedLink {
     /// is never named).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub intent: bool,
+    /// The incarnation of the attachment that made it: the nsfs inode of
+    /// the container namespace of its ADD (0: the record's `netns`). A
+    /// late DEL of another incarnation leaves it alone (S15).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub netns: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+impl OwnedLink {
+    /// The incarnation (container namespace inode) of the ADD that made it,
+    /// in `record`.
+    pub fn incarnation(&self, record: &Record) -> u64 {
+        if self.netns != 0 {
+            self.netns
+        } else {
+            record.netns
+        }
+    }
 }
 
 /// An address an ADD reserved.
@@ -428,6 +456,15 @@ impl Location {
         ))
     }
 
+    /// Whether the record file is gone (`None`), quietly: a record that
+    /// does not read is still there.
+    pub fn load_record_quiet(&self) -> Option<()> {
+        match self.load_record() {
+            Ok(None) => None,
+            _ => Some(()),
+        }
+    }
+
     /// The record file alone.
     fn load_record(&self) -> io::Result<Option<Record>> {
         let Some(text) = read_bounded(&self.root, &self.dir.join(&self.file), MAX_RECORD)? else {
@@ -458,7 +495,7 @@ impl Location {
     /// # Ambient Authority
     /// Creates the state root by path (the host's setting).
     pub fn store(&self, record: &Record) -> io::Result<()> {
-        if record.borrowed.is_empty() && record.owned.is_empty() {
+        if record.borrowed.is_empty() && record.owned.is_empty() && record.addresses.is_empty() {
             return self.remove();
         }
         if record.borrowed.len() > MAX_BORROWED {
@@ -762,6 +799,148 @@ fn state_dir(root: &Path, dir: &Path) -> io::Result<Dir> {
     }
 }
 
+/// The records of one attachment (every plugin's, intent logs folded in),
+/// for what they say of it; what cannot be read is skipped.
+///
+/// # Ambient Authority
+/// Opens the state root by path (the host's setting).
+pub fn of_attachment(root: &Path, attachment: &Attachment) -> Vec<Record> {
+    let probe = Location::new(root, attachment, "x");
+    let Ok(rd) = std::fs::read_dir(root.join(&probe.dir)) else {
+        return Vec::new();
+    };
+    let mut plugins: Vec<String> = rd
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let stem = name
+                .strip_suffix(".json")
+                .or_else(|| name.strip_suffix(".intent"))?;
+            Some(stem.to_owned())
+        })
+        .collect();
+    plugins.sort();
+    plugins.dedup();
+    plugins
+        .into_iter()
+        .filter_map(|stem| {
+            let loc = Location {
+                file: format!("{stem}.json"),
+                ..probe.clone()
+            };
+            loc.load_as(false).ok().flatten()
+        })
+        .filter(|r| {
+            r.network == attachment.network
+                && r.container_id == attachment.container_id
+                && r.ifname == attachment.ifname
+        })
+        .collect()
+}
+
+/// The attachments with a record or intent log below `root`, as their
+/// directory names (`<network>/<container id>/<ifname>`, each a
+/// [`component`]), in network `network` (all networks: `None`): the
+/// holders of what a network (or the node) shares (S16).
+///
+/// # Ambient Authority
+/// Reads the state root by path (the host's setting).
+pub fn holders(root: &Path, network: Option<&str>) -> Vec<PathBuf> {
+    let top = root.join("attachments");
+    let nets: Vec<PathBuf> = match network {
+        Some(n) => vec![top.join(component(n))],
+        None => std::fs::read_dir(&top)
+            .map(|rd| rd.flatten().map(|e| e.path()).collect())
+            .unwrap_or_default(),
+    };
+    let dirs = |p: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(p)
+            .map(|rd| {
+                rd.flatten()
+                    .filter(|e| e.path().is_dir())
+                    .map(|e| e.path())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut out = Vec::new();
+    for net in nets {
+        for cid in dirs(&net) {
+            for ifname in dirs(&cid) {
+                let held = std::fs::read_dir(&ifname).is_ok_and(|rd| {
+                    rd.flatten().any(|e| {
+                        let n = e.file_name();
+                        let n = n.to_string_lossy();
+                        !n.starts_with('.') && (n.ends_with(".json") || n.ends_with(".intent"))
+                    })
+                });
+                if held {
+                    if let Ok(rel) = ifname.strip_prefix(&top) {
+                        out.push(rel.to_path_buf());
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The file under the state root listing every IPAM state directory an
+/// ADD has opened on this node, one per line: where the host looks for
+/// the reservations of every network (S13).
+const STORES_FILE: &str = "ipam-stores";
+
+/// The most state directories [`stores`] reads back.
+const MAX_STORES: usize = 4096;
+
+/// Adds `dir` (a network's IPAM state directory) to the node's list of
+/// them, unless it is there: one `O_APPEND` write of one line.
+///
+/// # Ambient Authority
+/// Opens the state root by path (the host's setting).
+pub fn note_store(root: &Path, dir: &Path) -> io::Result<()> {
+    if stores(root).iter().any(|d| d == dir) {
+        return Ok(());
+    }
+    let line = dir
+        .to_str()
+        .filter(|l| !l.contains('\n') && dir.is_absolute())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a plain path"))?;
+    let mut opts = OpenOptions::new();
+    opts.append(true).create(true);
+    {
+        use cap_std::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let top = match Dir::open_ambient_dir(root, ambient_authority()) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(root)?;
+            Dir::open_ambient_dir(root, ambient_authority())?
+        }
+        r => r?,
+    };
+    let mut f = top.open_with(STORES_FILE, &opts)?;
+    f.write_all(format!("{line}\n").as_bytes())
+}
+
+/// The IPAM state directories of the node ([`note_store`]).
+///
+/// # Ambient Authority
+/// Opens the state root by path (the host's setting).
+pub fn stores(root: &Path) -> Vec<PathBuf> {
+    let Ok(Some(text)) = read_bounded(root, Path::new(STORES_FILE), MAX_RECORD) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PathBuf> = Vec::new();
+    for line in String::from_utf8_lossy(&text).lines() {
+        let p = PathBuf::from(line);
+        if p.is_absolute() && !out.contains(&p) && out.len() < MAX_STORES {
+            out.push(p);
+        }
+    }
+    out
+}
+
 /// Removes `dir/file` below `root`, and the directories above it it
 /// leaves empty, up to (not including) `top`.
 ///
@@ -805,6 +984,7 @@ impl Record {
             borrowed: Vec::new(),
             owned: Owned::default(),
             uncovered: Vec::new(),
+            addresses: Vec::new(),
         })
     }
 
@@ -936,6 +1116,7 @@ mod tests {
             name: "veth1".into(),
             kind: Some("veth".into()),
             intent: false,
+            netns: 0,
         });
         loc.store(&r).expect("store");
         // Not a file: reading it fails.
@@ -951,6 +1132,7 @@ mod tests {
             name: "veth2".into(),
             kind: Some("veth".into()),
             intent: true,
+            netns: 0,
         });
         loc.intend(&line).expect("intend");
         std::fs::write(loc.path(), "{").expect("corrupt");

@@ -432,7 +432,7 @@ pub(crate) fn finish(
         }
         // A host link the ADD took is out only with the record that
         // brings it back.
-        "ADD" if !failed => match caps.keep_record() {
+        "ADD" if !failed => match caps.keep_record(true) {
             Ok(()) => outcome,
             Err(why) => {
                 let outcome = undo_or_report(

@@ -137,10 +137,11 @@ impl World {
         walk(&self.ipam_dir(), &self.ipam_dir(), &mut files);
         let mut records = serde_json::Map::new();
         walk(&self.state_dir(), &self.state_dir(), &mut records);
-        // Which boot the records were last reconciled for: the host's
-        // bookkeeping, written by the first ADD that finds records, not
+        // Which boot the records were last reconciled for, and which IPAM
+        // state directories the node has: the host's bookkeeping, not
         // state of any attachment.
         records.remove("boot-id");
+        records.remove("ipam-stores");
         let mut node = self.node.full_snapshot();
         let mut ctr = self.ctr.full_snapshot();
         // The firewall capability's nftables rules (not in the
@@ -166,8 +167,25 @@ impl World {
         conf: &Value,
         cid: &str,
     ) -> Run {
+        self.run_bundled_with(ctr, plugin, command, conf, cid, &json!({}))
+    }
+
+    /// [`World::run_bundled`] with more policy entries (`entries`:
+    /// plugin name → entry).
+    pub fn run_bundled_with(
+        &self,
+        ctr: &Netns,
+        plugin: &str,
+        command: &str,
+        conf: &Value,
+        cid: &str,
+        entries: &Value,
+    ) -> Run {
         let stdin = conf.to_string().into_bytes();
-        let policy = json!({"plugins": {"host-local": {"ipam-roots": [self.ipam_dir()]}}});
+        let mut policy = json!({"plugins": {"host-local": {"ipam-roots": [self.ipam_dir()]}}});
+        for (k, v) in entries.as_object().into_iter().flatten() {
+            policy["plugins"][k] = v.clone();
+        }
         Invoke::wasmcni_run(plugin, &stdin)
             .cni(command, &ctr.path, "eth0")
             .env("CNI_CONTAINERID", cid)

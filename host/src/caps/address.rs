@@ -92,25 +92,15 @@ impl Ctx {
         self.check_host_link(kind, &l).map(|()| false)
     }
 
-    /// A host address must lie in the grant's `prefixes`, and must not be
-    /// an address the network's IPAM state reserves for another attachment
-    /// (that would take its traffic).
+    /// A host address must lie in the grant's `prefixes` (and, as every
+    /// address, cover no other attachment's reservation:
+    /// [`Ctx::check_not_foreign_address`]).
     fn check_host_address(&self, ip: IpAddr, len: u8) -> Result<(), CapError> {
         if !self.ns_grant(Kind::Host).covers(ip, len) {
             return Err(CapError::denied(format!(
                 "host address {ip}/{len} lies in none of {}",
                 self.grant_field(Kind::Host, "prefixes")
             )));
-        }
-        let host = ipnet::IpNet::from(ip);
-        if let Some((other, holder)) = self.foreign_reservation_in(host)? {
-            return Err(CapError::denied_with(
-                format!(
-                    "host address {ip}/{len} is reserved for another attachment in the \
-                     network's IPAM state (a wasmcni invariant)"
-                ),
-                format!("{other}: {} {}", holder.container_id, holder.ifname),
-            ));
         }
         Ok(())
     }
@@ -202,10 +192,12 @@ impl Host for StoreData {
         });
         self.cap("address.add", args, |c| {
             let (ip, len) = prefix_from_wit(prefix)?;
-            c.address_target(kind, link_index)?;
+            let shared = c.address_target(kind, link_index)?;
             if kind == Kind::Host {
                 c.check_host_address(ip, len)?;
             }
+            // Another attachment's address would take its traffic (S13).
+            c.check_not_foreign_address(kind, ip, len, !shared)?;
             let spec = AddrSpec {
                 index: link_index,
                 addr: ip,

@@ -42,13 +42,21 @@ pub struct Attachment {
     /// GC only: the attachments the runtime still holds
     /// (`cni.dev/valid-attachments`, or `cni.dev/attachments`).
     pub valid: Option<Vec<Owner>>,
-    /// The addresses this attachment's IPAM delegates gave it (their ADD
-    /// results, seen by the host because delegation runs through it).
+    /// The addresses this invocation established as the attachment's
+    /// (S13): the ADD results of delegates the host ran with the runtime's
+    /// own config ([`Attachment::config_digest`]), seen by the host
+    /// because delegation runs through it. Never a `prevResult`'s: that
+    /// is what the plugins before this one returned, which a hostile one
+    /// writes. With those of the attachment's records
+    /// ([`crate::caps::authority`]), the only addresses a plugin may name
+    /// as its container's.
     pub addresses: Vec<IpAddr>,
-    /// The addresses the runtime's `prevResult` lists (a chained plugin's
-    /// attachment's addresses), read by the host from the config on stdin;
-    /// a delegate keeps its runtime's.
-    pub prev_addresses: Vec<IpAddr>,
+    /// A digest of the config the runtime gave this invocation (for a
+    /// chain member, the config the host built for it from the runtime's
+    /// list): a delegate run with exactly this config acts on the
+    /// runtime's word, and its result is the attachment's; a delegate
+    /// keeps its caller's digest.
+    pub config_digest: String,
     /// The port mappings the runtime asked for
     /// (`runtimeConfig.portMappings`), read by the host from the config on
     /// stdin: the only host ports a plugin may map; a delegate keeps its
@@ -217,38 +225,14 @@ fn parse_mac(s: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// The addresses of a config's `prevResult`, in any result version
-/// (`ips[].address`; 0.1/0.2: `ip4.ip`, `ip6.ip`), without prefix lengths.
-/// At most 64; what does not parse is skipped.
-fn prev_result_addresses(conf: &Value) -> Vec<IpAddr> {
-    let Some(prev) = go_get(conf, "prevResult") else {
-        return Vec::new();
-    };
-    let mut cidrs: Vec<&str> = Vec::new();
-    if let Some(ips) = go_get(prev, "ips").and_then(Value::as_array) {
-        cidrs.extend(
-            ips.iter()
-                .filter_map(|i| go_get(i, "address").and_then(Value::as_str)),
-        );
+/// A digest of a config as parsed (key order and white space aside).
+pub(crate) fn config_digest(conf: &Value) -> String {
+    if !conf.is_object() {
+        // No config: nothing a delegate could be run with on its word.
+        return String::new();
     }
-    for key in ["ip4", "ip6"] {
-        if let Some(a) = go_get(prev, key)
-            .and_then(|v| go_get(v, "ip"))
-            .and_then(Value::as_str)
-        {
-            cidrs.push(a);
-        }
-    }
-    let mut out: Vec<IpAddr> = Vec::new();
-    for c in cidrs.into_iter().take(64) {
-        let ip = c.split('/').next().and_then(|a| a.parse::<IpAddr>().ok());
-        if let Some(ip) = ip {
-            if !out.contains(&ip) {
-                out.push(ip);
-            }
-        }
-    }
-    out
+    let canonical = serde_json::to_vec(conf).unwrap_or_default();
+    hex::encode(Sha256::digest(&canonical))
 }
 
 fn plain(s: &str) -> bool {
@@ -310,7 +294,7 @@ impl Attachment {
             ifname: var("CNI_IFNAME"),
             valid,
             addresses: Vec::new(),
-            prev_addresses: prev_result_addresses(&conf),
+            config_digest: config_digest(&conf),
             port_mappings: runtime_port_mappings(&conf),
             devices: ConfigDevices::from_config(&conf),
         }
@@ -391,28 +375,22 @@ mod tests {
     }
 
     #[test]
-    fn prev_result_addresses_in_every_version() {
-        let a = Attachment::from_invocation(
+    fn the_config_digest_is_of_the_parsed_config() {
+        let a =
+            Attachment::from_invocation(&env("ADD"), br#"{"name":"n","ipam":{"type":"static"}}"#);
+        let b = Attachment::from_invocation(
             &env("ADD"),
-            br#"{"name":"n","prevResult":{"ips":[{"address":"10.1.0.2/24"},{"address":"fd00::2/64"},{"address":"junk"}]}}"#,
+            b"{ \"ipam\": {\"type\": \"static\"},\n \"name\": \"n\" }",
         );
-        assert_eq!(
-            a.prev_addresses,
-            vec![
-                "10.1.0.2".parse::<IpAddr>().expect("ip"),
-                "fd00::2".parse().expect("ip")
-            ]
-        );
-        let a = Attachment::from_invocation(
+        assert_eq!(a.config_digest, b.config_digest);
+        assert_eq!(a.config_digest.len(), 64);
+        let c = Attachment::from_invocation(
             &env("ADD"),
-            br#"{"name":"n","prevResult":{"ip4":{"ip":"10.1.0.3/24"}}}"#,
+            br#"{"name":"n","ipam":{"type":"host-local"}}"#,
         );
-        assert_eq!(
-            a.prev_addresses,
-            vec!["10.1.0.3".parse::<IpAddr>().expect("ip")]
-        );
-        let a = Attachment::from_invocation(&env("ADD"), br#"{"name":"n"}"#);
-        assert!(a.prev_addresses.is_empty());
+        assert_ne!(a.config_digest, c.config_digest);
+        let none = Attachment::from_invocation(&env("ADD"), b"not json");
+        assert_eq!(none.config_digest, "");
     }
 
     #[test]

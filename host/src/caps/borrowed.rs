@@ -40,7 +40,7 @@ impl Ctx {
 
     /// The runtime's attachment (a delegate's config may name another
     /// network; its changes are the runtime's attachment's).
-    fn owner(&self) -> super::Attachment {
+    pub(super) fn owner(&self) -> super::Attachment {
         let (network, container_id, ifname) = self.state_owner.clone();
         super::Attachment {
             network,
@@ -50,7 +50,7 @@ impl Ctx {
         }
     }
 
-    fn container_ino(&self) -> Option<u64> {
+    pub(super) fn container_ino(&self) -> Option<u64> {
         self.container.as_ref().map(crate::netns::NetNs::ino)
     }
 
@@ -145,6 +145,7 @@ impl Ctx {
                 name: (*name).to_owned(),
                 kind: Some((*kind).to_owned()),
                 intent: true,
+                netns: self.container_ino().unwrap_or(0),
             });
         }
         self.intend(owned)
@@ -155,9 +156,10 @@ impl Ctx {
     /// namespace into the container's, with the inverses that put each
     /// back (beside what the record already holds for this attachment:
     /// its links still in this namespace, and what an earlier ADD owns).
-    /// Called at each such move and when the ADD succeeds. The error says
-    /// why it could not.
-    pub fn keep_record(&mut self) -> Result<(), String> {
+    /// Called at each such move and when the ADD succeeds (`done`: then
+    /// with the addresses it established as the attachment's, S13). The
+    /// error says why it could not.
+    pub fn keep_record(&mut self, done: bool) -> Result<(), String> {
         let moved: Vec<((Kind, u32), String, Vec<crate::journal::Entry>)> = self
             .journal
             .moved_out_of(Kind::Host)
@@ -166,7 +168,12 @@ impl Ctx {
             .collect();
         let owned = self.owned_now();
         let loc = self.record_location();
-        if moved.is_empty() && owned.is_empty() && !loc.has_intent() {
+        let addresses = if done {
+            self.attachment.addresses.clone()
+        } else {
+            Vec::new()
+        };
+        if moved.is_empty() && owned.is_empty() && addresses.is_empty() && !loc.has_intent() {
             return Ok(());
         }
         let uncovered = self.uncovered(&owned);
@@ -190,9 +197,9 @@ impl Ctx {
             let old = loc.load_or_quarantine_as(false);
             let mut record =
                 Record::new(&self.owner(), &self.record_plugin, ino).map_err(|e| e.to_string())?;
-            if let Some(old) = old {
+            if let Some(mut old) = old {
                 let here = old.applies_to(ino);
-                for b in old.borrowed {
+                for b in std::mem::take(&mut old.borrowed) {
                     if here
                         && !borrowed.iter().any(|m| m.index == b.index)
                         && self.is_recorded_link(&b)
@@ -200,7 +207,11 @@ impl Ctx {
                         record.borrowed.push(b);
                     }
                 }
-                let mut prior = old.owned;
+                let mut prior = old.owned.clone();
+                for l in &mut prior.links {
+                    // Each keeps the incarnation that made it.
+                    l.netns = l.incarnation(&old);
+                }
                 if !here {
                     // Its container links went with their namespace.
                     prior.links.retain(|l| l.ns == Kind::Host);
@@ -218,6 +229,15 @@ impl Ctx {
                     .retain(|r| held_by(r, &record.container_id, &record.ifname));
                 record.owned = prior;
                 record.uncovered = old.uncovered;
+                if here {
+                    // An earlier ADD's of this incarnation.
+                    record.addresses = old.addresses;
+                }
+            }
+            for ip in addresses {
+                if !record.addresses.contains(&ip) {
+                    record.addresses.push(ip);
+                }
             }
             record.borrowed.extend(borrowed);
             record.owned.merge(owned);
@@ -498,14 +518,50 @@ impl Ctx {
             }
         }
         record.borrowed = kept;
+        // A DEL that names a container namespace ends that incarnation of
+        // the attachment only (S15): the links a later ADD in another
+        // namespace made (the runtime lost this one's DEL, and added the
+        // attachment again) stay in the record for their own DEL; so do,
+        // in such a late DEL, the reservations, rules and addresses, which
+        // name the attachment, not an incarnation, and are the live one's.
+        let ino = self.container_ino();
+        let late = ino.is_some() && !here;
+        let (mine, later): (Vec<_>, Vec<_>) = std::mem::take(&mut record.owned.links)
+            .into_iter()
+            .partition(|l| ino.is_none_or(|ino| l.incarnation(&record) == ino));
+        let live = if late {
+            std::mem::take(&mut record.owned)
+        } else {
+            // The attachment ends: its addresses are no longer its own.
+            record.addresses.clear();
+            crate::record::Owned::default()
+        };
+        record.owned.links = mine;
         let cleanup = self.remove_owned(&loc, &record, here, "record.remove");
         for what in &cleanup.removed {
             eprintln!("wasmcni: the plugin's DEL left {what}; the host removed it");
         }
         failures.extend(cleanup.failures);
         record.owned = cleanup.kept;
+        record.owned.reservations.extend(live.reservations);
+        record.owned.firewall.extend(live.firewall);
+        for l in later {
+            // Named with its incarnation: the record's `netns` may change.
+            let netns = l.incarnation(&record);
+            record
+                .owned
+                .links
+                .push(crate::record::OwnedLink { netns, ..l });
+        }
         if let Err(e) = loc.store(&record) {
             failures.push(format!("{}: {e}", loc.path().display()));
+        }
+        if failures.is_empty() && loc.load_record_quiet().is_none() {
+            // Its last record gone: the network's shared links go with
+            // its last holder.
+            for what in self.release_network_shares(&record.attachment(), "record.remove") {
+                eprintln!("wasmcni: the network has no attachment left; the host removed {what}");
+            }
         }
         if failures.is_empty() {
             // The host stood for everything the ADD did only if the record

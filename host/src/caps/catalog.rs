@@ -280,7 +280,7 @@ pub const ENTRIES: &[Entry] = &[
     Entry {
         call: "address.add",
         authority: "add an address to a link",
-        policy: "`addresses`; host: link own or `links`, address inside `prefixes`; marked IFA_PROTO 87",
+        policy: "`addresses`; the address never another attachment's reservation in any network's IPAM state; host: link own or `links`, address inside `prefixes`, and on an own link no connected prefix covering another attachment's reservation; marked IFA_PROTO 87",
         undo: "delete it",
         mutates: true,
         in_gc: false,
@@ -312,7 +312,7 @@ pub const ENTRIES: &[Entry] = &[
     Entry {
         call: "route.add",
         authority: "add a route",
-        policy: "`routes`; host: main table, destination inside `prefixes`, through a link own or `links`, marked with protocol 87",
+        policy: "`routes`; host: main table, destination inside `prefixes` and covering no other attachment's reservation in any network's IPAM state, through a link own or `links`, marked with protocol 87",
         undo: "delete it",
         mutates: true,
         in_gc: false,
@@ -416,7 +416,7 @@ pub const ENTRIES: &[Entry] = &[
     Entry {
         call: "firewall.add",
         authority: "install nftables rules for the attachment in wasmcni's own tables (`inet wasmcni`, `bridge wasmcni`), tagged with it, replacing its rules of the same kind (every address of the attachment, IPv4 and IPv6, in one call), in one batch: port mappings (DNAT entered only through `fib daddr type local`, at nat priority -90 after every iptables nat chain; hairpin/localhost masquerade; `route_localnet=1` on the node interface towards the container and a 127/8 guard there), masquerade, forward marks (and, once per node where an iptables `filter` table exists, the one rule outside wasmcni's tables: `FORWARD -j WASMCNI-FORWARD`, which runs `CNI-ADMIN` and accepts the mark, installed with `iptables`), bridge isolation, MAC spoof checks (`bridge wasmcni`); UDP conntrack entries to mapped ports flushed",
-        policy: "host `firewall.<kind>` (`port-mappings`, `masquerade`, `forward`, `isolation`, `mac-spoof`); ADD only; the container address must be the attachment's (its IPAM result, or the runtime's prevResult while an up, non-loopback link in CNI_NETNS holds it: a prevResult is what the plugins before it returned), and never a loopback, unspecified, multicast, link-local or IPv4-mapped address; every port mapping must be one of the runtime's `runtimeConfig.portMappings` (host port, container port, protocol, host IP), read by the host from stdin; links: own (isolation: or a bridge its network shares); never a table, chain or handle of the plugin's choosing",
+        policy: "host `firewall.<kind>` (`port-mappings`, `masquerade`, `forward`, `isolation`, `mac-spoof`); ADD only; the container address must be one the attachment owns (an IPAM delegate's result on the runtime's own config in this invocation, an address the attachment's records hold for this incarnation, or one inside the entry's `static-ranges`; never a prevResult's alone, nor what the container's namespace holds), and never a loopback, unspecified, multicast, link-local or IPv4-mapped address; every port mapping must be one of the runtime's `runtimeConfig.portMappings` (host port, container port, protocol, host IP), read by the host from stdin; links: own (isolation: or a bridge its network shares); never a table, chain or handle of the plugin's choosing",
         undo: "remove the attachment's rules of that kind by tag (and its chains; the tables once empty); the old `route_localnet` written back (a batch whose acknowledgement was lost is looked for and undone too); the static FORWARD rule stays",
         mutates: true,
         in_gc: false,
@@ -504,7 +504,7 @@ pub const ENTRIES: &[Entry] = &[
     Entry {
         call: "delegate.run",
         authority: "run another plugin (IPAM) with this invocation's environment and a config: wasm in-process under its own policy, or a native binary from CNI_PATH",
-        policy: "`delegates` (wasm) or `native-delegates` (native) names it; the same command as the plugin's own, or DEL during ADD",
+        policy: "`delegates` (wasm) or `native-delegates` (native) names it; the same command as the plugin's own, or DEL during ADD; it runs under the caller's network, GC valid list, devices and port mappings whatever its config says, and its ADD result is the attachment's only if its config is the runtime's own",
         undo: "a wasm delegate's changes join the journal; a native delegate's ADD is undone by running its DEL",
         // What a delegate may change is decided by its own command, which
         // must be the caller's (or DEL during ADD): a CHECK's delegate is
@@ -563,8 +563,8 @@ pub fn markdown() -> String {
          - ownership is by attachment (network, container ID, ifname): in the host namespace a \
          plugin controls only links of its own attachment (alias `wasmcni:<network>:<container id>:<ifname>`, \
          or created in the same call) and links matching its `links` patterns; a bridge its network \
-         shares (alias `wasmcni-net:<network>`, or an admin's bridge matching `bridges`, and only if \
-         it really is a bridge) may only be brought up, made promiscuous, given an address, have \
+         shares (alias `wasmcni-net:<network>`, or an admin's bridge matching `bridges` that no other \
+         network or attachment has marked, and only if it really is a bridge) may only be brought up, made promiscuous, given an address, have \
          its MAC pinned, and have the attachment's links enslaved; it is never deleted while another \
          attachment's link is on it; a `masters` link is used as a master and never changed, also \
          not through a link stacked on it;\n\
@@ -573,11 +573,16 @@ pub fn markdown() -> String {
          deleted; host routes only in the main table and through links the plugin controls, and \
          only routes wasmcni created (protocol 87) may be replaced or deleted; a local, multipath \
          or nexthop route in the way of a replace is never touched; host addresses and route \
-         destinations lie in the grant's `prefixes` and never cover an address the network's IPAM \
-         state reserves for another attachment;\n\
+         destinations lie in the grant's `prefixes` and never cover an address any network's IPAM \
+         state on the node reserves for another attachment (nor does a container address);\n\
+         - a firewall rule names as the container's only an address the attachment owns: an IPAM \
+         delegate's result on the runtime's own config, an address its records hold for this \
+         incarnation, or one in the entry's `static-ranges`; `route_localnet` is set only on the \
+         attachment's own link or its network's bridge;\n\
          - sysctls only under `net.` and the grant's `sysctls` patterns (host `all`/`default` keys \
          only when a pattern names them literally); per-link host keys only for such links;\n\
-         - IPAM state only for the config's network, under the grant's `ipam-roots`, reserved for \
+         - the network is the runtime's: a delegate runs under its caller's, whatever its config \
+         says; IPAM state only for that network, under the grant's `ipam-roots`, reserved for \
          this attachment, released only by it (or in GC when its holder is not a valid attachment);\n\
          - delegates only those the grant lists, each under its own policy entry, with the \
          caller's command (or DEL during ADD); their changes join the caller's journal;\n\

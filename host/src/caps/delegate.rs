@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 
 use super::bindings::wasmcni::plugin::delegate::{DelegateError, Host};
 use super::bindings::wasmcni::plugin::types::ErrorCode;
-use super::{arg_str, Attachment, CapError, Command, Ctx, CtxParams, StoreData};
+use super::{arg_str, CapError, Command, Ctx, CtxParams, StoreData};
 use crate::audit::Audit;
 use crate::journal::Undo;
 use crate::plugins::{self, LookupError, Origin};
@@ -301,18 +301,10 @@ impl Ctx {
             Some(ns) => Some(ns.try_clone()?),
             None => None,
         };
-        let mut attachment = Attachment::from_invocation(&env, config);
-        attachment.addresses = std::mem::take(&mut self.attachment.addresses);
-        if !member {
-            // The devices the runtime's config names, not those of the
-            // config the caller hands its delegate (which the caller
-            // chooses).
-            attachment.devices = self.attachment.devices.clone();
-            // Likewise the runtime's prevResult, not one the caller hands
-            // it.
-            attachment.prev_addresses = self.attachment.prev_addresses.clone();
-            attachment.port_mappings = self.attachment.port_mappings.clone();
-        }
+        // A delegate run with the runtime's own config acts on the
+        // runtime's word: its result is the attachment's (S13).
+        let on_runtime_word = !member && self.runs_on_runtime_word(config);
+        let attachment = self.nested_attachment(&env, config, member);
         let mut child = Ctx::new(CtxParams {
             grant: entry.grant(),
             container,
@@ -363,12 +355,13 @@ impl Ctx {
         self.journal = std::mem::take(&mut child.journal);
         self.stores = std::mem::take(&mut child.stores);
         self.attachment.addresses = std::mem::take(&mut child.attachment.addresses);
-        // An IPAM delegate's result is the attachment's addresses; a chain
-        // member's reaches the next member only as its prevResult, which
-        // the host checks against what the container holds.
+        // An IPAM delegate's result is the attachment's addresses if it ran
+        // on the runtime's config; a chain member's reaches the next
+        // member only as its prevResult, which names no address the host
+        // has not seen owned.
         if let Ok(Output { code: 0, stdout }) = &outcome {
-            if command == "ADD" && !member {
-                self.attachment.addresses.extend(result_addresses(stdout));
+            if command == "ADD" && on_runtime_word {
+                self.own_addresses(result_addresses(stdout));
             }
         }
         Ok(outcome)
@@ -392,7 +385,9 @@ impl Ctx {
             return Ok(Err(text));
         }
         if command == "ADD" {
-            self.attachment.addresses.extend(result_addresses(&stdout));
+            if self.runs_on_runtime_word(config) {
+                self.own_addresses(result_addresses(&stdout));
+            }
             self.journal.record(Undo::NativeDel(NativeCall {
                 path,
                 env,

@@ -14,7 +14,6 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use netlink_packet_netfilter::nftables::{MetaKey, Operator, Verdict};
-use netlink_packet_route::link::LinkFlags;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use wasmtime::component::Resource;
@@ -502,93 +501,38 @@ impl Ctx {
         }
     }
 
-    /// Refuses an address that is not the attachment's: one its IPAM
-    /// delegates gave it in this invocation, or one the runtime's
-    /// `prevResult` lists that the container's namespace holds (`held`).
-    /// A `prevResult` is what the plugins before this one in the chain
-    /// returned, and a hostile one can list any address there: without
-    /// the second check, it could point this plugin's port mappings at
-    /// another container. Never a loopback, unspecified, multicast,
-    /// link-local or IPv4-mapped address, whatever lists it: no rule
-    /// names one as a container's (127.0.0.1 would map the runtime's host
-    /// port onto the node's own loopback services).
-    fn fw_own_address(&self, ip: IpAddr, held: &[IpAddr]) -> Result<(), CapError> {
+    /// Refuses an address that is not the attachment's own (S13,
+    /// [`Ctx::check_own_address`]): a `prevResult` is what the plugins
+    /// before this one in the chain returned, and a hostile one lists any
+    /// address there (another container's, a LAN host's) or puts it on
+    /// its own container interface first. Never a loopback, unspecified,
+    /// multicast, link-local or IPv4-mapped address, whatever owns it: no
+    /// rule names one as a container's (127.0.0.1 would map the runtime's
+    /// host port onto the node's own loopback services).
+    fn fw_own_address(&mut self, ip: IpAddr) -> Result<(), CapError> {
         if !unicast_container_address(ip) {
             return Err(CapError::denied(format!(
                 "{ip} is a loopback, unspecified, multicast, link-local or IPv4-mapped \
                  address, never a container's in a firewall rule (a wasmcni invariant)"
             )));
         }
-        if self.attachment.addresses.contains(&ip) {
-            return Ok(());
-        }
-        if !self.attachment.prev_addresses.contains(&ip) {
-            return Err(CapError::denied(format!(
-                "{ip} is not an address of this attachment (neither its IPAM result nor the \
-                 runtime's prevResult lists it), so no firewall rule may name it as the \
-                 container's (a wasmcni invariant)"
-            )));
-        }
-        if held.contains(&ip) {
-            return Ok(());
-        }
-        Err(CapError::denied(format!(
-            "{ip} is listed by the runtime's prevResult but no interface in the container's \
-             network namespace (CNI_NETNS) holds it, so no firewall rule may name it as the \
-             container's (a wasmcni invariant)"
-        )))
-    }
-
-    /// The addresses the container's namespace holds now on links that
-    /// are up and not loopback, when a rule may need them (the runtime's
-    /// `prevResult` lists any); none without a container namespace.
-    fn fw_held_addresses(&mut self) -> Result<Vec<IpAddr>, CapError> {
-        if self.attachment.prev_addresses.is_empty() || self.ns(Kind::Container).is_none() {
-            return Ok(Vec::new());
-        }
-        let nl = self.netlink(Kind::Container)?;
-        let live: Vec<u32> = nl
-            .links()?
-            .iter()
-            .filter(|l| {
-                l.header.flags.contains(LinkFlags::Up)
-                    && !l.header.flags.contains(LinkFlags::Loopback)
-            })
-            .map(|l| l.header.index)
-            .collect();
-        Ok(nl
-            .addresses(None)?
-            .iter()
-            .filter(|a| live.contains(&a.header.index))
-            .filter_map(crate::netlink::address_of)
-            .collect())
+        self.check_own_address(ip, "a firewall rule's container address")
     }
 
     /// Admits `ip` as one more container address of a call: the
     /// attachment's ([`Ctx::fw_own_address`]) and not given before in it.
-    fn fw_container(
-        &self,
-        seen: &mut Vec<IpAddr>,
-        held: &[IpAddr],
-        ip: IpAddr,
-    ) -> Result<(), CapError> {
+    fn fw_container(&mut self, seen: &mut Vec<IpAddr>, ip: IpAddr) -> Result<(), CapError> {
         if seen.contains(&ip) {
             return Err(ErrorCode::InvalidArgument.into());
         }
         seen.push(ip);
-        self.fw_own_address(ip, held)
+        self.fw_own_address(ip)
     }
 
     /// The rules `rules` stands for, checked.
     fn fw_plan(&mut self, rules: &Rules) -> Result<Plan, CapError> {
         let kind = kind_of(rules);
         let (_, att) = self.fw_hashes();
-        let held = match rules {
-            Rules::PortMap(_) | Rules::Masquerade(_) | Rules::Forward(_) => {
-                self.fw_held_addresses()?
-            }
-            _ => Vec::new(),
-        };
         let mut plan = Plan::default();
         let push = |plan: &mut Plan, chain: &str, exprs: Vec<crate::netlink::nft::Expr>| {
             plan.rules.push(NewRule {
@@ -619,7 +563,7 @@ impl Ctx {
                 let mut seen: Vec<IpAddr> = Vec::new();
                 for pm in maps {
                     let (cip, len) = prefix_from_wit(pm.container)?;
-                    self.fw_container(&mut seen, &held, cip)?;
+                    self.fw_container(&mut seen, cip)?;
                     let (cbytes, v6) = octets(cip);
                     if pm.mappings.is_empty() {
                         return Err(ErrorCode::InvalidArgument.into());
@@ -729,7 +673,7 @@ impl Ctx {
                 let mut seen: Vec<IpAddr> = Vec::new();
                 for p in prefixes {
                     let (cip, len) = prefix_from_wit(*p)?;
-                    self.fw_container(&mut seen, &held, cip)?;
+                    self.fw_container(&mut seen, cip)?;
                     let v6 = cip.is_ipv6();
                     let full = if v6 { 128 } else { 32 };
                     let mut e = nfproto(v6);
@@ -754,7 +698,7 @@ impl Ctx {
                 let mut seen: Vec<IpAddr> = Vec::new();
                 for ip in ips {
                     let cip = ip_from_wit(*ip);
-                    self.fw_container(&mut seen, &held, cip)?;
+                    self.fw_container(&mut seen, cip)?;
                     let v6 = cip.is_ipv6();
                     let full = if v6 { 128 } else { 32 };
                     let mark = match self.ns_grant(Kind::Host).firewall.forward_mark {
@@ -844,6 +788,13 @@ impl Ctx {
         let Some(oif) = best.and_then(|r| r.oif) else {
             return Ok(None);
         };
+        // Never an uplink, nor another attachment's or network's link
+        // (S13): there the container is not behind a link of its own, and
+        // localhost port maps are not offered, as with the reference,
+        // which sets it only on the host interface of the result.
+        if !self.localnet_link_ok(oif) {
+            return Ok(None);
+        }
         Ok(Some(self.link(Kind::Host, oif)?.name))
     }
 

@@ -155,6 +155,7 @@ impl Ctx {
             }
         };
         if !self.stores.contains(&store.path().to_path_buf()) {
+            self.note_store(store.path())?;
             self.stores.push(store.path().to_path_buf());
         }
         Ok(store)
@@ -174,25 +175,6 @@ impl Ctx {
                 format!("{} {}", holder.container_id, holder.ifname),
             ))
         }
-    }
-
-    /// Addresses inside `net` that the network state opened in this
-    /// invocation reserves for another attachment: what a host route or
-    /// address must not point at.
-    pub(super) fn foreign_reservation_in(
-        &self,
-        net: ipnet::IpNet,
-    ) -> Result<Option<(IpAddr, ipam::Owner)>, CapError> {
-        let me = self.attachment.owner();
-        for dir in &self.stores {
-            let s = NetworkStore::read_only(dir).map_err(store_err)?;
-            for (ip, holder) in s.list_within(Some(net)).map_err(io_err)? {
-                if !me.holds(&holder) {
-                    return Ok(Some((ip, holder)));
-                }
-            }
-        }
-        Ok(None)
     }
 }
 
@@ -345,6 +327,9 @@ impl HostStore for StoreData {
                     return Ok(());
                 };
                 c.may_release(&holder)?;
+                if c.keeps_for_live_incarnation(&holder, ip) {
+                    return Ok(());
+                }
                 store.release(ip).map_err(io_err)?;
                 c.journal.record(Undo::Ipam(IpamUndo::Rereserve {
                     dir: store.path().to_path_buf(),
@@ -369,7 +354,7 @@ impl HostStore for StoreData {
             |c| {
                 let me = c.attachment.owner();
                 for (ip, holder) in store.list().map_err(io_err)? {
-                    if me.holds(&holder) {
+                    if me.holds(&holder) && !c.keeps_for_live_incarnation(&holder, ip) {
                         store.release(ip).map_err(io_err)?;
                         c.journal.record(Undo::Ipam(IpamUndo::Rereserve {
                             dir: store.path().to_path_buf(),

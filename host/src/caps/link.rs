@@ -868,7 +868,7 @@ impl Host for StoreData {
                 // leaves it too. (If it cannot be written, the call fails
                 // and the journal, which has the move, undoes it with the
                 // ADD.)
-                c.keep_record().map_err(|why| {
+                c.keep_record(false).map_err(|why| {
                     log::warn!("{why}");
                     CapError::Kernel(libc::EIO)
                 })?;

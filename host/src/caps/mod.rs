@@ -32,6 +32,7 @@ use crate::policy::{Grant, NsGrant};
 
 mod address;
 mod attachment;
+pub mod authority;
 mod borrowed;
 pub mod catalog;
 pub mod delegate;
@@ -124,6 +125,12 @@ pub struct Ctx {
     /// The netfilter socket of the node namespace (`firewall`), opened on
     /// first use.
     nft: Option<crate::netlink::nft::Nft>,
+    /// The attachment's addresses its records hold for this incarnation,
+    /// once read ([`authority`]).
+    recorded: Option<Vec<std::net::IpAddr>>,
+    /// What the attachment's records say of its incarnations, once read
+    /// ([`authority`]).
+    incarnations: std::cell::OnceCell<authority::Incarnations>,
 }
 
 /// The most distinct denials an invocation keeps for the runtime.
@@ -205,6 +212,8 @@ impl Ctx {
             host_errors: Vec::new(),
             state_owner,
             nft: None,
+            recorded: None,
+            incarnations: std::cell::OnceCell::new(),
         }
     }
 
@@ -359,72 +368,6 @@ impl Ctx {
         }
         self.check_host_link(kind, &l)?;
         Ok(l)
-    }
-
-    /// In the host namespace the plugin controls only links of its own
-    /// attachment (marked for it, or created in this call) and links its
-    /// grant names (`links`).
-    fn check_host_link(&self, kind: Kind, l: &link::Link) -> Result<(), CapError> {
-        if kind == Kind::Container
-            || self.owned(l)
-            || self.journal.created(kind, l.index)
-            || self.ns_grant(kind).names_link(&l.name)
-            || self.config_names(kind, l)
-        {
-            return Ok(());
-        }
-        let link = format!("host link {:?} (index {})", l.name, l.index);
-        Err(match l.alias.as_deref() {
-            Some(a) if a == self.marks.1 => CapError::denied(format!(
-                "{link} is shared by the network's attachments: it may only be brought up, \
-                 given an address, or have this attachment's links enslaved (a wasmcni \
-                 invariant)"
-            )),
-            Some(a) if a.starts_with(attachment::ATTACHMENT_MARK) => CapError::denied_with(
-                format!("{link} belongs to another attachment (a wasmcni invariant)"),
-                a,
-            ),
-            Some(a) if a.starts_with(attachment::NETWORK_MARK) => CapError::denied_with(
-                format!("{link} is shared by another network (a wasmcni invariant)"),
-                a,
-            ),
-            _ => CapError::denied(format!(
-                "{link} was not created by wasmcni and matches none of {}",
-                self.grant_field(kind, "links")
-            )),
-        })
-    }
-
-    /// Whether `l` is the one node device the network config names, by a
-    /// key the grant's `config-links` lists (a `host-device` network's
-    /// device; see [`attachment::ConfigDevices::resolve`]), during ADD.
-    fn config_names(&self, kind: Kind, l: &link::Link) -> bool {
-        // Taking the device is an ADD's doing: a DEL gives it back, never
-        // takes it again.
-        let g = self.ns_grant(kind);
-        kind == Kind::Host
-            && self.command == Command::Add
-            && !g.config_links.is_empty()
-            && self.attachment.devices.resolve(&g.config_links).as_deref() == Some(l.name.as_str())
-    }
-
-    /// Whether `l` belongs to this attachment: its alias is this
-    /// attachment's mark (network, container ID and ifname), not merely
-    /// any wasmcni mark.
-    fn owned(&self, l: &link::Link) -> bool {
-        l.alias.as_deref() == Some(self.marks.0.as_str())
-    }
-
-    /// Whether `l` is a host link this attachment's network shares: one
-    /// wasmcni made the network's (its network mark: a bridge, or a link
-    /// handed to the network with `link.share`), or a bridge the grant
-    /// lets it adopt (`bridges`) that really is a bridge (a veth called
-    /// `cni0` is not one).
-    fn shared(&self, kind: Kind, l: &link::Link) -> bool {
-        kind == Kind::Host
-            && (l.alias.as_deref() == Some(self.marks.1.as_str())
-                || (l.kind.as_deref() == Some("bridge")
-                    && self.ns_grant(kind).names_bridge(&l.name)))
     }
 
     /// Journals what the kernel drops along with some changes to link

@@ -56,6 +56,7 @@ impl Ctx {
                 name: link.name,
                 kind: link.kind,
                 intent: false,
+                netns: self.container_ino().unwrap_or(0),
             };
             if !owned.links.contains(&l) {
                 owned.links.push(l);
@@ -483,10 +484,13 @@ impl Ctx {
         if c.failures.is_empty() {
             loc.remove()
                 .map_err(|e| format!("{}: {e}", loc.path().display()))?;
-            return Ok(c.removed);
+            let mut removed = c.removed;
+            removed.extend(self.release_network_shares(&record.attachment(), label));
+            return Ok(removed);
         }
         record.owned = c.kept;
         record.borrowed.clear();
+        record.addresses.clear();
         if let Err(e) = loc.store(&record) {
             log::warn!("{}: {e}", loc.path().display());
         }

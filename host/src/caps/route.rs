@@ -154,11 +154,11 @@ impl Ctx {
             // node's traffic for it.
             let dst = ipnet::IpNet::new(spec.dst, spec.dst_len)
                 .map_err(|_| CapError::Code(super::ErrorCode::InvalidArgument))?;
-            if let Some((other, holder)) = self.foreign_reservation_in(dst)? {
+            if let Some((other, holder)) = self.foreign_reservation_in(dst, true)? {
                 return Err(CapError::denied_with(
                     format!(
                         "host route to {}/{} covers an address reserved for another attachment \
-                         in the network's IPAM state (a wasmcni invariant)",
+                         in a network's IPAM state (a wasmcni invariant)",
                         spec.dst, spec.dst_len
                     ),
                     format!("{other}: {} {}", holder.container_id, holder.ifname),

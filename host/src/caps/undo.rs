@@ -70,6 +70,14 @@ impl Ctx {
         for i in 0..entries.len() {
             let entry = entries[i].clone();
             let u = &entry.undo;
+            if let Some(why) = self.kept_for_other_holders(u) {
+                self.audit.record(
+                    label,
+                    &json!({ "undo": u.describe(), "kept": why }),
+                    &Outcome::Ok,
+                );
+                continue;
+            }
             let result = match self.apply(u) {
                 Err(CapError::Kernel(e)) if already_gone(u, e) => Ok(()),
                 r => r,

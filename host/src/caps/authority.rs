@@ -1,0 +1,563 @@
+//! Authority by attachment: who an invocation acts for, what is its own,
+//! and what it only shares. Every capability asks this module; none
+//! re-derives it. With the policy ([`crate::policy`]), this file is the
+//! whole authority model a reviewer needs to read.
+//!
+//! **Identity** is the host's, never the plugin's: the network is the
+//! `name` of the config the runtime gave (a delegate, whatever config its
+//! caller hands it, runs under its caller's network, GC valid list,
+//! devices and port mappings: [`Ctx::nested_attachment`]); the container
+//! ID and ifname are the runtime's environment.
+//!
+//! **Owned addresses** (S13) are the only ones a plugin may name as its
+//! container's in a firewall rule (a DNAT target, a masquerade source, a
+//! forward rule): those an IPAM delegate gave the attachment when the
+//! host ran it with the runtime's own config in this invocation
+//! ([`Ctx::runs_on_runtime_word`]; a host-local result is what it reserved
+//! in the network's IPAM state, a static result what the runtime's config
+//! says), those the attachment's records hold for this incarnation (same
+//! boot, same container namespace: what an earlier plugin of the chain
+//! established), and those inside `static-ranges` of the plugin's policy
+//! entry (an operator's word). Never a `prevResult`'s alone (the plugins
+//! before this one wrote it), nor what the container's namespace holds
+//! (the plugin decides that).
+//!
+//! **Other attachments' addresses** (S13): no host route, host address
+//! (nor its connected prefix on the attachment's own links) or container
+//! address may cover an address that any network's IPAM state on the node
+//! reserves for another attachment ([`Ctx::foreign_reservation_in`]); the
+//! node's IPAM state directories are listed under the state root as ADDs
+//! open them ([`crate::record::note_store`]).
+//!
+//! **Links** in the node: a plugin controls the links of its own
+//! attachment (its mark, or created in this call), links its grant names
+//! (`links`), and the one device its network config names by a granted
+//! key; it may use its network's shared links (its network's mark, or an
+//! admin bridge `bridges` names that no other network has marked: S14)
+//! only in ways that do not disturb the others. `route_localnet` is set
+//! only on the attachment's own links or its network's
+//! ([`Ctx::localnet_link_ok`]).
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+
+use super::{attachment, link, CapError, Command, Ctx, Kind};
+use crate::ipam::{NetworkStore, Owner};
+
+/// What the attachment's records (this boot's) say of its incarnations
+/// (S15): an incarnation is one ADD's container namespace (its nsfs
+/// inode), and a runtime that lost a DEL may ADD the same (network,
+/// container ID, ifname) again in another namespace.
+#[derive(Debug, Default)]
+pub struct Incarnations {
+    /// Node links, by name, with the incarnation that made each.
+    links: Vec<(String, u64)>,
+    /// The incarnations the records were written for.
+    current: Vec<u64>,
+}
+
+/// Whether an attachment other than `me` has a record or intent log in
+/// `me`'s network (`network`), or on the node.
+fn holders_besides(me: &attachment::Attachment, network: bool) -> bool {
+    let mine = std::path::Path::new(&crate::record::component(&me.network))
+        .join(crate::record::component(&me.container_id))
+        .join(crate::record::component(&me.ifname));
+    crate::record::holders(
+        &crate::record::Location::root_from_env(),
+        network.then_some(me.network.as_str()),
+    )
+    .iter()
+    .any(|h| *h != mine)
+}
+
+impl Ctx {
+    /// In the host namespace the plugin controls only links of its own
+    /// attachment (marked for it, or created in this call) and links its
+    /// grant names (`links`).
+    pub(super) fn check_host_link(&self, kind: Kind, l: &link::Link) -> Result<(), CapError> {
+        if kind == Kind::Host && self.owned(l) && self.another_incarnations(l) {
+            return Err(CapError::denied_with(
+                format!(
+                    "host link {:?} (index {}) belongs to another incarnation of this \
+                     attachment (an ADD of it in another container namespace), not to this \
+                     {}'s (a wasmcni invariant)",
+                    l.name, l.index, self.cni_command
+                ),
+                l.alias.clone().unwrap_or_default(),
+            ));
+        }
+        if kind == Kind::Container
+            || self.owned(l)
+            || self.journal.created(kind, l.index)
+            || self.ns_grant(kind).names_link(&l.name)
+            || self.config_names(kind, l)
+        {
+            return Ok(());
+        }
+        let link = format!("host link {:?} (index {})", l.name, l.index);
+        Err(match l.alias.as_deref() {
+            Some(a) if a == self.marks.1 => CapError::denied(format!(
+                "{link} is shared by the network's attachments: it may only be brought up, \
+                 given an address, or have this attachment's links enslaved (a wasmcni \
+                 invariant)"
+            )),
+            Some(a) if a.starts_with(attachment::ATTACHMENT_MARK) => CapError::denied_with(
+                format!("{link} belongs to another attachment (a wasmcni invariant)"),
+                a,
+            ),
+            Some(a) if a.starts_with(attachment::NETWORK_MARK) => CapError::denied_with(
+                format!("{link} is shared by another network (a wasmcni invariant)"),
+                a,
+            ),
+            _ => CapError::denied(format!(
+                "{link} was not created by wasmcni and matches none of {}",
+                self.grant_field(kind, "links")
+            )),
+        })
+    }
+
+    /// Whether `l` is the one node device the network config names, by a
+    /// key the grant's `config-links` lists (a `host-device` network's
+    /// device; see [`attachment::ConfigDevices::resolve`]), during ADD.
+    fn config_names(&self, kind: Kind, l: &link::Link) -> bool {
+        // Taking the device is an ADD's doing: a DEL gives it back, never
+        // takes it again.
+        let g = self.ns_grant(kind);
+        kind == Kind::Host
+            && self.command == Command::Add
+            && !g.config_links.is_empty()
+            && self.attachment.devices.resolve(&g.config_links).as_deref() == Some(l.name.as_str())
+    }
+
+    /// Whether `l` belongs to this attachment: its alias is this
+    /// attachment's mark (network, container ID and ifname), not merely
+    /// any wasmcni mark.
+    pub(super) fn owned(&self, l: &link::Link) -> bool {
+        l.alias.as_deref() == Some(self.marks.0.as_str())
+    }
+
+    /// Whether `l` is a host link this attachment's network shares: one
+    /// wasmcni made the network's (its network mark: a bridge, or a link
+    /// handed to the network with `link.share`), or a bridge the grant
+    /// lets it adopt (`bridges`) that really is a bridge (a veth called
+    /// `cni0` is not one) and that no other network has marked as its own
+    /// (`bridges` names admin bridges: S14).
+    pub(super) fn shared(&self, kind: Kind, l: &link::Link) -> bool {
+        kind == Kind::Host
+            && (l.alias.as_deref() == Some(self.marks.1.as_str())
+                || (l.kind.as_deref() == Some("bridge")
+                    && self.ns_grant(kind).names_bridge(&l.name)
+                    && !self.marked_by_another(l)))
+    }
+
+    /// The attachment's incarnations, read once from its records.
+    fn incarnations(&self) -> &Incarnations {
+        self.incarnations.get_or_init(|| {
+            let mut out = Incarnations::default();
+            let boot = crate::record::boot_id().unwrap_or_default();
+            let records = crate::record::of_attachment(
+                &crate::record::Location::root_from_env(),
+                &self.owner(),
+            );
+            for r in records.iter().filter(|r| r.boot_id == boot) {
+                out.current.push(r.netns);
+                for l in r.owned.links.iter().filter(|l| l.ns == Kind::Host) {
+                    out.links.push((l.name.clone(), l.incarnation(r)));
+                }
+            }
+            out
+        })
+    }
+
+    /// DEL: whether node link `l` (with this attachment's mark) is
+    /// recorded as another incarnation's only: a late DEL (the runtime
+    /// lost it, and added the attachment again in another namespace) may
+    /// not touch the live incarnation's links.
+    fn another_incarnations(&self, l: &link::Link) -> bool {
+        if self.command != Command::Del {
+            return false;
+        }
+        let Some(ino) = self.container_ino() else {
+            return false;
+        };
+        let links = &self.incarnations().links;
+        let named = |f: &dyn Fn(u64) -> bool| links.iter().any(|(n, i)| *n == l.name && f(*i));
+        named(&|i| i != ino) && !named(&|i| i == ino)
+    }
+
+    /// Whether this is a late DEL: one naming a container namespace that
+    /// the attachment's records do not, while they name another (the live
+    /// incarnation). Its reservations are the live incarnation's too (a
+    /// reservation names the attachment, not the incarnation), so such a
+    /// DEL releases none ([`Ctx::keeps_for_live_incarnation`]).
+    pub(super) fn late_del(&self) -> bool {
+        if self.command != Command::Del {
+            return false;
+        }
+        let Some(ino) = self.container_ino() else {
+            return false;
+        };
+        let current = &self.incarnations().current;
+        !current.is_empty() && !current.contains(&ino)
+    }
+
+    /// Whether a release of `holder`'s reservation is kept (not done) for
+    /// the live incarnation: the holder is this attachment and this is a
+    /// late DEL ([`Ctx::late_del`]). Audited.
+    pub(super) fn keeps_for_live_incarnation(&mut self, holder: &Owner, ip: IpAddr) -> bool {
+        if !(self.attachment.owner().holds(holder) && self.late_del()) {
+            return false;
+        }
+        self.audit_event(
+            "ipam-store.keep",
+            &serde_json::json!({"address": ip.to_string(),
+                "why": "a late DEL: the attachment lives on in another container namespace (S15)"}),
+            &crate::audit::Outcome::Ok,
+        );
+        true
+    }
+
+    /// Whether another attachment holds what this one's network shares
+    /// (`network`: its network's; else the node's): has a record or
+    /// intent log (an ADD under way writes its intent before it makes
+    /// anything) (S16).
+    fn other_holders(&self, network: bool) -> bool {
+        let me = self.owner();
+        holders_besides(&me, network)
+    }
+
+    /// After the last holder of `of`'s network went (its DEL or GC
+    /// removed its record, and no other attachment of the network has a
+    /// record or intent log): removes the links the network's ADDs handed
+    /// to it with `link.share` (a gateway pair), which no attachment owns
+    /// alone (S16). The network's bridge stays, as with the reference.
+    /// Answers what it removed.
+    pub(super) fn release_network_shares(
+        &mut self,
+        of: &attachment::Attachment,
+        label: &str,
+    ) -> Vec<String> {
+        if holders_besides(of, true) || self.open_host().is_err() {
+            return Vec::new();
+        }
+        let mark = of.network_mark();
+        let _lock = crate::netlock::lock(&of.network);
+        // Checked again under the network lock an ADD takes to join.
+        if holders_besides(of, true) {
+            return Vec::new();
+        }
+        let Ok(links) = self
+            .netlink(Kind::Host)
+            .and_then(|nl| nl.links().map_err(CapError::from))
+        else {
+            return Vec::new();
+        };
+        let mut removed = Vec::new();
+        for m in links {
+            let l = link::Link::from_message(m);
+            if l.alias.as_deref() != Some(mark.as_str()) || l.kind.as_deref() == Some("bridge") {
+                continue;
+            }
+            let args = serde_json::json!({"link": l.name, "network": of.network});
+            let result = self
+                .netlink(Kind::Host)
+                .and_then(|nl| nl.delete_link(l.index).map_err(|e| CapError::from(&e)));
+            match result {
+                Ok(()) => {
+                    self.audit.record(label, &args, &crate::audit::Outcome::Ok);
+                    removed.push(format!("the network's shared link {:?}", l.name));
+                }
+                // A veth's peer went with it.
+                Err(CapError::Kernel(libc::ENODEV)) => {}
+                Err(e) => self.audit.record(label, &args, &e.outcome()),
+            }
+        }
+        removed
+    }
+
+    /// Why the undo of a failed ADD keeps what `u` would take back, if it
+    /// does (S16): an object the network or the node shares that another
+    /// attachment holds — a link the network shares (its bridge, a
+    /// gateway pair handed over with `link.share`), an address on one, a
+    /// setting of one, or a node-wide setting (`ip_forward`): the other
+    /// attachment relies on it, and its own DEL leaves it as the
+    /// reference's does.
+    pub(super) fn kept_for_other_holders(&mut self, u: &crate::journal::Undo) -> Option<String> {
+        use crate::journal::Undo;
+        if self.command != Command::Add {
+            return None;
+        }
+        let shared_link = |c: &mut Ctx, index: u32| -> Option<String> {
+            let l = c.link(Kind::Host, index).ok()?;
+            (l.alias.as_deref() == Some(c.marks.1.as_str()) && c.other_holders(true))
+                .then(|| format!("{:?} is shared by the network's other attachments", l.name))
+        };
+        match u {
+            Undo::DeleteLink {
+                ns: Kind::Host,
+                index,
+            }
+            | Undo::PruneAddresses {
+                ns: Kind::Host,
+                index,
+                ..
+            } => shared_link(self, *index),
+            Undo::DeleteAddress {
+                ns: Kind::Host,
+                spec,
+            } => shared_link(self, spec.index),
+            Undo::SetSysctl {
+                ns: Kind::Host,
+                key,
+                ..
+            } => {
+                let link = key
+                    .strip_prefix("net.ipv4.conf.")
+                    .or_else(|| key.strip_prefix("net.ipv6.conf."))
+                    .and_then(|r| r.split('.').next())
+                    .filter(|l| !matches!(*l, "all" | "default"));
+                match link {
+                    // The firewall's guards keep their own count.
+                    Some(_) if key.ends_with(".route_localnet") => None,
+                    Some(name) => {
+                        let index = self
+                            .netlink(Kind::Host)
+                            .ok()?
+                            .link_by_name(name)
+                            .ok()?
+                            .header
+                            .index;
+                        shared_link(self, index)
+                    }
+                    None => self
+                        .other_holders(false)
+                        .then(|| format!("{key} is the node's, and other attachments hold it")),
+                }
+            }
+            Undo::RestoreSysctls { ns: Kind::Host, .. } => self
+                .other_holders(false)
+                .then(|| "the node's settings are held by other attachments".to_owned()),
+            _ => None,
+        }
+    }
+
+    /// Whether `l` carries the mark of another network or of an
+    /// attachment: not an admin bridge, whatever its name.
+    fn marked_by_another(&self, l: &link::Link) -> bool {
+        l.alias.as_deref().is_some_and(|a| {
+            (a.starts_with(attachment::NETWORK_MARK) || a.starts_with(attachment::ATTACHMENT_MARK))
+                && a != self.marks.0
+                && a != self.marks.1
+        })
+    }
+
+    /// Whether `route_localnet` may be set on node link `name` for this
+    /// attachment's port maps: the attachment's own link (its mark, or
+    /// made in this call) or its network's shared one (a bridge), never
+    /// an uplink or another attachment's or network's link.
+    pub(super) fn localnet_link_ok(&mut self, index: u32) -> bool {
+        let Ok(l) = self.link(Kind::Host, index) else {
+            return false;
+        };
+        self.owned(&l)
+            || self.journal.created(Kind::Host, l.index)
+            || l.alias.as_deref() == Some(self.marks.1.as_str())
+    }
+
+    /// The attachment a nested plugin acts for: a delegate (`member`
+    /// false) runs under its caller's network, GC valid list, devices,
+    /// port mappings and config digest, whatever the config its caller
+    /// hands it says (S14); a chain member under the chain's network and
+    /// valid list, with the rest from the config the host built for it.
+    /// The caller's owned addresses move to it (and back after).
+    pub(super) fn nested_attachment(
+        &mut self,
+        env: &[(String, String)],
+        config: &[u8],
+        member: bool,
+    ) -> attachment::Attachment {
+        let mut a = attachment::Attachment::from_invocation(env, config);
+        a.network = self.attachment.network.clone();
+        a.valid = self.attachment.valid.clone();
+        a.addresses = std::mem::take(&mut self.attachment.addresses);
+        if !member {
+            a.devices = self.attachment.devices.clone();
+            a.port_mappings = self.attachment.port_mappings.clone();
+            a.config_digest = self.attachment.config_digest.clone();
+        }
+        a
+    }
+
+    /// Whether `config`, handed to a delegate, is the config the runtime
+    /// gave this invocation (as parsed): then the delegate acts on the
+    /// runtime's word, and its ADD result is the attachment's (S13).
+    pub(super) fn runs_on_runtime_word(&self, config: &[u8]) -> bool {
+        let conf: serde_json::Value = serde_json::from_slice(config).unwrap_or_default();
+        let digest = attachment::config_digest(&conf);
+        !digest.is_empty() && digest == self.attachment.config_digest
+    }
+
+    /// Adds `ips` to the attachment's owned addresses.
+    pub(super) fn own_addresses(&mut self, ips: Vec<IpAddr>) {
+        for ip in ips {
+            if !self.attachment.addresses.contains(&ip) {
+                self.attachment.addresses.push(ip);
+            }
+        }
+    }
+
+    /// The attachment's addresses its records hold for this incarnation
+    /// (this boot, this container namespace), read once per invocation.
+    fn recorded_addresses(&mut self) -> Vec<IpAddr> {
+        if let Some(r) = &self.recorded {
+            return r.clone();
+        }
+        let out: Vec<IpAddr> = match self.container_ino() {
+            None => Vec::new(),
+            Some(ino) => crate::record::of_attachment(
+                &crate::record::Location::root_from_env(),
+                &self.owner(),
+            )
+            .into_iter()
+            .filter(|r| r.applies_to(ino))
+            .flat_map(|r| r.addresses)
+            .collect(),
+        };
+        self.recorded = Some(out.clone());
+        out
+    }
+
+    /// Every address this attachment owns now (S13): established in this
+    /// invocation, or by its records for this incarnation.
+    pub fn owned_addresses(&mut self) -> Vec<IpAddr> {
+        let mut out = self.attachment.addresses.clone();
+        for ip in self.recorded_addresses() {
+            if !out.contains(&ip) {
+                out.push(ip);
+            }
+        }
+        out
+    }
+
+    /// Refuses `ip` as the container's address in `what` unless the
+    /// attachment owns it ([`Ctx::owned_addresses`]) or the plugin's
+    /// `static-ranges` covers it.
+    pub(super) fn check_own_address(&mut self, ip: IpAddr, what: &str) -> Result<(), CapError> {
+        if self.grant.static_ranges.iter().any(|r| r.contains(&ip))
+            || self.owned_addresses().contains(&ip)
+        {
+            return Ok(());
+        }
+        Err(CapError::denied(format!(
+            "{what}: {ip} is not an address of this attachment: no IPAM plugin gave it to the \
+             attachment on the runtime's own config, no record of this incarnation holds it \
+             (a prevResult or an address in the container's namespace is no proof), and it \
+             lies in none of {} (a wasmcni invariant)",
+            self.entry_field("static-ranges")
+        )))
+    }
+
+    /// The node's IPAM state directories: every one an ADD opened
+    /// ([`crate::record::stores`]) and those this invocation opened.
+    fn all_stores(&self) -> Vec<PathBuf> {
+        let mut out = crate::record::stores(&crate::record::Location::root_from_env());
+        for s in &self.stores {
+            if !out.contains(s) {
+                out.push(s.clone());
+            }
+        }
+        out
+    }
+
+    /// Lists `dir` (a store this ADD opened) among the node's IPAM state
+    /// directories, so that every later check of every network sees its
+    /// reservations. Refused if it cannot be: a reservation out of the
+    /// checks' sight would be out of their protection.
+    pub(super) fn note_store(&mut self, dir: &std::path::Path) -> Result<(), CapError> {
+        if self.command != Command::Add {
+            return Ok(());
+        }
+        let root = crate::record::Location::root_from_env();
+        crate::record::note_store(&root, dir).map_err(|e| {
+            self.note_host_error(format!(
+                "listing IPAM state {} under the state root {}: {e}",
+                dir.display(),
+                root.display()
+            ));
+            CapError::from(e)
+        })
+    }
+
+    /// An address inside `net` that some network's IPAM state on the node
+    /// reserves for another attachment (not this one): what no host route,
+    /// host address or container address may cover (S13). With
+    /// `own_network_too` false, the reservations of this attachment's own
+    /// network are left out (its bridge's gateway prefix covers them by
+    /// design).
+    pub(super) fn foreign_reservation_in(
+        &self,
+        net: ipnet::IpNet,
+        own_network_too: bool,
+    ) -> Result<Option<(IpAddr, Owner)>, CapError> {
+        let me = self.attachment.owner();
+        let own = crate::record::component(&self.attachment.network);
+        for dir in self.all_stores() {
+            if !own_network_too && dir.file_name().is_some_and(|f| *f == *own.as_str()) {
+                continue;
+            }
+            let s = match NetworkStore::read_only(&dir) {
+                Ok(s) => s,
+                // A network whose state is gone holds nothing.
+                Err(crate::ipam::StoreError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                    continue
+                }
+                Err(_) => continue,
+            };
+            let Ok(list) = s.list_within(Some(net)) else {
+                continue;
+            };
+            for (ip, holder) in list {
+                if !me.holds(&holder) {
+                    return Ok(Some((ip, holder)));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Refuses a container or host address `ip/len` that covers another
+    /// attachment's reservation: the address itself, and on a node link of
+    /// the attachment's own (`own_link`) the whole connected prefix.
+    pub(super) fn check_not_foreign_address(
+        &mut self,
+        kind: Kind,
+        ip: IpAddr,
+        len: u8,
+        own_link: bool,
+    ) -> Result<(), CapError> {
+        let mut checks = vec![(ipnet::IpNet::from(ip), true)];
+        if kind == Kind::Host {
+            if let Ok(p) = ipnet::IpNet::new(ip, len) {
+                // On the network's bridge the prefix is its containers'.
+                checks.push((p.trunc(), own_link));
+            }
+        }
+        for (net, own_network_too) in checks {
+            if let Some((other, holder)) = self.foreign_reservation_in(net, own_network_too)? {
+                let place = if kind == Kind::Host {
+                    "host"
+                } else {
+                    "container"
+                };
+                return Err(CapError::denied_with(
+                    format!(
+                        "{place} address {ip}/{len} covers {other}, reserved for another \
+                         attachment in a network's IPAM state (a wasmcni invariant)"
+                    ),
+                    format!("{other}: {} {}", holder.container_id, holder.ifname),
+                ));
+            }
+        }
+        Ok(())
+    }
+}

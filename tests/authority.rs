@@ -1,0 +1,604 @@
+//! Authority by attachment (issue 24; SECURITY.md S13–S16): a hostile
+//! plugin, with the default grants of the standard plugins or a wide one,
+//! gets nothing beyond its own attachment. Each test is one breach found
+//! by attacking wasmcni, written to fail before the fix: the attack, its
+//! refusal (access denied, audited, nothing changed), and beside it the
+//! legitimate use that must keep working.
+//!
+//! The victim is always real: a container on network `vnet` attached by
+//! the bundled bridge plugin with host-local IPAM (10.22.0.2 reserved for
+//! it, its port on bridge `cnivic0`, which carries vnet's mark).
+
+#[allow(dead_code)]
+mod support;
+
+use serde_json::{json, Value};
+use support::world::{default_entry, policy_with, wide, World};
+use support::Netns;
+
+/// The victim's network config.
+fn vnet(world: &World) -> Value {
+    json!({"cniVersion": "1.0.0", "name": "vnet", "type": "bridge", "bridge": "cnivic0",
+           "isGateway": true,
+           "ipam": {"type": "host-local", "subnet": "10.22.0.0/24",
+                    "dataDir": world.ipam_dir().display().to_string()}})
+}
+
+/// A world with the victim attached: its namespace (keep it alive).
+fn with_victim(world: &World, tag: &str) -> Netns {
+    let victim = Netns::new(tag);
+    let add = world.run_bundled(&victim, "bridge", "ADD", &vnet(world), "victim");
+    assert_eq!(add.code, 0, "the victim's ADD: {add:?}");
+    assert_eq!(
+        add.json()["ips"][0]["address"],
+        "10.22.0.2/24",
+        "the victim's address: {add:?}"
+    );
+    assert!(victim_reserved(world), "no reservation for the victim");
+    victim
+}
+
+/// Whether vnet's IPAM state still reserves 10.22.0.2 for the victim.
+fn victim_reserved(world: &World) -> bool {
+    std::fs::read_to_string(world.ipam_dir().join("vnet").join("10.22.0.2"))
+        .is_ok_and(|t| t.starts_with("victim"))
+}
+
+/// Puts `prefixes` on a link `link` of `ns` of its own (a veth pair inside
+/// it), up: what a hostile plugin before this one can leave there.
+fn hold(ns: &Netns, link: &str, prefixes: &[&str]) {
+    let peer = format!("{link}p");
+    ns.ip(&["link", "add", link, "type", "veth", "peer", "name", &peer]);
+    for p in prefixes {
+        ns.ip(&["addr", "add", p, "dev", link, "nodad"]);
+    }
+    ns.ip(&["link", "set", link, "up"]);
+}
+
+/// A chained plugin's config on network `network` whose `prevResult`
+/// lists `ip` as the container's, with a port mapping asked for by the
+/// runtime.
+fn chained(plugin: &str, network: &str, ip: &str) -> Value {
+    json!({"cniVersion": "1.0.0", "name": network, "type": plugin,
+           "runtimeConfig": {"portMappings": [
+               {"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]},
+           "prevResult": {"cniVersion": "1.0.0",
+               "interfaces": [{"name": "eth0", "sandbox": "/var/run/netns/x"}],
+               "ips": [{"address": format!("{ip}/24"), "interface": 0}]}})
+}
+
+/// The results of a scripted run's ops (its report).
+fn results(run: &support::Run) -> Vec<Value> {
+    assert_eq!(run.code, 0, "{run:?}");
+    run.json()["results"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Asserts op `i` of a scripted run was refused, and the audit log has a
+/// denial whose reason contains `why`.
+fn denied(world: &World, run: &support::Run, i: usize, why: &str, what: &str) {
+    let r = results(run);
+    assert_eq!(r[i]["error"], "access-denied", "{what}: {r:?}");
+    let audit = world.audit();
+    assert!(
+        audit
+            .iter()
+            .any(|a| a["outcome"] == "denied"
+                && a["reason"].as_str().is_some_and(|r| r.contains(why))),
+        "{what}: no denial saying {why:?} in {audit:#?}"
+    );
+}
+
+/// Breach 1 (S13): a hostile first member of a chain puts the victim's
+/// address on its own container interface and lists it in its result; the
+/// real portmap and firewall plugins after it must not point the node's
+/// published port, or forward rules, at the victim. The attacker's own
+/// address, established by its own bridge ADD (the attachment's record),
+/// still gets its rules.
+#[test]
+fn breach1_a_prev_result_address_the_container_holds_is_not_its_own() {
+    let world = World::new("az1");
+    let _victim = with_victim(&world, "az1v");
+    hold(&world.ctr, "held0", &["10.22.0.2/32"]);
+    let before = world.snapshot();
+    for plugin in ["portmap", "firewall"] {
+        let run = world.run_bundled(
+            &world.ctr,
+            plugin,
+            "ADD",
+            &chained(plugin, "anet", "10.22.0.2"),
+            "attacker",
+        );
+        assert_ne!(run.code, 0, "{plugin} took the victim's address: {run:?}");
+        assert!(
+            run.stdout
+                .contains("10.22.0.2 is not an address of this attachment"),
+            "{plugin}: {run:?}"
+        );
+        support::assert_same(&before, &world.snapshot(), &format!("after {plugin}"));
+    }
+    // The attacker's own attachment: its bridge ADD reserves 10.23.0.2,
+    // which the chained plugins find in its record.
+    let own = json!({"cniVersion": "1.0.0", "name": "anet", "type": "bridge",
+        "bridge": "cniatk0", "isGateway": true,
+        "ipam": {"type": "host-local", "subnet": "10.23.0.0/24",
+                 "dataDir": world.ipam_dir().display().to_string()}});
+    let add = world.run_bundled(&world.ctr, "bridge", "ADD", &own, "attacker");
+    assert_eq!(add.code, 0, "{add:?}");
+    for plugin in ["portmap", "firewall"] {
+        let conf = chained(plugin, "anet", "10.23.0.2");
+        let run = world.run_bundled(&world.ctr, plugin, "ADD", &conf, "attacker");
+        assert_eq!(
+            run.code, 0,
+            "{plugin} on the attachment's own address: {run:?}"
+        );
+        let del = world.run_bundled(&world.ctr, plugin, "DEL", &conf, "attacker");
+        assert_eq!(del.code, 0, "{del:?}");
+    }
+    let del = world.run_bundled(&world.ctr, "bridge", "DEL", &own, "attacker");
+    assert_eq!(del.code, 0, "{del:?}");
+    // The victim's address is no container address of another attachment
+    // either: a plugin may not put it in its container.
+    let run = world.run(
+        "ADD",
+        &policy_with(wide()),
+        &json!({"cniVersion": "1.0.0", "name": "anet", "type": "scripted", "ops": [
+            {"call": "address.add", "ns": "container", "link": "held0", "prefix": "10.22.0.2/24"}]}),
+        &[("CNI_CONTAINERID", "attacker")],
+    );
+    denied(
+        &world,
+        &run,
+        0,
+        "covers 10.22.0.2, reserved for another attachment",
+        "container address",
+    );
+    assert!(victim_reserved(&world));
+}
+
+/// The scripted plugin's grant for the delegate attacks: wide, with the
+/// firewall and the bundled IPAM plugins as delegates.
+fn attacker_grant() -> Value {
+    let mut g = wide();
+    g["host"]["firewall"] = json!({"port-mappings": true, "masquerade": true, "forward": true});
+    g["delegates"] = json!(["scripted", "static", "host-local"]);
+    g
+}
+
+fn attacker_policy() -> Value {
+    json!({"plugins": {"scripted": attacker_grant(),
+                       "host-local": {"ipam-roots": ["@ipam"]}}})
+}
+
+/// Breaches 2 and 3 (S13): a plugin runs a static IPAM delegate with a
+/// config it wrote itself, naming a LAN host beside the node (192.0.2.50,
+/// on the uplink's subnet) or the victim's address: no DNAT off the node,
+/// no `route_localnet` on the uplink, no masquerade or forward rule for
+/// another container. The same delegate on the runtime's own config gives
+/// the attachment its address.
+#[test]
+fn breach2_3_a_delegate_on_a_config_the_plugin_wrote_gives_it_no_address() {
+    let world = World::new("az2");
+    let _victim = with_victim(&world, "az2v");
+    world
+        .node
+        .sysctl("net.ipv4.conf.uplink.route_localnet", "0");
+    let before = world.snapshot();
+    let mappings = json!([{"host-port": 8080, "container-port": 80, "protocol": "tcp"}]);
+    for ip in ["192.0.2.50", "10.22.0.2"] {
+        let static_conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "static",
+            "ipam": {"type": "static", "addresses": [{"address": format!("{ip}/24")}]}});
+        for rules in [
+            json!({"port-map": [{"container": format!("{ip}/24"), "snat": true, "mappings": mappings}]}),
+            json!({"masquerade": [format!("{ip}/24")]}),
+            json!({"forward": [ip]}),
+        ] {
+            let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+                "runtimeConfig": {"portMappings": [
+                    {"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]},
+                "ops": [
+                    {"call": "delegate.run", "type": "static", "command": "ADD", "config": static_conf},
+                    {"call": "firewall.add", "ns": "host", "rules": rules}]});
+            let run = world.run("ADD", &attacker_policy(), &conf, &[]);
+            let what = format!("{ip} {rules}");
+            denied(
+                &world,
+                &run,
+                1,
+                &format!("{ip} is not an address of this attachment"),
+                &what,
+            );
+            support::assert_same(&before, &world.snapshot(), &what);
+        }
+    }
+    let sysctls = world.node.sysctls();
+    assert!(
+        sysctls
+            .iter()
+            .any(|l| l.ends_with("/ipv4/conf/uplink/route_localnet:0")),
+        "route_localnet on the uplink: {:?}",
+        sysctls
+            .iter()
+            .filter(|l| l.contains("uplink/route_localnet"))
+            .collect::<Vec<_>>()
+    );
+    // The runtime's own config, handed to the static delegate unchanged:
+    // its address is the attachment's.
+    let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+        "ipam": {"type": "static", "addresses": [{"address": "10.24.0.9/24"}]},
+        "ops": [
+            {"call": "delegate.run", "type": "static", "command": "ADD", "config": "@stdin"},
+            {"call": "firewall.add", "ns": "host", "rules": {"forward": ["10.24.0.9"]}}]});
+    let run = world.run("ADD", &attacker_policy(), &conf, &[]);
+    let r = results(&run);
+    assert!(
+        r[1].get("ok").is_some(),
+        "the runtime's own static address: {r:?}"
+    );
+    let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
+        {"call": "firewall.remove", "ns": "host", "kinds": ["forward"]}]});
+    assert_eq!(world.run("DEL", &attacker_policy(), &del, &[]).code, 0);
+}
+
+/// Breach 4 (S14): a delegate runs under its caller's network, whatever
+/// its config says: a GC of the attacker's own network that delegates
+/// host-local's GC with `"name": "vnet"` and no valid attachments
+/// releases nothing of vnet's, and an ADD that delegates host-local with
+/// that name reserves nothing in vnet's state.
+#[test]
+fn breach4_a_delegate_cannot_claim_another_network() {
+    let world = World::new("az4");
+    let _victim = with_victim(&world, "az4v");
+    let vnet_dir = world.ipam_dir().join("vnet");
+    let listing = || {
+        let mut v: Vec<String> = std::fs::read_dir(&vnet_dir)
+            .expect("vnet state")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    };
+    let before = listing();
+    let hl = |version: &str| {
+        json!({"cniVersion": version, "name": "vnet", "type": "host-local",
+               "cni.dev/valid-attachments": [],
+               "ipam": {"type": "host-local", "subnet": "10.22.0.0/24", "dataDir": "@ipam"}})
+    };
+    let gc = json!({"cniVersion": "1.1.0", "name": "n", "type": "scripted",
+        "cni.dev/valid-attachments": [{"containerID": "other-ctr", "ifname": "eth0"}],
+        "ops": [{"call": "delegate.run", "type": "host-local", "command": "GC", "config": hl("1.1.0")}]});
+    let run = world.run("GC", &attacker_policy(), &gc, &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        victim_reserved(&world),
+        "a GC of network n released vnet's reservation: {run:?}"
+    );
+    let add = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+        "ops": [{"call": "delegate.run", "type": "host-local", "command": "ADD", "config": hl("1.0.0")}]});
+    let run = world.run(
+        "ADD",
+        &attacker_policy(),
+        &add,
+        &[("CNI_CONTAINERID", "attacker")],
+    );
+    let r = results(&run);
+    assert!(r[0].get("ok").is_some(), "{r:?}");
+    assert_eq!(
+        listing(),
+        before,
+        "an ADD of network n reserved in vnet's state"
+    );
+    // It reserved in its own network's state instead.
+    let mine = std::fs::read_dir(world.ipam_dir().join("n"))
+        .expect("n state")
+        .flatten()
+        .any(|e| std::fs::read_to_string(e.path()).is_ok_and(|t| t.starts_with("attacker")));
+    assert!(
+        mine,
+        "the delegate's reservation is not in network n's state"
+    );
+    let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+        "ops": [{"call": "delegate.run", "type": "host-local", "command": "DEL", "config": hl("1.0.0")}]});
+    let run = world.run(
+        "DEL",
+        &attacker_policy(),
+        &del,
+        &[("CNI_CONTAINERID", "attacker")],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+}
+
+/// Breach 5 (S13): the victim's address is reserved in vnet's IPAM state,
+/// which the attacker's call never opened; a host route to it through the
+/// attacker's own host veth, or a host address whose connected prefix
+/// covers it, would steer the node's traffic for the victim.
+#[test]
+fn breach5_no_host_route_or_address_covers_another_networks_reservation() {
+    let world = World::new("az5");
+    let _victim = with_victim(&world, "az5v");
+    let before = world.snapshot();
+    let veth = json!({"call": "link.create-veth", "ns": "host", "name": "cnitestv0",
+                      "peer-ns": "container", "peer-name": "eth0"});
+    for (op, why) in [
+        (
+            json!({"call": "route.add", "ns": "host", "destination": "10.22.0.2/32", "link": "cnitestv0"}),
+            "host route to 10.22.0.2/32 covers an address reserved for another attachment",
+        ),
+        (
+            json!({"call": "route.add", "ns": "host", "destination": "10.22.0.0/28", "link": "cnitestv0"}),
+            "host route to 10.22.0.0/28 covers an address reserved for another attachment",
+        ),
+        (
+            json!({"call": "address.add", "ns": "host", "link": "cnitestv0", "prefix": "10.22.0.77/24"}),
+            "host address 10.22.0.77/24 covers 10.22.0.2",
+        ),
+    ] {
+        let up = json!({"call": "link.set-up", "ns": "host", "link": "cnitestv0", "up": true});
+        let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+                          "ops": [veth, up, op]});
+        let run = world.run("ADD", &policy_with(wide()), &conf, &[]);
+        denied(&world, &run, 2, why, &op.to_string());
+        // The plugin's ADD succeeded: its veth stays until its DEL.
+        let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": []});
+        assert_eq!(world.run("DEL", &policy_with(wide()), &del, &[]).code, 0);
+        support::assert_same(&before, &world.snapshot(), &op.to_string());
+    }
+    // What covers no one else's address is the plugin's to add.
+    let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [veth,
+        {"call": "link.set-up", "ns": "host", "link": "cnitestv0", "up": true},
+        {"call": "address.add", "ns": "host", "link": "cnitestv0", "prefix": "10.22.0.77/32"},
+        {"call": "route.add", "ns": "host", "destination": "10.22.0.78/32", "link": "cnitestv0"}]});
+    let r = results(&world.run("ADD", &policy_with(wide()), &conf, &[]));
+    assert!(r.iter().all(|x| x.get("ok").is_some()), "{r:?}");
+    let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": []});
+    assert_eq!(world.run("DEL", &policy_with(wide()), &del, &[]).code, 0);
+}
+
+/// Breach 6 (S14): with the bridge plugin's default grant (`bridges:
+/// ["cni*"]`), network n may not enslave its port to vnet's bridge, make
+/// it promiscuous or give it an address; an admin bridge no network has
+/// marked stays usable.
+#[test]
+fn breach6_a_network_cannot_join_another_networks_bridge() {
+    let world = World::new("az6");
+    let _victim = with_victim(&world, "az6v");
+    world.node.ip(&["link", "add", "cniadm0", "type", "bridge"]);
+    let entry = default_entry("bridge");
+    let veth = json!({"call": "link.create-veth", "ns": "host", "name": "vethatk0",
+                      "peer-ns": "container", "peer-name": "eth0"});
+    let before = world.snapshot();
+    for op in [
+        json!({"call": "link.set-master", "ns": "host", "link": "vethatk0", "master": "cnivic0"}),
+        json!({"call": "link.set-promiscuous", "ns": "host", "link": "cnivic0", "on": true}),
+        json!({"call": "address.add", "ns": "host", "link": "cnivic0", "prefix": "10.22.0.1/24"}),
+    ] {
+        let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+                          "ops": [veth, op]});
+        let run = world.run("ADD", &policy_with(entry.clone()), &conf, &[]);
+        denied(
+            &world,
+            &run,
+            1,
+            "is shared by another network",
+            &op.to_string(),
+        );
+        let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": []});
+        assert_eq!(
+            world
+                .run("DEL", &policy_with(entry.clone()), &del, &[])
+                .code,
+            0
+        );
+        support::assert_same(&before, &world.snapshot(), &op.to_string());
+    }
+    let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [veth,
+        {"call": "link.set-master", "ns": "host", "link": "vethatk0", "master": "cniadm0"}]});
+    let r = results(&world.run("ADD", &policy_with(entry.clone()), &conf, &[]));
+    assert!(
+        r.iter().all(|x| x.get("ok").is_some()),
+        "an admin bridge: {r:?}"
+    );
+    let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": []});
+    assert_eq!(world.run("DEL", &policy_with(entry), &del, &[]).code, 0);
+}
+
+/// The names of the node's links.
+fn node_links(world: &World) -> Vec<String> {
+    world
+        .node
+        .ip(&["-o", "link", "show"])
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1))
+        .map(|n| n.split('@').next().unwrap_or(n).to_owned())
+        .collect()
+}
+
+/// Breach 8 (S15): ADD of (n, ctr-test-1, eth0) in namespace n1, its DEL
+/// lost, ADD again in n2; the late DEL of the first incarnation touches
+/// only its objects: the host's cleanup leaves the second's host veth, a
+/// plugin's DEL may not delete it, and the reservation (which names the
+/// attachment, not an incarnation) stays the live incarnation's. The DEL
+/// of the second then removes everything.
+#[test]
+fn breach8_a_late_del_touches_only_its_own_incarnation() {
+    let world = World::new("az8");
+    let n2 = Netns::new("az8b");
+    let policy = json!({"plugins": {"scripted": wide()}});
+    let add = |host: &str, ns: &Netns, ip: &str| {
+        let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
+            {"call": "link.create-veth", "ns": "host", "name": host,
+             "peer-ns": "container", "peer-name": "eth0"},
+            {"call": "ipam.open", "data-dir": "@ipam"},
+            {"call": "ipam.reserve", "address": ip, "range-id": "0"}]});
+        let run = world.run(
+            "ADD",
+            &policy,
+            &conf,
+            &[("CNI_NETNS", ns.path.display().to_string().as_str())],
+        );
+        let r = results(&run);
+        assert!(r.iter().all(|x| x.get("ok").is_some()), "{r:?}");
+    };
+    add("cnitestv1", &world.ctr, "10.80.0.21");
+    add("cnitestv2", &n2, "10.80.0.22");
+    assert!(node_links(&world).contains(&"cnitestv1".to_owned()));
+    // The late DEL of the first incarnation: its plugin tries the second's
+    // host veth, and releases what it holds.
+    let late = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
+        {"call": "link.delete", "ns": "host", "link": "cnitestv2"},
+        {"call": "ipam.open", "data-dir": "@ipam"},
+        {"call": "ipam.release-owned"}]});
+    let run = world.run("DEL", &policy, &late, &[]);
+    denied(
+        &world,
+        &run,
+        0,
+        "belongs to another incarnation of this attachment",
+        "the late DEL's link.delete",
+    );
+    let links = node_links(&world);
+    assert!(
+        links.contains(&"cnitestv2".to_owned()),
+        "the late DEL removed the live incarnation's veth: {links:?}"
+    );
+    assert!(
+        !links.contains(&"cnitestv1".to_owned()),
+        "the late DEL left its own veth: {links:?}"
+    );
+    let n_dir = world.ipam_dir().join("n");
+    assert!(
+        n_dir.join("10.80.0.22").exists(),
+        "the late DEL released the live incarnation's reservation"
+    );
+    // The live incarnation's DEL removes the rest.
+    let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": []});
+    let run = world.run(
+        "DEL",
+        &policy,
+        &del,
+        &[("CNI_NETNS", n2.path.display().to_string().as_str())],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let links = node_links(&world);
+    assert!(!links.contains(&"cnitestv2".to_owned()), "{links:?}");
+    assert!(!n_dir.join("10.80.0.22").exists());
+    assert!(!n_dir.join("10.80.0.21").exists());
+}
+
+/// Breach 7 (S16): a failed ADD that created the network's bridge, put
+/// the gateway address on it and handed a gateway pair to the network,
+/// racing a second ADD that joined the bridge meanwhile: its undo keeps
+/// the bridge, the gateway address and the pair (the other attachment
+/// uses them), and takes back only what was its attachment's own.
+#[test]
+fn breach7_an_undo_keeps_what_another_attachment_shares() {
+    let world = World::new("az7");
+    let n2 = Netns::new("az7b");
+    let policy = json!({"plugins": {"scripted": wide()}});
+    // It fails (exit 1) after a pause at its end.
+    let creator = json!({"cniVersion": "1.0.0", "name": "n7", "type": "scripted",
+        "exit": 1,
+        "ops": [
+            {"call": "link.create-bridge", "ns": "host", "name": "cnibr7"},
+            {"call": "link.set-up", "ns": "host", "link": "cnibr7", "up": true},
+            {"call": "address.add", "ns": "host", "link": "cnibr7", "prefix": "10.97.0.1/24"},
+            {"call": "link.create-veth", "ns": "host", "name": "cnitestg7", "peer-ns": "host", "peer-name": "cnitestg7p"},
+            {"call": "link.share", "ns": "host", "link": "cnitestg7"},
+            {"call": "link.share", "ns": "host", "link": "cnitestg7p"},
+            {"call": "link.create-veth", "ns": "host", "name": "cnitesta7", "peer-ns": "container", "peer-name": "eth0"},
+            {"call": "sleep", "ms": 3000}]});
+    let joiner = json!({"cniVersion": "1.0.0", "name": "n7", "type": "scripted", "ops": [
+        {"call": "link.create-veth", "ns": "host", "name": "cnitestb7", "peer-ns": "container", "peer-name": "eth0"},
+        {"call": "link.set-master", "ns": "host", "link": "cnitestb7", "master": "cnibr7"}]});
+    std::thread::scope(|s| {
+        let failed = s.spawn(|| world.run("ADD", &policy, &creator, &[("CNI_CONTAINERID", "a")]));
+        // The second ADD joins once the creator's last step is done.
+        let t0 = std::time::Instant::now();
+        while !node_links(&world).contains(&"cnitesta7".to_owned()) {
+            assert!(t0.elapsed().as_secs() < 20, "the creator never got there");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let run = world.run(
+            "ADD",
+            &policy,
+            &joiner,
+            &[
+                ("CNI_CONTAINERID", "b"),
+                ("CNI_NETNS", n2.path.display().to_string().as_str()),
+            ],
+        );
+        let r = results(&run);
+        assert!(r.iter().all(|x| x.get("ok").is_some()), "{r:?}");
+        let failed = failed.join().expect("creator");
+        assert_ne!(failed.code, 0, "the creator's ADD was to fail: {failed:?}");
+    });
+    let links = node_links(&world);
+    for kept in ["cnibr7", "cnitestg7", "cnitestg7p", "cnitestb7"] {
+        assert!(links.contains(&kept.to_owned()), "{kept} gone: {links:?}");
+    }
+    assert!(!links.contains(&"cnitesta7".to_owned()), "{links:?}");
+    let addrs = world.node.ip(&["-o", "addr", "show", "dev", "cnibr7"]);
+    assert!(
+        addrs.contains("10.97.0.1/24"),
+        "the undo took the gateway address the other attachment uses: {addrs}"
+    );
+    let del = json!({"cniVersion": "1.0.0", "name": "n7", "type": "scripted", "ops": []});
+    let run = world.run(
+        "DEL",
+        &policy,
+        &del,
+        &[
+            ("CNI_CONTAINERID", "b"),
+            ("CNI_NETNS", n2.path.display().to_string().as_str()),
+        ],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+}
+
+/// Breach 12 (S16): links an ADD hands to its network (`link.share`, a
+/// gateway pair) have the network's attachments as holders: they stay
+/// while any is left, and go with the last one's DEL (before, no DEL or
+/// GC ever removed them: each ADD could leave links behind forever).
+#[test]
+fn breach12_shared_links_go_with_their_last_holder() {
+    let world = World::new("az12");
+    let n2 = Netns::new("az12b");
+    let policy = json!({"plugins": {"scripted": wide()}});
+    let sharer = json!({"cniVersion": "1.0.0", "name": "n12", "type": "scripted", "ops": [
+        {"call": "link.create-veth", "ns": "host", "name": "cnitestg12", "peer-ns": "host", "peer-name": "cnitestg12p"},
+        {"call": "link.share", "ns": "host", "link": "cnitestg12"},
+        {"call": "link.share", "ns": "host", "link": "cnitestg12p"},
+        {"call": "link.create-veth", "ns": "host", "name": "cnitesta12", "peer-ns": "container", "peer-name": "eth0"}]});
+    let other = json!({"cniVersion": "1.0.0", "name": "n12", "type": "scripted", "ops": [
+        {"call": "link.create-veth", "ns": "host", "name": "cnitestb12", "peer-ns": "container", "peer-name": "eth0"}]});
+    let del = json!({"cniVersion": "1.0.0", "name": "n12", "type": "scripted", "ops": []});
+    let n2_path = n2.path.display().to_string();
+    let b = [("CNI_CONTAINERID", "b"), ("CNI_NETNS", n2_path.as_str())];
+    let ok = |run: support::Run| {
+        let r = results(&run);
+        assert!(r.iter().all(|x| x.get("ok").is_some()), "{r:?}");
+    };
+    ok(world.run("ADD", &policy, &sharer, &[("CNI_CONTAINERID", "a")]));
+    ok(world.run("ADD", &policy, &other, &b));
+    assert_eq!(
+        world
+            .run("DEL", &policy, &del, &[("CNI_CONTAINERID", "a")])
+            .code,
+        0
+    );
+    let links = node_links(&world);
+    assert!(
+        links.contains(&"cnitestg12".to_owned()),
+        "the shared pair went while b holds the network: {links:?}"
+    );
+    assert!(!links.contains(&"cnitesta12".to_owned()), "{links:?}");
+    let run = world.run("DEL", &policy, &del, &b);
+    assert_eq!(run.code, 0, "{run:?}");
+    let links = node_links(&world);
+    for gone in ["cnitestg12", "cnitestg12p", "cnitestb12"] {
+        assert!(!links.contains(&gone.to_owned()), "{gone} left: {links:?}");
+    }
+}
