@@ -9,7 +9,6 @@
 //! the bundled bridge plugin with host-local IPAM (10.22.0.2 reserved for
 //! it, its port on bridge `cnivic0`, which carries vnet's mark).
 
-#[allow(dead_code)]
 mod support;
 
 use serde_json::{json, Value};
@@ -355,6 +354,16 @@ fn breach5_no_host_route_or_address_covers_another_networks_reservation() {
     assert!(r.iter().all(|x| x.get("ok").is_some()), "{r:?}");
     let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": []});
     assert_eq!(world.run("DEL", &policy_with(wide()), &del, &[]).code, 0);
+    // A network's own prefix on its own bridge covers its containers'
+    // reservations by design: an ADD that makes the bridge again (an
+    // admin deleted it) puts the gateway back while the victim's
+    // reservation is there.
+    world.node.ip(&["link", "del", "cnivic0"]);
+    let second = Netns::new("az5s");
+    let add = world.run_bundled(&second, "bridge", "ADD", &vnet(&world), "second");
+    assert_eq!(add.code, 0, "{add:?}");
+    let del = world.run_bundled(&second, "bridge", "DEL", &vnet(&world), "second");
+    assert_eq!(del.code, 0, "{del:?}");
 }
 
 /// Breach 6 (S14): with the bridge plugin's default grant (`bridges:
@@ -601,4 +610,49 @@ fn breach12_shared_links_go_with_their_last_holder() {
     for gone in ["cnitestg12", "cnitestg12p", "cnitestb12"] {
         assert!(!links.contains(&gone.to_owned()), "{gone} left: {links:?}");
     }
+}
+
+/// S13 through the records: a record gives authority (the addresses a
+/// plugin may name as its container's, what the host removes), so the
+/// state root must be as safe as the policy's path. Where another user
+/// could write one — here a group/world-writable state root holding a
+/// forged record that gives the attacker the victim's address — wasmcni
+/// refuses to ADD, naming the state root, and a DEL ignores the records.
+#[test]
+fn a_state_root_others_can_write_gives_no_authority() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let world = World::new("azs");
+    let _victim = with_victim(&world, "azsv");
+    let dir = world.state_dir().join("attachments/anet/attacker/eth0");
+    std::fs::create_dir_all(&dir).expect("record dir");
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").expect("boot id");
+    let forged = json!({"version": 1, "network": "anet", "container-id": "attacker",
+        "ifname": "eth0", "plugin": "bridge", "boot-id": boot.trim(),
+        "netns": std::fs::metadata(&world.ctr.path).expect("netns").ino(),
+        "borrowed": [], "addresses": ["10.22.0.2"]});
+    std::fs::write(dir.join("bridge.json"), forged.to_string()).expect("forge");
+    let conf = chained("portmap", "anet", "10.22.0.2");
+    // Trusted, the record is the host's word (the forgery needs root).
+    std::fs::set_permissions(world.state_dir(), std::fs::Permissions::from_mode(0o777))
+        .expect("chmod");
+    let before = world.snapshot();
+    let run = world.run_bundled(&world.ctr, "portmap", "ADD", &conf, "attacker");
+    assert_ne!(
+        run.code, 0,
+        "an ADD under a world-writable state root: {run:?}"
+    );
+    assert!(
+        run.stdout.contains("is writable by group or others")
+            && run
+                .stdout
+                .contains(&world.state_dir().display().to_string()),
+        "{run:?}"
+    );
+    support::assert_same(&before, &world.snapshot(), "after the refused ADD");
+    let del = world.run_bundled(&world.ctr, "portmap", "DEL", &conf, "attacker");
+    assert_eq!(del.code, 0, "{del:?}");
+    assert!(
+        del.stderr.contains("ignoring the attachment records"),
+        "{del:?}"
+    );
 }

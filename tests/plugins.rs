@@ -54,6 +54,10 @@
 //! last DEL (and nothing guarding it); wasmcni's last DEL puts back what
 //! its first ADD found (0 here): the reference's interfaces must show a
 //! 1, wasmcni's none, and the rest of the state must match.
+//! `"shares-go-with-last"` — the reference keeps the VLAN gateway pair it
+//! handed to the network after the last DEL; wasmcni's last holder of the
+//! network removes it (issue 24, S16): the reference's state must show the
+//! pair, wasmcni's none of it, and the rest must match.
 //! `qdiscs`: qdiscs (subsets of `tc -d -j qdisc show` entries) the node
 //! must have after ADD; after each DEL no `tbf`, `ingress` or `ifb` may be
 //! left.
@@ -401,6 +405,54 @@ fn outcome(d: &Drive) -> Value {
     }
 }
 
+/// The names of a bridge's VLAN gateway pair in a state (`<bridge>.<vid>`
+/// and its veth peer).
+fn shared_pair(state: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for l in state["node"]["links"].as_array().into_iter().flatten() {
+        let Some(name) = l["ifname"].as_str() else {
+            continue;
+        };
+        let gateway = name
+            .rsplit_once('.')
+            .is_some_and(|(_, vid)| !vid.is_empty() && vid.bytes().all(|b| b.is_ascii_digit()));
+        if gateway && l["linkinfo"]["info_kind"] == "veth" {
+            out.push(name.to_owned());
+            if let Some(peer) = l["link"].as_str() {
+                out.push(peer.to_owned());
+            }
+        }
+    }
+    out
+}
+
+/// `v` without every array element that names one of `names`: an object
+/// with a string field equal to one, a string with `/<name>/` in it (a
+/// setting's path).
+fn drop_naming(v: &mut Value, names: &[String]) {
+    let names_one = |x: &Value| match x {
+        Value::Object(m) => m
+            .values()
+            .any(|f| f.as_str().is_some_and(|s| names.iter().any(|n| n == s))),
+        Value::String(s) => names.iter().any(|n| s.contains(&format!("/{n}/"))),
+        _ => false,
+    };
+    match v {
+        Value::Array(a) => {
+            a.retain(|x| !names_one(x));
+            for x in a {
+                drop_naming(x, names);
+            }
+        }
+        Value::Object(m) => {
+            for x in m.values_mut() {
+                drop_naming(x, names);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Runs one case in one version; panics naming the first difference.
 fn run_case(plugin: &str, file: &str, case: &Value, version: &str) {
     let what = format!("{plugin}/{file} {version}");
@@ -658,6 +710,23 @@ fn run_case(plugin: &str, file: &str, case: &Value, version: &str) {
                 wl.iter().all(|l| l.ends_with(":0")),
                 "{what}: wasmcni left route_localnet on after DEL #{round}: {wl:?}"
             );
+        }
+        if deliberate("shares-go-with-last") {
+            // The reference keeps the gateway pair it handed to the
+            // network after the last DEL; wasmcni's last holder removes it.
+            let names = shared_pair(&rs);
+            assert!(
+                !names.is_empty(),
+                "{what}: the reference no longer leaves a gateway pair"
+            );
+            let text = ws.to_string();
+            for n in &names {
+                assert!(
+                    !text.contains(&format!("\"{n}\"")),
+                    "{what}: wasmcni left {n} after the last DEL #{round}"
+                );
+            }
+            drop_naming(&mut rs, &names);
         }
         assert_same(&rs, &ws, &format!("{what}: state after DEL #{round}"));
         if case["qdiscs"].is_array() {

@@ -12,11 +12,15 @@ mod support;
 use serde_json::{json, Value};
 use support::world::{policy_with, wide, World};
 
-/// The wide grant with masquerade rules.
+/// The wide grant with masquerade rules, vouching (`static-ranges`) for
+/// the container addresses the plugin reserves itself, 10.70.0.0/24 (it
+/// runs no IPAM delegate on the runtime's config, so only the operator's
+/// word makes them its own: S13).
 fn grant() -> Value {
     let mut g = wide();
     g["host"]["firewall"] = json!({"masquerade": true});
     g["attachment-state"] = json!(true);
+    g["static-ranges"] = json!(["10.70.0.0/24"]);
     g
 }
 

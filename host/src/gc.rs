@@ -76,6 +76,9 @@ fn live_namespaces() -> HashSet<u64> {
 
 /// Runs `wasmcni gc`.
 pub fn run(opts: &Options) -> anyhow::Result<()> {
+    if let Some(why) = Location::untrusted_root() {
+        bail!("{why}: records there are not trusted; make the state root and every directory above it root's and not writable by group or others");
+    }
     if !opts.valid.is_empty() && opts.networks.len() != 1 {
         bail!(
             "--valid lists the attachments of one network: give that network with \

@@ -1042,6 +1042,24 @@ fn resolve_trusted(path: &Path) -> Result<PathBuf, Resolve> {
     Ok(at)
 }
 
+/// Whether directory `path` (or, while it does not exist yet, the nearest
+/// directory above it) and every directory on the way to it, symlinks
+/// followed, are root's (or the user's running wasmcni) and not writable
+/// by group or others, as for a policy file: the reason if not.
+pub fn check_trusted_dir(path: &Path) -> Result<(), String> {
+    let mut at = path.to_path_buf();
+    while !at.exists() {
+        if !at.pop() {
+            break;
+        }
+    }
+    match resolve_trusted(&at) {
+        Ok(_) => Ok(()),
+        Err(Resolve::Untrusted(why)) => Err(why),
+        Err(Resolve::Io(e)) => Err(format!("{}: {e}", at.display())),
+    }
+}
+
 /// Whether `uid` and `mode` are those of a file only root (or the user
 /// running wasmcni) can change; the reason if not.
 fn trusted_owner(what: &str, uid: u32, mode: u32) -> Result<(), String> {

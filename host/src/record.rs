@@ -338,6 +338,24 @@ impl Location {
             .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR))
     }
 
+    /// Why the state root in force may not be trusted with records, if it
+    /// may not (checked once per process): it, or a directory on the way
+    /// to it, is writable by group or others, or owned by another user.
+    /// A record gives authority (the host removes what it lists, and a
+    /// plugin may name the addresses it holds as its container's), so an
+    /// ADD is refused and every other command ignores the records.
+    pub fn untrusted_root() -> Option<String> {
+        static CHECK: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+        CHECK
+            .get_or_init(|| {
+                let root = Location::root_from_env();
+                crate::policy::check_trusted_dir(&root)
+                    .err()
+                    .map(|why| format!("state root {}: {why}", root.display()))
+            })
+            .clone()
+    }
+
     /// The record's path, for messages.
     pub fn path(&self) -> PathBuf {
         self.root.join(&self.dir).join(&self.file)
@@ -805,6 +823,9 @@ fn state_dir(root: &Path, dir: &Path) -> io::Result<Dir> {
 /// # Ambient Authority
 /// Opens the state root by path (the host's setting).
 pub fn of_attachment(root: &Path, attachment: &Attachment) -> Vec<Record> {
+    if Location::untrusted_root().is_some() {
+        return Vec::new();
+    }
     let probe = Location::new(root, attachment, "x");
     let Ok(rd) = std::fs::read_dir(root.join(&probe.dir)) else {
         return Vec::new();
@@ -846,6 +867,9 @@ pub fn of_attachment(root: &Path, attachment: &Attachment) -> Vec<Record> {
 /// # Ambient Authority
 /// Reads the state root by path (the host's setting).
 pub fn holders(root: &Path, network: Option<&str>) -> Vec<PathBuf> {
+    if Location::untrusted_root().is_some() {
+        return Vec::new();
+    }
     let top = root.join("attachments");
     let nets: Vec<PathBuf> = match network {
         Some(n) => vec![top.join(component(n))],
@@ -928,6 +952,9 @@ pub fn note_store(root: &Path, dir: &Path) -> io::Result<()> {
 /// # Ambient Authority
 /// Opens the state root by path (the host's setting).
 pub fn stores(root: &Path) -> Vec<PathBuf> {
+    if Location::untrusted_root().is_some() {
+        return Vec::new();
+    }
     let Ok(Some(text)) = read_bounded(root, Path::new(STORES_FILE), MAX_RECORD) else {
         return Vec::new();
     };

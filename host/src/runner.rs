@@ -372,7 +372,22 @@ fn run_loaded(
         cni_command: command.clone(),
         runtime: Some(rt.clone()),
     });
-    if command == "ADD" {
+    if let Some(why) = crate::record::Location::untrusted_root() {
+        // Records give authority (what the host removes, the addresses a
+        // plugin may name as its container's): none is kept or read where
+        // another user could write one.
+        if command == "ADD" {
+            return Err(CniError::new(
+                Code::Internal,
+                format!(
+                    "wasmcni keeps the attachment records under its state root, and may not: \
+                     {why} (make it, and every directory above it, root's and not writable by \
+                     group or others; or set WASMCNI_STATE_DIR)"
+                ),
+            ));
+        }
+        eprintln!("wasmcni: ignoring the attachment records: {why}");
+    } else if command == "ADD" {
         caps.reconcile_boot();
         caps.adopt_intent();
     }

@@ -197,7 +197,8 @@ impl Host for StoreData {
                 c.check_host_address(ip, len)?;
             }
             // Another attachment's address would take its traffic (S13).
-            c.check_not_foreign_address(kind, ip, len, !shared)?;
+            let own_link = !shared && !c.network_link(kind, link_index);
+            c.check_not_foreign_address(kind, ip, len, own_link)?;
             let spec = AddrSpec {
                 index: link_index,
                 addr: ip,

@@ -351,6 +351,16 @@ impl Ctx {
         })
     }
 
+    /// Whether link `index` is a node link of this attachment's network
+    /// (its mark: a bridge, made in this call or before, or a gateway
+    /// pair), whose connected prefixes are the network's.
+    pub(super) fn network_link(&mut self, kind: Kind, index: u32) -> bool {
+        kind == Kind::Host
+            && self
+                .link(kind, index)
+                .is_ok_and(|l| l.alias.as_deref() == Some(self.marks.1.as_str()))
+    }
+
     /// Whether `route_localnet` may be set on node link `name` for this
     /// attachment's port maps: the attachment's own link (its mark, or
     /// made in this call) or its network's shared one (a bridge), never

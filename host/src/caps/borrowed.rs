@@ -463,6 +463,11 @@ impl Ctx {
     /// and whether it stood in for everything the ADD did
     /// ([`DelCleanup`]); the errors name what could not be undone.
     pub fn finish_del(&mut self) -> Result<DelCleanup, String> {
+        if let Some(why) = Location::untrusted_root() {
+            // No record there is the host's word (the runner said so).
+            log::warn!("{why}");
+            return Ok(DelCleanup::NoRecord);
+        }
         let loc = self.record_location();
         let Some(mut record) = loc.load_or_quarantine() else {
             return Ok(DelCleanup::NoRecord);

@@ -358,6 +358,9 @@ impl Ctx {
         let Some(valid) = self.attachment.valid.clone() else {
             return (Vec::new(), Vec::new());
         };
+        if let Some(why) = Location::untrusted_root() {
+            return (Vec::new(), vec![format!("records ignored: {why}")]);
+        }
         if self.attachment.network.is_empty() {
             return (Vec::new(), Vec::new());
         }

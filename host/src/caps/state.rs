@@ -35,6 +35,11 @@ impl Ctx {
                 self.entry_field("attachment-state")
             )));
         }
+        if let Some(why) = crate::record::Location::untrusted_root() {
+            return Err(CapError::denied(format!(
+                "{why}: no plugin state is kept there (a wasmcni invariant)"
+            )));
+        }
         let (network, container_id, ifname) = &self.state_owner;
         if network.is_empty() || container_id.is_empty() || ifname.is_empty() {
             // No attachment to keep a record for (no network name,
