@@ -965,6 +965,111 @@ fn during_add_only_links_created_in_the_same_call_can_be_deleted() {
     assert!(run.json()["results"][0].get("ok").is_some(), "{run:?}");
 }
 
+/// Hostile (issue 24, breach 11): a plugin with a veth `create` grant
+/// makes pair after pair, so that the host's cleanup of them (DEL, GC)
+/// delays every other call. One invocation keeps at most `max-links` links
+/// it created (default 16, both namespaces together, each end of a pair
+/// counted): a create past it is refused (`access-denied`, naming the
+/// field), audited, and makes nothing; a link the plugin deleted again no
+/// longer counts.
+#[test]
+fn a_plugin_keeps_no_more_links_than_max_links() {
+    let world = World::new("maxl");
+    let before = world.snapshot();
+    let pair = |i: usize| {
+        json!({"call": "link.create-veth", "ns": "host", "name": format!("cnitestm{i}"),
+               "peer-ns": "container", "peer-name": format!("eth{i}")})
+    };
+    let denied_for_max_links = |call: &str| {
+        world.audit().iter().any(|a| {
+            a["call"] == call
+                && a["outcome"] == "denied"
+                && a["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("plugins.scripted.max-links"))
+        })
+    };
+
+    // The default: 8 pairs, and not one more of 127.
+    let _ = std::fs::remove_file(world.audit_path());
+    let run = world.run(
+        "ADD",
+        &policy_with(wide()),
+        &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "exit": 1,
+                "ops": (0..127).map(pair).collect::<Vec<_>>()}),
+        &[],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    let r = run.json();
+    let results = r["results"].as_array().expect("results");
+    for (i, x) in results.iter().enumerate() {
+        if i < 8 {
+            assert!(x.get("ok").is_some(), "pair {i}: {x}");
+        } else {
+            assert_eq!(x["error"], "access-denied", "pair {i}: {x}");
+        }
+    }
+    assert!(
+        denied_for_max_links("link.create-veth"),
+        "{:#?}",
+        world.audit()
+    );
+    let made = world
+        .audit()
+        .iter()
+        .filter(|a| a["call"] == "link.create-veth" && a["outcome"] == "ok")
+        .count();
+    assert_eq!(made, 8, "only the first 8 pairs were made");
+    support::assert_same(&before, &world.snapshot(), "after the undone ADD");
+
+    // `max-links: 4`: two pairs (one within the container); then no third
+    // until the plugin deletes one.
+    let mut g = wide();
+    g["max-links"] = json!(4);
+    let _ = std::fs::remove_file(world.audit_path());
+    let inner = |i: usize| {
+        json!({"call": "link.create-veth", "ns": "container", "name": format!("cnitestc{i}"),
+               "peer-ns": "container", "peer-name": format!("cnitestc{i}p")})
+    };
+    let run = world.run(
+        "ADD",
+        &policy_with(g),
+        &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "exit": 1,
+                "ops": [pair(0), inner(1), pair(1), inner(2),
+                        {"call": "link.delete", "ns": "host", "link": "cnitestm0"},
+                        pair(2), inner(3)]}),
+        &[],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    let r = run.json();
+    let outcome = |i: usize| {
+        let x = &r["results"][i];
+        x.get("ok")
+            .map(|_| "ok".to_owned())
+            .unwrap_or_else(|| x["error"].as_str().unwrap_or("?").to_owned())
+    };
+    let got: Vec<String> = (0..7).map(outcome).collect();
+    assert_eq!(
+        got,
+        [
+            "ok",
+            "ok",
+            "access-denied",
+            "access-denied",
+            "ok",
+            "ok",
+            "access-denied"
+        ],
+        "{r}"
+    );
+    assert!(
+        denied_for_max_links("link.create-veth"),
+        "{:#?}",
+        world.audit()
+    );
+    support::assert_same(&before, &world.snapshot(), "after the second undone ADD");
+}
+
 /// Outside ADD a deletion returns before the kernel has freed the link
 /// (its `rcu_barrier()` overlaps what the plugin does next), but never
 /// before the link, its peer and their routes are gone: what the plugin

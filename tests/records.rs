@@ -859,3 +859,237 @@ fn a_name_an_add_gave_up_is_not_the_attachments_when_someone_takes_it() {
     }
     assert!(checked >= 2, "the rename was reached: {checked}");
 }
+
+/// Hostile (issue 24, breach 9): an ADD names a node link in its intent
+/// log, the kernel refuses to make it (an MTU no veth takes, which
+/// wasmcni does not check), the ADD goes on and is killed at a later call;
+/// meanwhile an admin makes a link of that name and kind, with no mark.
+/// The intent log speaks of a link the ADD never saw made: DEL and GC leave
+/// the admin's link alone.
+#[test]
+fn a_link_the_kernel_refused_to_make_is_not_the_attachments_when_someone_takes_its_name() {
+    let world = World::new("recrefd");
+    let before = snapshot(&world);
+    let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+                      "commands": ["ADD"], "ops": [
+        {"call": "link.create-veth", "ns": "host", "name": "cnitestr6",
+         "peer-ns": "container", "peer-name": "eth0", "mtu": 100_000},
+        {"call": "link.list", "ns": "host"},
+        {"call": "link.list", "ns": "container"}]});
+    let full = run(&world, "ADD", "ctr-f", &conf);
+    assert_eq!(full.code, 0, "{full:?}");
+    assert!(
+        full.json()["results"][0].get("error").is_some(),
+        "the kernel refuses the MTU: {}",
+        full.json()
+    );
+    let calls = full.json()["calls"].as_u64().expect("calls");
+    support::assert_same(&before, &snapshot(&world), "after the refused ADD");
+    assert!(records(&world).is_empty(), "{:?}", records(&world));
+    let mut checked = 0;
+    for k in 1..=calls {
+        for cleanup in ["DEL", "GC"] {
+            let fault = format!("kill:{k}");
+            let r = run_with(&world, "ADD", "ctr-f", &conf, &[("WASMCNI_FAULT", &fault)]);
+            assert_eq!(r.code, -1, "{fault}: {r:?}");
+            if !records(&world).is_empty() {
+                checked += 1;
+            }
+            // The admin's link, of the name and kind the log names.
+            foreign_veth(&world, "cnitestr6", "cnitestr6p");
+            clean_up(&world, cleanup, "ctr-f", &conf, &fault);
+            let links = world.node.ip(&["-o", "link", "show"]);
+            assert!(
+                links.contains("cnitestr6@") || links.contains("cnitestr6:"),
+                "{cleanup} after an ADD killed at {fault} deleted the admin's link: {links}"
+            );
+            world.node.ip(&["link", "del", "cnitestr6"]);
+            assert!(records(&world).is_empty(), "{:?}", records(&world));
+            support::assert_same(
+                &before,
+                &snapshot(&world),
+                &format!("{cleanup} after {fault}"),
+            );
+        }
+    }
+    assert!(checked >= 2, "the refused create was named: {checked}");
+}
+
+/// The one instant the host cannot prove (issue 24, breach 9): an ADD
+/// killed after the kernel made its node link and before it read back the
+/// link's index (`step:link-made`) leaves a link with no mark, and an
+/// intent log that never saw it made. Such a link cannot be told from one
+/// an admin made under that name meanwhile, so the host leaves it, and
+/// says so on stderr: GC (which has no container namespace) leaves the
+/// pair; DEL removes it through its container end (a veth of the name the
+/// log names, in the ADD's own namespace, is the attachment's). Killed
+/// once the index is read (`step:link-unmarked`), the node link is
+/// provably the ADD's, and goes in either.
+#[test]
+fn an_add_killed_before_it_read_back_its_links_index_leaves_that_link_named_not_deleted() {
+    let world = World::new("recmade");
+    let before = snapshot(&world);
+    let conf = conf(7, 0);
+    for cleanup in ["DEL", "GC"] {
+        let r = run_with(
+            &world,
+            "ADD",
+            "ctr-m",
+            &conf,
+            &[("WASMCNI_FAULT", "step:link-made")],
+        );
+        assert_eq!(r.code, -1, "killed: {r:?}");
+        let c = if cleanup == "DEL" {
+            run(&world, "DEL", "ctr-m", &conf)
+        } else {
+            let gc = json!({"cniVersion": "1.1.0", "name": "n", "type": "scripted", "ops": [],
+                            "cni.dev/valid-attachments": []});
+            world.run("GC", &policy_with(grant()), &gc, &[])
+        };
+        assert_eq!(c.code, 0, "{cleanup}: {c:?}");
+        assert!(
+            c.stderr.contains("cnitestr7") && c.stderr.contains("no mark"),
+            "{cleanup} says what it left: {c:?}"
+        );
+        assert!(records(&world).is_empty(), "{:?}", records(&world));
+        if cleanup == "GC" {
+            let links = world.node.ip(&["-o", "link", "show"]);
+            assert!(
+                links.contains("cnitestr7@"),
+                "GC leaves the unproven link: {links}"
+            );
+            world.node.ip(&["link", "del", "cnitestr7"]);
+        }
+        support::assert_same(&before, &snapshot(&world), cleanup);
+    }
+    for cleanup in ["DEL", "GC"] {
+        let r = run_with(
+            &world,
+            "ADD",
+            "ctr-m",
+            &conf,
+            &[("WASMCNI_FAULT", "step:link-unmarked")],
+        );
+        assert_eq!(r.code, -1, "killed: {r:?}");
+        clean_up(&world, cleanup, "ctr-m", &conf, "step:link-unmarked");
+        support::assert_same(
+            &before,
+            &snapshot(&world),
+            &format!("{cleanup} after step:link-unmarked"),
+        );
+    }
+}
+
+/// The host deletes the links of gone attachments together, as one
+/// kernel batch (a link group of its own making): a GC of two attachments
+/// with several veth pairs each, by the runtime and by `wasmcni gc`,
+/// removes every one of them, and nothing else — not a foreign veth with
+/// no mark, nor an admin's link in a group of its own, whose group stays.
+#[test]
+fn a_gc_of_many_links_removes_exactly_the_attachments_and_leaves_link_groups_alone() {
+    let world = World::new("recbat");
+    foreign_veth(&world, "cnitestf1", "cnitestf1p");
+    world.node.ip(&["link", "set", "cnitestf1", "group", "7"]);
+    foreign_veth(&world, "cnitestf2", "cnitestf2p");
+    let before = snapshot(&world);
+    let pairs = |tag: &str, n: usize| {
+        let ops: Vec<Value> = (0..n)
+            .map(|i| {
+                json!({"call": "link.create-veth", "ns": "host", "name": format!("cnitestg{tag}{i}"),
+                       "peer-ns": "container", "peer-name": format!("{tag}{i}")})
+            })
+            .collect();
+        json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+               "commands": ["ADD"], "ops": ops})
+    };
+    for how in ["GC", "wasmcni gc"] {
+        for (cid, tag, n) in [("ctr-a", "a", 5), ("ctr-b", "b", 3)] {
+            let r = run(&world, "ADD", cid, &pairs(tag, n));
+            assert_eq!(r.code, 0, "{r:?}");
+        }
+        let links = world.node.ip(&["-o", "link", "show"]);
+        assert_eq!(links.matches("cnitestg").count(), 8, "{links}");
+        let c = if how == "GC" {
+            let gc = json!({"cniVersion": "1.1.0", "name": "n", "type": "scripted", "ops": [],
+                            "cni.dev/valid-attachments": []});
+            world.run("GC", &policy_with(grant()), &gc, &[])
+        } else {
+            operator_gc(&world, &["--network", "n", "--valid", "ctr-z/eth0"])
+        };
+        assert_eq!(c.code, 0, "{how}: {c:?}");
+        let links = world.node.ip(&["-o", "link", "show"]);
+        assert!(!links.contains("cnitestg"), "{how}: {links}");
+        let f1 = world.node.ip(&["-o", "link", "show", "dev", "cnitestf1"]);
+        assert!(
+            f1.contains("group 7"),
+            "{how}: the admin's group stays: {f1}"
+        );
+        assert!(links.contains("cnitestf2"), "{how}: {links}");
+        assert!(records(&world).is_empty(), "{how}: {:?}", records(&world));
+        let removed = world
+            .audit()
+            .iter()
+            .filter(|a| {
+                matches!(a["call"].as_str(), Some("record.gc" | "gc.remove"))
+                    && a["outcome"] == "ok"
+                    && a["args"]["link"].as_str().is_some()
+            })
+            .count();
+        assert!(
+            removed >= 8,
+            "{how}: each link removed is audited ({removed})"
+        );
+        let _ = std::fs::remove_file(world.audit_path());
+        support::assert_same(&before, &snapshot(&world), how);
+    }
+}
+
+/// A measurement, not a check of speed (`--ignored`; prints timings): the
+/// GC of one attachment whose ADD made `WASMCNI_MEASURE_PAIRS` (default
+/// 127) veth pairs, node end to container end, under a policy that allows
+/// them (`max-links`). Rerun:
+/// `CI=true cargo test -p wasmcni --test records -- --ignored --nocapture
+/// measure_gc_of_many_links`.
+#[test]
+#[ignore = "a measurement: run it with --ignored --nocapture"]
+fn measure_gc_of_many_links() {
+    let pairs: usize = std::env::var("WASMCNI_MEASURE_PAIRS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(127);
+    let world = World::new("recmeas");
+    let before = snapshot(&world);
+    let mut g = grant();
+    g["max-links"] = json!(2 * pairs);
+    let ops: Vec<Value> = (0..pairs)
+        .map(|i| {
+            json!({"call": "link.create-veth", "ns": "host", "name": format!("cnitestp{i}"),
+                   "peer-ns": "container", "peer-name": format!("eth{i}")})
+        })
+        .collect();
+    let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+                      "commands": ["ADD"], "ops": ops});
+    let mut times = Vec::new();
+    for _ in 0..3 {
+        let r = world.run(
+            "ADD",
+            &policy_with(g.clone()),
+            &conf,
+            &[("CNI_CONTAINERID", "ctr-p")],
+        );
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let gc = json!({"cniVersion": "1.1.0", "name": "n", "type": "scripted", "ops": [],
+                        "cni.dev/valid-attachments": []});
+        let t = std::time::Instant::now();
+        let c = world.run("GC", &policy_with(g.clone()), &gc, &[]);
+        times.push(t.elapsed());
+        assert_eq!(c.code, 0, "{c:?}");
+        support::assert_same(&before, &snapshot(&world), "after the GC");
+    }
+    times.sort();
+    println!(
+        "GC of one attachment with {pairs} veth pairs (wasmcni process, exec to exit): \
+         median {:?} (runs {times:?})",
+        times[1]
+    );
+}

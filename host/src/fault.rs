@@ -1,8 +1,10 @@
 //! Test builds only: `WASMCNI_FAULT=<kind>:<step>` kills the process at a
 //! named step (as a runtime's `kill -9` would), to prove what a kill at
 //! that instant leaves: `ipam:<step>` inside a reservation
-//! (`tests/ipam.rs`), `step:link-unmarked` between making a link and
-//! marking it (`tests/records.rs`). The per-call faults (`call:K`,
+//! (`tests/ipam.rs`), `step:link-made` right after the kernel made a link
+//! (before the host reads its index back) and `step:link-unmarked` between
+//! writing that index to the intent log and marking the link
+//! (`tests/records.rs`). The per-call faults (`call:K`,
 //! `kill:K`) are counted by the capability layer
 //! (`caps::injected_fault`). Release builds compile all of it out.
 

@@ -146,6 +146,9 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
     for network in &networks {
         let (records, errors) = record::list(&root, network);
         failures.extend(errors);
+        // Removed together (their links in as few kernel batches as can
+        // be), each into its report entry.
+        let mut doomed = Vec::new();
         for (loc, r) in records {
             let Some(why) = gone(&r) else { continue };
             let lists = json!({
@@ -154,26 +157,30 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
                 "firewall": !r.owned.firewall.is_empty(),
                 "moved-links": r.borrowed.iter().map(|b| &b.name).collect::<Vec<_>>(),
             });
-            let mut entry = json!({
+            let entry = json!({
                 "network": r.network, "container-id": r.container_id, "ifname": r.ifname,
                 "plugin": r.plugin, "why": why, "record": loc.path(), "lists": lists,
             });
             if !opts.dry_run {
-                let (net, cid, ifname) =
-                    (r.network.clone(), r.container_id.clone(), r.ifname.clone());
-                match ctx.remove_record(&loc, r, "gc.remove") {
-                    Ok(removed) => {
-                        entry["removed"] = json!(removed);
-                        if let Err(e) =
-                            crate::plugin_state::remove_attachment(&root, &net, &cid, &ifname)
-                        {
-                            failures.push(format!("{net}/{cid}/{ifname} plugin state: {e}"));
-                        }
-                    }
-                    Err(e) => failures.push(format!("{net}/{cid}/{ifname}: {e}")),
-                }
+                doomed.push((loc, r));
             }
             report.push(entry);
+        }
+        let first = report.len() - doomed.len();
+        let results = ctx.remove_records(doomed, "gc.remove");
+        for (i, (r, result)) in results.into_iter().enumerate() {
+            let (net, cid, ifname) = (r.network, r.container_id, r.ifname);
+            match result {
+                Ok(removed) => {
+                    report[first + i]["removed"] = json!(removed);
+                    if let Err(e) =
+                        crate::plugin_state::remove_attachment(&root, &net, &cid, &ifname)
+                    {
+                        failures.push(format!("{net}/{cid}/{ifname} plugin state: {e}"));
+                    }
+                }
+                Err(e) => failures.push(format!("{net}/{cid}/{ifname}: {e}")),
+            }
         }
     }
     if opts.json {

@@ -64,6 +64,7 @@ pub fn report(plugin: &str, policy_file: Option<&Path>) -> anyhow::Result<Value>
             "deadline-ms": entry.deadline_ms,
             "memory-mb": entry.memory_mb,
             "host-calls": entry.grant().host_calls,
+            "max-links": entry.grant().max_links,
             "container": entry.container.to_string(),
             "host": entry.host.as_ref().map(|g| g.to_string()),
             "ipam-roots": entry.ipam_roots,
@@ -111,14 +112,15 @@ pub fn print(plugin: &str, as_json: bool, policy_file: Option<&Path>) -> anyhow:
         }
     );
     println!(
-        "  limits     deadline {} ms, memory {} MiB, {} host calls",
+        "  limits     deadline {} ms, memory {} MiB, {} host calls, {} links",
         pol["deadline-ms"]
             .as_u64()
             .unwrap_or(runner::DEFAULT_DEADLINE.as_millis() as u64),
         pol["memory-mb"]
             .as_u64()
             .unwrap_or((runner::DEFAULT_MEMORY_CAP >> 20) as u64),
-        s(&pol["host-calls"])
+        s(&pol["host-calls"]),
+        s(&pol["max-links"])
     );
     println!("  container  {}", s(&pol["container"]));
     println!("  host       {}", s(&pol["host"]));

@@ -372,6 +372,12 @@ pub struct Entry {
     pub memory_mb: Option<u64>,
     /// Most capability calls one invocation may make.
     pub host_calls: Option<u64>,
+    /// Most links one invocation may keep of those it created, both
+    /// namespaces together, each end of a veth pair counted (absent:
+    /// [`DEFAULT_MAX_LINKS`]). Every link a plugin makes is the host's to
+    /// remove at the attachment's DEL or GC, which holds up every other
+    /// call of the network; the bound keeps that work small.
+    pub max_links: Option<u32>,
     /// Rights in the container's namespace.
     pub container: NsGrant,
     /// Rights in the node's namespace; none means the plugin cannot even
@@ -468,6 +474,8 @@ pub struct Grant {
     pub host: Option<NsGrant>,
     /// Most capability calls one invocation may make.
     pub host_calls: u64,
+    /// Most links one invocation may keep of those it created.
+    pub max_links: u32,
     /// Directories under which it may keep IPAM state.
     pub ipam_roots: Vec<PathBuf>,
     /// Plugins it may run in-process as delegates.
@@ -482,6 +490,14 @@ pub struct Grant {
 
 /// The default budget of capability calls per invocation.
 pub const DEFAULT_HOST_CALLS: u64 = 10_000;
+
+/// The default bound on the links one invocation keeps of those it
+/// created (`max-links`). The standard plugins make at most three per ADD
+/// (bridge: the bridge and a veth pair; ptp: a pair; bandwidth: an ifb;
+/// macvlan, ipvlan, vlan, dummy, tap, vrf: one), a chain member counting
+/// its own: 16 leaves them five times that, and makes a hostile plugin's
+/// cleanup a matter of a few kernel batches.
+pub const DEFAULT_MAX_LINKS: u32 = 16;
 
 /// Why a policy could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -898,6 +914,7 @@ impl Entry {
             ("deadline-ms", self.deadline_ms),
             ("memory-mb", self.memory_mb),
             ("host-calls", self.host_calls),
+            ("max-links", self.max_links.map(u64::from)),
         ] {
             if value == Some(0) {
                 return Err(invalid(format!("plugins.{name}.{field} must be positive")));
@@ -914,6 +931,7 @@ impl Entry {
             container: self.container.clone(),
             host: self.host.clone(),
             host_calls: self.host_calls.unwrap_or(DEFAULT_HOST_CALLS),
+            max_links: self.max_links.unwrap_or(DEFAULT_MAX_LINKS),
             ipam_roots: self.ipam_roots.clone(),
             delegates: self.delegates.clone(),
             native_delegates: self.native_delegates.clone(),
@@ -1249,6 +1267,10 @@ mod tests {
         assert!(e.to_string().contains("plugins.x.sha256"), "{e}");
         let e = Policy::parse(r#"{"plugins":{"x":{"host-calls":0}}}"#, "t").expect_err("zero");
         assert!(e.to_string().contains("host-calls"), "{e}");
+        let e = Policy::parse(r#"{"plugins":{"x":{"max-links":0}}}"#, "t").expect_err("zero");
+        assert!(e.to_string().contains("plugins.x.max-links"), "{e}");
+        Policy::parse(r#"{"plugins":{"x":{"max-links":3}}}"#, "t").expect("a bound");
+        assert_eq!(Entry::default().grant().max_links, DEFAULT_MAX_LINKS);
         let e = Policy::parse(
             r#"{"plugins":{"x":{"container":{"create":["vxlan"]}}}}"#,
             "t",

@@ -119,14 +119,24 @@ pub struct OwnedLink {
     pub name: String,
     /// `IFLA_INFO_KIND`.
     pub kind: Option<String>,
-    /// Named in an intent line before it was made ([`Location::intend`]):
-    /// a process killed between making a node link and marking it leaves
-    /// it unmarked, so such an entry also stands for a link of that name
-    /// and kind that carries no alias at all (wasmcni checks the name is
-    /// free before it writes the line, so a link that was there before
-    /// is never named).
+    /// The entry also stands for a link of that name and kind that carries
+    /// no alias at all, if it is at [`OwnedLink::index`]: the last step of
+    /// an ADD killed in this boot saw the kernel make the link there, and
+    /// may have been killed before it marked it ([`Location::intend`]).
+    /// Nothing else makes an unmarked node link the attachment's: a name
+    /// named before it was made (wasmcni checks the name is free first)
+    /// may be taken by someone else's link if the kernel refused to make
+    /// it, or once it was renamed or deleted.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub intent: bool,
+    /// With `intent`: the index the kernel gave the link, read back by
+    /// name right after the kernel acknowledged its creation and written
+    /// to the intent log before the link is marked. An index is not
+    /// reused until the namespace's counter wraps (2^31 links later), so
+    /// an unmarked link there, of that name and kind, is the one the ADD
+    /// made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u32>,
     /// The incarnation of the attachment that made it: the nsfs inode of
     /// the container namespace of its ADD (0: the record's `netns`). A
     /// late DEL of another incarnation leaves it alone (S15).
@@ -200,8 +210,18 @@ impl Owned {
                 .iter_mut()
                 .find(|x| x.ns == l.ns && x.name == l.name && x.kind == l.kind)
             {
-                // Marked by the ADD that named it: the mark is required.
-                Some(x) => x.intent &= l.intent,
+                // A later step saw it made at its index: that stands. Else
+                // named by an ADD that marked it: the mark is required.
+                Some(x) if l.intent && l.index.is_some() => {
+                    x.intent = true;
+                    x.index = l.index;
+                }
+                Some(x) => {
+                    x.intent &= l.intent;
+                    if !x.intent {
+                        x.index = None;
+                    }
+                }
                 None => self.links.push(l),
             }
         }
@@ -416,7 +436,19 @@ impl Location {
     /// ADD may lack their mark (the step a kill cut off between making a
     /// link and marking it): every earlier step was marked, or undone, by
     /// a process that was still running, and in another boot a link of
-    /// that name is someone else's.
+    /// that name is someone else's. And only if that line is the one that
+    /// says where the kernel made them ([`OwnedLink::index`]): a line
+    /// written before the step names links that may never have been made
+    /// (the kernel refused; the kill came first), whose names anyone may
+    /// take since.
+    ///
+    /// What no line can prove: a kill after the kernel made a node link
+    /// and before the index line is written (one `RTM_GETLINK` and one
+    /// `write(2)`, a fraction of a millisecond) leaves a link that only
+    /// its name and kind tie to the ADD, as they would tie an admin's
+    /// link made under that name since. The host leaves it, and says so
+    /// at DEL and GC ([`crate::caps`], `remove_owned`); a veth whose other
+    /// end the ADD made in the container goes with that end at DEL.
     fn load_intent(&self, interrupted: bool) -> io::Result<Option<Record>> {
         let path = self.dir.join(self.intent_file());
         let Some(text) = read_bounded(&self.root, &path, MAX_RECORD)? else {
@@ -446,9 +478,12 @@ impl Location {
             if l.netns != out.netns || l.boot_id != out.boot_id {
                 l.owned.drop_container_links();
             }
-            let unmarked = interrupted && i + 1 == n && l.boot_id == boot;
+            let last = interrupted && i + 1 == n && l.boot_id == boot;
             for x in &mut l.owned.links {
-                x.intent = unmarked;
+                x.intent = last && x.index.is_some();
+                if !x.intent {
+                    x.index = None;
+                }
             }
             out.owned.merge(l.owned);
         }
@@ -1128,6 +1163,55 @@ mod tests {
         }
     }
 
+    /// Only the last step of an interrupted ADD, and only once it has
+    /// said where the kernel made its node link, stands for an unmarked
+    /// link: a name whose create the kernel refused, or that a kill cut
+    /// off before the index was read, does not.
+    #[test]
+    fn only_a_link_the_last_step_saw_made_may_be_unmarked() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let a = attachment("n", "c", "eth0");
+        let loc = Location::new(root.path(), &a, "p");
+        let line = |name: &str, index: Option<u32>| {
+            let mut l = Record::new(&a, "p", 7).expect("line");
+            l.owned.links.push(OwnedLink {
+                ns: Kind::Host,
+                name: name.into(),
+                kind: Some("veth".into()),
+                intent: true,
+                index,
+                netns: 0,
+            });
+            l
+        };
+        let got = |interrupted: bool| {
+            loc.load_as(interrupted)
+                .expect("load")
+                .expect("a record")
+                .owned
+                .links
+                .into_iter()
+                .map(|l| (l.name, l.intent, l.index))
+                .collect::<Vec<_>>()
+        };
+        // Named, and never made (the kernel refused; a kill came first).
+        loc.intend(&line("veth1", None)).expect("intend");
+        assert_eq!(got(true), [("veth1".to_owned(), false, None)]);
+        // Made at index 12.
+        loc.intend(&line("veth1", Some(12))).expect("intend");
+        assert_eq!(got(true), [("veth1".to_owned(), true, Some(12))]);
+        assert_eq!(got(false), [("veth1".to_owned(), false, None)]);
+        // A later step: the first was marked by a process still running.
+        loc.intend(&line("veth2", None)).expect("intend");
+        assert_eq!(
+            got(true),
+            [
+                ("veth1".to_owned(), false, None),
+                ("veth2".to_owned(), false, None)
+            ]
+        );
+    }
+
     /// An intent log that cannot be read does not set aside the good
     /// record beside it (nor does the record lose what the log names once
     /// it reads again); an unreadable record is set aside, and its intent
@@ -1144,6 +1228,7 @@ mod tests {
             kind: Some("veth".into()),
             intent: false,
             netns: 0,
+            index: None,
         });
         loc.store(&r).expect("store");
         // Not a file: reading it fails.
@@ -1160,6 +1245,7 @@ mod tests {
             kind: Some("veth".into()),
             intent: true,
             netns: 0,
+            index: None,
         });
         loc.intend(&line).expect("intend");
         std::fs::write(loc.path(), "{").expect("corrupt");

@@ -146,7 +146,38 @@ impl Ctx {
                 kind: Some((*kind).to_owned()),
                 intent: true,
                 netns: self.container_ino().unwrap_or(0),
+                index: None,
             });
+        }
+        self.intend(owned)
+    }
+
+    /// After the kernel made node links this ADD named ([`Ctx::intend_links`])
+    /// and before they are marked: a line saying where it made them
+    /// (namespace, name, kind, index), the proof that an unmarked link
+    /// found there later is this ADD's ([`crate::record::OwnedLink::index`]).
+    /// Links of the container namespace need none (the namespace is the
+    /// attachment's). If the line cannot be written the step is refused
+    /// (the caller deletes what it made).
+    pub(super) fn intend_made(
+        &mut self,
+        links: &[(Kind, &str, Option<String>, u32)],
+    ) -> Result<(), CapError> {
+        if self.command != super::Command::Add {
+            return Ok(());
+        }
+        let mut owned = crate::record::Owned::default();
+        for (ns, name, kind, index) in links {
+            if *ns == Kind::Host {
+                owned.links.push(crate::record::OwnedLink {
+                    ns: *ns,
+                    name: (*name).to_owned(),
+                    kind: kind.clone(),
+                    intent: true,
+                    index: Some(*index),
+                    netns: self.container_ino().unwrap_or(0),
+                });
+            }
         }
         self.intend(owned)
     }
@@ -343,6 +374,7 @@ impl Ctx {
             for (l, here) in r.owned.links.iter_mut().zip(present) {
                 if !(l.intent && l.ns == Kind::Host && here) {
                     l.intent = false;
+                    l.index = None;
                     continue;
                 }
                 let marked = self.open_host().and_then(|()| {
@@ -351,7 +383,10 @@ impl Ctx {
                     nl.set_alias(i, &mark).map_err(CapError::from)
                 });
                 match marked {
-                    Ok(()) => l.intent = false,
+                    Ok(()) => {
+                        l.intent = false;
+                        l.index = None;
+                    }
                     // Kept as it is: DEL tries again.
                     Err(e) => log::warn!("marking host link {:?}: {e:?}", l.name),
                 }

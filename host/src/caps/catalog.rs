@@ -87,7 +87,7 @@ pub const ENTRIES: &[Entry] = &[
     Entry {
         call: "link.create-veth",
         authority: "create a veth pair, peer born in the other namespace",
-        policy: "`create: [veth]` in both namespaces; host end named per `names`, marked",
+        policy: "`create: [veth]` in both namespaces; host end named per `names`, marked; two more links within `max-links`",
         undo: "delete the pair",
         mutates: true,
         in_gc: false,
@@ -95,7 +95,7 @@ pub const ENTRIES: &[Entry] = &[
     Entry {
         call: "link.create-bridge",
         authority: "create a bridge",
-        policy: "`create: [bridge]`; host: named per `names`, marked",
+        policy: "`create: [bridge]`; host: named per `names`, marked; within `max-links`",
         undo: "delete it",
         mutates: true,
         in_gc: false,
@@ -103,7 +103,7 @@ pub const ENTRIES: &[Entry] = &[
     Entry {
         call: "link.create-dummy",
         authority: "create a dummy link",
-        policy: "`create: [dummy]`; host: named per `names`, marked",
+        policy: "`create: [dummy]`; host: named per `names`, marked; within `max-links`",
         undo: "delete it",
         mutates: true,
         in_gc: false,
@@ -111,7 +111,7 @@ pub const ENTRIES: &[Entry] = &[
     Entry {
         call: "link.create-vrf",
         authority: "create a VRF device bound to a routing table (not local or main)",
-        policy: "`create` lists `vrf` for the namespace; host: name per `names`",
+        policy: "`create` lists `vrf` for the namespace; host: name per `names`; within `max-links`",
         undo: "delete it",
         mutates: true,
         in_gc: false,
@@ -119,7 +119,7 @@ pub const ENTRIES: &[Entry] = &[
     Entry {
         call: "link.create-tap",
         authority: "create a persistent tap (/dev/net/tun)",
-        policy: "`create: [tap]`; host: named per `names`, marked",
+        policy: "`create: [tap]`; host: named per `names`, marked; within `max-links`",
         undo: "delete it",
         mutates: true,
         in_gc: false,
@@ -128,7 +128,7 @@ pub const ENTRIES: &[Entry] = &[
         call: "link.create-macvlan",
         authority: "create a macvlan on a master, born in a namespace",
         policy:
-            "`create: [macvlan]` where born; master: host `masters` (read-only use), own or `links`",
+            "`create: [macvlan]` where born; master: host `masters` (read-only use), own or `links`; within `max-links`",
         undo: "delete it",
         mutates: true,
         in_gc: false,
@@ -136,7 +136,7 @@ pub const ENTRIES: &[Entry] = &[
     Entry {
         call: "link.create-ipvlan",
         authority: "create an ipvlan on a master, born in a namespace",
-        policy: "`create: [ipvlan]` where born; master as for macvlan",
+        policy: "`create: [ipvlan]` where born; master as for macvlan; within `max-links`",
         undo: "delete it",
         mutates: true,
         in_gc: false,
@@ -144,7 +144,7 @@ pub const ENTRIES: &[Entry] = &[
     Entry {
         call: "link.create-vlan",
         authority: "create an 802.1Q vlan on a master, born in a namespace",
-        policy: "`create: [vlan]` where born; master as for macvlan",
+        policy: "`create: [vlan]` where born; master as for macvlan; within `max-links`",
         undo: "delete it",
         mutates: true,
         in_gc: false,
@@ -376,7 +376,7 @@ pub const ENTRIES: &[Entry] = &[
     Entry {
         call: "traffic-control.limit-transmit",
         authority: "install a `tbf` root qdisc (handle `1:`) on a link, sized as the reference bandwidth plugin sizes it",
-        policy: "`traffic-control`; host: link own or `links`; never replaces a qdisc (already-exists)",
+        policy: "`traffic-control`; host: link own or `links`; never replaces a qdisc (already-exists); the `ifb` within `max-links`",
         undo: "delete the qdisc (nothing for a link created in this ADD)",
         mutates: true,
         in_gc: false,
@@ -590,6 +590,8 @@ pub fn markdown() -> String {
          exist); before a change the kernel follows with flushes the journal records what it \
          flushes, and a change it could not undo (a link with a multipath route or a permanent \
          neighbour entry set down or moved) is refused;\n\
+         - one invocation keeps at most `max-links` links it created (default 16, both namespaces \
+         together, each end of a veth pair counted): the host removes every one at DEL or GC;\n\
          - a denied call returns `access-denied`, is audited and has no side effect; every call \
          counts against the `host-calls` budget.\n\n\
          Calls that change the kernel are refused during CHECK, GC, STATUS and VERSION (GC may release \

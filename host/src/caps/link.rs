@@ -184,17 +184,66 @@ impl Ctx {
         name: &str,
         shared: bool,
     ) -> Result<u32, CapError> {
-        let index = self.index_of(kind, name)?;
+        self.created_with_peer(kind, name, shared, None)
+            .map(|(index, _)| index)
+    }
+
+    /// [`Ctx::created`] for a link made with a `peer` (a veth's other
+    /// end, namespace and name), which counts as created (it goes with its
+    /// end) and is marked too. Between the kernel's answer and the marks,
+    /// the intent log learns where the kernel made the attachment's node
+    /// links ([`Ctx::intend_made`]): what proves an unmarked one is this
+    /// ADD's if the process is killed before it marks it.
+    pub(super) fn created_with_peer(
+        &mut self,
+        kind: Kind,
+        name: &str,
+        shared: bool,
+        peer: Option<(Kind, &str)>,
+    ) -> Result<(u32, Option<u32>), CapError> {
+        crate::fault::at("step", "link-made");
+        let msg = self.netlink(kind)?.link_by_name(name)?;
+        let index = msg.header.index;
+        let link_kind = Link::from_message(msg).kind;
         self.journal.record(Undo::DeleteLink { ns: kind, index });
-        crate::fault::at("step", "link-unmarked");
-        if let Err(e) = self.mark(kind, index, shared) {
-            if let Ok(nl) = self.netlink(kind) {
+        // Deleted again at once on a failure below (its peer goes with it).
+        let undo_now = |c: &mut Ctx, peer: Option<(Kind, &str, u32)>, e: CapError| {
+            if let Ok(nl) = c.netlink(kind) {
                 let _ = nl.delete_link(index);
             }
-            self.journal.forget_link(kind, index);
-            return Err(e);
+            c.journal.forget_link(kind, index);
+            if let Some((pk, _, pi)) = peer {
+                c.journal.forget_link(pk, pi);
+            }
+            Err(e)
+        };
+        let peer = match peer {
+            Some((pk, pn)) => match self.index_of(pk, pn) {
+                Ok(i) => {
+                    self.journal.note_created(pk, i);
+                    Some((pk, pn, i))
+                }
+                Err(e) => return undo_now(self, None, e),
+            },
+            None => None,
+        };
+        if !shared {
+            let mut made = vec![(kind, name, link_kind.clone(), index)];
+            if let Some((pk, pn, pi)) = peer {
+                made.push((pk, pn, link_kind, pi));
+            }
+            if let Err(e) = self.intend_made(&made) {
+                return undo_now(self, peer, e);
+            }
         }
-        Ok(index)
+        crate::fault::at("step", "link-unmarked");
+        if let Err(e) = self.mark(kind, index, shared) {
+            return undo_now(self, peer, e);
+        }
+        if let Some((pk, _, pi)) = peer {
+            self.mark(pk, pi, shared)?;
+        }
+        Ok((index, peer.map(|(_, _, i)| i)))
     }
 
     /// One attribute change of a link the plugin may modify: `set` in the
@@ -389,6 +438,23 @@ impl Ctx {
         )))
     }
 
+    /// Refuses to make `n` more links past the grant's `max-links`: the
+    /// links this invocation created and still keeps (both namespaces, a
+    /// veth pair being two) and these may not be more. Every one of them is
+    /// the host's to remove at the attachment's DEL or GC.
+    pub(super) fn require_room(&self, n: usize) -> Result<(), CapError> {
+        let kept = self.journal.created_links().len();
+        let max = self.grant.max_links as usize;
+        if kept + n <= max {
+            return Ok(());
+        }
+        Err(CapError::denied(format!(
+            "{} is {max}: the plugin keeps {kept} link(s) it created in this invocation, \
+             and this call would make {n} more",
+            self.entry_field("max-links")
+        )))
+    }
+
     /// A master for a macvlan / ipvlan / vlan: any link of the container's
     /// namespace; in the host's, a `masters` pattern, or one the plugin
     /// may modify. It is never changed.
@@ -423,6 +489,7 @@ impl Ctx {
         self.check_new_name(kind, name)?;
         let o = opts(options)?;
         self.usable_master(master_kind, master)?;
+        self.require_room(1)?;
         self.intend_links(&[(
             kind,
             name,
@@ -551,6 +618,7 @@ impl Host for StoreData {
                 check_mac(m)?;
             }
             let peer_fd = c.ns_fd(peer_kind)?;
+            c.require_room(2)?;
             c.intend_links(&[(kind, &name, "veth"), (peer_kind, &peer_name, "veth")])?;
             c.netlink(kind)?.create_veth(
                 &name,
@@ -559,12 +627,11 @@ impl Host for StoreData {
                 peer_fd.as_fd(),
                 peer_mac.as_deref(),
             )?;
-            let index = c.created(kind, &name, false)?;
             // The peer goes with its end; it only needs the mark and to
             // count as created (so ADD may delete it).
-            let peer_index = c.index_of(peer_kind, &peer_name)?;
-            c.journal.note_created(peer_kind, peer_index);
-            c.mark(peer_kind, peer_index, false)?;
+            let (index, peer_index) =
+                c.created_with_peer(kind, &name, false, Some((peer_kind, &peer_name)))?;
+            let peer_index = peer_index.ok_or(CapError::Code(ErrorCode::Other))?;
             Ok(VethPair { index, peer_index })
         })
     }
@@ -585,6 +652,7 @@ impl Host for StoreData {
             c.require_create(kind, LinkKind::Bridge)?;
             c.check_new_name(kind, &name)?;
             let o = opts(&options)?;
+            c.require_room(1)?;
             c.netlink(kind)?
                 .create_bridge(&name, &o, bridge.vlan_filtering)?;
             c.created(kind, &name, true)
@@ -604,6 +672,7 @@ impl Host for StoreData {
             c.require_create(kind, LinkKind::Dummy)?;
             c.check_new_name(kind, &name)?;
             let o = opts(&options)?;
+            c.require_room(1)?;
             c.intend_links(&[(kind, &name, "dummy")])?;
             c.netlink(kind)?.create_dummy(&name, &o)?;
             c.created(kind, &name, false)
@@ -629,6 +698,7 @@ impl Host for StoreData {
             c.require_create(kind, LinkKind::Vrf)?;
             c.check_new_name(kind, &name)?;
             let o = opts(&options)?;
+            c.require_room(1)?;
             // The first VRF of a namespace brings the kernel's l3mdev
             // rules, which outlive it: in ADD the undo takes them too.
             let first =
@@ -659,6 +729,7 @@ impl Host for StoreData {
             c.require_create(kind, LinkKind::Tap)?;
             c.check_new_name(kind, &name)?;
             let o = opts(&options)?;
+            c.require_room(1)?;
             c.intend_links(&[(kind, &name, "tun")])?;
             let ns = c.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
             crate::tuntap::create_tap(ns, &name, tap.multi_queue, tap.owner, tap.group)
@@ -861,6 +932,11 @@ impl Host for StoreData {
                     index: now,
                     alias: l.alias.clone().unwrap_or_default(),
                 });
+                if c.journal.created(target_kind, now) {
+                    // Where this ADD's link is now, before it is marked.
+                    let name = new_name.as_deref().unwrap_or(&l.name);
+                    c.intend_made(&[(target_kind, name, l.kind.clone(), now)])?;
+                }
                 c.mark(target_kind, now, false)?;
             } else if c.command == super::Command::Add {
                 // A host link is out only with the record that brings it

@@ -22,6 +22,11 @@ use crate::journal::Undo;
 use crate::netns::Kind;
 use crate::record::{FirewallRules, Location, Owned, OwnedLink, Record, Reservation};
 
+/// The fewest links the host deletes as one kernel batch
+/// ([`Ctx::delete_links`]): fewer go one by one, as a batch costs two dumps
+/// of the namespace's links and a request per link to group them.
+const BATCH_MIN: usize = 3;
+
 /// What the host did with a record's entries.
 #[derive(Debug, Default)]
 pub struct Cleanup {
@@ -57,6 +62,7 @@ impl Ctx {
                 kind: link.kind,
                 intent: false,
                 netns: self.container_ino().unwrap_or(0),
+                index: None,
             };
             if !owned.links.contains(&l) {
                 owned.links.push(l);
@@ -230,66 +236,144 @@ impl Ctx {
         container: bool,
         label: &str,
     ) -> Cleanup {
-        let mut c = Cleanup::default();
-        let owned = &record.owned;
-        let mark = record.attachment().mark();
-        if !owned.is_empty() {
+        self.remove_owned_many(&[(loc, record)], container, label)
+            .pop()
+            .unwrap_or_default()
+    }
+
+    /// [`Ctx::remove_owned`] for several records at once: their links are
+    /// deleted together, as few kernel batches as can be
+    /// ([`Ctx::delete_links`]), so that a GC of many links (or of many
+    /// attachments) does not hold up every other call of the network for
+    /// one RCU synchronisation per link.
+    fn remove_owned_many(
+        &mut self,
+        items: &[(&Location, &Record)],
+        container: bool,
+        label: &str,
+    ) -> Vec<Cleanup> {
+        let mut out: Vec<Cleanup> = items.iter().map(|_| Cleanup::default()).collect();
+        if items.iter().any(|(_, r)| !r.owned.is_empty()) {
             if let Err(e) = self.open_host() {
-                c.failures
-                    .push(format!("opening the host namespace: {e:?}"));
-                c.kept = owned.clone();
-                return c;
+                for (c, (_, r)) in out.iter_mut().zip(items) {
+                    if !r.owned.is_empty() {
+                        c.failures
+                            .push(format!("opening the host namespace: {e:?}"));
+                        c.kept = r.owned.clone();
+                    }
+                }
+                return out;
             }
         }
         // Host links first: a veth takes its container end along.
-        let mut links: Vec<&OwnedLink> = owned.links.iter().collect();
-        links.sort_by_key(|l| l.ns != Kind::Host);
-        for l in links {
-            if l.ns == Kind::Container && !container {
+        for ns in [Kind::Host, Kind::Container] {
+            if ns == Kind::Container && !container {
                 continue;
             }
-            let what = format!("{} link {:?}", ns_name(l.ns), l.name);
-            let args = json!({"record": loc.path(), "link": l.name, "namespace": ns_name(l.ns)});
-            let found = match self.netlink(l.ns).map(|nl| nl.link_by_name(&l.name)) {
-                Ok(Ok(msg)) => Some(super::link::Link::from_message(msg)),
-                Ok(Err(e)) if e.errno() == libc::ENODEV => None,
-                Ok(Err(e)) => {
-                    c.failures.push(format!("{what}: {e}"));
-                    c.kept.links.push(l.clone());
-                    continue;
+            // The links still there and still the attachments': record,
+            // entry, index.
+            let mut doomed: Vec<(usize, &OwnedLink, u32)> = Vec::new();
+            for (i, (_, record)) in items.iter().enumerate() {
+                let mark = record.attachment().mark();
+                for l in record.owned.links.iter().filter(|l| l.ns == ns) {
+                    let what = format!("{} link {:?}", ns_name(l.ns), l.name);
+                    let found = match self.netlink(l.ns).map(|nl| nl.link_by_name(&l.name)) {
+                        Ok(Ok(msg)) => Some(super::link::Link::from_message(msg)),
+                        Ok(Err(e)) if e.errno() == libc::ENODEV => None,
+                        Ok(Err(e)) => {
+                            out[i].failures.push(format!("{what}: {e}"));
+                            out[i].kept.links.push(l.clone());
+                            continue;
+                        }
+                        Err(e) => {
+                            out[i].failures.push(format!("{what}: {e:?}"));
+                            out[i].kept.links.push(l.clone());
+                            continue;
+                        }
+                    };
+                    let Some(link) = found else { continue };
+                    if l.ns == Kind::Container
+                        && record.borrowed.iter().any(|b| b.index == link.index)
+                    {
+                        // A device the ADD took from the node, under a name
+                        // the record lists: it goes back, never away.
+                        continue;
+                    }
+                    if !owns(l, &link, &mark) {
+                        if l.ns == Kind::Host && link.kind == l.kind && unmarked(&link) {
+                            eprintln!(
+                                "wasmcni: host link {:?} has the name and kind {} names, but no \
+                                 mark, and is not where an interrupted ADD saw the kernel make \
+                                 it: left alone (an ADD killed in the instant after the kernel \
+                                 made its link leaves it so, and so does anyone who made a link \
+                                 of that name since)",
+                                l.name,
+                                items[i].0.path().display()
+                            );
+                        }
+                        // Someone else's now (gone, and the name reused).
+                        continue;
+                    }
+                    doomed.push((i, l, link.index));
                 }
-                Err(e) => {
-                    c.failures.push(format!("{what}: {e:?}"));
-                    c.kept.links.push(l.clone());
-                    continue;
-                }
-            };
-            let Some(link) = found else { continue };
-            if l.ns == Kind::Container && record.borrowed.iter().any(|b| b.index == link.index) {
-                // A device the ADD took from the node, under a name the
-                // record lists: it goes back, never away.
-                continue;
             }
-            if !owns(l, &link, &mark) {
-                // Someone else's now (gone, and the name reused).
-                continue;
-            }
-            let result = self
-                .netlink(l.ns)
-                .and_then(|nl| nl.delete_link(link.index).map_err(|e| CapError::from(&e)));
-            match result {
-                Ok(()) => {
-                    self.audit.record(label, &args, &Outcome::Ok);
-                    c.removed.push(what);
-                }
-                Err(CapError::Kernel(libc::ENODEV)) => {}
-                Err(e) => {
-                    self.audit.record(label, &args, &e.outcome());
-                    c.failures.push(format!("{what}: {e:?}"));
-                    c.kept.links.push(l.clone());
+            let indexes: Vec<u32> = doomed.iter().map(|d| d.2).collect();
+            let results = self.delete_links(ns, &indexes);
+            for ((i, l, _), result) in doomed.into_iter().zip(results) {
+                let what = format!("{} link {:?}", ns_name(l.ns), l.name);
+                let args = json!({"record": items[i].0.path(), "link": l.name,
+                                  "namespace": ns_name(l.ns)});
+                match result {
+                    Ok(()) => {
+                        self.audit.record(label, &args, &Outcome::Ok);
+                        out[i].removed.push(what);
+                    }
+                    Err(CapError::Kernel(libc::ENODEV)) => {}
+                    Err(e) => {
+                        self.audit.record(label, &args, &e.outcome());
+                        out[i].failures.push(format!("{what}: {e:?}"));
+                        out[i].kept.links.push(l.clone());
+                    }
                 }
             }
         }
+        for ((loc, record), c) in items.iter().zip(out.iter_mut()) {
+            self.remove_unlinked(loc, record, label, c);
+        }
+        out
+    }
+
+    /// Deletes links `indexes` of namespace `kind`, each checked as one the
+    /// host may delete: [`BATCH_MIN`] or more as one kernel batch
+    /// ([`crate::netlink::route::Netlink::delete_as_group`]), fewer (or a
+    /// batch that cannot be vouched for) one by one. Answers each one's
+    /// outcome, in order.
+    fn delete_links(&mut self, kind: Kind, indexes: &[u32]) -> Vec<Result<(), CapError>> {
+        if indexes.len() >= BATCH_MIN {
+            let batch = self
+                .netlink(kind)
+                .and_then(|nl| nl.delete_as_group(indexes).map_err(|e| CapError::from(&e)));
+            match batch {
+                Ok(()) => return indexes.iter().map(|_| Ok(())).collect(),
+                Err(e) => log::debug!(
+                    "deleting {} links as one batch: {e:?}; one by one",
+                    indexes.len()
+                ),
+            }
+        }
+        indexes
+            .iter()
+            .map(|&index| {
+                self.netlink(kind)
+                    .and_then(|nl| nl.delete_link(index).map_err(|e| CapError::from(&e)))
+            })
+            .collect()
+    }
+
+    /// The rest of [`Ctx::remove_owned`]: `record`'s reservations and
+    /// firewall rules, into `c`.
+    fn remove_unlinked(&mut self, loc: &Location, record: &Record, label: &str, c: &mut Cleanup) {
+        let owned = &record.owned;
         let holder = Owner {
             container_id: record.container_id.clone(),
             ifname: record.ifname.clone(),
@@ -347,7 +431,6 @@ impl Ctx {
                 }
             }
         }
-        c
     }
 
     /// GC: removes every record of this plugin in this network whose
@@ -369,18 +452,18 @@ impl Ctx {
         let boot = crate::record::boot_id().unwrap_or_default();
         let plugin = self.record_plugin.clone();
         let mut removed = Vec::new();
-        for (loc, record) in records {
-            if record.plugin != plugin {
-                continue;
-            }
-            let held = valid
-                .iter()
-                .any(|o| o.container_id == record.container_id && o.ifname == record.ifname);
-            if held && record.boot_id == boot {
-                continue;
-            }
+        let gone: Vec<(Location, Record)> = records
+            .into_iter()
+            .filter(|(_, record)| {
+                let held = valid
+                    .iter()
+                    .any(|o| o.container_id == record.container_id && o.ifname == record.ifname);
+                record.plugin == plugin && !(held && record.boot_id == boot)
+            })
+            .collect();
+        for (record, result) in self.remove_records(gone, "record.gc") {
             let who = format!("{}/{}", record.container_id, record.ifname);
-            match self.remove_record(&loc, record, "record.gc") {
+            match result {
                 Ok(what) => {
                     for w in &what {
                         eprintln!("wasmcni: GC of {who}: removed {w}");
@@ -421,19 +504,22 @@ impl Ctx {
         for network in networks {
             let (records, errors) = crate::record::list(&root, &network);
             failures.extend(errors);
+            let mut old = Vec::new();
             for (loc, record) in records {
                 if record.boot_id == boot {
                     continue;
                 }
                 // Read again: another ADD of this boot may have replaced
                 // it since the listing.
-                let record = match loc.load() {
-                    Ok(Some(r)) if r.boot_id != boot => r,
+                match loc.load() {
+                    Ok(Some(r)) if r.boot_id != boot => old.push((loc, r)),
                     _ => continue,
-                };
+                }
+            }
+            for (record, result) in self.remove_records(old, "record.reboot") {
                 let who = format!("{network}/{}/{}", record.container_id, record.ifname);
                 let (cid, ifname) = (record.container_id.clone(), record.ifname.clone());
-                match self.remove_record(&loc, record, "record.reboot") {
+                match result {
                     Ok(what) => {
                         for w in what {
                             eprintln!("wasmcni: {who} is from an earlier boot: released {w}");
@@ -472,10 +558,39 @@ impl Ctx {
     pub fn remove_record(
         &mut self,
         loc: &Location,
-        mut record: Record,
+        record: Record,
         label: &str,
     ) -> Result<Vec<String>, String> {
         let c = self.remove_owned(loc, &record, false, label);
+        self.finish_record(loc, record, c, label)
+    }
+
+    /// [`Ctx::remove_record`] for several records, their links deleted
+    /// together ([`Ctx::remove_owned_many`]). Answers, for each record (as
+    /// it was), what was removed.
+    pub fn remove_records(
+        &mut self,
+        records: Vec<(Location, Record)>,
+        label: &str,
+    ) -> Vec<(Record, Result<Vec<String>, String>)> {
+        let refs: Vec<(&Location, &Record)> = records.iter().map(|(l, r)| (l, r)).collect();
+        let cleanups = self.remove_owned_many(&refs, false, label);
+        records
+            .into_iter()
+            .zip(cleanups)
+            .map(|((loc, record), c)| (record.clone(), self.finish_record(&loc, record, c, label)))
+            .collect()
+    }
+
+    /// The end of [`Ctx::remove_record`], once `c` says what became of
+    /// `record`'s entries.
+    fn finish_record(
+        &mut self,
+        loc: &Location,
+        mut record: Record,
+        c: Cleanup,
+        label: &str,
+    ) -> Result<Vec<String>, String> {
         for b in &record.borrowed {
             eprintln!(
                 "wasmcni: host link {:?} was left in the namespace of {}/{}, which wasmcni \
@@ -503,13 +618,18 @@ impl Ctx {
 
 /// Whether `link` is the one entry `l` of the record of the attachment
 /// with `mark` names: the same kind, and in the host namespace the mark
-/// (or, for a link named in an intent line, no alias at all: made, and the
-/// process killed before it marked it).
+/// (or no alias at all, at the index the intent log saw the kernel give
+/// it: made, and the process killed before it marked it).
 fn owns(l: &OwnedLink, link: &super::link::Link, mark: &str) -> bool {
     link.kind == l.kind
         && (l.ns == Kind::Container
             || link.alias.as_deref() == Some(mark)
-            || (l.intent && link.alias.as_deref().is_none_or(str::is_empty)))
+            || (l.intent && l.index == Some(link.index) && unmarked(link)))
+}
+
+/// Whether `link` carries no alias at all.
+fn unmarked(link: &super::link::Link) -> bool {
+    link.alias.as_deref().is_none_or(str::is_empty)
 }
 
 fn ns_name(ns: Kind) -> &'static str {

@@ -119,6 +119,7 @@ impl Ctx {
             mac: None,
             txqlen: Some(0),
         };
+        self.require_room(1)?;
         self.intend_links(&[(kind, &name, "ifb")])?;
         self.netlink(kind)?.create_ifb(&name, &opts)?;
         let mark = self.journal.len();
