@@ -559,7 +559,9 @@ fn private_podman_state() {
             d,
             Some("tmpfs"),
             MsFlags::empty(),
-            None::<&str>,
+            // Not tmpfs's default 1777: wasmcni keeps no records where
+            // others can write.
+            Some("mode=0755"),
         )
         .unwrap_or_else(|e| panic!("tmpfs on {d}: {e}"));
     }

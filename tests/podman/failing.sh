@@ -26,7 +26,7 @@ mount --make-rprivate /
 for d in /var/lib/containers /run/containers /run/libpod /etc/cni/net.d /var/lib/cni \
          /etc/containers/containers.conf.d /var/log/wasmcni /var/lib/wasmcni /run/netns; do
   mkdir -p "$d"
-  mount -t tmpfs tmpfs "$d"
+  mount -t tmpfs -o mode=0755 tmpfs "$d"
 done
 ip link set lo up
 "$wasmcni" install "$bin" >/dev/null
