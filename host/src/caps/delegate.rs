@@ -265,7 +265,7 @@ impl Ctx {
     /// capability calls joining this journal; a failed ADD's own changes
     /// are undone before it returns. A `member` of a chain acts for the
     /// attachment its config (built by the host) describes; a delegate
-    /// keeps its runtime's prevResult, port mappings and devices (its
+    /// keeps its runtime's prevResult, port mappings, devices and VLANs (its
     /// config is the calling plugin's to write).
     fn run_nested(
         &mut self,
@@ -308,6 +308,8 @@ impl Ctx {
             // config the caller hands its delegate (which the caller
             // chooses).
             attachment.devices = self.attachment.devices.clone();
+            // And the VLANs it names.
+            attachment.vlans = self.attachment.vlans.clone();
             // Likewise the runtime's prevResult, not one the caller hands
             // it.
             attachment.prev_addresses = self.attachment.prev_addresses.clone();
