@@ -285,6 +285,10 @@ pub struct LinkState {
     pub master: Option<u32>,
     /// Its bridge port settings (hairpin, learning, ...), if it was a port.
     pub port: Option<crate::netlink::PortOptions>,
+    /// Its VLANs, if it was a bridge port (absent in records written
+    /// before they were kept: left as the kernel makes them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vlans: Option<Vec<crate::netlink::PortVlan>>,
     /// `IFF_PROMISC`.
     pub promisc: bool,
     /// Its per-link settings (`net.*.conf.<name>.*`, `net.*.neigh.<name>.*`).
@@ -786,6 +790,7 @@ mod tests {
                 alias: String::new(),
                 master: None,
                 port: None,
+                vlans: None,
                 promisc: false,
                 sysctls: vec![],
             },

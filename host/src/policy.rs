@@ -209,6 +209,17 @@ fn glob_match(pat: &[u8], s: &[u8]) -> bool {
 ///   entry serves every `host-device` network without naming any node
 ///   device. The device comes back through the attachment record, not by
 ///   name.
+/// - `config-vlans`: `link.set-port-vlans` may put a port into a VLAN it is
+///   not in only if the network config names that VLAN, as the reference
+///   `bridge` plugin reads it: `vlan`, every VLAN of `vlanTrunk` (`id`,
+///   `minID`..`maxID`), and VLAN 1 when `vlanTrunk` names VLANs and `vlan`
+///   is 0 (the trunk's native VLAN); a config the reference refuses names
+///   none. The port may always keep (and re-flag) or leave VLANs it is in
+///   (the bridge's default PVID the kernel gives a new port). Read by the
+///   host from the runtime's config as `config-links` is (a delegate gets
+///   its caller's runtime config), so a plugin on a bridge other networks'
+///   or tenants' ports share cannot reach their VLANs. Without it, no new
+///   VLAN at all.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct NsGrant {
@@ -253,6 +264,9 @@ pub struct NsGrant {
     /// (Host) config keys whose device it may take as if `links` named it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub config_links: Vec<ConfigKey>,
+    /// May put its ports into the VLANs the network config names.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub config_vlans: bool,
 }
 
 /// Which firewall rules a plugin may install for its attachment (in the
@@ -1109,6 +1123,7 @@ impl fmt::Display for NsGrant {
         flag(self.routes, "routes");
         flag(self.announce, "announce");
         flag(self.traffic_control, "traffic-control");
+        flag(self.config_vlans, "config-vlans");
         flag(self.firewall.port_mappings, "firewall.port-mappings");
         flag(self.firewall.masquerade, "firewall.masquerade");
         flag(self.firewall.forward, "firewall.forward");

@@ -65,6 +65,8 @@ pub enum Need {
     Announce(Kind),
     /// `traffic-control`.
     TrafficControl(Kind),
+    /// `config-vlans`.
+    ConfigVlans(Kind),
     /// `host.firewall.<kind>` (`port-mappings`, `masquerade`, ...).
     Firewall(String),
     /// `sysctls: [pattern]`.
@@ -110,6 +112,7 @@ impl fmt::Display for Need {
             Need::Routes(k) => write!(f, "{}.routes", ns_name(*k)),
             Need::Announce(k) => write!(f, "{}.announce", ns_name(*k)),
             Need::TrafficControl(k) => write!(f, "{}.traffic-control", ns_name(*k)),
+            Need::ConfigVlans(k) => write!(f, "{}.config-vlans", ns_name(*k)),
             Need::Firewall(field) => write!(f, "host.firewall.{field}"),
             Need::Sysctl(k, p) => write!(f, "{}.sysctls: [{}]", ns_name(*k), q(p)),
             Need::Name(p) => write!(f, "host.names: [{}]", q(p)),
@@ -643,6 +646,10 @@ fn needs_noted(r: &Logged) -> (Vec<Need>, Vec<String>) {
             if r.call == "link.set-name" {
                 name(&mut out, &mut notes, kind, Some(s("name")));
             }
+            // A VLAN the port joins must be one the config names.
+            if r.call == "link.set-port-vlans" {
+                out.push(Need::ConfigVlans(kind));
+            }
         }
         "address.add" | "address.delete" | "address.announce" => {
             out.push(if r.call == "address.announce" {
@@ -806,6 +813,7 @@ fn need_kind(n: &Need) -> Option<Kind> {
         | Need::Routes(k)
         | Need::Announce(k)
         | Need::TrafficControl(k)
+        | Need::ConfigVlans(k)
         | Need::Sysctl(k, _) => Some(*k),
         Need::Host
         | Need::Name(_)
@@ -843,6 +851,7 @@ fn apply(e: &mut Entry, names: &mut Vec<Pattern>, unknown_name: &mut bool, need:
         Need::Routes(k) => g(e, k).routes = true,
         Need::Announce(k) => g(e, k).announce = true,
         Need::TrafficControl(k) => g(e, k).traffic_control = true,
+        Need::ConfigVlans(k) => g(e, k).config_vlans = true,
         Need::Firewall(field) => {
             let f = &mut g(e, Kind::Host).firewall;
             match field.as_str() {

@@ -258,6 +258,7 @@ fn learning_entry(ipam_roots: &[PathBuf]) -> Entry {
         } else {
             Vec::new()
         },
+        config_vlans: true,
     };
     Entry {
         container: all(false),

@@ -64,6 +64,9 @@ pub struct Attachment {
     pub port_mappings: Vec<RuntimePortMapping>,
     /// The node devices the config names (`host-device`'s keys).
     pub devices: ConfigDevices,
+    /// The VLANs the config names (`bridge`'s keys); a delegate keeps its
+    /// runtime's.
+    pub vlans: ConfigVlans,
 }
 
 /// One entry of the runtime's `runtimeConfig.portMappings`, as the
@@ -193,6 +196,150 @@ impl ConfigDevices {
     }
 }
 
+/// The VLAN IDs a network config names, by the keys the reference
+/// `bridge` plugin reads (`vlan`, `vlanTrunk`), which are the VLANs its
+/// port may join (see [`crate::policy::NsGrant`]'s `config-vlans`). Read by
+/// the host from the config on stdin, so a plugin cannot change them.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct ConfigVlans {
+    /// One bit per VLAN ID (empty: none).
+    bits: Vec<u64>,
+}
+
+/// The highest VLAN ID (4095 is reserved).
+const MAX_VID: u16 = 4094;
+
+impl ConfigVlans {
+    /// What the reference's `loadNetConf` makes of `vlan` and `vlanTrunk`:
+    /// `vlan` (0: none); each `vlanTrunk` entry's `minID`..=`maxID` and
+    /// `id`; and VLAN 1, the native VLAN its `setupVeth` adds to a trunk
+    /// when `vlan` is 0. Nothing at all if the reference refuses the config
+    /// (a VLAN out of range or not an integer, half a range, a range
+    /// upside down, an entry that is not an object), since no ADD of its
+    /// can then set a VLAN. Keys match as Go's `encoding/json` matches
+    /// them.
+    fn from_config(conf: &Value) -> ConfigVlans {
+        Self::parse(conf).unwrap_or_default()
+    }
+
+    fn parse(conf: &Value) -> Option<ConfigVlans> {
+        // An integer, as Go decodes one into an `int` (no fraction, no
+        // exponent), in 1..=4094.
+        let vid = |v: &Value| {
+            v.as_u64()
+                .and_then(|n| u16::try_from(n).ok())
+                .filter(|n| (1..=MAX_VID).contains(n))
+        };
+        let mut out = ConfigVlans::default();
+        let access = match go_get(conf, "vlan") {
+            None => 0,
+            Some(v) if v.as_u64() == Some(0) => 0,
+            Some(v) => vid(v)?,
+        };
+        if access != 0 {
+            out.insert(access, access);
+        }
+        let mut trunk = ConfigVlans::default();
+        if let Some(list) = go_get(conf, "vlanTrunk") {
+            for item in list.as_array()? {
+                item.as_object()?;
+                match (go_get(item, "minID"), go_get(item, "maxID")) {
+                    (Some(min), Some(max)) => {
+                        let (min, max) = (vid(min)?, vid(max)?);
+                        if max < min {
+                            return None;
+                        }
+                        trunk.insert(min, max);
+                    }
+                    (None, None) => {}
+                    _ => return None,
+                }
+                if let Some(id) = go_get(item, "id") {
+                    let id = vid(id)?;
+                    trunk.insert(id, id);
+                }
+            }
+        }
+        if !trunk.is_empty() {
+            if access == 0 {
+                out.insert(1, 1);
+            }
+            out.union(&trunk);
+        }
+        Some(out)
+    }
+
+    /// Adds VLANs `lo..=hi` (both in 1..=4094, `lo <= hi`), a word at a
+    /// time.
+    fn insert(&mut self, lo: u16, hi: u16) {
+        if self.bits.is_empty() {
+            self.bits = vec![0; usize::from(MAX_VID / 64) + 1];
+        }
+        let (lo, hi) = (usize::from(lo), usize::from(hi));
+        for word in lo / 64..=hi / 64 {
+            let first = lo.max(word * 64) - word * 64;
+            let last = hi.min(word * 64 + 63) - word * 64;
+            let mask = (u64::MAX >> (63 - (last - first))) << first;
+            self.bits[word] |= mask;
+        }
+    }
+
+    fn union(&mut self, other: &ConfigVlans) {
+        if self.bits.is_empty() {
+            self.bits.clone_from(&other.bits);
+            return;
+        }
+        for (a, b) in self.bits.iter_mut().zip(&other.bits) {
+            *a |= *b;
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.bits.iter().all(|w| *w == 0)
+    }
+
+    /// Whether the config names VLAN `vid`.
+    pub fn names(&self, vid: u16) -> bool {
+        let vid = usize::from(vid);
+        self.bits
+            .get(vid / 64)
+            .is_some_and(|w| (w >> (vid % 64)) & 1 == 1)
+    }
+
+    /// The VLANs named, as ranges (`1, 10, 20-22`).
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        let mut vid = 1;
+        while vid <= MAX_VID {
+            if !self.names(vid) {
+                vid += 1;
+                continue;
+            }
+            let start = vid;
+            while vid < MAX_VID && self.names(vid + 1) {
+                vid += 1;
+            }
+            parts.push(if start == vid {
+                start.to_string()
+            } else {
+                format!("{start}-{vid}")
+            });
+            vid += 1;
+        }
+        if parts.is_empty() {
+            "none".to_owned()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+impl std::fmt::Debug for ConfigVlans {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ConfigVlans({})", self.describe())
+    }
+}
+
 /// `value[key]` as Go's `encoding/json` fills a struct field: the exact
 /// key, else one that differs only in case (containerd sends capability
 /// arguments with Go field names: `{"HostPort": 8080, ...}`); `null` is
@@ -297,6 +444,7 @@ impl Attachment {
             config_digest: config_digest(&conf),
             port_mappings: runtime_port_mappings(&conf),
             devices: ConfigDevices::from_config(&conf),
+            vlans: ConfigVlans::from_config(&conf),
         }
     }
 
@@ -456,6 +604,54 @@ mod tests {
         );
         assert_eq!(a.network, "n2");
         assert_eq!(a.devices.device_id.as_deref(), Some("0000:00:1f.6"));
+    }
+
+    #[test]
+    fn config_vlans_as_the_reference_bridge_reads_them() {
+        let vlans = |conf: &str| {
+            Attachment::from_invocation(&env("ADD"), conf.as_bytes())
+                .vlans
+                .describe()
+        };
+        assert_eq!(vlans(r#"{"name":"n"}"#), "none");
+        assert_eq!(vlans(r#"{"name":"n","vlan":0}"#), "none");
+        assert_eq!(vlans(r#"{"name":"n","vlan":10}"#), "10");
+        // Go's key matching; null is absent.
+        assert_eq!(vlans(r#"{"name":"n","VLAN":4094}"#), "4094");
+        assert_eq!(
+            vlans(r#"{"name":"n","vlan":null,"vlanTrunk":null}"#),
+            "none"
+        );
+        // A trunk without `vlan`: VLAN 1 is its native VLAN.
+        assert_eq!(
+            vlans(r#"{"name":"n","vlanTrunk":[{"minID":20,"maxID":130},{"ID":7},{}]}"#),
+            "1, 7, 20-130"
+        );
+        assert_eq!(
+            vlans(r#"{"name":"n","vlan":5,"VlanTrunk":[{"MinID":63,"maxid":64,"id":3}]}"#),
+            "3, 5, 63-64"
+        );
+        assert_eq!(
+            vlans(r#"{"name":"n","vlanTrunk":[{"minID":1,"maxID":4094}]}"#),
+            "1-4094"
+        );
+        // A trunk naming nothing has no native VLAN.
+        assert_eq!(vlans(r#"{"name":"n","vlanTrunk":[]}"#), "none");
+        // What the reference refuses names nothing.
+        for bad in [
+            r#""vlan":4095"#,
+            r#""vlan":-1"#,
+            r#""vlan":5.0"#,
+            r#""vlan":"5""#,
+            r#""vlan":5,"vlanTrunk":[{"id":0}]"#,
+            r#""vlan":5,"vlanTrunk":[{"minID":9,"maxID":2}]"#,
+            r#""vlan":5,"vlanTrunk":[{"minID":2}]"#,
+            r#""vlan":5,"vlanTrunk":[{"maxID":2}]"#,
+            r#""vlan":5,"vlanTrunk":[7]"#,
+            r#""vlan":5,"vlanTrunk":{"id":7}"#,
+        ] {
+            assert_eq!(vlans(&format!(r#"{{"name":"n",{bad}}}"#)), "none", "{bad}");
+        }
     }
 
     #[test]

@@ -376,7 +376,7 @@ impl Ctx {
 
     /// The attachment a nested plugin acts for: a delegate (`member`
     /// false) runs under its caller's network, GC valid list, devices,
-    /// port mappings and config digest, whatever the config its caller
+    /// VLANs, port mappings and config digest, whatever the config its caller
     /// hands it says (S14); a chain member under the chain's network and
     /// valid list, with the rest from the config the host built for it.
     /// The caller's owned addresses move to it (and back after).
@@ -392,6 +392,7 @@ impl Ctx {
         a.addresses = std::mem::take(&mut self.attachment.addresses);
         if !member {
             a.devices = self.attachment.devices.clone();
+            a.vlans = self.attachment.vlans.clone();
             a.port_mappings = self.attachment.port_mappings.clone();
             a.config_digest = self.attachment.config_digest.clone();
         }

@@ -265,7 +265,7 @@ impl Ctx {
     /// capability calls joining this journal; a failed ADD's own changes
     /// are undone before it returns. A `member` of a chain acts for the
     /// attachment its config (built by the host) describes; a delegate
-    /// keeps its runtime's prevResult, port mappings and devices (its
+    /// keeps its runtime's prevResult, port mappings, devices and VLANs (its
     /// config is the calling plugin's to write).
     fn run_nested(
         &mut self,

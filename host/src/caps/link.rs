@@ -392,10 +392,78 @@ impl Ctx {
         }
     }
 
+    /// A port may join a VLAN it is not in only if the network config
+    /// names it and the grant's `config-vlans` admits the config's VLANs:
+    /// on a bridge other attachments (other tenants) share, any other VLAN
+    /// may be theirs. Keeping, re-flagging or leaving its VLANs is always
+    /// the port's own business.
+    fn check_new_vlans(
+        &self,
+        kind: Kind,
+        index: u32,
+        want: &[crate::netlink::PortVlan],
+        have: &[crate::netlink::PortVlan],
+    ) -> Result<(), CapError> {
+        let mut new = want
+            .iter()
+            .map(|v| v.vid)
+            .filter(|vid| !have.iter().any(|h| h.vid == *vid));
+        let Some(first) = new.next() else {
+            return Ok(());
+        };
+        let field = self.grant_field(kind, "config-vlans");
+        if !self.ns_grant(kind).config_vlans {
+            return Err(CapError::denied(format!(
+                "port {index} is not in VLAN {first}, and {field} is false: \
+                 it may join no VLAN"
+            )));
+        }
+        let named = &self.attachment.vlans;
+        match std::iter::once(first)
+            .chain(new)
+            .find(|vid| !named.names(*vid))
+        {
+            None => Ok(()),
+            Some(vid) => Err(CapError::denied_with(
+                format!(
+                    "port {index} is not in VLAN {vid}, which the network config does not \
+                     name (`vlan`, `vlanTrunk`): {field} admits only those"
+                ),
+                format!("the config names {}", named.describe()),
+            )),
+        }
+    }
+
+    /// The VLANs of port `index` an ADD's undo must put back if it moves
+    /// to `master`: those it has now, if that leaves a bridge (checked as
+    /// the change itself is, first).
+    fn vlans_to_keep(
+        &mut self,
+        kind: Kind,
+        index: u32,
+        master: Option<u32>,
+    ) -> Result<Option<Vec<crate::netlink::PortVlan>>, CapError> {
+        let l = self.modifiable(kind, index)?;
+        let Some(old) = l.master else {
+            return Ok(None);
+        };
+        if master == Some(old)
+            || !self.journaling_for(kind, index)
+            || self.link(kind, old)?.kind.as_deref() != Some("bridge")
+        {
+            return Ok(None);
+        }
+        Ok(Some(self.netlink(kind)?.port_vlans(index)?))
+    }
+
     /// What a move resets, recorded before it (see [`LinkState`]).
     fn link_state(&mut self, kind: Kind, l: &Link) -> Result<LinkState, CapError> {
         let port = match l.master {
             Some(_) => self.netlink(kind)?.bridge_port(l.index)?,
+            None => None,
+        };
+        let vlans = match port {
+            Some(_) => Some(self.netlink(kind)?.port_vlans(l.index)?),
             None => None,
         };
         let ns = self.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
@@ -407,6 +475,7 @@ impl Ctx {
             alias: l.alias.clone().unwrap_or_default(),
             master: l.master,
             port,
+            vlans,
             promisc: l.promiscuous,
             sysctls,
         })
@@ -1098,7 +1167,19 @@ impl Host for StoreData {
                 // shared bridge (it keeps a bridge that has ports).
                 let _lock = shared.then(|| crate::netlock::lock(&c.attachment.network));
                 let change = |c: &mut Ctx| {
-                    c.change_link(
+                    // Leaving a bridge drops the port's VLANs, and joining
+                    // it again gives it only the bridge's default: the
+                    // undo puts them back once the master is.
+                    // (Recorded first, so undone after the master.)
+                    let mark = c.journal.len();
+                    if let Some(vlans) = c.vlans_to_keep(kind, index, master)? {
+                        c.journal.record(Undo::SetPortVlans {
+                            ns: kind,
+                            index,
+                            vlans,
+                        });
+                    }
+                    let r = c.change_link(
                         kind,
                         index,
                         |nl| nl.set_master(index, master),
@@ -1107,7 +1188,11 @@ impl Host for StoreData {
                             index,
                             master: l.master,
                         },
-                    )
+                    );
+                    if r.is_err() {
+                        c.journal.truncate(mark);
+                    }
+                    r
                 };
                 // Joining or leaving a VRF cycles the link, and the kernel
                 // drops its routes and IPv6 addresses: in ADD (the only
@@ -1221,6 +1306,7 @@ impl Host for StoreData {
                 })
                 .collect();
             let old = c.netlink(kind)?.port_vlans(index)?;
+            c.check_new_vlans(kind, index, &want, &old)?;
             // Recorded first: a change that stops half-way is undone too.
             c.record_for(
                 kind,

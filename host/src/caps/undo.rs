@@ -252,7 +252,7 @@ impl Ctx {
     /// Puts a link that came back from another namespace into the state it
     /// had before it left: MTU first (it resets the IPv6 MTU setting), its
     /// per-link settings (they decide what happens when it comes up), then
-    /// address, alias, master and bridge port settings, promiscuity, and
+    /// address, alias, master, bridge port settings and VLANs, promiscuity, and
     /// last the admin state (the routes restored after this need it up).
     /// Only what differs is written; a step that fails does not stop the
     /// others, and the error names every one that failed.
@@ -292,6 +292,10 @@ impl Ctx {
         }
         if let Some(port) = &state.port {
             step(&mut failed, "bridge port", nl.set_bridge_port(index, port));
+        }
+        // Joining the bridge again gave it the bridge's default VLAN only.
+        if let Some(vlans) = &state.vlans {
+            step(&mut failed, "port vlans", nl.set_port_vlans(index, vlans));
         }
         if now.promiscuous != state.promisc {
             step(&mut failed, "promisc", nl.set_promisc(index, state.promisc));
