@@ -524,8 +524,18 @@ impl Ctx {
                 }
                 Err(_) => continue,
             };
-            let Ok(list) = s.list_within(Some(net)) else {
-                continue;
+            // One address: one file to read, not the whole directory (a
+            // network with a thousand attachments lists a thousand).
+            let list = if net.prefix_len() == net.max_prefix_len() {
+                match s.holder(net.addr()) {
+                    Ok(h) => h.map(|h| vec![(net.addr(), h)]).unwrap_or_default(),
+                    Err(_) => continue,
+                }
+            } else {
+                match s.list_within(Some(net)) {
+                    Ok(l) => l,
+                    Err(_) => continue,
+                }
             };
             for (ip, holder) in list {
                 if !me.holds(&holder) {
