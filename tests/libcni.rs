@@ -55,7 +55,7 @@ fn drive(args: &[&str], conflist: Option<&Path>, netns: Option<&Path>, work: &Pa
 fn libcni_accepts_every_result_and_runs_add_check_del() {
     for version in ["0.3.1", "0.4.0", "1.0.0"] {
         let ns = Netns::new("libcni");
-        let work = tempfile::tempdir().unwrap();
+        let work = support::private_tempdir();
         let conflist = work.path().join("net.conflist");
         std::fs::write(
             &conflist,
@@ -129,7 +129,7 @@ fn libcni_accepts_every_result_and_runs_add_check_del() {
 
 #[test]
 fn libcni_reads_the_supported_versions() {
-    let work = tempfile::tempdir().unwrap();
+    let work = support::private_tempdir();
     let v = drive(
         &["-cmd", "version", "-plugin", "loopback"],
         None,
@@ -153,7 +153,7 @@ fn libcni_reads_the_supported_versions() {
 #[test]
 fn libcni_reports_a_plugin_error_with_its_code() {
     let ns = Netns::new("libcni-err");
-    let work = tempfile::tempdir().unwrap();
+    let work = support::private_tempdir();
     let conflist = work.path().join("net.conflist");
     std::fs::write(
         &conflist,
