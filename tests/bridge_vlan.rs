@@ -20,6 +20,7 @@ mod support;
 use serde_json::{json, Value};
 use support::net::Net;
 use support::world::{assert_denied_with, default_entry, policy_with, wide, World};
+use support::Netns;
 
 fn bridge(extra: Value) -> Value {
     let mut conf = json!({"type": "bridge", "bridge": "cnitrunk0",
@@ -87,39 +88,9 @@ fn port_table(net: &Net) -> Vec<String> {
         .filter_map(|l| l["ifname"].as_str())
         .collect();
     assert_eq!(ports.len(), 1, "one port: {ports:?}");
-    let vlans = net.node.bridge_vlans();
-    let entry = vlans
-        .as_array()
-        .expect("vlans")
-        .iter()
-        .find(|e| e["ifname"] == ports[0])
-        .unwrap_or_else(|| panic!("no VLANs for {}: {vlans}", ports[0]));
-    let mut out = Vec::new();
-    for v in entry["vlans"].as_array().expect("vlans") {
-        let first = v["vlan"].as_u64().expect("vid");
-        let last = v["vlanEnd"].as_u64().unwrap_or(first);
-        let flags: Vec<&str> = v["flags"]
-            .as_array()
-            .map(|f| f.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_default();
-        let mark = format!(
-            "{}{}",
-            if flags.contains(&"PVID") { "P" } else { "" },
-            if flags.contains(&"Egress Untagged") {
-                "U"
-            } else {
-                ""
-            }
-        );
-        for vid in first..=last {
-            out.push(if mark.is_empty() {
-                vid.to_string()
-            } else {
-                format!("{vid} {mark}")
-            });
-        }
-    }
-    out
+    let vlans = port_vlans(&net.node, ports[0]);
+    assert!(!vlans.is_empty(), "no VLANs for {}", ports[0]);
+    vlans
 }
 
 #[test]
@@ -212,7 +183,14 @@ fn bridge_cmd(world: &World, args: &[&str]) {
 /// The VLANs of node port `port`, as `vid` with `P` (PVID) and `U`
 /// (untagged) marks, in VID order.
 fn vlans_of(world: &World, port: &str) -> Vec<String> {
-    let all = world.node.bridge_vlans();
+    port_vlans(&world.node, port)
+}
+
+/// The VLANs of port `port` of `node`'s bridges (none if it has no
+/// entry), as `vid` with `P` (PVID) and `U` (untagged) marks, in VID
+/// order.
+fn port_vlans(node: &Netns, port: &str) -> Vec<String> {
+    let all = node.bridge_vlans();
     let Some(entry) = all
         .as_array()
         .into_iter()

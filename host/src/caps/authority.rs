@@ -311,19 +311,14 @@ impl Ctx {
                 key,
                 ..
             } => {
-                let link = key
-                    .strip_prefix("net.ipv4.conf.")
-                    .or_else(|| key.strip_prefix("net.ipv6.conf."))
-                    .and_then(|r| r.split('.').next())
-                    .filter(|l| !matches!(*l, "all" | "default"));
-                match link {
+                match super::sysctl::key_link(key) {
                     // The firewall's guards keep their own count.
                     Some(_) if key.ends_with(".route_localnet") => None,
                     Some(name) => {
                         let index = self
                             .netlink(Kind::Host)
                             .ok()?
-                            .link_by_name(name)
+                            .link_by_name(&name)
                             .ok()?
                             .header
                             .index;
@@ -379,14 +374,18 @@ impl Ctx {
     /// VLANs, port mappings and config digest, whatever the config its caller
     /// hands it says (S14); a chain member under the chain's network and
     /// valid list, with the rest from the config the host built for it.
-    /// The caller's owned addresses move to it (and back after).
+    /// The caller's owned addresses move to it (and back after). Also
+    /// answers whether `config` is the runtime's own
+    /// ([`Ctx::runs_on_runtime_word`]), from the digest parsed here.
     pub(super) fn nested_attachment(
         &mut self,
         env: &[(String, String)],
         config: &[u8],
         member: bool,
-    ) -> attachment::Attachment {
+    ) -> (attachment::Attachment, bool) {
         let mut a = attachment::Attachment::from_invocation(env, config);
+        let on_runtime_word =
+            !a.config_digest.is_empty() && a.config_digest == self.attachment.config_digest;
         a.network = self.attachment.network.clone();
         a.valid = self.attachment.valid.clone();
         a.addresses = std::mem::take(&mut self.attachment.addresses);
@@ -396,7 +395,7 @@ impl Ctx {
             a.port_mappings = self.attachment.port_mappings.clone();
             a.config_digest = self.attachment.config_digest.clone();
         }
-        a
+        (a, on_runtime_word)
     }
 
     /// Whether `config`, handed to a delegate, is the config the runtime
@@ -471,7 +470,10 @@ impl Ctx {
     /// The node's IPAM state directories: every one an ADD opened
     /// ([`crate::record::stores`]) and those this invocation opened.
     fn all_stores(&self) -> Vec<PathBuf> {
-        let mut out = crate::record::stores(&crate::record::Location::root_from_env());
+        let mut out = self
+            .node_stores
+            .get_or_init(|| crate::record::stores(&crate::record::Location::root_from_env()))
+            .clone();
         for s in &self.stores {
             if !out.contains(s) {
                 out.push(s.clone());

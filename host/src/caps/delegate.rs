@@ -303,8 +303,8 @@ impl Ctx {
         };
         // A delegate run with the runtime's own config acts on the
         // runtime's word: its result is the attachment's (S13).
-        let on_runtime_word = !member && self.runs_on_runtime_word(config);
-        let attachment = self.nested_attachment(&env, config, member);
+        let (attachment, own_config) = self.nested_attachment(&env, config, member);
+        let on_runtime_word = !member && own_config;
         let mut child = Ctx::new(CtxParams {
             grant: entry.grant(),
             container,

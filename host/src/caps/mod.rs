@@ -131,6 +131,9 @@ pub struct Ctx {
     /// What the attachment's records say of its incarnations, once read
     /// ([`authority`]).
     incarnations: std::cell::OnceCell<authority::Incarnations>,
+    /// The node's IPAM state directories as the state root lists them,
+    /// once read ([`authority`]).
+    node_stores: std::cell::OnceCell<Vec<std::path::PathBuf>>,
 }
 
 /// The most distinct denials an invocation keeps for the runtime.
@@ -214,6 +217,7 @@ impl Ctx {
             nft: None,
             recorded: None,
             incarnations: std::cell::OnceCell::new(),
+            node_stores: std::cell::OnceCell::new(),
         }
     }
 

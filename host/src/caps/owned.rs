@@ -153,14 +153,7 @@ impl Ctx {
                     ..
                 } => {
                     // A link's own setting goes with the link.
-                    let link = key
-                        .strip_prefix("net.ipv4.conf.")
-                        .or_else(|| key.strip_prefix("net.ipv6.conf."))
-                        .or_else(|| key.strip_prefix("net.ipv4.neigh."))
-                        .or_else(|| key.strip_prefix("net.ipv6.neigh."))
-                        .and_then(|r| r.split('.').next())
-                        .filter(|l| !matches!(*l, "all" | "default"));
-                    match link {
+                    match super::sysctl::key_link(key) {
                         // One of the attachment's own links: goes with it.
                         Some(name)
                             if owned
@@ -171,7 +164,7 @@ impl Ctx {
                             None
                         }
                         Some(name) => self
-                            .node_link_is_foreign(None, Some(name), &mark)
+                            .node_link_is_foreign(None, Some(&name), &mark)
                             .then(|| format!("setting {key} of node link {name}")),
                         // Namespace-wide: shared by the network.
                         None => None,
@@ -562,7 +555,10 @@ impl Ctx {
         label: &str,
     ) -> Result<Vec<String>, String> {
         let c = self.remove_owned(loc, &record, false, label);
-        self.finish_record(loc, record, c, label)
+        let of = record.attachment();
+        let mut removed = self.finish_record(loc, record, c)?;
+        removed.extend(self.release_network_shares(&of, label));
+        Ok(removed)
     }
 
     /// [`Ctx::remove_record`] for several records, their links deleted
@@ -575,11 +571,23 @@ impl Ctx {
     ) -> Vec<(Record, Result<Vec<String>, String>)> {
         let refs: Vec<(&Location, &Record)> = records.iter().map(|(l, r)| (l, r)).collect();
         let cleanups = self.remove_owned_many(&refs, false, label);
-        records
+        let mut out: Vec<(Record, Result<Vec<String>, String>)> = records
             .into_iter()
             .zip(cleanups)
-            .map(|((loc, record), c)| (record.clone(), self.finish_record(&loc, record, c, label)))
-            .collect()
+            .map(|((loc, record), c)| (record.clone(), self.finish_record(&loc, record, c)))
+            .collect();
+        // Each network's shared links, once its last holder went: looked
+        // for once per network, after all its records.
+        let mut done: Vec<String> = Vec::new();
+        for (record, result) in out.iter_mut().rev() {
+            let Ok(removed) = result else { continue };
+            if done.contains(&record.network) {
+                continue;
+            }
+            removed.extend(self.release_network_shares(&record.attachment(), label));
+            done.push(record.network.clone());
+        }
+        out
     }
 
     /// The end of [`Ctx::remove_record`], once `c` says what became of
@@ -589,7 +597,6 @@ impl Ctx {
         loc: &Location,
         mut record: Record,
         c: Cleanup,
-        label: &str,
     ) -> Result<Vec<String>, String> {
         for b in &record.borrowed {
             eprintln!(
@@ -602,9 +609,7 @@ impl Ctx {
         if c.failures.is_empty() {
             loc.remove()
                 .map_err(|e| format!("{}: {e}", loc.path().display()))?;
-            let mut removed = c.removed;
-            removed.extend(self.release_network_shares(&record.attachment(), label));
-            return Ok(removed);
+            return Ok(c.removed);
         }
         record.owned = c.kept;
         record.borrowed.clear();

@@ -51,6 +51,16 @@ fn key_scope(key: &str) -> Scope {
     }
 }
 
+/// The one link a per-link key names (`net.<proto>.conf.<link>.*`,
+/// `net.<proto>.neigh.<link>.*`, a `/` in the name standing for `.`);
+/// `None` for `all`, `default` and keys that are not per link.
+pub(super) fn key_link(key: &str) -> Option<String> {
+    match key_scope(key) {
+        Scope::Link(name) => Some(name),
+        _ => None,
+    }
+}
+
 impl Ctx {
     /// Checks that the plugin may use `key`; returns whether it names a
     /// bridge the network only shares with the plugin (whose settings may
