@@ -197,7 +197,8 @@ pub fn invoke(
         runtime: Some(rt.clone()),
     });
     if command == "ADD" {
-        caps.reconcile_boot();
+        caps.reconcile_boot()
+            .map_err(|e| CniError::new(Code::TryAgainLater, e))?;
         caps.adopt_intent();
     }
     runner::arm_deadline(&rt.engine, deadline);

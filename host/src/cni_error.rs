@@ -23,6 +23,9 @@ pub enum Code {
     Decode = 6,
     /// 7: invalid network config (e.g. `type` names no plugin).
     InvalidConfig = 7,
+    /// 11: try again later (a transient condition: another invocation
+    /// holds what this one waits for).
+    TryAgainLater = 11,
     /// 100: the plugin trapped (a bug in the plugin, or it was stopped).
     PluginTrapped = 100,
     /// 101: the plugin ran past its wall-clock deadline.

@@ -464,10 +464,10 @@ impl NetworkStore {
 /// outlive the deadline: the alarm that ends the plugin restarts
 /// interrupted calls.) A waiter that gives up leaves its thread blocked;
 /// the process exits soon after, and the lock, if it got it, with it.
-fn take_lock(file: &cap_std::fs::File, deadline: Instant) -> io::Result<()> {
+pub(crate) fn take_lock(file: &impl AsFd, deadline: Instant) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: flock on a descriptor we own; no pointers involved.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+    if unsafe { libc::flock(file.as_fd().as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
         return Ok(());
     }
     let e = io::Error::last_os_error();

@@ -388,7 +388,8 @@ fn run_loaded(
         }
         eprintln!("wasmcni: ignoring the attachment records: {why}");
     } else if command == "ADD" {
-        caps.reconcile_boot();
+        caps.reconcile_boot()
+            .map_err(|e| CniError::new(Code::TryAgainLater, e))?;
         caps.adopt_intent();
     }
     arm_deadline(&rt.engine, limits.deadline);

@@ -583,6 +583,7 @@ impl StoreData {
             }
             return Err(CapError::Trap(BudgetExceeded(budget).into()));
         }
+        crate::fault::pause(call);
         let kill = match injected_fault() {
             Fault::None => false,
             Fault::Fail(e) => {

@@ -476,22 +476,42 @@ impl Ctx {
     /// before the plugin reserves anything. `<state root>/boot-id` says
     /// which boot was reconciled last, so every other ADD reads one small
     /// file.
-    pub fn reconcile_boot(&mut self) {
+    ///
+    /// Fails only if another invocation is still reconciling when this
+    /// one's deadline comes: going on would race it.
+    pub fn reconcile_boot(&mut self) -> Result<(), String> {
         let root = Location::root_from_env();
         let Ok(boot) = crate::record::boot_id() else {
-            return;
+            return Ok(());
         };
         let marker = std::path::Path::new("boot-id");
         if let Ok(Some(b)) = crate::record::read_bounded(&root, marker, 64) {
             if b == boot.as_bytes() {
-                return;
+                return Ok(());
             }
         }
         let networks = crate::record::networks(&root);
         if networks.is_empty() {
             // No records at all (a fresh node, or all gone): nothing to
             // reconcile, and no marker to write.
-            return;
+            return Ok(());
+        }
+        // One reconciler at a time, and the marker read again under the
+        // lock: a concurrent first ADD of this boot waits here until the
+        // earlier boot's records are gone, and then finds the marker
+        // written. Without it, a reconciler that loaded an old record
+        // could remove it after another ADD of this boot had reconciled
+        // it and made the attachment again under the same container ID
+        // and interface (a container restarted after the reboot keeps
+        // both): the new incarnation's links, reservations and record
+        // would go with the old one's.
+        let Some(_lock) = self.reconcile_lock(&root)? else {
+            return Ok(());
+        };
+        if let Ok(Some(b)) = crate::record::read_bounded(&root, marker, 64) {
+            if b == boot.as_bytes() {
+                return Ok(());
+            }
         }
         let mut failures = Vec::new();
         for network in networks {
@@ -509,6 +529,7 @@ impl Ctx {
                     _ => continue,
                 }
             }
+            crate::fault::pause("reconcile-loaded");
             for (record, result) in self.remove_records(old, "record.reboot") {
                 let who = format!("{network}/{}/{}", record.container_id, record.ifname);
                 let (cid, ifname) = (record.container_id.clone(), record.ifname.clone());
@@ -542,6 +563,47 @@ impl Ctx {
             boot.as_bytes(),
         ) {
             log::warn!("{}: {e}", root.join("boot-id").display());
+        }
+        Ok(())
+    }
+
+    /// The state root's reconcile lock (`<state root>/reconcile.lock`,
+    /// `flock`ed), waited for until the plugin's deadline. `None` (and a
+    /// warning) if it cannot be had (a read-only root: no record can be
+    /// written either); the ADD goes on without reconciling, and the next
+    /// one, or GC, does it. An error if it is still held at the deadline.
+    fn reconcile_lock(&self, root: &std::path::Path) -> Result<Option<std::fs::File>, String> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = root.join("reconcile.lock");
+        let taken = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+            .and_then(|f| {
+                let deadline = self.runtime.as_ref().map_or_else(
+                    || std::time::Instant::now() + std::time::Duration::from_secs(10),
+                    |rt| rt.deadline,
+                );
+                crate::ipam::take_lock(&f, deadline).map(|()| f)
+            });
+        match taken {
+            Ok(f) => Ok(Some(f)),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(format!(
+                "another invocation is still reconciling the records of an earlier boot \
+                 ({} held): try again",
+                path.display()
+            )),
+            Err(e) => {
+                log::warn!(
+                    "{}: {e}: records of an earlier boot not reconciled by this ADD",
+                    path.display()
+                );
+                Ok(None)
+            }
         }
     }
 
