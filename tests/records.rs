@@ -586,6 +586,96 @@ fn the_first_add_after_a_reboot_releases_what_records_of_the_earlier_boot_hold()
 }
 
 #[test]
+fn a_first_add_after_a_reboot_waits_for_a_concurrent_reconcile_and_keeps_what_it_makes() {
+    // Two first ADDs of a boot at once. One (ctr-b) reconciles, and is
+    // stopped right after loading the earlier boot's record of ctr-a;
+    // meanwhile ctr-a itself is added again, under the same container ID
+    // and interface (a container restarted after the reboot keeps both).
+    // The reconciler must not then remove the new ctr-a's link,
+    // reservation and record as the old one's: ctr-a's ADD waits for the
+    // reconcile to end.
+    let world = World::new("recrace");
+    let conf5 = conf(5, 0);
+    added(&world, "ctr-a", &conf5);
+    let recs = records(&world);
+    assert_eq!(recs.len(), 1, "{recs:?}");
+    let mut record: Value =
+        serde_json::from_str(&std::fs::read_to_string(&recs[0]).expect("record")).expect("json");
+    record["boot-id"] = json!("00000000-0000-0000-0000-000000000000");
+    std::fs::write(&recs[0], record.to_string()).expect("rewrite record");
+    std::fs::write(world.state_dir().join("boot-id"), "earlier").expect("marker");
+    world.node.ip(&["link", "del", "cnitestr5"]);
+    world.node.nft(&["delete", "table", "inet", "wasmcni"]);
+
+    let other = support::Netns::new("recraceb");
+    let mut b = spawn_add(
+        &world,
+        &other,
+        "ctr-b",
+        &conf(6, 0),
+        &[("WASMCNI_FAULT", "pause:reconcile-loaded")],
+    );
+    b.wait_paused();
+    let mut a = spawn_add(&world, &world.ctr, "ctr-a", &conf5, &[]);
+    let a_ended_first = a.wait_ended_or_blocked();
+    b.resume();
+    let rb = b.finish();
+    let ra = a.finish();
+    assert_eq!(rb.code, 0, "ADD ctr-b: {rb:?}");
+    assert_eq!(ra.code, 0, "ADD ctr-a: {ra:?}");
+    // The new ctr-a is whole.
+    let links = world.node.ip(&["-o", "link", "show"]);
+    assert!(
+        links.contains("cnitestr5"),
+        "ctr-a's new host link is gone (ADD ctr-a ended before the reconcile did: \
+         {a_ended_first}): {ra:?} {rb:?}"
+    );
+    let held = world.ipam_dir().join("n").join("10.70.0.5");
+    let holder = std::fs::read_to_string(&held).unwrap_or_default();
+    assert!(
+        holder.contains("ctr-a"),
+        "ctr-a's new reservation is gone ({held:?}: {holder:?})"
+    );
+    assert_eq!(records(&world).len(), 2, "both attachments' records");
+    for (cid, c) in [("ctr-a", &conf5)] {
+        let del = run(&world, "DEL", cid, c);
+        assert_eq!(del.code, 0, "{del:?}");
+    }
+}
+
+/// [`add_in`], started, with more environment; the test waits.
+fn spawn_add(
+    world: &World,
+    ctr: &support::Netns,
+    cid: &str,
+    conf: &Value,
+    env: &[(&str, &str)],
+) -> support::Spawned {
+    let mut c = conf.clone();
+    c["exit"] = json!(0);
+    let stdin = c.to_string().replace(
+        "\"@ipam\"",
+        &Value::from(world.ipam_dir().display().to_string()).to_string(),
+    );
+    let stdin: &'static [u8] = Box::leak(stdin.into_bytes().into_boxed_slice());
+    let fx = support::fixture("scripted");
+    let mut inv = support::Invoke::wasmcni_run(&fx.display().to_string(), stdin)
+        .cni("ADD", &ctr.path, "eth0")
+        .env("CNI_CONTAINERID", cid)
+        .env(
+            "WASMCNI_POLICY",
+            world.policy(&policy_with(grant())).display().to_string(),
+        )
+        .env("WASMCNI_AUDIT", world.audit_path().display().to_string())
+        .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
+        .in_netns(&world.node);
+    for (k, v) in env {
+        inv = inv.env(k, v);
+    }
+    inv.spawn()
+}
+
+#[test]
 fn wasmcni_gc_removes_the_attachments_whose_namespace_is_gone_and_dry_run_only_lists_them() {
     let world = World::new("recop");
     let live = support::Netns::new("recopl");

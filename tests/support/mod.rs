@@ -587,6 +587,11 @@ impl<'a> Invoke<'a> {
 
     /// Runs it.
     pub fn run(self) -> Run {
+        self.spawn().finish()
+    }
+
+    /// Starts it, its stdin written and closed; [`Spawned::finish`] waits.
+    pub fn spawn(self) -> Spawned {
         let mut cmd = match &self.netns {
             Some(ns) => {
                 assert!(self.argv0.is_none(), "in_netns cannot set argv[0]");
@@ -609,12 +614,80 @@ impl<'a> Invoke<'a> {
             .spawn()
             .unwrap_or_else(|e| panic!("spawning {:?}: {e}", self.exe));
         child.stdin.take().unwrap().write_all(self.stdin).unwrap();
-        let out = child.wait_with_output().unwrap();
+        Spawned(child)
+    }
+}
+
+/// A started invocation ([`Invoke::spawn`]); in a namespace, `ip netns
+/// exec` execs it, so its pid is the plugin process's.
+pub struct Spawned(std::process::Child);
+
+impl Spawned {
+    pub fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
+    /// Waits for it to end.
+    pub fn finish(self) -> Run {
+        let out = self.0.wait_with_output().unwrap();
         Run {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }
+    }
+
+    /// Waits (at most 60 s, else panics) until it stopped itself
+    /// (`WASMCNI_FAULT=pause:<step>`: SIGSTOP at that step).
+    pub fn wait_paused(&mut self) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            if let Ok(Some(status)) = self.0.try_wait() {
+                panic!("it ended ({status}) instead of pausing");
+            }
+            let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))
+                .unwrap_or_default();
+            // The state follows the command name's closing parenthesis.
+            let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
+            if state == Some('T') {
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "it never paused");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Waits (at most 60 s, else panics) until it either ended or waits
+    /// for a `flock` someone holds (a `->` line of /proc/locks names its
+    /// pid). Answers whether it ended.
+    pub fn wait_ended_or_blocked(&mut self) -> bool {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let pid = self.pid().to_string();
+        loop {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return true;
+            }
+            let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
+            let blocked = locks.lines().any(|l| {
+                let mut f = l.split_whitespace();
+                f.nth(1) == Some("->") && l.split_whitespace().nth(5) == Some(pid.as_str())
+            });
+            if blocked {
+                return false;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "it neither ended nor waited for a lock"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Continues it after a pause (SIGCONT).
+    pub fn resume(&self) {
+        // SAFETY: kill(2) on our own child's pid.
+        let r = unsafe { libc::kill(self.pid() as i32, libc::SIGCONT) };
+        assert_eq!(r, 0, "SIGCONT");
     }
 }
 

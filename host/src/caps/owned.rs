@@ -567,21 +567,17 @@ impl Ctx {
         Ok(())
     }
 
-    /// The state root's reconcile lock (`<state root>/reconcile.lock`,
-    /// `flock`ed), waited for until the plugin's deadline. `None` (and a
-    /// warning) if it cannot be had (a read-only root: no record can be
-    /// written either); the ADD goes on without reconciling, and the next
-    /// one, or GC, does it. An error if it is still held at the deadline.
+    /// The state root's reconcile lock (a `flock` of the root directory
+    /// itself: no file is added to it), waited for until the plugin's
+    /// deadline. `None` (and a warning) if it cannot be had; the ADD goes
+    /// on without reconciling, and the next one, or GC, does it. An error
+    /// if it is still held at the deadline.
     fn reconcile_lock(&self, root: &std::path::Path) -> Result<Option<std::fs::File>, String> {
         use std::os::unix::fs::OpenOptionsExt;
-        let path = root.join("reconcile.lock");
+        let path = root.to_path_buf();
         let taken = std::fs::OpenOptions::new()
             .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
             .open(&path)
             .and_then(|f| {
                 let deadline = self.runtime.as_ref().map_or_else(
@@ -594,7 +590,7 @@ impl Ctx {
             Ok(f) => Ok(Some(f)),
             Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(format!(
                 "another invocation is still reconciling the records of an earlier boot \
-                 ({} held): try again",
+                 (it holds the lock of state root {}): try again",
                 path.display()
             )),
             Err(e) => {
