@@ -637,10 +637,8 @@ fn a_first_add_after_a_reboot_waits_for_a_concurrent_reconcile_and_keeps_what_it
         "ctr-a's new reservation is gone ({held:?}: {holder:?})"
     );
     assert_eq!(records(&world).len(), 2, "both attachments' records");
-    for (cid, c) in [("ctr-a", &conf5)] {
-        let del = run(&world, "DEL", cid, c);
-        assert_eq!(del.code, 0, "{del:?}");
-    }
+    let del = run(&world, "DEL", "ctr-a", &conf5);
+    assert_eq!(del.code, 0, "{del:?}");
 }
 
 /// [`add_in`], started, with more environment; the test waits.
