@@ -622,3 +622,133 @@ fn a_failed_add_keeps_the_network_bridge_another_attachment_joined() {
         "the other attachment's port: {v}"
     );
 }
+
+/// The wide grant, allowed to make VRFs in the container.
+fn vrf_grant() -> Value {
+    let mut g = wide();
+    g["container"]["create"] = json!(["veth", "vrf"]);
+    g
+}
+
+/// `ip rule` of both families in the world's container namespace, the
+/// `l3mdev` rules only.
+fn l3mdev_rules(world: &World) -> Vec<String> {
+    let mut out = Vec::new();
+    for family in ["-4", "-6"] {
+        let rules = world.ctr.ip(&[family, "rule", "show"]);
+        out.extend(
+            rules
+                .lines()
+                .filter(|l| l.contains("l3mdev"))
+                .map(|l| format!("{family} {}", l.trim())),
+        );
+    }
+    out
+}
+
+/// Runs `test` here if this kernel makes VRFs, else (named `name`) in the
+/// VM, whose kernel does.
+fn with_vrf(name: &str, test: impl FnOnce()) {
+    support::require_root();
+    if support::vm::kernel_has("vrf") {
+        test();
+    } else {
+        assert!(!support::vm::inside(), "the VM's kernel lacks VRFs");
+        support::vm::rerun_this_test(name);
+    }
+}
+
+#[test]
+fn a_failed_add_keeps_the_l3mdev_rules_another_attachments_vrf_needs() {
+    // ADD a makes the namespace's first VRF (the kernel adds the l3mdev
+    // rules with it) and is held before it fails; meanwhile ADD b makes a
+    // second VRF there and succeeds. a's undo takes its VRF, but not the
+    // rules: b's VRF needs them.
+    with_vrf(
+        "a_failed_add_keeps_the_l3mdev_rules_another_attachments_vrf_needs",
+        || {
+            let world = World::new("unl3");
+            let policy = policy_with(vrf_grant());
+            let ops_a = json!([
+                {"call": "link.create-vrf", "ns": "container", "name": "red", "table": 10},
+                {"call": "link.set-up", "ns": "container", "link": "red", "up": true},
+            ]);
+            let mut a = world.spawn(
+                "ADD",
+                &policy,
+                &conf(ops_a, 1),
+                &[
+                    ("CNI_CONTAINERID", "ctr-a"),
+                    ("WASMCNI_FAULT", "pause:link.set-up"),
+                ],
+            );
+            a.wait_paused();
+            assert_eq!(l3mdev_rules(&world).len(), 2, "the kernel's rules");
+            let b = world.run(
+                "ADD",
+                &policy,
+                &conf(
+                    json!([{"call": "link.create-vrf", "ns": "container", "name": "blue",
+                            "table": 11}]),
+                    0,
+                ),
+                &[("CNI_CONTAINERID", "ctr-b"), ("CNI_IFNAME", "eth1")],
+            );
+            assert_eq!(b.code, 0, "{b:?}");
+            assert_ok(&b, 0);
+            a.resume();
+            let a = a.finish();
+            assert_eq!(a.code, 1, "{a:?}");
+            let links = world.ctr.ip(&["-o", "link", "show"]);
+            assert!(!links.contains("red"), "a's VRF is undone: {links}");
+            assert!(links.contains("blue"), "{links}");
+            assert_eq!(
+                l3mdev_rules(&world).len(),
+                2,
+                "b's VRF keeps the l3mdev rules: {:?}",
+                l3mdev_rules(&world)
+            );
+        },
+    );
+}
+
+#[test]
+fn a_vrf_made_after_an_undo_took_the_l3mdev_rules_gets_them() {
+    // The kernel adds the l3mdev rules with a namespace's first VRF only:
+    // once a failed ADD's undo took them (with its VRF, leaving the
+    // namespace as it was), the next VRF there gets them from the host.
+    with_vrf(
+        "a_vrf_made_after_an_undo_took_the_l3mdev_rules_gets_them",
+        || {
+            let world = World::new("unl3b");
+            let policy = policy_with(vrf_grant());
+            let before = settled_snapshot(&world);
+            let make = |name: &str, table: u32, exit: i32| {
+                world.run(
+                    "ADD",
+                    &policy,
+                    &conf(
+                        json!([{"call": "link.create-vrf", "ns": "container", "name": name,
+                                "table": table}]),
+                        exit,
+                    ),
+                    &[],
+                )
+            };
+            let a = make("red", 10, 1);
+            assert_eq!(a.code, 1, "{a:?}");
+            assert_ok(&a, 0);
+            assert!(l3mdev_rules(&world).is_empty(), "the undo takes them");
+            support::assert_same(&before, &settled_snapshot(&world), "after the undo");
+            let b = make("blue", 11, 0);
+            assert_eq!(b.code, 0, "{b:?}");
+            assert_ok(&b, 0);
+            assert_eq!(
+                l3mdev_rules(&world).len(),
+                2,
+                "the second VRF's rules: {:?}",
+                l3mdev_rules(&world)
+            );
+        },
+    );
+}

@@ -208,11 +208,16 @@ pub enum Undo {
     /// A plugin's attachment-state record changed: put the old values back.
     #[serde(skip)]
     State(crate::caps::StateUndo),
-    /// The namespace's first VRF made the kernel add its `l3mdev` rules:
-    /// delete them.
+    /// The namespace had no `l3mdev` rules before this ADD made VRF
+    /// `vrf` (the kernel added them, or the host did): delete them, unless
+    /// another VRF of the namespace is there then (it needs them).
     DeleteL3mdevRules {
         /// Where.
         ns: Kind,
+        /// The index of the VRF that brought them (0 in an intent log of
+        /// an older wasmcni: no VRF is exempt).
+        #[serde(default)]
+        vrf: u32,
     },
     /// A policy routing rule was added: delete it.
     DeleteRule {

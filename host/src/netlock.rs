@@ -42,6 +42,13 @@ pub fn sysctl_lock(ino: u64) -> Option<NetworkLock> {
     lock_named(&format!(".sysctl-{ino}"))
 }
 
+/// The lock that serializes, in the namespace with inode `ino`, making a
+/// VRF with the check of whether it brought the `l3mdev` rules, and the
+/// undo that deletes them with the check that no other VRF needs them.
+pub fn l3mdev_lock(ino: u64) -> Option<NetworkLock> {
+    lock_named(&format!(".l3mdev-{ino}"))
+}
+
 fn lock_named(network: &str) -> Option<NetworkLock> {
     let dir = std::env::var_os("WASMCNI_RUN_DIR")
         .map(PathBuf::from)

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-use super::{fixture, require_root, Invoke, Netns, Run};
+use super::{fixture, require_root, Invoke, Netns, Run, Spawned};
 
 /// A node (acting as the host namespace) with its uplink, and a container.
 pub struct World {
@@ -224,7 +224,23 @@ impl World {
     /// looked up among the test fixtures (`scripted` can delegate to
     /// itself).
     pub fn run(&self, command: &str, policy: &Value, conf: &Value, extra: &[(&str, &str)]) -> Run {
-        let stdin = self.substitute(conf).to_string().into_bytes();
+        self.spawn(command, policy, conf, extra).finish()
+    }
+
+    /// [`World::run`], started; the test waits ([`Spawned::finish`]).
+    pub fn spawn(
+        &self,
+        command: &str,
+        policy: &Value,
+        conf: &Value,
+        extra: &[(&str, &str)],
+    ) -> Spawned {
+        let stdin: &'static [u8] = Box::leak(
+            self.substitute(conf)
+                .to_string()
+                .into_bytes()
+                .into_boxed_slice(),
+        );
         let fx = fixture("scripted");
         let fixtures = fx.parent().expect("fixture dir").display().to_string();
         let mut inv = Invoke::wasmcni_run(&fx.display().to_string(), &stdin)
@@ -237,7 +253,7 @@ impl World {
         for (k, v) in extra {
             inv = inv.env(k, v);
         }
-        inv.run()
+        inv.spawn()
     }
 
     /// The state root of this world's attachment records.

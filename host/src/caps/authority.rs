@@ -37,6 +37,18 @@
 //! only in ways that do not disturb the others. `route_localnet` is set
 //! only on the attachment's own links or its network's
 //! ([`Ctx::localnet_link_ok`]).
+//!
+//! **Shared objects** (S16) have holders: a link the network shares (its
+//! bridge, a gateway pair handed over with `link.share`), an address or
+//! setting on one, a node-wide setting, and a namespace's `l3mdev` rules
+//! (every VRF there needs them; the kernel adds them with the first VRF
+//! only, so the host adds them to a VRF that finds them gone). The undo
+//! of a failed ADD, a DEL or a GC takes one back only with its last holder
+//! ([`Ctx::kept_for_other_holders`], [`Ctx::release_network_shares`],
+//! [`Ctx::delete_l3mdev_rules`]). The records of an earlier boot are
+//! reconciled by one ADD at a time, under the state root's lock, so that a
+//! reconciler never takes what a new incarnation of the same attachment
+//! made meanwhile ([`Ctx::reconcile_boot`]).
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -334,6 +346,36 @@ impl Ctx {
                 .then(|| "the node's settings are held by other attachments".to_owned()),
             _ => None,
         }
+    }
+
+    /// The undo of the `l3mdev` rules VRF `vrf` brought to namespace
+    /// `ns` (S16): they go unless another VRF is there, which needs them
+    /// (the kernel's lookups into every VRF's table go through them), and
+    /// which, made by a concurrent ADD after this one's, did not bring
+    /// them. Under the namespace's l3mdev lock, as VRFs are made.
+    pub(super) fn delete_l3mdev_rules(&mut self, ns: Kind, vrf: u32) -> Result<(), CapError> {
+        let ino = self.ns(ns).ok_or(CapError::Kernel(libc::ENOENT))?.ino();
+        let _lock = crate::netlock::l3mdev_lock(ino);
+        let others: Vec<String> = self
+            .netlink(ns)?
+            .links()?
+            .into_iter()
+            .map(link::Link::from_message)
+            .filter(|l| l.kind.as_deref() == Some("vrf") && l.index != vrf)
+            .map(|l| l.name)
+            .collect();
+        if !others.is_empty() {
+            self.audit_event(
+                "undo",
+                &serde_json::json!({"undo": "delete the l3mdev rules",
+                    "kept": format!("the namespace's other VRFs need them: {}", others.join(", "))}),
+                &crate::audit::Outcome::Ok,
+            );
+            return Ok(());
+        }
+        self.netlink(ns)?
+            .delete_l3mdev_rules()
+            .map_err(|e| CapError::from(&e))
     }
 
     /// Whether `l` carries the mark of another network or of an

@@ -769,14 +769,26 @@ impl Host for StoreData {
             let o = opts(&options)?;
             c.require_room(1)?;
             // The first VRF of a namespace brings the kernel's l3mdev
-            // rules, which outlive it: in ADD the undo takes them too.
-            let first =
-                c.command == super::Command::Add && c.netlink(kind)?.l3mdev_rules()?.is_empty();
+            // rules, which outlive it; the kernel adds them once in a
+            // namespace's life, so where they are missing after the VRF
+            // is made (an undo took them), the host adds them. In ADD, the
+            // undo takes them back if they came with this VRF: checked
+            // under the namespace's l3mdev lock, so that of two ADDs
+            // making VRFs at once only the one whose VRF brought them
+            // counts them as its own (and its undo keeps them while
+            // another VRF is there: authority.rs).
+            let ino = c.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?.ino();
+            let _lock = crate::netlock::l3mdev_lock(ino);
+            let had = !c.netlink(kind)?.l3mdev_rules()?.is_empty();
             c.intend_links(&[(kind, &name, "vrf")])?;
             c.netlink(kind)?.create_vrf(&name, table, &o)?;
             let index = c.created(kind, &name, false)?;
-            if first && !c.netlink(kind)?.l3mdev_rules()?.is_empty() {
-                c.journal.record(Undo::DeleteL3mdevRules { ns: kind });
+            c.netlink(kind)?.add_l3mdev_rules()?;
+            if !had && c.command == super::Command::Add {
+                c.journal.record(Undo::DeleteL3mdevRules {
+                    ns: kind,
+                    vrf: index,
+                });
             }
             Ok(index)
         })

@@ -144,7 +144,7 @@ impl Ctx {
                 }
                 Undo::DeleteRule { ns: Kind::Host, .. }
                 | Undo::AddRule { ns: Kind::Host, .. }
-                | Undo::DeleteL3mdevRules { ns: Kind::Host } => {
+                | Undo::DeleteL3mdevRules { ns: Kind::Host, .. } => {
                     Some("a policy routing rule in the node".to_owned())
                 }
                 Undo::SetSysctl {

@@ -164,6 +164,33 @@ impl Netlink {
         Ok(out)
     }
 
+    /// Adds the `l3mdev` rules the kernel adds with a namespace's first
+    /// VRF (`pref 1000 l3mdev protocol kernel`, both families), where they
+    /// are missing: the kernel adds them once in a namespace's life, so a
+    /// VRF made after they were deleted (by the undo of a failed ADD that
+    /// made the first VRF) gets none from it.
+    pub fn add_l3mdev_rules(&mut self) -> Result<(), NlError> {
+        use netlink_packet_route::route::RouteProtocol;
+        use netlink_packet_route::rule::RuleAction;
+        let have = self.l3mdev_rules()?;
+        for family in [AddressFamily::Inet, AddressFamily::Inet6] {
+            if have.iter().any(|r| r.header.family == family) {
+                continue;
+            }
+            let mut m = RuleMessage::default();
+            m.header.family = family;
+            m.header.action = RuleAction::ToTable;
+            m.attributes.push(RuleAttribute::Protocol(RouteProtocol::Kernel));
+            m.attributes.push(RuleAttribute::L3MDev(true));
+            m.attributes.push(RuleAttribute::Priority(1000));
+            self.request(
+                RouteNetlinkMessage::NewRule(m),
+                netlink_packet_core::NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+            )?;
+        }
+        Ok(())
+    }
+
     /// Deletes the `l3mdev` rules ([`Netlink::l3mdev_rules`]).
     pub fn delete_l3mdev_rules(&mut self) -> Result<(), NlError> {
         for r in self.l3mdev_rules()? {
