@@ -1,4 +1,4 @@
-//! The privileged primitives (host/src/netlink.rs, sysctl.rs, tuntap.rs,
+//! The privileged primitives (host/kernel/src: netlink/, sysctl.rs, tuntap.rs,
 //! announce.rs) against the real kernel. Every operation acts on a fresh
 //! test namespace (`ip netns add`), opened with `NetNs::open_container`,
 //! which refuses the test process's own namespace: nothing here touches

@@ -3,7 +3,6 @@
 //! behalf through a narrow, policy-checked capability interface.
 #![deny(missing_docs)]
 
-pub mod announce;
 pub mod audit;
 pub mod caps;
 pub mod chain;
@@ -21,9 +20,7 @@ pub mod install;
 pub mod ipam;
 pub mod journal;
 pub mod limits;
-pub mod netlink;
 pub mod netlock;
-pub mod netns;
 pub mod plugin_state;
 pub mod plugins;
 pub mod policy;
@@ -31,6 +28,8 @@ pub mod record;
 pub mod runner;
 pub mod scaffold;
 pub mod suggest;
-pub mod sysctl;
 pub mod trial;
-pub mod tuntap;
+
+// The kernel layer, a crate of its own (host/kernel), under the names the
+// rest of the host has always used for it.
+pub use wasmcni_kernel::{announce, netlink, netns, sysctl, tuntap};

@@ -645,8 +645,8 @@ impl Spawned {
             if let Ok(Some(status)) = self.0.try_wait() {
                 panic!("it ended ({status}) instead of pausing");
             }
-            let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid()))
-                .unwrap_or_default();
+            let stat =
+                std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
             // The state follows the command name's closing parenthesis.
             let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
             if state == Some('T') {

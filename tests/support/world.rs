@@ -243,7 +243,7 @@ impl World {
         );
         let fx = fixture("scripted");
         let fixtures = fx.parent().expect("fixture dir").display().to_string();
-        let mut inv = Invoke::wasmcni_run(&fx.display().to_string(), &stdin)
+        let mut inv = Invoke::wasmcni_run(&fx.display().to_string(), stdin)
             .cni(command, &self.ctr.path, "eth0")
             .env("WASMCNI_POLICY", self.policy(policy).display().to_string())
             .env("WASMCNI_AUDIT", self.audit_path().display().to_string())

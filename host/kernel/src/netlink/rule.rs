@@ -180,7 +180,8 @@ impl Netlink {
             let mut m = RuleMessage::default();
             m.header.family = family;
             m.header.action = RuleAction::ToTable;
-            m.attributes.push(RuleAttribute::Protocol(RouteProtocol::Kernel));
+            m.attributes
+                .push(RuleAttribute::Protocol(RouteProtocol::Kernel));
             m.attributes.push(RuleAttribute::L3MDev(true));
             m.attributes.push(RuleAttribute::Priority(1000));
             self.request(

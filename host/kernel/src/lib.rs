@@ -1,0 +1,19 @@
+//! wasmcni's kernel layer: what the host asks of the Linux kernel on a
+//! plugin's behalf, and nothing of why. Netlink by family ([`netlink`]:
+//! rtnetlink links, addresses, routes, rules, neighbours, traffic control
+//! and bridge VLANs; nftables and conntrack over netfilter sockets),
+//! network namespace handles ([`netns`]), sysctls read and written inside
+//! a namespace ([`sysctl`]), persistent tap devices ([`tuntap`]) and
+//! gratuitous ARP ([`announce`]).
+//!
+//! It knows nothing of plugins, policy, attachments or records: the
+//! capability layer of the `wasmcni` crate decides what may be done, and
+//! calls this crate to do it. Cargo keeps the dependency one way.
+
+#![deny(missing_docs)]
+
+pub mod announce;
+pub mod netlink;
+pub mod netns;
+pub mod sysctl;
+pub mod tuntap;
