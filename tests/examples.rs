@@ -11,6 +11,7 @@
 //! The crates share one target directory (target/examples) and build
 //! `--offline`: every crate they use is one wasmcni's own build has
 //! fetched.
+#![allow(clippy::disallowed_methods)] // a test reads its own environment
 
 mod support;
 

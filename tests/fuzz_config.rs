@@ -60,6 +60,7 @@
 //! Plugins needing link kinds this kernel lacks (ipvlan, vlan, vrf,
 //! dummy) run here all the same: their configs are checked up to the
 //! link's creation, which then fails on both sides.
+#![allow(clippy::disallowed_methods)] // a test reads its own environment
 
 mod support;
 

@@ -64,6 +64,7 @@
 //! `needs`: link kinds (`ip link add … type KIND`) the case uses. Cases
 //! needing a kind this kernel lacks run in tests/vm/, a VM whose kernel
 //! has every kind (`cases_needing_other_link_types_…`); nothing is skipped.
+#![allow(clippy::disallowed_methods)] // a test reads its own environment
 
 mod support;
 

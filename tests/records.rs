@@ -6,6 +6,7 @@
 //! against what a hostile or unlucky world can do meanwhile: a name reused
 //! by a link that is not the attachment's, a reservation someone else
 //! holds now. Needs root and `nft`: without them the tests fail.
+#![allow(clippy::disallowed_methods)] // a test reads its own environment
 
 mod support;
 

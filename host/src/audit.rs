@@ -32,11 +32,11 @@ pub enum Sink {
 impl Sink {
     /// The sink `$WASMCNI_AUDIT` names.
     pub fn from_env() -> Sink {
-        match std::env::var_os("WASMCNI_AUDIT") {
+        match &crate::config::get().audit {
             None => Sink::File(PathBuf::from(DEFAULT_AUDIT_FILE)),
-            Some(v) if v == "off" => Sink::Off,
-            Some(v) if v == "stderr" => Sink::Stderr,
-            Some(v) => Sink::File(PathBuf::from(v)),
+            Some(v) if v.as_os_str() == "off" => Sink::Off,
+            Some(v) if v.as_os_str() == "stderr" => Sink::Stderr,
+            Some(v) => Sink::File(v.clone()),
         }
     }
 }

@@ -189,7 +189,8 @@ enum PolicyCommand {
 
 /// Entry point; returns the process exit code.
 pub fn main() -> i32 {
-    env_logger::Builder::from_env(env_logger::Env::new().filter_or("WASMCNI_LOG", "warn"))
+    env_logger::Builder::new()
+        .parse_filters(crate::config::get().log.as_deref().unwrap_or("warn"))
         .format_timestamp(None)
         .init();
     let argv0 = std::env::args_os().next().unwrap_or_default();

@@ -105,8 +105,8 @@ impl ArtifactCache {
     /// beside the wasmcni executable (so `wasmcni install DIR` keeps them
     /// beside the plugin links).
     pub fn default_location() -> Option<ArtifactCache> {
-        if let Some(d) = std::env::var_os("WASMCNI_CACHE_DIR").filter(|d| !d.is_empty()) {
-            return Some(ArtifactCache::new(d));
+        if let Some(d) = &crate::config::get().cache_dir {
+            return Some(ArtifactCache::new(d.clone()));
         }
         let exe = std::env::current_exe().ok()?;
         Some(ArtifactCache::new(exe.parent()?.join(".wasmcni-cache")))

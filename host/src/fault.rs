@@ -24,7 +24,7 @@ pub(crate) fn kill() {
 /// Kills the process if `WASMCNI_FAULT` is `<kind>:<step>`.
 pub(crate) fn at(kind: &str, step: &str) {
     #[cfg(debug_assertions)]
-    if std::env::var("WASMCNI_FAULT").is_ok_and(|f| {
+    if crate::config::get().fault.as_deref().is_some_and(|f| {
         f.strip_prefix(kind)
             .and_then(|r| r.strip_prefix(':'))
             .is_some_and(|r| r == step)
@@ -43,8 +43,10 @@ pub(crate) fn pause(step: &str) {
     {
         use std::sync::atomic::{AtomicBool, Ordering};
         static DONE: AtomicBool = AtomicBool::new(false);
-        if std::env::var("WASMCNI_FAULT")
-            .is_ok_and(|f| f.strip_prefix("pause:").is_some_and(|r| r == step))
+        if crate::config::get()
+            .fault
+            .as_deref()
+            .is_some_and(|f| f.strip_prefix("pause:").is_some_and(|r| r == step))
             && !DONE.swap(true, Ordering::SeqCst)
         {
             // SAFETY: kill(2) on our own pid; no memory is touched.

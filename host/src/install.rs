@@ -734,9 +734,9 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
     // The cache the installed plugins will load from: `$WASMCNI_CACHE_DIR`
     // if set (as it is read at run time), else the one beside them, which
     // is the install's own to prune.
-    let shared = std::env::var_os("WASMCNI_CACHE_DIR").filter(|d| !d.is_empty());
+    let shared = crate::config::get().cache_dir.clone();
     let cache = ArtifactCache::new(match &shared {
-        Some(d) => PathBuf::from(d),
+        Some(d) => d.clone(),
         None => dir.join(".wasmcni-cache"),
     });
     let plugin_dir = third
@@ -875,9 +875,10 @@ fn warn_if_ambiguous(t: &ThirdParty, entry: &Placement, opts: &Options) {
 /// `$WASMCNI_POLICY`, else the default.
 fn policy_target(opts: &Options) -> PathBuf {
     opts.policy_target.clone().unwrap_or_else(|| {
-        std::env::var_os("WASMCNI_POLICY")
-            .filter(|p| !p.is_empty())
-            .map(PathBuf::from)
+        crate::config::get()
+            .policy
+            .clone()
+            .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or_else(|| PathBuf::from(crate::policy::DEFAULT_POLICY_FILE))
     })
 }

@@ -9,6 +9,7 @@ pub mod chain;
 pub mod cli;
 pub mod clock;
 pub mod cni_error;
+pub mod config;
 pub mod conflist;
 pub mod demo;
 pub mod devices;

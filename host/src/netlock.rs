@@ -50,8 +50,9 @@ pub fn l3mdev_lock(ino: u64) -> Option<NetworkLock> {
 }
 
 fn lock_named(network: &str) -> Option<NetworkLock> {
-    let dir = std::env::var_os("WASMCNI_RUN_DIR")
-        .map(PathBuf::from)
+    let dir = crate::config::get()
+        .run_dir
+        .clone()
         .unwrap_or_else(|| PathBuf::from(DEFAULT_RUN_DIR))
         .join("net");
     DirBuilder::new()

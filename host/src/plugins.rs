@@ -135,9 +135,9 @@ pub fn bundled() -> impl Iterator<Item = Plugin> {
 
 /// The third-party plugin directory.
 pub fn plugin_dir() -> PathBuf {
-    std::env::var_os("WASMCNI_PLUGIN_DIR")
-        .filter(|d| !d.is_empty())
-        .map(PathBuf::from)
+    crate::config::get()
+        .plugin_dir
+        .clone()
         .unwrap_or_else(|| PathBuf::from(DEFAULT_PLUGIN_DIR))
 }
 

@@ -593,9 +593,9 @@ impl Policy {
     /// reported by [`Policy::resolve`] for that plugin alone.
     pub fn load(file: Option<&Path>) -> Result<Policy, PolicyError> {
         let mut policy = Policy::embedded();
-        let (path, required) = match (file, std::env::var_os("WASMCNI_POLICY")) {
+        let (path, required) = match (file, &crate::config::get().policy) {
             (Some(f), _) => (f.to_owned(), true),
-            (None, Some(p)) => (PathBuf::from(p), true),
+            (None, Some(p)) => (p.clone(), true),
             (None, None) => (PathBuf::from(DEFAULT_POLICY_FILE), false),
         };
         if let Some(text) = read_trusted(&path, required)? {
@@ -609,7 +609,7 @@ impl Policy {
                 );
             }
         }
-        let explicit = std::env::var_os("WASMCNI_POLICY_DIR").is_some_and(|d| !d.is_empty());
+        let explicit = crate::config::get().policy_dir.is_some();
         if let Some(dir) = policy_dir() {
             policy.add_dir(&dir, explicit)?;
         }
@@ -768,8 +768,8 @@ fn read_entry_file(name: &str, path: &Path) -> Result<Entry, PolicyError> {
 /// `NAME.json` in it holds plugin `NAME`'s entry (the object that would be
 /// `plugins.NAME` in the policy file), as package managers drop files.
 pub fn policy_dir() -> Option<PathBuf> {
-    match std::env::var_os("WASMCNI_POLICY_DIR").filter(|d| !d.is_empty()) {
-        Some(d) => Some(PathBuf::from(d)),
+    match &crate::config::get().policy_dir {
+        Some(d) => Some(d.clone()),
         None => {
             let d = Path::new(DEFAULT_POLICY_DIR);
             d.exists().then(|| d.to_owned())

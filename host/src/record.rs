@@ -352,9 +352,9 @@ impl Location {
     /// # Ambient Authority
     /// Reads the process environment (the runtime's, never the plugin's).
     pub fn root_from_env() -> PathBuf {
-        std::env::var_os("WASMCNI_STATE_DIR")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
+        crate::config::get()
+            .state_dir
+            .clone()
             .unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR))
     }
 

@@ -53,10 +53,15 @@ impl Limits {
     /// Defaults, overridden by the plugin's policy entry, overridden by
     /// `WASMCNI_DEADLINE_MS` and `WASMCNI_MEMORY_MB`.
     pub fn resolve(entry: &policy::Entry) -> Result<Limits, CniError> {
+        let config = crate::config::get();
         let num = |var: &str| -> Result<Option<u64>, CniError> {
-            match std::env::var(var) {
-                Err(_) => Ok(None),
-                Ok(v) => v
+            let value = match var {
+                "WASMCNI_DEADLINE_MS" => &config.deadline_ms,
+                _ => &config.memory_mb,
+            };
+            match value {
+                None => Ok(None),
+                Some(v) => v
                     .parse::<u64>()
                     .ok()
                     .filter(|n| *n > 0)
@@ -108,7 +113,12 @@ pub fn main(target: Target<'_>, policy_file: Option<&Path>) -> i32 {
             Code::InvalidConfig,
             format!("the network config on stdin is larger than {MAX_STDIN} bytes"),
         )),
-        Ok(_) => invoke(target, &stdin, std::env::vars_os(), policy_file),
+        Ok(_) => invoke(
+            target,
+            &stdin,
+            crate::config::cni_environment(),
+            policy_file,
+        ),
     };
     let mut out = std::io::stdout().lock();
     match outcome {

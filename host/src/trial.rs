@@ -615,10 +615,8 @@ impl Runner {
             .env("WASMCNI_STATE_DIR", base.join("state"))
             .env("WASMCNI_RUN_DIR", base.join("run"))
             .env("WASMCNI_PLUGIN_DIR", base.join("plugins"));
-        for pass in ["WASMCNI_LOG", "WASMCNI_DEADLINE_MS", "WASMCNI_MEMORY_MB"] {
-            if let Some(v) = std::env::var_os(pass) {
-                cmd.env(pass, v);
-            }
+        for (k, v) in crate::config::get().passed_to_children() {
+            cmd.env(k, v);
         }
         let start = Instant::now();
         let mut child = cmd

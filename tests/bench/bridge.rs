@@ -26,6 +26,7 @@
 //!
 //! Floors checked: ADD ≤ 0.8× and DEL ≤ 0.8× the reference; last-100 ≤
 //! 1.2× first-100.
+#![allow(clippy::disallowed_methods)] // a test reads its own environment
 
 #[path = "common.rs"]
 #[allow(dead_code)]

@@ -9,6 +9,7 @@
 //! reference, the first run without a precompiled artifact, and peak RSS
 //! (`ru_maxrss` of each child) of both. Checks the floors: warm
 //! ADD ≤ 1.0× reference, first run ≤ 150 ms, peak RSS ≤ 2× reference.
+#![allow(clippy::disallowed_methods)] // a test reads its own environment
 
 #[path = "common.rs"]
 #[allow(dead_code)]

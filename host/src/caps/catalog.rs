@@ -666,7 +666,7 @@ mod tests {
     fn capabilities_doc_is_up_to_date() {
         let path = root().join("docs").join("capabilities.md");
         let want = markdown();
-        if std::env::var_os("WASMCNI_UPDATE_DOCS").is_some() {
+        if crate::config::get().update_docs {
             std::fs::create_dir_all(path.parent().expect("docs dir")).expect("mkdir docs");
             std::fs::write(&path, &want).expect("write docs");
         }

@@ -376,8 +376,8 @@ impl Ctx {
     ) -> Result<Result<String, String>, CapError> {
         let mut env = delegate_env(&rt.env, command);
         let path = find_native(&env, name).ok_or(CapError::Code(ErrorCode::NotFound))?;
-        if let Some(p) = std::env::var_os("PATH").and_then(|p| p.into_string().ok()) {
-            env.push(("PATH".into(), p));
+        if let Some(p) = &crate::config::get().path {
+            env.push(("PATH".into(), p.clone()));
         }
         let (code, stdout) = run_native(&path, &env, config, rt.deadline)?;
         let text = String::from_utf8_lossy(&stdout).into_owned();

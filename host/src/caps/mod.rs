@@ -671,7 +671,7 @@ fn injected_fault() -> Fault {
         static SPEC: OnceLock<Option<Spec>> = OnceLock::new();
         static CALLS: AtomicU64 = AtomicU64::new(0);
         let spec = SPEC.get_or_init(|| {
-            let v = std::env::var("WASMCNI_FAULT").ok()?;
+            let v = crate::config::get().fault.clone()?;
             if let Some(k) = v.strip_prefix("kill:") {
                 return Some(Spec::Kill(k.parse().ok()?));
             }

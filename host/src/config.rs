@@ -1,0 +1,136 @@
+//! Every setting wasmcni takes from its environment, read here and only
+//! here (a `clippy.toml` rule keeps `std::env::var` out of the rest of the
+//! host), once per process, when first asked for ([`get`]).
+//!
+//! The CNI variables (`CNI_COMMAND`, `CNI_NETNS`, …) are not settings but
+//! the invocation's input: [`cni_environment`] hands them to the runner as
+//! they are.
+//!
+//! | variable | what | default |
+//! |---|---|---|
+//! | `WASMCNI_POLICY` | the policy file (set: it must exist) | `/etc/wasmcni/policy.json` if it exists |
+//! | `WASMCNI_POLICY_DIR` | the policy directory, one `NAME.json` per plugin (set: it must exist) | `/etc/wasmcni/policy.d` if it exists |
+//! | `WASMCNI_AUDIT` | the audit log: a file, `stderr` or `off` | `/var/log/wasmcni/audit.jsonl` |
+//! | `WASMCNI_STATE_DIR` | the state root (attachment records, plugin state) | `/var/lib/wasmcni` |
+//! | `WASMCNI_RUN_DIR` | the run directory (locks) | `/run/wasmcni` |
+//! | `WASMCNI_CACHE_DIR` | the compiled-artifact cache | `.wasmcni-cache` beside the executable |
+//! | `WASMCNI_PLUGIN_DIR` | the third-party plugins (`NAME.wasm`) | `/opt/wasmcni/plugins` |
+//! | `WASMCNI_DEADLINE_MS` | every plugin's wall-clock deadline, over its policy entry's | the entry's, else 10 s |
+//! | `WASMCNI_MEMORY_MB` | every plugin's memory cap, over its policy entry's | the entry's, else 64 MiB |
+//! | `WASMCNI_LOG` | the log filter (env_logger syntax) | `warn` |
+//! | `WASMCNI_FAULT` | test builds only: a fault to inject (see `fault.rs`) | none |
+//! | `WASMCNI_UPDATE_DOCS` | unit tests only: rewrite docs/capabilities.md | unset |
+//! | `PATH` | handed to native delegates | — |
+//!
+//! An empty value counts as unset, except for `WASMCNI_POLICY` (an empty
+//! policy path is an error, as it always was) and `WASMCNI_AUDIT`.
+#![allow(clippy::disallowed_methods)]
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// The settings of this process ([`get`]).
+#[derive(Debug, Clone, Default)]
+pub struct Config {
+    /// `WASMCNI_POLICY`, as given (an empty path included).
+    pub policy: Option<PathBuf>,
+    /// `WASMCNI_POLICY_DIR`, if not empty.
+    pub policy_dir: Option<PathBuf>,
+    /// `WASMCNI_AUDIT`, as given.
+    pub audit: Option<PathBuf>,
+    /// `WASMCNI_STATE_DIR`, if not empty.
+    pub state_dir: Option<PathBuf>,
+    /// `WASMCNI_RUN_DIR`, as given.
+    pub run_dir: Option<PathBuf>,
+    /// `WASMCNI_CACHE_DIR`, if not empty.
+    pub cache_dir: Option<PathBuf>,
+    /// `WASMCNI_PLUGIN_DIR`, if not empty.
+    pub plugin_dir: Option<PathBuf>,
+    /// `WASMCNI_DEADLINE_MS`, unparsed (`Limits::resolve` says what is
+    /// wrong with it, as a CNI error of the invocation).
+    pub deadline_ms: Option<String>,
+    /// `WASMCNI_MEMORY_MB`, unparsed.
+    pub memory_mb: Option<String>,
+    /// `WASMCNI_LOG`.
+    pub log: Option<String>,
+    /// `WASMCNI_FAULT` (acted on by test builds only).
+    pub fault: Option<String>,
+    /// `WASMCNI_UPDATE_DOCS` is set.
+    pub update_docs: bool,
+    /// `PATH`, if it is Unicode.
+    pub path: Option<String>,
+}
+
+impl Config {
+    /// The settings `var` answers (the process environment, or a test's).
+    pub fn from_vars(var: impl Fn(&str) -> Option<OsString>) -> Config {
+        let path = |k: &str| var(k).map(PathBuf::from);
+        let non_empty = |k: &str| var(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let text = |k: &str| var(k).map(|v| v.to_string_lossy().into_owned());
+        Config {
+            policy: path("WASMCNI_POLICY"),
+            policy_dir: non_empty("WASMCNI_POLICY_DIR"),
+            audit: path("WASMCNI_AUDIT"),
+            state_dir: non_empty("WASMCNI_STATE_DIR"),
+            run_dir: path("WASMCNI_RUN_DIR"),
+            cache_dir: non_empty("WASMCNI_CACHE_DIR"),
+            plugin_dir: non_empty("WASMCNI_PLUGIN_DIR"),
+            deadline_ms: text("WASMCNI_DEADLINE_MS"),
+            memory_mb: text("WASMCNI_MEMORY_MB"),
+            log: text("WASMCNI_LOG"),
+            fault: text("WASMCNI_FAULT"),
+            update_docs: var("WASMCNI_UPDATE_DOCS").is_some(),
+            path: var("PATH").and_then(|p| p.into_string().ok()),
+        }
+    }
+
+    /// The settings of the process environment.
+    pub fn from_env() -> Config {
+        Config::from_vars(|k| std::env::var_os(k))
+    }
+
+    /// The variables a child wasmcni (`wasmcni try`'s) inherits as they
+    /// are: the log filter and the limits.
+    pub fn passed_to_children(&self) -> Vec<(&'static str, &str)> {
+        [
+            ("WASMCNI_LOG", &self.log),
+            ("WASMCNI_DEADLINE_MS", &self.deadline_ms),
+            ("WASMCNI_MEMORY_MB", &self.memory_mb),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.as_deref().map(|v| (k, v)))
+        .collect()
+    }
+}
+
+/// The settings of this process, read from its environment the first time
+/// they are asked for.
+pub fn get() -> &'static Config {
+    static CONFIG: OnceLock<Config> = OnceLock::new();
+    CONFIG.get_or_init(Config::from_env)
+}
+
+/// The invocation's environment as the runtime gave it (`CNI_*` and the
+/// rest), for the runner to read the CNI variables from.
+pub fn cni_environment() -> std::env::VarsOs {
+    std::env::vars_os()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_values_count_as_unset_where_they_always_did() {
+        let c = Config::from_vars(|k| match k {
+            "WASMCNI_POLICY" | "WASMCNI_POLICY_DIR" | "WASMCNI_STATE_DIR" => Some(OsString::new()),
+            "WASMCNI_DEADLINE_MS" => Some("250".into()),
+            _ => None,
+        });
+        assert_eq!(c.policy, Some(PathBuf::new()));
+        assert_eq!(c.policy_dir, None);
+        assert_eq!(c.state_dir, None);
+        assert_eq!(c.passed_to_children(), [("WASMCNI_DEADLINE_MS", "250")]);
+    }
+}
