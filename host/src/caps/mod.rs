@@ -658,44 +658,14 @@ enum Fault {
 /// GC make of an ADD cut off there (`tests/records.rs`). Release builds
 /// compile it out.
 fn injected_fault() -> Fault {
-    #[cfg(debug_assertions)]
-    {
-        use std::sync::atomic::{AtomicU64, Ordering};
-        use std::sync::OnceLock;
-        #[derive(Clone, Copy)]
-        enum Spec {
-            Trap(u64),
-            Error(u64),
-            Kill(u64),
-        }
-        static SPEC: OnceLock<Option<Spec>> = OnceLock::new();
-        static CALLS: AtomicU64 = AtomicU64::new(0);
-        let spec = SPEC.get_or_init(|| {
-            let v = crate::config::get().fault.clone()?;
-            if let Some(k) = v.strip_prefix("kill:") {
-                return Some(Spec::Kill(k.parse().ok()?));
-            }
-            let rest = v.strip_prefix("call:")?;
-            Some(match rest.strip_suffix(":error") {
-                Some(k) => Spec::Error(k.parse().ok()?),
-                None => Spec::Trap(rest.parse().ok()?),
-            })
-        });
-        let Some(spec) = *spec else {
-            return Fault::None;
-        };
-        let n = CALLS.fetch_add(1, Ordering::SeqCst) + 1;
-        match spec {
-            Spec::Kill(k) if k == n => Fault::KillAfter,
-            Spec::Error(k) if k == n => Fault::Fail(CapError::Kernel(libc::EIO)),
-            Spec::Trap(k) if k == n => Fault::Fail(CapError::Trap(wasmtime::Error::msg(format!(
-                "fault injected at host call {k} (WASMCNI_FAULT)"
-            )))),
-            _ => Fault::None,
-        }
+    match crate::fault::at_call() {
+        None => Fault::None,
+        Some(crate::fault::CallFault::KillAfter) => Fault::KillAfter,
+        Some(crate::fault::CallFault::Error) => Fault::Fail(CapError::Kernel(libc::EIO)),
+        Some(crate::fault::CallFault::Trap(k)) => Fault::Fail(CapError::Trap(
+            wasmtime::Error::msg(format!("fault injected at host call {k} (WASMCNI_FAULT)")),
+        )),
     }
-    #[cfg(not(debug_assertions))]
-    Fault::None
 }
 
 /// One `add_NAME` per capability interface: adds just that interface to a
