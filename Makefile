@@ -35,12 +35,12 @@ lint: setup
 	$(CARGO) clippy --target wasm32-wasip2 $(addprefix -p ,$(GUESTS)) -- -D warnings
 
 test: lint
-	tests/node-untouched.sh $(CARGO) test --no-fail-fast -p wasmcni -p wasmcni-kernel -p gojson -p guest-sdk $(addprefix -p ,$(notdir $(wildcard guests/*)))
+	tests/node-untouched.sh $(CARGO) test --no-fail-fast -p wasmcni -p wasmcni-runtime -p wasmcni-tools -p wasmcni-kernel -p gojson -p guest-sdk $(addprefix -p ,$(notdir $(wildcard guests/*)))
 
-# Regenerate docs/capabilities.md from host/src/caps/catalog.rs (a unit test
+# Regenerate docs/capabilities.md from host/runtime/src/caps/catalog.rs (a unit test
 # fails when it is stale).
 docs: setup
-	WASMCNI_UPDATE_DOCS=1 $(CARGO) test -p wasmcni --lib caps::catalog
+	WASMCNI_UPDATE_DOCS=1 $(CARGO) test -p wasmcni-runtime --lib caps::catalog
 
 # Regenerate host/hot-symbols.txt (link order of the hot path; needs root
 # and valgrind). Rerun after large changes to the run path, then `make bench`.

@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand};
 use crate::runner::{self, Target};
 
 /// The name under which the executable acts as itself rather than as a plugin.
-pub const SELF_NAME: &str = "wasmcni";
+pub use wasmcni_runtime::plugins::SELF_NAME;
 
 #[derive(Parser, Debug)]
 #[command(

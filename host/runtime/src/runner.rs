@@ -1107,7 +1107,7 @@ mod tests {
     /// every plugin importing it would be refused).
     #[test]
     fn every_interface_of_the_world_is_provided() {
-        let world = include_str!("../../wit/world.wit");
+        let world = include_str!("../../../wit/world.wit");
         let names: Vec<&str> = world
             .lines()
             .filter_map(|l| l.trim().strip_prefix("import "))

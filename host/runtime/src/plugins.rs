@@ -16,6 +16,10 @@ mod bundled {
 /// The default third-party plugin directory; `WASMCNI_PLUGIN_DIR` overrides it.
 pub const DEFAULT_PLUGIN_DIR: &str = "/opt/wasmcni/plugins";
 
+/// The executable's own name: `wasmcni` (invoked under any other name, it
+/// is that plugin).
+pub const SELF_NAME: &str = "wasmcni";
+
 /// The largest plugin component wasmcni reads.
 const MAX_PLUGIN_BYTES: u64 = 64 << 20;
 

@@ -22,27 +22,27 @@ use std::path::{Path, PathBuf};
 const TEMPLATE: &[(&str, &str)] = &[
     (
         "Cargo.toml",
-        include_str!("../../templates/plugin/Cargo.toml.in"),
+        include_str!("../../../templates/plugin/Cargo.toml.in"),
     ),
     (
         ".cargo/config.toml",
-        include_str!("../../templates/plugin/.cargo/config.toml.in"),
+        include_str!("../../../templates/plugin/.cargo/config.toml.in"),
     ),
     (
         "src/main.rs",
-        include_str!("../../templates/plugin/src/main.rs.in"),
+        include_str!("../../../templates/plugin/src/main.rs.in"),
     ),
     (
         "policy.json",
-        include_str!("../../templates/plugin/policy.json.in"),
+        include_str!("../../../templates/plugin/policy.json.in"),
     ),
     (
         "README.md",
-        include_str!("../../templates/plugin/README.md.in"),
+        include_str!("../../../templates/plugin/README.md.in"),
     ),
     (
         ".gitignore",
-        include_str!("../../templates/plugin/gitignore.in"),
+        include_str!("../../../templates/plugin/gitignore.in"),
     ),
 ];
 
@@ -106,7 +106,7 @@ pub struct Scaffold {
 }
 
 /// Checks that `name` can be both a plugin name
-/// ([`valid_name`](crate::plugins::valid_name), the name runtimes call it
+/// ([`valid_name`](wasmcni_runtime::plugins::valid_name), the name runtimes call it
 /// by) and a Cargo package name (whose binary is `NAME.wasm`), and is not
 /// a standard plugin's.
 pub fn check_name(name: &str) -> Result<(), ScaffoldError> {
@@ -116,7 +116,7 @@ pub fn check_name(name: &str) -> Result<(), ScaffoldError> {
             why: why.to_owned(),
         })
     };
-    if !crate::plugins::valid_name(name) {
+    if !wasmcni_runtime::plugins::valid_name(name) {
         return bad("a plugin name is 1 to 64 of [A-Za-z0-9_.-], not starting with `.`");
     }
     if !name
@@ -131,7 +131,7 @@ pub fn check_name(name: &str) -> Result<(), ScaffoldError> {
     if RESERVED.contains(&name) || KEYWORDS.contains(&name) {
         return bad("Cargo or wasmcni reserves it");
     }
-    if crate::plugins::bundled().any(|p| p.name() == name) {
+    if wasmcni_runtime::plugins::bundled().any(|p| p.name() == name) {
         return bad("a standard plugin has it");
     }
     Ok(())
@@ -140,7 +140,7 @@ pub fn check_name(name: &str) -> Result<(), ScaffoldError> {
 /// The guest-sdk of the checkout this binary was built from, if it is
 /// still there.
 pub fn default_sdk() -> Option<PathBuf> {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../guest-sdk");
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guest-sdk");
     is_sdk(&d).then_some(d)
 }
 
@@ -201,8 +201,7 @@ pub fn new(name: &str, dir: Option<&Path>, sdk: Option<&Path>) -> Result<Scaffol
                 "where is guest-sdk? this wasmcni was built from {}, which has no guest-sdk/ \
                  now; pass --sdk PATH (the guest-sdk/ directory of a wasmcni checkout)",
                 Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .parent()
-                    .unwrap_or(Path::new("/"))
+                    .join("../..")
                     .display()
             ))
         })?,
@@ -322,7 +321,8 @@ mod tests {
         assert!(main.contains("#[cfg(test)]"), "it has tests");
         // The starter entry is a valid policy that names the plugin and
         // grants it only the container namespace.
-        let policy = crate::policy::Policy::parse(&files[3].1, "policy.json").expect("policy");
+        let policy =
+            wasmcni_runtime::policy::Policy::parse(&files[3].1, "policy.json").expect("policy");
         assert_eq!(policy.names(), ["my-plugin"]);
         let entry = policy.entry("my-plugin");
         assert!(entry.container.read && entry.container.modify);

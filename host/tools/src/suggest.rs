@@ -40,9 +40,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use serde_json::Value;
 
-use crate::audit::Logged;
-use crate::netns::Kind;
-use crate::policy::{Entry, LinkKind, NsGrant, Pattern};
+use wasmcni_runtime::audit::Logged;
+use wasmcni_runtime::netns::Kind;
+use wasmcni_runtime::policy::{Entry, LinkKind, NsGrant, Pattern};
 
 /// One grant a call needed, as a policy field path and value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -462,7 +462,7 @@ fn needs_noted(r: &Logged) -> (Vec<Need>, Vec<String>) {
         match r.call.as_str() {
             "delegate.run" => {
                 let t = s("plugin-type");
-                if crate::plugins::valid_name(t) {
+                if wasmcni_runtime::plugins::valid_name(t) {
                     out.push(Need::Delegate(t.to_owned()));
                 } else if !t.is_empty() {
                     push(
@@ -479,7 +479,7 @@ fn needs_noted(r: &Logged) -> (Vec<Need>, Vec<String>) {
                 let dir = a
                     .get("data-dir")
                     .and_then(Value::as_str)
-                    .unwrap_or(crate::ipam::DEFAULT_DATA_DIR);
+                    .unwrap_or(wasmcni_runtime::ipam::DEFAULT_DATA_DIR);
                 match bad_ipam_root(dir) {
                     None => out.push(Need::IpamRoot(PathBuf::from(dir))),
                     Some(why) => push(
@@ -921,11 +921,11 @@ pub fn entry_json(entry: &Entry) -> Value {
 }
 
 /// Where `policy suggest` reads records by default: `$WASMCNI_AUDIT` when
-/// it names a file, else [`crate::audit::DEFAULT_AUDIT_FILE`].
+/// it names a file, else [`wasmcni_runtime::audit::DEFAULT_AUDIT_FILE`].
 fn default_log() -> PathBuf {
-    match crate::audit::Sink::from_env() {
-        crate::audit::Sink::File(p) => p,
-        _ => PathBuf::from(crate::audit::DEFAULT_AUDIT_FILE),
+    match wasmcni_runtime::audit::Sink::from_env() {
+        wasmcni_runtime::audit::Sink::File(p) => p,
+        _ => PathBuf::from(wasmcni_runtime::audit::DEFAULT_AUDIT_FILE),
     }
 }
 
@@ -977,7 +977,7 @@ pub fn run(plugin: &str, audit: Option<&Path>, from_try: Option<&Path>) -> anyho
         .unwrap_or_else(default_log);
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("reading audit records from {}", path.display()))?;
-    let (records, skipped) = crate::audit::read_log(&text);
+    let (records, skipped) = wasmcni_runtime::audit::read_log(&text);
     if skipped > 0 {
         eprintln!(
             "wasmcni: skipped {skipped} lines of {} that are not audit records",
@@ -1027,8 +1027,8 @@ pub fn calls_by_name(records: &[Logged]) -> BTreeMap<String, usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::Policy;
     use serde_json::json;
+    use wasmcni_runtime::policy::Policy;
 
     const SHA: &str = "ab";
 
@@ -1341,7 +1341,7 @@ mod tests {
         assert_eq!(
             e.ipam_roots,
             vec![
-                PathBuf::from(crate::ipam::DEFAULT_DATA_DIR),
+                PathBuf::from(wasmcni_runtime::ipam::DEFAULT_DATA_DIR),
                 PathBuf::from("/var/lib/mine")
             ]
         );

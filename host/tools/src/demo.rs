@@ -18,9 +18,9 @@ use anyhow::{bail, Context};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sched::{setns, unshare, CloneFlags};
 
-use crate::conflist::Conflist;
-use crate::netlink::{address_of, Netlink};
-use crate::netns::NetNs;
+use wasmcni_runtime::conflist::Conflist;
+use wasmcni_runtime::netlink::{address_of, Netlink};
+use wasmcni_runtime::netns::NetNs;
 
 const CONFIG: &str = r#"{
   "cniVersion": "1.0.0",
@@ -126,7 +126,7 @@ fn steps(base: &Path) -> anyhow::Result<()> {
     out(format!("network config:\n{CONFIG}\n"));
 
     let audit = base.join("audit.jsonl");
-    let grant = crate::policy::Policy::embedded().entry("loopback");
+    let grant = wasmcni_runtime::policy::Policy::embedded().entry("loopback");
     out(format!(
         "policy (embedded default) for loopback: container: {}; host: {}\n",
         grant.container,

@@ -554,7 +554,7 @@ pub fn entry(call: &str) -> Option<&'static Entry> {
 /// `docs/capabilities.md`.
 pub fn markdown() -> String {
     let mut s = String::from(
-        "<!-- Generated from host/src/caps/catalog.rs by `make docs`; CI fails when it is stale. -->\n\
+        "<!-- Generated from host/runtime/src/caps/catalog.rs by `make docs`; CI fails when it is stale. -->\n\
          # wasmcni capability reference\n\n\
          Every host function a plugin can import (WIT package `wasmcni:plugin`, in `wit/`), \
          what it can do, which policy field grants it, and what the journal does when ADD fails.\n\n\
@@ -619,9 +619,9 @@ mod tests {
 
     fn root() -> PathBuf {
         PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .parent()
+            .join("../..")
+            .canonicalize()
             .expect("workspace root")
-            .to_owned()
     }
 
     /// Every function of every interface the plugin world imports, read

@@ -60,7 +60,7 @@ pub use state::StateUndo;
 pub mod bindings {
 
     wasmtime::component::bindgen!({
-        path: "../wit",
+        path: "../../wit",
         world: "wasmcni:plugin/plugin",
         imports: { default: trappable },
         trappable_error_type: {

@@ -33,12 +33,12 @@ use nix::mount::{mount, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 use serde_json::{json, Map, Value};
 
-use crate::audit::Logged;
-use crate::netlink::{AddrFlags, AddrSpec, LinkOpts, Netlink};
-use crate::netns::NetNs;
-use crate::plugins::{self, Origin, Plugin};
-use crate::policy::{ConfigKey, Entry, LinkKind, NsGrant, Pattern, Policy};
 use crate::suggest::{self, NodeLink};
+use wasmcni_runtime::audit::Logged;
+use wasmcni_runtime::netlink::{AddrFlags, AddrSpec, LinkOpts, Netlink};
+use wasmcni_runtime::netns::NetNs;
+use wasmcni_runtime::plugins::{self, Origin, Plugin};
+use wasmcni_runtime::policy::{ConfigKey, Entry, LinkKind, NsGrant, Pattern, Policy};
 
 /// The sandbox's working directory, on the tmpfs that covers `/run`
 /// inside it.
@@ -219,7 +219,7 @@ fn learning_entry(ipam_roots: &[PathBuf]) -> Entry {
         routes: true,
         announce: true,
         traffic_control: true,
-        firewall: crate::policy::FirewallGrant {
+        firewall: wasmcni_runtime::policy::FirewallGrant {
             port_mappings: true,
             masquerade: true,
             forward: true,
@@ -309,7 +309,7 @@ fn container_id(salt: &str) -> String {
 /// trusted as the runner requires (owned by root or us, not writable by
 /// group or others), so the sandbox need not compile them again.
 fn seed_artifacts(names: &[(String, String)]) -> Vec<(String, Vec<u8>)> {
-    let Some(cache) = crate::engine::ArtifactCache::default_location() else {
+    let Some(cache) = wasmcni_runtime::engine::ArtifactCache::default_location() else {
         return Vec::new();
     };
     let euid = nix::unistd::geteuid().as_raw();
@@ -615,7 +615,7 @@ impl Runner {
             .env("WASMCNI_STATE_DIR", base.join("state"))
             .env("WASMCNI_RUN_DIR", base.join("run"))
             .env("WASMCNI_PLUGIN_DIR", base.join("plugins"));
-        for (k, v) in crate::config::get().passed_to_children() {
+        for (k, v) in wasmcni_runtime::config::get().passed_to_children() {
             cmd.env(k, v);
         }
         let start = Instant::now();
@@ -637,7 +637,7 @@ impl Runner {
             .get(usize::try_from(self.read).unwrap_or(usize::MAX)..)
             .unwrap_or_default();
         self.read = text.len() as u64;
-        let (mut records, _) = crate::audit::read_log(&String::from_utf8_lossy(new));
+        let (mut records, _) = wasmcni_runtime::audit::read_log(&String::from_utf8_lossy(new));
         for r in &mut records {
             annotate(r, &self.node_links);
         }
@@ -942,7 +942,7 @@ impl Inputs {
             .iter()
             .map(|s| parse_host_link(s))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        let mut ipam_dirs = vec![PathBuf::from(crate::ipam::DEFAULT_DATA_DIR)];
+        let mut ipam_dirs = vec![PathBuf::from(wasmcni_runtime::ipam::DEFAULT_DATA_DIR)];
         for c in before.iter().chain([&config]) {
             data_dirs(&Value::Object(c.clone()), &mut ipam_dirs);
         }
@@ -1058,7 +1058,7 @@ fn set_up(inp: &Inputs, ifname: &str) -> anyhow::Result<Runner> {
         if plugins::bundled().any(|p| p.name() == name) {
             // A file named like a standard plugin: by path, as `wasmcni run`.
             (
-                PathBuf::from(crate::cli::SELF_NAME),
+                PathBuf::from(wasmcni_runtime::plugins::SELF_NAME),
                 vec!["run".into(), file.display().to_string()],
             )
         } else {
