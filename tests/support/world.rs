@@ -292,7 +292,7 @@ pub fn wide() -> Value {
 
 /// The embedded default-policy entry of `plugin` (host/runtime/src/default-policy.json).
 pub fn default_entry(plugin: &str) -> Value {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/default-policy.json");
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("runtime/src/default-policy.json");
     let v: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
     let e = v["plugins"][plugin].clone();
     assert!(e.is_object(), "no default-policy entry for {plugin}");
