@@ -587,6 +587,11 @@ impl<'a> Invoke<'a> {
 
     /// Runs it.
     pub fn run(self) -> Run {
+        self.spawn().wait()
+    }
+
+    /// Starts it, its stdin written and closed, and returns at once.
+    pub fn spawn(self) -> Running {
         let mut cmd = match &self.netns {
             Some(ns) => {
                 assert!(self.argv0.is_none(), "in_netns cannot set argv[0]");
@@ -609,12 +614,97 @@ impl<'a> Invoke<'a> {
             .spawn()
             .unwrap_or_else(|e| panic!("spawning {:?}: {e}", self.exe));
         child.stdin.take().unwrap().write_all(self.stdin).unwrap();
-        let out = child.wait_with_output().unwrap();
+        Running { child: Some(child) }
+    }
+}
+
+/// An invocation running in the background ([`Invoke::spawn`]); killed
+/// (SIGKILL, stopped or not) if dropped before [`Running::wait`], so that
+/// a failed test leaves no process behind.
+pub struct Running {
+    child: Option<std::process::Child>,
+}
+
+impl Running {
+    fn child(&mut self) -> &mut std::process::Child {
+        self.child.as_mut().expect("not waited for")
+    }
+
+    /// Its process ID (wasmcni's: `ip netns exec` execs it in place).
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("not waited for").id()
+    }
+
+    /// Whether it has exited.
+    pub fn exited(&mut self) -> bool {
+        self.child().try_wait().expect("try_wait").is_some()
+    }
+
+    /// Whether it is stopped (state `T` in /proc/PID/stat: a SIGSTOP, as
+    /// `WASMCNI_FAULT=pause:STEP` sends itself).
+    pub fn stopped(&self) -> bool {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
+        // The state follows the command name, which is in parentheses.
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            == Some("T")
+    }
+
+    /// Whether it waits for an `flock` (a `->` line of /proc/locks, which
+    /// lists a blocked request under the waiting process's ID).
+    pub fn waits_for_flock(&self) -> bool {
+        let pid = self.pid().to_string();
+        std::fs::read_to_string("/proc/locks")
+            .expect("/proc/locks")
+            .lines()
+            .any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.get(1) == Some(&"->") && f.get(2) == Some(&"FLOCK") && f.get(5) == Some(&&*pid)
+            })
+    }
+
+    /// Sends it SIGCONT.
+    pub fn resume(&self) {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.pid() as i32),
+            nix::sys::signal::Signal::SIGCONT,
+        )
+        .expect("SIGCONT");
+    }
+
+    /// Waits for it to end.
+    pub fn wait(mut self) -> Run {
+        let out = self
+            .child
+            .take()
+            .expect("not waited for")
+            .wait_with_output()
+            .unwrap();
         Run {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Polls `done` (every 20 ms) until it holds; fails the test, naming
+/// `what`, after `timeout`.
+pub fn wait_until(what: &str, timeout: std::time::Duration, mut done: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(start.elapsed() < timeout, "{what}: not within {timeout:?}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 

@@ -182,18 +182,33 @@ impl World {
         entries: &Value,
     ) -> Run {
         let stdin = conf.to_string().into_bytes();
+        self.bundled(ctr, plugin, command, &stdin, cid, entries)
+            .run()
+    }
+
+    /// The invocation [`World::run_bundled_with`] runs (its config as
+    /// `stdin`), to give more environment or to start in the background
+    /// ([`Invoke::spawn`]).
+    pub fn bundled<'a>(
+        &self,
+        ctr: &Netns,
+        plugin: &str,
+        command: &str,
+        stdin: &'a [u8],
+        cid: &str,
+        entries: &Value,
+    ) -> Invoke<'a> {
         let mut policy = json!({"plugins": {"host-local": {"ipam-roots": [self.ipam_dir()]}}});
         for (k, v) in entries.as_object().into_iter().flatten() {
             policy["plugins"][k] = v.clone();
         }
-        Invoke::wasmcni_run(plugin, &stdin)
+        Invoke::wasmcni_run(plugin, stdin)
             .cni(command, &ctr.path, "eth0")
             .env("CNI_CONTAINERID", cid)
             .env("WASMCNI_POLICY", self.policy(&policy).display().to_string())
             .env("WASMCNI_AUDIT", self.audit_path().display().to_string())
             .env("WASMCNI_STATE_DIR", self.state_dir().display().to_string())
             .in_netns(&self.node)
-            .run()
     }
 
     /// Writes `policy` (0600) and returns its path.
