@@ -606,6 +606,19 @@ fn cases() -> Vec<Case> {
             without(&["container"], "routes"),
             json!([{"call": "rule.add", "ns": "container", "source": "10.9.0.2/32", "table": 100}]),
         ),
+        // The table lock: where rules may be added or VRFs created, so
+        // never in the host namespace without `create: ["vrf"]` ...
+        Case::new(
+            "route.lock-tables",
+            w(),
+            host("route.lock-tables", json!({})),
+        ),
+        // ... nor in the container's without `routes` (nor "vrf").
+        Case::new(
+            "route.lock-tables",
+            without(&["container"], "routes"),
+            json!([{"call": "route.lock-tables", "ns": "container"}]),
+        ),
         // Plugin state: only with `attachment-state`.
         Case::new(
             "attachment-state.get",

@@ -1,6 +1,8 @@
 //! The meta plugins beyond their differential cases (tests/cases/): sbr's
 //! upstream options (`table`, `gateways`, `addSourceHints`, newer than
-//! Debian's reference) and its undo; the `tuning` plugin and the
+//! Debian's reference) and its undo; the tables sbr and vrf choose when
+//! two ADDs in one container run at once (`WASMCNI_FAULT=pause:CALL`
+//! stops one in the window); the `tuning` plugin and the
 //! `attachment-state` capability it keeps its backup in: values
 //! applied and restored on DEL (which the differential cannot see: there
 //! the veth goes with the bridge's DEL), upstream's `txQLen` and CHECK of
@@ -600,4 +602,148 @@ fn sbr_upstream_options_table_gateways_and_source_hints() {
     run(&world, "sbr", "ADD", &conf, "c1")
         .assert_cni_error(999, "gateways list contains multiple IPv4 addresses");
     support::assert_same(&before, &world.snapshot(), "refused gateways");
+}
+
+/// The table a rule sends traffic from `source` to (`ip rule` lines).
+fn table_of(rules: &[String], source: &str) -> Option<u32> {
+    let from = format!("from {source} lookup ");
+    rules
+        .iter()
+        .find_map(|l| l.split_once(&from))
+        .and_then(|(_, t)| t.split_whitespace().next())
+        .and_then(|t| t.parse().ok())
+}
+
+#[test]
+fn sbr_adds_of_two_interfaces_at_once_choose_different_tables() {
+    // Two ADDs in one container namespace at once, one per interface (a
+    // pod's two networks, as Multus adds them): each chooses the first
+    // table from 100 no rule or route uses. The first stops right after
+    // it chose (`WASMCNI_FAULT=pause:route.add-rule`); the second runs
+    // into that window. Without the namespace's table lock both chose
+    // table 100, and the first's default route met the second's there.
+    support::require_root();
+    let world = World::new("sbrrace");
+    let run_dir = world.dir.path().join("run");
+    let mut confs = Vec::new();
+    for (i, eth) in ["eth0", "eth1"].into_iter().enumerate() {
+        let peer = format!("{eth}p");
+        let address = format!("10.9{i}.0.2/24");
+        world
+            .ctr
+            .ip(&["link", "add", eth, "type", "veth", "peer", "name", &peer]);
+        world.ctr.ip(&["link", "set", &peer, "up"]);
+        world.ctr.ip(&["link", "set", eth, "up"]);
+        world.ctr.ip(&["addr", "add", &address, "dev", eth]);
+        let conf = json!({"cniVersion": "1.0.0", "name": "sbrnet", "type": "sbr",
+            "prevResult": {"cniVersion": "1.0.0",
+                "interfaces": [{"name": eth, "sandbox": world.ctr.path.display().to_string()}],
+                "ips": [{"address": address, "gateway": format!("10.9{i}.0.1"), "interface": 0}]}});
+        confs.push(conf.to_string().into_bytes());
+    }
+    let add = |i: usize, fault: Option<&str>| {
+        let mut inv = world
+            .bundled(&world.ctr, "sbr", "ADD", &confs[i], "c1", &json!({}))
+            .env("CNI_IFNAME", format!("eth{i}"))
+            .env("WASMCNI_RUN_DIR", run_dir.display().to_string());
+        if let Some(f) = fault {
+            inv = inv.env("WASMCNI_FAULT", f);
+        }
+        inv.spawn()
+    };
+    // Generous: a cold artifact cache compiles the plugin first.
+    let timeout = std::time::Duration::from_secs(300);
+    let mut first = add(0, Some("pause:route.add-rule"));
+    support::wait_until("the eth0 ADD stops before its first rule", timeout, || {
+        assert!(!first.exited(), "the eth0 ADD ended before it stopped");
+        first.stopped()
+    });
+    let mut second = add(1, None);
+    support::wait_until(
+        "the eth1 ADD ends or waits for the table lock",
+        timeout,
+        || second.exited() || second.waits_for_flock(),
+    );
+    first.resume();
+    let (first, second) = (first.wait(), second.wait());
+    assert_eq!(first.code, 0, "eth0: {first:?}");
+    assert_eq!(second.code, 0, "eth1: {second:?}");
+    let r = rules(&world);
+    let (t0, t1) = (table_of(&r, "10.90.0.2"), table_of(&r, "10.91.0.2"));
+    assert!(t0.is_some() && t1.is_some() && t0 != t1, "{r:?}");
+    for (i, t) in [t0, t1].into_iter().flatten().enumerate() {
+        let routes = world.ctr.ip(&["route", "show", "table", &t.to_string()]);
+        assert!(
+            routes.contains(&format!("default via 10.9{i}.0.1 dev eth{i}")),
+            "table {t}: {routes}"
+        );
+    }
+}
+
+#[test]
+fn vrf_adds_of_two_interfaces_at_once_bind_different_tables() {
+    // As sbr's above, for `vrf` without `table`: each ADD binds its new
+    // VRF to the first table no VRF of the namespace uses. The first
+    // stops right after it chose (`pause:link.create-vrf`). In the VM:
+    // this kernel has no VRF.
+    if !support::vm::kernel_has("vrf") {
+        return support::vm::rerun_this_test(
+            "vrf_adds_of_two_interfaces_at_once_bind_different_tables",
+        );
+    }
+    support::require_root();
+    let world = World::new("vrfrace");
+    let run_dir = world.dir.path().join("run");
+    let mut confs = Vec::new();
+    for (eth, vrf) in [("eth0", "blue"), ("eth1", "red")] {
+        let peer = format!("{eth}p");
+        world
+            .ctr
+            .ip(&["link", "add", eth, "type", "veth", "peer", "name", &peer]);
+        world.ctr.ip(&["link", "set", eth, "up"]);
+        let conf = json!({"cniVersion": "1.0.0", "name": "vrfnet", "type": "vrf", "vrfname": vrf,
+            "prevResult": {"cniVersion": "1.0.0", "interfaces": [{"name": eth}], "ips": []}});
+        confs.push(conf.to_string().into_bytes());
+    }
+    let add = |i: usize, fault: Option<&str>| {
+        let mut inv = world
+            .bundled(&world.ctr, "vrf", "ADD", &confs[i], "c1", &json!({}))
+            .env("CNI_IFNAME", format!("eth{i}"))
+            .env("WASMCNI_RUN_DIR", run_dir.display().to_string());
+        if let Some(f) = fault {
+            inv = inv.env("WASMCNI_FAULT", f);
+        }
+        inv.spawn()
+    };
+    let timeout = std::time::Duration::from_secs(300);
+    let mut first = add(0, Some("pause:link.create-vrf"));
+    support::wait_until("the eth0 ADD stops before its VRF", timeout, || {
+        assert!(!first.exited(), "the eth0 ADD ended before it stopped");
+        first.stopped()
+    });
+    let mut second = add(1, None);
+    support::wait_until(
+        "the eth1 ADD ends or waits for the table lock",
+        timeout,
+        || second.exited() || second.waits_for_flock(),
+    );
+    first.resume();
+    let (first, second) = (first.wait(), second.wait());
+    assert_eq!(first.code, 0, "eth0: {first:?}");
+    assert_eq!(second.code, 0, "eth1: {second:?}");
+    let vrfs: Value =
+        serde_json::from_str(&world.ctr.ip(&["-j", "-d", "link", "show", "type", "vrf"]))
+            .expect("json");
+    let table = |name: &str| {
+        vrfs.as_array()
+            .into_iter()
+            .flatten()
+            .find(|l| l["ifname"] == name)
+            .map(|l| l["linkinfo"]["info_data"]["table"].clone())
+    };
+    let (blue, red) = (table("blue"), table("red"));
+    assert!(
+        blue.is_some() && red.is_some() && blue != red,
+        "tables: blue {blue:?}, red {red:?}"
+    );
 }

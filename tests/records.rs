@@ -620,8 +620,8 @@ fn a_first_add_after_a_reboot_waits_for_a_concurrent_reconcile_and_keeps_what_it
     let mut a = spawn_add(&world, &world.ctr, "ctr-a", &conf5, &[]);
     let a_ended_first = a.wait_ended_or_blocked();
     b.resume();
-    let rb = b.finish();
-    let ra = a.finish();
+    let rb = b.wait();
+    let ra = a.wait();
     assert_eq!(rb.code, 0, "ADD ctr-b: {rb:?}");
     assert_eq!(ra.code, 0, "ADD ctr-a: {ra:?}");
     // The new ctr-a is whole.
@@ -649,7 +649,7 @@ fn spawn_add(
     cid: &str,
     conf: &Value,
     env: &[(&str, &str)],
-) -> support::Spawned {
+) -> support::Running {
     let mut c = conf.clone();
     c["exit"] = json!(0);
     let stdin = c.to_string().replace(

@@ -697,7 +697,7 @@ fn a_failed_add_keeps_the_l3mdev_rules_another_attachments_vrf_needs() {
             assert_eq!(b.code, 0, "{b:?}");
             assert_ok(&b, 0);
             a.resume();
-            let a = a.finish();
+            let a = a.wait();
             assert_eq!(a.code, 1, "{a:?}");
             let links = world.ctr.ip(&["-o", "link", "show"]);
             assert!(!links.contains("red"), "a's VRF is undone: {links}");

@@ -557,6 +557,18 @@ impl Netns {
         route::list_rules(&self.inner, family).map_err(self.err("route.list-rules", "rules"))
     }
 
+    /// Takes the namespace's routing-table lock and holds it to the end of
+    /// the invocation: call it before listing the rules, routes or links
+    /// from which the plugin chooses a table (the first unused one), so
+    /// that a concurrent ADD in this namespace (another interface of the
+    /// container) does not choose the same. Needs the right to add rules
+    /// (`routes` in the container namespace) or to create VRFs here; a
+    /// second call does nothing, and so does a call in CHECK or GC. Fails
+    /// with `try-again` if another invocation holds it to the deadline.
+    pub fn lock_tables(&self) -> Result<(), HostError> {
+        route::lock_tables(&self.inner).map_err(self.err("route.lock-tables", "routing tables"))
+    }
+
     /// Adds a policy routing rule (`routes` in the container namespace).
     pub fn add_rule(&self, r: &Rule) -> Result<(), HostError> {
         route::add_rule(&self.inner, *r)

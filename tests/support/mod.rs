@@ -589,11 +589,11 @@ impl<'a> Invoke<'a> {
 
     /// Runs it.
     pub fn run(self) -> Run {
-        self.spawn().finish()
+        self.spawn().wait()
     }
 
-    /// Starts it, its stdin written and closed; [`Spawned::finish`] waits.
-    pub fn spawn(self) -> Spawned {
+    /// Starts it, its stdin written and closed, and returns at once.
+    pub fn spawn(self) -> Running {
         let mut cmd = match &self.netns {
             Some(ns) => {
                 assert!(self.argv0.is_none(), "in_netns cannot set argv[0]");
@@ -616,80 +616,127 @@ impl<'a> Invoke<'a> {
             .spawn()
             .unwrap_or_else(|e| panic!("spawning {:?}: {e}", self.exe));
         child.stdin.take().unwrap().write_all(self.stdin).unwrap();
-        Spawned(child)
+        Running { child: Some(child) }
     }
 }
 
-/// A started invocation ([`Invoke::spawn`]); in a namespace, `ip netns
-/// exec` execs it, so its pid is the plugin process's.
-pub struct Spawned(std::process::Child);
+/// An invocation running in the background ([`Invoke::spawn`]); killed
+/// (SIGKILL, stopped or not) if dropped before [`Running::wait`], so that
+/// a failed test leaves no process behind.
+pub struct Running {
+    child: Option<std::process::Child>,
+}
 
-impl Spawned {
+impl Running {
+    fn child(&mut self) -> &mut std::process::Child {
+        self.child.as_mut().expect("not waited for")
+    }
+
+    /// Its process ID (wasmcni's: `ip netns exec` execs it in place).
     pub fn pid(&self) -> u32 {
-        self.0.id()
+        self.child.as_ref().expect("not waited for").id()
+    }
+
+    /// Whether it has exited.
+    pub fn exited(&mut self) -> bool {
+        self.child().try_wait().expect("try_wait").is_some()
+    }
+
+    /// Whether it is stopped (state `T` in /proc/PID/stat: a SIGSTOP, as
+    /// `WASMCNI_FAULT=pause:STEP` sends itself).
+    pub fn stopped(&self) -> bool {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
+        // The state follows the command name, which is in parentheses.
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            == Some("T")
+    }
+
+    /// Whether it waits for an `flock` (a `->` line of /proc/locks, which
+    /// lists a blocked request under the waiting process's ID).
+    pub fn waits_for_flock(&self) -> bool {
+        let pid = self.pid().to_string();
+        std::fs::read_to_string("/proc/locks")
+            .expect("/proc/locks")
+            .lines()
+            .any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.get(1) == Some(&"->") && f.get(2) == Some(&"FLOCK") && f.get(5) == Some(&&*pid)
+            })
+    }
+
+    /// Sends it SIGCONT.
+    pub fn resume(&self) {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.pid() as i32),
+            nix::sys::signal::Signal::SIGCONT,
+        )
+        .expect("SIGCONT");
     }
 
     /// Waits for it to end.
-    pub fn finish(self) -> Run {
-        let out = self.0.wait_with_output().unwrap();
+    pub fn wait(mut self) -> Run {
+        let out = self
+            .child
+            .take()
+            .expect("not waited for")
+            .wait_with_output()
+            .unwrap();
         Run {
             code: out.status.code().unwrap_or(-1),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }
     }
+}
 
-    /// Waits (at most 60 s, else panics) until it stopped itself
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Running {
+    /// Waits (at most 60 s, else fails) until it stopped itself
     /// (`WASMCNI_FAULT=pause:<step>`: SIGSTOP at that step).
     pub fn wait_paused(&mut self) {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        loop {
-            if let Ok(Some(status)) = self.0.try_wait() {
-                panic!("it ended ({status}) instead of pausing");
-            }
-            let stat =
-                std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).unwrap_or_default();
-            // The state follows the command name's closing parenthesis.
-            let state = stat.rsplit_once(") ").and_then(|(_, r)| r.chars().next());
-            if state == Some('T') {
-                return;
-            }
-            assert!(std::time::Instant::now() < deadline, "it never paused");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        wait_until(
+            "the paused invocation to stop",
+            std::time::Duration::from_secs(60),
+            || {
+                assert!(!self.exited(), "it ended instead of pausing");
+                self.stopped()
+            },
+        );
     }
 
-    /// Waits (at most 60 s, else panics) until it either ended or waits
-    /// for a `flock` someone holds (a `->` line of /proc/locks names its
-    /// pid). Answers whether it ended.
+    /// Waits (at most 60 s, else fails) until it either ended or waits for
+    /// a `flock` someone holds. Answers whether it ended.
     pub fn wait_ended_or_blocked(&mut self) -> bool {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        let pid = self.pid().to_string();
-        loop {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return true;
-            }
-            let locks = std::fs::read_to_string("/proc/locks").unwrap_or_default();
-            let blocked = locks.lines().any(|l| {
-                let mut f = l.split_whitespace();
-                f.nth(1) == Some("->") && l.split_whitespace().nth(5) == Some(pid.as_str())
-            });
-            if blocked {
-                return false;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "it neither ended nor waited for a lock"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        let mut ended = false;
+        wait_until(
+            "the invocation to end or wait for a lock",
+            std::time::Duration::from_secs(60),
+            || {
+                ended = self.exited();
+                ended || self.waits_for_flock()
+            },
+        );
+        ended
     }
+}
 
-    /// Continues it after a pause (SIGCONT).
-    pub fn resume(&self) {
-        // SAFETY: kill(2) on our own child's pid.
-        let r = unsafe { libc::kill(self.pid() as i32, libc::SIGCONT) };
-        assert_eq!(r, 0, "SIGCONT");
+/// Polls `done` (every 20 ms) until it holds; fails the test, naming
+/// `what`, after `timeout`.
+pub fn wait_until(what: &str, timeout: std::time::Duration, mut done: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !done() {
+        assert!(start.elapsed() < timeout, "{what}: not within {timeout:?}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
 

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-use super::{fixture, require_root, Invoke, Netns, Run, Spawned};
+use super::{fixture, require_root, Invoke, Netns, Run, Running};
 
 /// A node (acting as the host namespace) with its uplink, and a container.
 pub struct World {
@@ -182,18 +182,33 @@ impl World {
         entries: &Value,
     ) -> Run {
         let stdin = conf.to_string().into_bytes();
+        self.bundled(ctr, plugin, command, &stdin, cid, entries)
+            .run()
+    }
+
+    /// The invocation [`World::run_bundled_with`] runs (its config as
+    /// `stdin`), to give more environment or to start in the background
+    /// ([`Invoke::spawn`]).
+    pub fn bundled<'a>(
+        &self,
+        ctr: &Netns,
+        plugin: &str,
+        command: &str,
+        stdin: &'a [u8],
+        cid: &str,
+        entries: &Value,
+    ) -> Invoke<'a> {
         let mut policy = json!({"plugins": {"host-local": {"ipam-roots": [self.ipam_dir()]}}});
         for (k, v) in entries.as_object().into_iter().flatten() {
             policy["plugins"][k] = v.clone();
         }
-        Invoke::wasmcni_run(plugin, &stdin)
+        Invoke::wasmcni_run(plugin, stdin)
             .cni(command, &ctr.path, "eth0")
             .env("CNI_CONTAINERID", cid)
             .env("WASMCNI_POLICY", self.policy(&policy).display().to_string())
             .env("WASMCNI_AUDIT", self.audit_path().display().to_string())
             .env("WASMCNI_STATE_DIR", self.state_dir().display().to_string())
             .in_netns(&self.node)
-            .run()
     }
 
     /// Writes `policy` (0600) and returns its path.
@@ -224,17 +239,17 @@ impl World {
     /// looked up among the test fixtures (`scripted` can delegate to
     /// itself).
     pub fn run(&self, command: &str, policy: &Value, conf: &Value, extra: &[(&str, &str)]) -> Run {
-        self.spawn(command, policy, conf, extra).finish()
+        self.spawn(command, policy, conf, extra).wait()
     }
 
-    /// [`World::run`], started; the test waits ([`Spawned::finish`]).
+    /// [`World::run`], started; the test waits ([`Running::finish`]).
     pub fn spawn(
         &self,
         command: &str,
         policy: &Value,
         conf: &Value,
         extra: &[(&str, &str)],
-    ) -> Spawned {
+    ) -> Running {
         let stdin: &'static [u8] = Box::leak(
             self.substitute(conf)
                 .to_string()

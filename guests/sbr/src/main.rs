@@ -17,7 +17,9 @@
 //! `table`'s rules only, when given); the routes go with the interface.
 //!
 //! Unlike the reference, a failed ADD leaves no rule or moved route
-//! behind (wasmcni's journal), DEL succeeds when the namespace is gone
+//! behind (wasmcni's journal), two ADDs in one namespace at once (two
+//! interfaces of a container) do not choose the same table (it is chosen
+//! under the namespace's table lock), DEL succeeds when the namespace is gone
 //! and reads only `table` (on its own: unusable, the rules of every table
 //! go, as the reference 1.1.1's DEL always does), and CHECK verifies the rules are there (the reference's CHECK does
 //! nothing).
@@ -131,6 +133,11 @@ struct Sbr;
 
 impl Sbr {
     fn do_routes(ns: &Netns, ifname: &str, ips: &[IpConfig], conf: &Conf) -> Result<(), Error> {
+        // The tables are chosen from what is in use: another ADD in this
+        // namespace (another interface of the container) must not choose
+        // them too before this one's rules and routes are there.
+        ns.lock_tables()
+            .map_err(|e| host(e, "Failed to lock the routing tables"))?;
         let rules = ns
             .rules(None)
             .map_err(|e| host(e, "Failed to list all rules"))?;

@@ -13,8 +13,10 @@
 //! no error.
 //!
 //! Unlike the reference, a failed ADD leaves no VRF and no change to the
-//! interface (wasmcni's journal), and CHECK verifies the interface is in
-//! the VRF (the reference's CHECK ignores what it finds).
+//! interface (wasmcni's journal), two ADDs in one namespace at once do
+//! not bind their new VRFs to the same free table (it is chosen under the
+//! namespace's table lock), and CHECK verifies the interface is in the
+//! VRF (the reference's CHECK ignores what it finds).
 
 use std::time::Duration;
 
@@ -121,6 +123,10 @@ impl Plugin for Vrf {
             }
             None => {
                 let table = if c.table == 0 {
+                    // Chosen from the VRFs there are: another ADD in this
+                    // namespace must not choose it too before this VRF is
+                    // made.
+                    ns.lock_tables().map_err(failed)?;
                     free_table(&ns.links().map_err(failed)?)
                 } else {
                     c.table

@@ -8,11 +8,17 @@
 //!
 //! The lock is `flock` on `<run dir>/net/<network>.lock` (`$WASMCNI_RUN_DIR`,
 //! default `/run/wasmcni`, a tmpfs that starts empty at boot).
+//!
+//! Two more are per namespace (keyed by its nsfs inode): the settings
+//! lock ([`sysctl_lock`]), and the routing-table lock ([`tables_lock`])
+//! a plugin takes before it chooses a table.
 
 use std::fs::{DirBuilder, File, OpenOptions};
+use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::PathBuf;
+use std::time::Instant;
 
 /// The default run directory.
 pub const DEFAULT_RUN_DIR: &str = "/run/wasmcni";
@@ -49,26 +55,74 @@ pub fn l3mdev_lock(ino: u64) -> Option<NetworkLock> {
     lock_named(&format!(".l3mdev-{ino}"))
 }
 
-fn lock_named(network: &str) -> Option<NetworkLock> {
-    let dir = crate::config::get()
+/// The routing-table lock of the namespace with inode `ino` (the route
+/// interface's `lock-tables`), waiting at most until `deadline`: its
+/// file, which holds the lock until it is closed (the invocation keeps it
+/// to its end). Unlike the locks above, a lock that cannot be taken is
+/// the caller's error (`io::ErrorKind::TimedOut` at the deadline), with
+/// the file's path: going on unlocked would let two interfaces of one
+/// container route by one table.
+pub fn tables_lock(ino: u64, deadline: Instant) -> Result<File, (PathBuf, io::Error)> {
+    let path = lock_path(&format!(".tables-{ino}"));
+    lock_until(&path, deadline).map_err(|e| (path, e))
+}
+
+/// `flock(LOCK_EX)` on the lock file `path`, waiting at most until
+/// `deadline`.
+fn lock_until(path: &std::path::Path, deadline: Instant) -> io::Result<File> {
+    let file = open_lock(path)?;
+    crate::ipam::take_lock(&file, deadline)?;
+    Ok(file)
+}
+
+/// `<run dir>/net/<name>.lock`.
+fn lock_path(name: &str) -> PathBuf {
+    crate::config::get()
         .run_dir
         .clone()
         .unwrap_or_else(|| PathBuf::from(DEFAULT_RUN_DIR))
-        .join("net");
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(&dir)
-        .ok()?;
-    let file = OpenOptions::new()
+        .join("net")
+        .join(format!("{name}.lock"))
+}
+
+/// Opens (creates) a lock file, and the run directory's `net/` (0700).
+fn open_lock(path: &std::path::Path) -> io::Result<File> {
+    if let Some(dir) = path.parent() {
+        DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    }
+    OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .mode(0o600)
-        .open(dir.join(format!("{network}.lock")))
-        .ok()?;
+        .open(path)
+}
+
+fn lock_named(network: &str) -> Option<NetworkLock> {
+    let file = open_lock(&lock_path(network)).ok()?;
     // SAFETY: flock on a descriptor we own.
     let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
     (r == 0).then_some(NetworkLock { _file: file })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_lock_is_free_once_closed_and_a_held_one_times_out() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("net/.tables-4026531840.lock");
+        let soon = || Instant::now() + Duration::from_millis(100);
+        drop(lock_until(&path, soon()).expect("free lock"));
+        let _held = lock_until(&path, soon()).expect("released when closed");
+        // Another namespace's is another lock.
+        let _other = lock_until(&dir.path().join("net/.tables-1.lock"), soon()).expect("other");
+        // Another open file (another invocation) waits, then gives up.
+        // (Last: its waiting thread stays blocked on the lock.)
+        let e = lock_until(&path, soon()).expect_err("held");
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+    }
 }

@@ -533,6 +533,7 @@ fn needs_noted(r: &Logged) -> (Vec<Need>, Vec<String>) {
         | "link.port-vlans"
         | "address.list"
         | "route.list"
+        | "route.list-rules"
         | "traffic-control.limits"
         | "firewall.check" => out.push(Need::Read(kind)),
         "firewall.add" => {
@@ -668,6 +669,13 @@ fn needs_noted(r: &Logged) -> (Vec<Need>, Vec<String>) {
                 }
             }
         }
+        "route.add-rule" | "route.delete-rule" => out.push(Need::Routes(kind)),
+        // Rules or VRFs take tables: `routes` where rules may be added
+        // (the container namespace), else the right to create a VRF.
+        "route.lock-tables" => out.push(match kind {
+            Kind::Container => Need::Routes(kind),
+            Kind::Host => Need::Create(kind, LinkKind::Vrf),
+        }),
         "route.add" | "route.replace" | "route.delete" => {
             out.push(Need::Routes(kind));
             if host && r.call != "route.delete" {
@@ -1323,6 +1331,27 @@ mod tests {
         assert!(e.attachment_state);
         assert!(e.container.modify);
         assert!(!parsed(&[]).attachment_state);
+    }
+
+    #[test]
+    fn rules_and_the_table_lock() {
+        let e = parsed(&[
+            ok("route.lock-tables", json!({"ns": "container"})),
+            ok("route.list-rules", json!({"ns": "container"})),
+            ok(
+                "route.add-rule",
+                json!({"ns": "container", "rule": {"table": 100}}),
+            ),
+        ]);
+        assert!(e.container.read && e.container.routes, "{}", e.container);
+        assert!(e.host.is_none());
+        // A VRF's table in the node namespace, where no rule may be added.
+        let e = parsed(&[
+            ok("netns.host", json!({})),
+            ok("route.lock-tables", json!({"ns": "host"})),
+        ]);
+        let host = e.host.expect("a host grant");
+        assert!(!host.routes && host.may_create(LinkKind::Vrf), "{host}");
     }
 
     #[test]

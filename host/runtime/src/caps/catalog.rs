@@ -334,6 +334,14 @@ pub const ENTRIES: &[Entry] = &[
         in_gc: false,
     },
     Entry {
+        call: "route.lock-tables",
+        authority: "take the namespace's routing-table lock (flock under the run dir, by nsfs inode) to the invocation's end, waiting until its deadline: a concurrent ADD in that namespace waits to choose a table",
+        policy: "`routes` in the container namespace (as add-rule), or `create: [\"vrf\"]`; a no-op in CHECK, GC and STATUS",
+        undo: "none (released when the invocation ends)",
+        mutates: false,
+        in_gc: false,
+    },
+    Entry {
         call: "route.add-rule",
         authority: "add a policy routing rule sending matching traffic (source, destination prefix) to a table",
         policy: "`routes`; container namespace only (the host's rules are the node's)",

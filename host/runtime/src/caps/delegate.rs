@@ -319,6 +319,9 @@ impl Ctx {
         child.record_plugin = self.record_plugin.clone();
         child.journal = std::mem::take(&mut self.journal);
         child.stores = std::mem::take(&mut self.stores);
+        // A delegate in a namespace whose table lock its caller holds has
+        // it (a second open file would wait for the caller's lock).
+        child.table_locks = std::mem::take(&mut self.table_locks);
         let mark = child.journal.len();
         // A member may act only on the links it (or its delegates) made,
         // not on those of the members before it: it starts with no
@@ -354,6 +357,9 @@ impl Ctx {
         // Give back what the delegate added to the invocation's state.
         self.journal = std::mem::take(&mut child.journal);
         self.stores = std::mem::take(&mut child.stores);
+        // Its table locks are held to the invocation's end, as the
+        // caller's.
+        self.table_locks = std::mem::take(&mut child.table_locks);
         self.attachment.addresses = std::mem::take(&mut child.attachment.addresses);
         // An IPAM delegate's result is the attachment's addresses if it ran
         // on the runtime's config; a chain member's reaches the next

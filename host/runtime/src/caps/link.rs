@@ -496,7 +496,8 @@ impl Ctx {
         Ok(())
     }
 
-    fn require_create(&self, kind: Kind, what: LinkKind) -> Result<(), CapError> {
+    /// Refuses unless the namespace grant's `create` lists `what`.
+    pub(super) fn require_create(&self, kind: Kind, what: LinkKind) -> Result<(), CapError> {
         if self.ns_grant(kind).may_create(what) {
             return Ok(());
         }

@@ -134,6 +134,10 @@ pub struct Ctx {
     /// The node's IPAM state directories as the state root lists them,
     /// once read ([`authority`]).
     node_stores: std::cell::OnceCell<Vec<std::path::PathBuf>>,
+    /// The routing-table locks this invocation holds (a namespace's nsfs
+    /// inode, the open lock file): taken by `route.lock-tables`, passed to
+    /// its delegates and back, released when the process exits.
+    table_locks: Vec<(u64, std::fs::File)>,
 }
 
 /// The most distinct denials an invocation keeps for the runtime.
@@ -218,6 +222,7 @@ impl Ctx {
             recorded: None,
             incarnations: std::cell::OnceCell::new(),
             node_stores: std::cell::OnceCell::new(),
+            table_locks: Vec::new(),
         }
     }
 

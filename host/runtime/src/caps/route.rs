@@ -1,6 +1,7 @@
 //! `wasmcni:plugin/route`.
 
 use std::net::IpAddr;
+use std::time::{Duration, Instant};
 
 use netlink_packet_route::route::RouteMessage;
 use netlink_packet_route::AddressFamily;
@@ -10,10 +11,11 @@ use wasmtime::component::Resource;
 use super::address::{ip_from_wit, ip_to_wit, prefix_from_wit, scope_from_value, scope_value};
 use super::bindings::wasmcni::plugin::route::{Host, Route, RouteInfo, Rule};
 use super::bindings::wasmcni::plugin::types::{IpFamily, IpPrefix, Scope};
-use super::{ns_arg, CapError, Ctx, NsHandle, StoreData, RTPROT_BOOT, RTPROT_WASMCNI};
+use super::{ns_arg, CapError, Command, Ctx, NsHandle, StoreData, RTPROT_BOOT, RTPROT_WASMCNI};
 use crate::journal::Undo;
 use crate::netlink::{RouteAdd, RouteKey, RouteSpec, RuleSpec};
 use crate::netns::Kind;
+use crate::policy::LinkKind;
 
 /// `RT_TABLE_MAIN`.
 const MAIN_TABLE: u32 = 254;
@@ -262,6 +264,66 @@ impl Ctx {
         }
         Ok(())
     }
+
+    /// The namespace's routing-table lock
+    /// ([`crate::netlock::tables_lock`]), for a plugin that may add rules
+    /// or create VRFs there (the objects that take a table): taken once,
+    /// waiting at most until the invocation's deadline, and held to its
+    /// end. CHECK, GC and STATUS change nothing, so choose no table: for
+    /// them it does nothing.
+    fn lock_tables(&mut self, kind: Kind) -> Result<(), CapError> {
+        if let (Err(rules), Err(vrfs)) = (
+            self.rule_target(kind),
+            self.require_create(kind, LinkKind::Vrf),
+        ) {
+            let reason = |e: CapError| match e {
+                CapError::Denied(d) => d.reason,
+                other => format!("{other:?}"),
+            };
+            return Err(CapError::denied(format!(
+                "the plugin may neither add rules nor create VRFs in this namespace, so \
+                 chooses no table there: {}; {}",
+                reason(rules),
+                reason(vrfs)
+            )));
+        }
+        if !matches!(self.command, Command::Add | Command::Del) {
+            return Ok(());
+        }
+        let ino = self
+            .ns(kind)
+            .ok_or(CapError::Code(super::ErrorCode::NotFound))?
+            .ino();
+        if self.table_locks.iter().any(|(i, _)| *i == ino) {
+            return Ok(());
+        }
+        let deadline = self.runtime.as_ref().map_or_else(
+            || Instant::now() + Duration::from_secs(10),
+            |rt| rt.deadline,
+        );
+        match crate::netlock::tables_lock(ino, deadline) {
+            Ok(file) => {
+                self.table_locks.push((ino, file));
+                Ok(())
+            }
+            Err((path, e)) if e.kind() == std::io::ErrorKind::TimedOut => {
+                self.note_host_error(format!(
+                    "the routing-table lock of the {} namespace ({}) was held by another \
+                     invocation until this one's deadline",
+                    super::kind_name(kind),
+                    path.display()
+                ));
+                Err(super::ErrorCode::TryAgain.into())
+            }
+            Err((path, e)) => {
+                self.note_host_error(format!(
+                    "taking the routing-table lock {}: {e}",
+                    path.display()
+                ));
+                Err(CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO)))
+            }
+        }
+    }
 }
 
 impl Host for StoreData {
@@ -281,6 +343,12 @@ impl Host for StoreData {
                 .map(rule_to_wit)
                 .collect())
         })
+    }
+
+    fn lock_tables(&mut self, ns: Resource<NsHandle>) -> Result<(), CapError> {
+        let kind = self.ns_kind(&ns)?;
+        let args = json!({"ns": ns_arg(kind)});
+        self.cap("route.lock-tables", args, |c| c.lock_tables(kind))
     }
 
     fn add_rule(&mut self, ns: Resource<NsHandle>, rule: Rule) -> Result<(), CapError> {
