@@ -25,7 +25,6 @@
 //!
 //! ```no_run
 //! use guest_sdk::cni::{CniResult, Error, NetConf};
-//! use guest_sdk::net::Netns;
 //! use guest_sdk::skel::{self, Invocation, Plugin};
 //!
 //! /// This plugin's key in the network config (`"mtu": 1400`).
@@ -43,26 +42,33 @@
 //! impl Plugin for MtuSetter {
 //!     fn add(&self, inv: &Invocation) -> Result<CniResult, Error> {
 //!         let conf = parse(&inv.conf)?;
-//!         let prev = inv
-//!             .prev_result()?
-//!             .ok_or_else(|| Error::invalid_config("a chained plugin needs a prevResult"))?;
-//!         let ns = Netns::container()?; // the container's netns (CNI_NETNS)
-//!         let link = ns.link(&inv.env.ifname)?; // needs `read` in its policy
-//!         ns.set_mtu(link.index, conf.mtu)?; // needs `modify`; journaled, audited
-//!         Ok(prev)
+//!         // prevResult (code 7 without one), the container's netns
+//!         // (CNI_NETNS) and the link CNI_IFNAME there: needs `read`.
+//!         let c = inv.container_interface()?;
+//!         c.ns.set_mtu(c.link.index, conf.mtu)?; // needs `modify`; journaled, audited
+//!         Ok(c.prev)
 //!     }
-//!     fn check(&self, _inv: &Invocation) -> Result<(), Error> {
+//!     fn check(&self, inv: &Invocation) -> Result<(), Error> {
+//!         let want = parse(&inv.conf)?.mtu;
+//!         let have = inv.container_interface()?.link.mtu; // needs `read`
+//!         if have != want {
+//!             return Err(Error::internal(format!("MTU {have}, expected {want}")));
+//!         }
 //!         Ok(())
 //!     }
-//!     fn del(&self, _inv: &Invocation) -> Result<(), Error> {
-//!         Ok(())
-//!     }
+//!     // DEL: the default (nothing to undo: the MTU goes with the
+//!     // interface, and the interface with the plugin that made it).
 //! }
 //!
 //! fn main() {
 //!     skel::run(MtuSetter, "mtu-setter v1");
 //! }
 //! ```
+//!
+//! Only `add` is required: [`skel::Plugin`]'s CHECK, DEL, STATUS and GC
+//! have defaults, and its docs say when each is right. CHECK's verifies
+//! nothing of the container, so a plugin that changes anything writes its
+//! own, as here.
 //!
 //! A host call that fails is a [`net::HostError`] naming the call, the
 //! object and why (`link.set-mtu link #2 in the container netns: access

@@ -6,7 +6,9 @@
 //! `?` inside a plugin's command functions.
 //!
 //! Start from [`Netns::container`] (or [`Netns::host`]): every other call
-//! is a method of the namespace handle it acts in.
+//! is a method of the namespace handle it acts in. A chained plugin can
+//! start from [`Invocation::container_interface`](crate::skel::Invocation::container_interface),
+//! which gives it the container namespace and its interface.
 //!
 //! # Addresses and prefixes
 //! The WIT types ([`IpAddress`], [`IpPrefix`]) convert from and to `std`'s

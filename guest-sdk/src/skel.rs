@@ -21,25 +21,77 @@
 use std::io::{Read, Write};
 
 use crate::cni::version::{check_command_version, VersionInfo};
-use crate::cni::{CniResult, Command, Env, Error, NetConf, LATEST};
+use crate::cni::{CniResult, Command, Env, Error, Interface, NetConf, LATEST};
+use crate::net::{LinkInfo, Netns};
 
 /// The largest config accepted on stdin.
 const MAX_STDIN: u64 = 4 << 20;
 
-/// A CNI plugin: one function per command. STATUS and GC default to
-/// "ready" and "nothing to collect".
+/// A CNI plugin: one function per command. Only ADD is required; the
+/// others have defaults, each saying what it claims and when it is right.
+///
+/// ```
+/// use guest_sdk::cni::{CniResult, Error};
+/// use guest_sdk::skel::{Invocation, Plugin};
+///
+/// /// Passes the previous plugin's result on, changing nothing: the
+/// /// defaults of CHECK and DEL are honest for it.
+/// struct PassOn;
+///
+/// impl Plugin for PassOn {
+///     fn add(&self, inv: &Invocation) -> Result<CniResult, Error> {
+///         inv.prev_result_required()
+///     }
+/// }
+/// ```
 pub trait Plugin {
     /// ADD: attach the container; return what was configured.
     fn add(&self, inv: &Invocation) -> Result<CniResult, Error>;
+
     /// CHECK: verify the attachment is as ADD left it.
-    fn check(&self, inv: &Invocation) -> Result<(), Error>;
-    /// DEL: detach; must succeed when there is nothing left to remove.
-    fn del(&self, inv: &Invocation) -> Result<(), Error>;
-    /// STATUS (spec 1.1): is the plugin ready to serve ADD?
+    ///
+    /// The spec says a plugin should return an error when something it
+    /// created or changed (an interface, address or route listed in
+    /// `prevResult`, a firewall rule, a rate limit, an IP reservation) is
+    /// missing or in an invalid state. Only the plugin knows what that is,
+    /// so the default verifies nothing of the container and claims only
+    /// what holds for any plugin: the request is well-formed (the config
+    /// was parsed before CHECK was called, and this parses the
+    /// `prevResult`, if there is one, so a malformed one is an error). It
+    /// is right only for a plugin whose ADD changes nothing that could
+    /// drift (one that reports, or passes `prevResult` on). A plugin whose
+    /// ADD changes something (the `wasmcni new` template's sets the
+    /// interface's alias) overrides it to read that back and return an
+    /// error when it differs.
+    fn check(&self, inv: &Invocation) -> Result<(), Error> {
+        inv.prev_result().map(drop)
+    }
+
+    /// DEL: detach; must succeed when there is nothing left to remove, and
+    /// when called again.
+    ///
+    /// The default removes nothing and succeeds. It is right for a plugin
+    /// that creates nothing of its own: its changes are attributes of
+    /// objects another plugin made and deletes (the alias or MTU of the
+    /// container interface go with the interface; a setting of the node's
+    /// end of a veth goes with the veth), and its [attachment
+    /// record](crate::state) the host removes when DEL succeeds. A plugin
+    /// that creates links, addresses, routes, rules or firewall rules,
+    /// reserves addresses (IPAM), or changes what outlives the
+    /// attachment's interfaces (a setting of the node itself, an admin's
+    /// link it moved or changed) overrides it to undo that.
+    fn del(&self, _inv: &Invocation) -> Result<(), Error> {
+        Ok(())
+    }
+
+    /// STATUS (spec 1.1): is the plugin ready to serve ADD? The default
+    /// says ready.
     fn status(&self, _inv: &Invocation) -> Result<(), Error> {
         Ok(())
     }
+
     /// GC (spec 1.1): release everything not in `cni.dev/valid-attachments`.
+    /// The default has nothing to collect.
     fn gc(&self, _inv: &Invocation) -> Result<(), Error> {
         Ok(())
     }
@@ -66,6 +118,99 @@ impl Invocation {
     pub fn prev_result(&self) -> Result<Option<CniResult>, Error> {
         self.conf.prev_result()
     }
+
+    /// `prevResult`, for a chained plugin, which needs one: code 7
+    /// (`TYPE is a chained plugin: it needs a prevResult`, `TYPE` the
+    /// config's `type`) when there is none, and the errors of
+    /// [`prev_result`](Self::prev_result) when it is malformed.
+    pub fn prev_result_required(&self) -> Result<CniResult, Error> {
+        self.prev_result()?.ok_or_else(|| {
+            Error::invalid_config(format!(
+                "{} is a chained plugin: it needs a prevResult",
+                self.conf.plugin_type
+            ))
+        })
+    }
+
+    /// The index in `prev.interfaces` of the container interface: the
+    /// entry named `CNI_IFNAME` whose `sandbox` is `CNI_NETNS`, else one
+    /// named `CNI_IFNAME` in another sandbox (a runtime may name one
+    /// namespace by two paths, `/proc/PID/ns/net` and `/run/netns/X`, and
+    /// a `prevResult` written by hand for `wasmcni try` names one of its
+    /// own). `None` when `prev` lists neither: a node-side interface of the
+    /// same name (no `sandbox`) is not one. Pure: no host call.
+    pub fn container_entry(&self, prev: &CniResult) -> Option<usize> {
+        let named = |i: &&Interface| i.name == self.env.ifname && !i.sandbox.is_empty();
+        let ifaces = || prev.interfaces.iter().enumerate();
+        ifaces()
+            .find(|(_, i)| named(i) && i.sandbox == self.env.netns)
+            .or_else(|| ifaces().find(|(_, i)| named(i)))
+            .map(|(index, _)| index)
+    }
+
+    /// What a chained plugin works on: `prevResult`
+    /// ([`prev_result_required`](Self::prev_result_required): code 7 when
+    /// there is none, before any host call), its entry for the container
+    /// interface ([`container_entry`](Self::container_entry)), the
+    /// container's namespace, and the link `CNI_IFNAME` there. The link is
+    /// looked up by `CNI_IFNAME` whether or not `prevResult` lists it, as
+    /// the reference chained plugins (tuning, sbr, vrf) do; one that must
+    /// be listed checks [`ContainerInterface::entry`].
+    ///
+    /// # Capabilities
+    /// Looking the link up needs `read` in the container namespace
+    /// (`container.read` in the plugin's policy entry).
+    ///
+    /// # Typical errors
+    /// - code 7: no `prevResult`.
+    /// - code 999: no link `CNI_IFNAME` in the container (the message says
+    ///   to run the plugin after the one that creates it), or the policy
+    ///   denies the lookup (`access denied by wasmcni policy`).
+    #[cfg_attr(not(target_arch = "wasm32"), track_caller)]
+    pub fn container_interface(&self) -> Result<ContainerInterface, Error> {
+        let prev = self.prev_result_required()?;
+        let entry = self.container_entry(&prev);
+        let ns = Netns::container()?;
+        let ifname = &self.env.ifname;
+        let link = ns.link(ifname).map_err(|e| {
+            let not_found = e.is_not_found();
+            let mut err = Error::from(e);
+            if not_found {
+                err.msg = format!(
+                    "{}: {} is a chained plugin: run it after the plugin that creates \
+                     {ifname:?} in the container",
+                    err.msg, self.conf.plugin_type
+                );
+            }
+            err
+        })?;
+        Ok(ContainerInterface {
+            prev,
+            entry,
+            ns,
+            link,
+        })
+    }
+}
+
+/// A chained plugin's container interface, from
+/// [`Invocation::container_interface`]: the link `CNI_IFNAME` in the
+/// container's namespace, with the `prevResult` it came with.
+///
+/// # Capabilities
+/// `ns` is a handle to the container namespace: by itself it grants
+/// nothing; every call through it is checked against the plugin's policy.
+#[derive(Debug)]
+pub struct ContainerInterface {
+    /// `prevResult`: what a chained ADD returns, changed or not.
+    pub prev: CniResult,
+    /// The container interface's index in `prev.interfaces`, `None` when
+    /// `prevResult` does not list it ([`Invocation::container_entry`]).
+    pub entry: Option<usize>,
+    /// The container's namespace (`CNI_NETNS`).
+    pub ns: Netns,
+    /// The link `CNI_IFNAME` in `ns`, as it was when looked up.
+    pub link: LinkInfo,
 }
 
 /// What a finished invocation prints and its exit code.
@@ -274,7 +419,7 @@ mod tests {
         }
     }
 
-    fn run(p: &Seen, command: &str, args: &str, conf: &serde_json::Value) -> Outcome {
+    fn run<P: Plugin>(p: &P, command: &str, args: &str, conf: &serde_json::Value) -> Outcome {
         let env = [
             ("CNI_COMMAND", command),
             ("CNI_CONTAINERID", "c1"),
@@ -342,6 +487,114 @@ mod tests {
             "{}",
             o.stdout
         );
+    }
+
+    /// Implements ADD only: CHECK and DEL (and STATUS, GC) are the defaults.
+    struct AddOnly;
+
+    impl Plugin for AddOnly {
+        fn add(&self, inv: &Invocation) -> Result<CniResult, Error> {
+            inv.prev_result_required()
+        }
+    }
+
+    fn with_prev(prev: serde_json::Value) -> serde_json::Value {
+        let mut c = conf();
+        c["prevResult"] = prev;
+        c
+    }
+
+    fn prev() -> serde_json::Value {
+        serde_json::json!({"cniVersion": "1.0.0", "interfaces": [
+            {"name": "eth0", "sandbox": "/run/netns/x"}]})
+    }
+
+    #[test]
+    fn check_and_del_have_defaults() {
+        for command in ["CHECK", "DEL"] {
+            for c in [conf(), with_prev(prev())] {
+                let o = run(&AddOnly, command, "", &c);
+                assert_eq!((o.code, o.stdout.as_str()), (0, ""), "{command} {c}");
+            }
+        }
+        // The default CHECK claims the request is well-formed: a malformed
+        // prevResult is an error (DEL reads the config without it).
+        let bad = with_prev(serde_json::json!({"cniVersion": "1.0.0", "interfaces": 7}));
+        assert_ne!(code(&run(&AddOnly, "CHECK", "", &bad)), 0);
+        assert_eq!(run(&AddOnly, "DEL", "", &bad).code, 0);
+        // ADD passes prevResult on; without one it is code 7 naming the type.
+        let o = run(&AddOnly, "ADD", "", &with_prev(prev()));
+        assert_eq!(o.code, 0, "{}", o.stdout);
+        let out: serde_json::Value = serde_json::from_str(&o.stdout).expect("a result");
+        assert_eq!(out["interfaces"], prev()["interfaces"], "{out}");
+        let o = run(&AddOnly, "ADD", "", &conf());
+        assert_eq!(code(&o), 7, "{}", o.stdout);
+        assert!(
+            o.stdout
+                .contains("x is a chained plugin: it needs a prevResult"),
+            "{}",
+            o.stdout
+        );
+    }
+
+    /// An invocation of `command` for `CNI_NETNS=/run/netns/x`,
+    /// `CNI_IFNAME=eth0`, with `conf`.
+    fn invocation(command: &str, conf: &serde_json::Value) -> Invocation {
+        let seen = Seen::default();
+        let o = run(&seen, command, "", conf);
+        assert_eq!(o.code, 0, "{}", o.stdout);
+        let inv = seen.0.borrow_mut().take();
+        inv.expect("called")
+    }
+
+    #[test]
+    fn prev_result_required_is_code_7_naming_the_type() {
+        let inv = invocation("CHECK", &conf());
+        let e = inv.prev_result_required().unwrap_err();
+        assert_eq!(e.code, 7);
+        assert_eq!(e.msg, "x is a chained plugin: it needs a prevResult");
+        let inv = invocation("CHECK", &with_prev(prev()));
+        assert_eq!(
+            inv.prev_result_required().unwrap().interfaces[0].name,
+            "eth0"
+        );
+    }
+
+    #[test]
+    fn the_container_entry_is_cni_ifname_in_a_sandbox_cni_netns_first() {
+        let inv = invocation("CHECK", &conf());
+        let entry = |ifaces: serde_json::Value| {
+            let p = serde_json::json!({"cniVersion": "1.0.0", "interfaces": ifaces});
+            inv.container_entry(&CniResult::from_json(&p, "1.0.0").expect("result"))
+        };
+        let (host, here, other) = (
+            serde_json::json!({"name": "eth0"}),
+            serde_json::json!({"name": "eth0", "sandbox": "/run/netns/x"}),
+            serde_json::json!({"name": "eth0", "sandbox": "/proc/7/ns/net"}),
+        );
+        let net1 = serde_json::json!({"name": "net1", "sandbox": "/run/netns/x"});
+        assert_eq!(entry(serde_json::json!([host, net1, here])), Some(2));
+        assert_eq!(entry(serde_json::json!([other, here])), Some(1));
+        // Another path to the namespace, or a prevResult written by hand.
+        assert_eq!(entry(serde_json::json!([host, other])), Some(1));
+        // A node-side interface of that name is not the container's.
+        assert_eq!(entry(serde_json::json!([host, net1])), None);
+        assert_eq!(entry(serde_json::json!([])), None);
+    }
+
+    #[test]
+    fn container_interface_wants_a_prev_result_before_any_host_call() {
+        // Natively a host call panics: an error here proves none was made.
+        let e = invocation("ADD", &conf())
+            .container_interface()
+            .unwrap_err();
+        assert_eq!(e.code, 7, "{e:?}");
+    }
+
+    #[test]
+    #[should_panic(expected = "`netns.container` is a call to the wasmcni host")]
+    fn container_interface_then_asks_the_host() {
+        let _ = invocation("ADD", &with_prev(prev())).container_interface();
     }
 
     #[test]

@@ -9,15 +9,15 @@
 //!   {"type": "mtu-setter", "mtu": 1400}]}
 //! ```
 //!
-//! ADD finds the container interface (`CNI_IFNAME`) in `prevResult`, sets
-//! its MTU and returns `prevResult` (with the interface's `mtu` filled in).
-//! CHECK verifies the MTU; DEL has nothing to undo (the interface goes
-//! with the plugin that made it).
+//! ADD sets the MTU of the container interface (`CNI_IFNAME`, found with
+//! `Invocation::container_interface`) and returns `prevResult`, with the
+//! interface's `mtu` filled in. CHECK verifies the MTU; DEL is guest-sdk's
+//! default, which has nothing to undo (the interface goes with the plugin
+//! that made it).
 //!
 //! Policy: `read` and `modify` in the container namespace (policy.json).
 
 use guest_sdk::cni::{CniResult, Error, NetConf};
-use guest_sdk::net::Netns;
 use guest_sdk::skel::{self, Invocation, Plugin};
 use serde::Deserialize;
 
@@ -45,54 +45,28 @@ fn parse(conf: &NetConf) -> Result<Conf, Error> {
     Ok(c)
 }
 
-/// The index in `prev.interfaces` of the container interface `ifname`.
-fn container_interface(prev: &CniResult, ifname: &str) -> Result<usize, Error> {
-    prev.interfaces
-        .iter()
-        .position(|i| i.name == ifname && !i.sandbox.is_empty())
-        .ok_or_else(|| {
-            Error::invalid_config(format!(
-                "prevResult has no container interface {ifname:?}: run mtu-setter after the \
-                 plugin that creates it"
-            ))
-        })
-}
-
-/// `prevResult`, which a chained plugin must have.
-fn prev_result(inv: &Invocation) -> Result<CniResult, Error> {
-    inv.prev_result()?
-        .ok_or_else(|| Error::invalid_config("mtu-setter is a chained plugin: no prevResult"))
-}
-
 struct MtuSetter;
 
 impl Plugin for MtuSetter {
     fn add(&self, inv: &Invocation) -> Result<CniResult, Error> {
         let conf = parse(&inv.conf)?;
-        let mut prev = prev_result(inv)?;
-        let i = container_interface(&prev, &inv.env.ifname)?;
-        let ns = Netns::container()?;
-        let link = ns.link(&prev.interfaces[i].name)?;
-        ns.set_mtu(link.index, conf.mtu)?;
-        prev.interfaces[i].mtu = Some(conf.mtu);
-        Ok(prev)
+        let mut c = inv.container_interface()?;
+        c.ns.set_mtu(c.link.index, conf.mtu)?;
+        if let Some(i) = c.entry {
+            c.prev.interfaces[i].mtu = Some(conf.mtu);
+        }
+        Ok(c.prev)
     }
 
     fn check(&self, inv: &Invocation) -> Result<(), Error> {
         let conf = parse(&inv.conf)?;
-        let prev = prev_result(inv)?;
-        let i = container_interface(&prev, &inv.env.ifname)?;
-        let link = Netns::container()?.link(&prev.interfaces[i].name)?;
+        let link = inv.container_interface()?.link;
         if link.mtu != conf.mtu {
             return Err(Error::internal(format!(
                 "{:?} has MTU {}, expected {}",
                 link.name, link.mtu, conf.mtu
             )));
         }
-        Ok(())
-    }
-
-    fn del(&self, _inv: &Invocation) -> Result<(), Error> {
         Ok(())
     }
 }
@@ -107,6 +81,7 @@ fn main() {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use guest_sdk::net::Netns;
 
     fn conf(json: &str) -> NetConf {
         NetConf::parse(json.as_bytes()).expect("network config")
@@ -129,21 +104,6 @@ mod tests {
             assert_eq!(e.code, 7, "{bad}: {e:?}");
             assert!(e.msg.contains("mtu"), "{bad}: {}", e.msg);
         }
-    }
-
-    #[test]
-    fn the_container_interface_comes_from_prev_result() {
-        let c = conf(
-            r#"{"cniVersion":"1.0.0","name":"n","type":"mtu-setter","mtu":1400,
-                "prevResult":{"cniVersion":"1.0.0","interfaces":[
-                  {"name":"cni0"},{"name":"veth1"},{"name":"eth0","sandbox":"/run/netns/x"}]}}"#,
-        );
-        let prev = c.prev_result().unwrap().unwrap();
-        assert_eq!(container_interface(&prev, "eth0").unwrap(), 2);
-        assert!(
-            container_interface(&prev, "veth1").is_err(),
-            "a host interface"
-        );
     }
 
     /// Reaching a host call natively fails the test with a message (guest-sdk
