@@ -35,7 +35,7 @@ lint: setup
 	$(CARGO) clippy --target wasm32-wasip2 $(addprefix -p ,$(GUESTS)) -- -D warnings
 
 test: lint
-	tests/node-untouched.sh $(CARGO) test --no-fail-fast -p wasmcni -p wasmcni-runtime -p wasmcni-tools -p wasmcni-kernel -p gojson -p guest-sdk $(addprefix -p ,$(notdir $(wildcard guests/*)))
+	tests/node-untouched.sh $(CARGO) test --no-fail-fast -p wasmcni -p wasmcni-runtime -p wasmcni-tools -p wasmcni-kernel -p cni-spec -p gojson -p guest-sdk $(addprefix -p ,$(notdir $(wildcard guests/*)))
 
 # Regenerate docs/capabilities.md from host/runtime/src/caps/catalog.rs (a unit test
 # fails when it is stale).

@@ -9,71 +9,10 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// Well-known CNI error codes (spec 1.1 "Well-known Error Codes").
-///
-/// Codes 1–99 are reserved by the spec; plugins may use 100 and above for
-/// their own errors. [`Error::code`] is a plain `u32` so such codes fit;
-/// this enum names the reserved ones.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(u32)]
-pub enum ErrorCode {
-    /// 1: incompatible CNI version.
-    IncompatibleVersion = 1,
-    /// 2: unsupported field in the network configuration.
-    UnsupportedField = 2,
-    /// 3: container unknown or does not exist.
-    UnknownContainer = 3,
-    /// 4: invalid necessary environment variables (`CNI_*`).
-    InvalidEnv = 4,
-    /// 5: I/O failure (for example reading stdin).
-    Io = 5,
-    /// 6: failed to decode content (bad JSON, wrong shape).
-    Decode = 6,
-    /// 7: invalid network configuration.
-    InvalidConfig = 7,
-    /// 8: invalid network namespace (libcni `ErrInvalidNetNS`, not in the spec text).
-    InvalidNetns = 8,
-    /// 11: try again later (transient condition).
-    TryAgainLater = 11,
-    /// 50: the plugin is not ready to serve ADD requests (STATUS).
-    NotReady = 50,
-    /// 51: the plugin has limited connectivity for existing containers (STATUS).
-    LimitedConnectivity = 51,
-    /// 999: internal error (libcni wraps plain plugin errors in this code).
-    Internal = 999,
-}
-
-impl ErrorCode {
-    /// The numeric code.
-    pub const fn as_u32(self) -> u32 {
-        self as u32
-    }
-
-    /// The well-known code for `code`, if it is one.
-    pub const fn from_u32(code: u32) -> Option<ErrorCode> {
-        Some(match code {
-            1 => ErrorCode::IncompatibleVersion,
-            2 => ErrorCode::UnsupportedField,
-            3 => ErrorCode::UnknownContainer,
-            4 => ErrorCode::InvalidEnv,
-            5 => ErrorCode::Io,
-            6 => ErrorCode::Decode,
-            7 => ErrorCode::InvalidConfig,
-            8 => ErrorCode::InvalidNetns,
-            11 => ErrorCode::TryAgainLater,
-            50 => ErrorCode::NotReady,
-            51 => ErrorCode::LimitedConnectivity,
-            999 => ErrorCode::Internal,
-            _ => return None,
-        })
-    }
-}
-
-impl From<ErrorCode> for u32 {
-    fn from(code: ErrorCode) -> u32 {
-        code.as_u32()
-    }
-}
+/// Well-known CNI error codes (spec 1.1 "Well-known Error Codes"), from
+/// the `cni-spec` crate the host shares. [`Error::code`] is a plain `u32`
+/// so a plugin's own codes (100 and up) fit.
+pub use cni_spec::ErrorCode;
 
 /// A CNI error: what a plugin reports on stdout (with a non-zero exit) when
 /// an operation fails.

@@ -7,7 +7,7 @@ use super::error::Error;
 pub const NAME_PATTERN: &str = r"^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$";
 
 /// Longest valid interface name in bytes (Linux `IFNAMSIZ` - 1).
-pub const MAX_IFNAME_LEN: usize = 15;
+pub use cni_spec::MAX_IFNAME_LEN;
 
 /// Whether `s` matches [`NAME_PATTERN`]: a non-empty ASCII string that starts
 /// with a letter or digit and continues with letters, digits, `_`, `.` or `-`.
@@ -56,31 +56,25 @@ pub fn validate_network_name(name: &str) -> Result<(), Error> {
 ///
 /// Rules (libcni `ValidateInterfaceName`, after the kernel's
 /// `dev_valid_name`): not empty, at most [`MAX_IFNAME_LEN`] bytes (bytes,
-/// not characters: `"ethé"` is 5 bytes), not `.` or `..`, and no `/`, `:`
-/// or whitespace (any Unicode whitespace, as Go's `unicode.IsSpace`).
+/// not characters: `"ethé"` is 5 bytes), not `.` or `..`, and no `/`, `:`,
+/// NUL or whitespace (any Unicode whitespace, as Go's `unicode.IsSpace`):
+/// `cni_spec::ifname_problem`, the one rule the host applies too.
 pub fn validate_ifname(name: &str) -> Result<(), Error> {
-    if name.is_empty() {
-        return Err(Error::invalid_env("CNI_IFNAME is empty"));
-    }
-    if name.len() > MAX_IFNAME_LEN {
-        return Err(Error::invalid_env(format!(
-            "CNI_IFNAME {name:?} is longer than {MAX_IFNAME_LEN} bytes"
-        )));
-    }
-    if name == "." || name == ".." {
-        return Err(Error::invalid_env(format!(
+    use cni_spec::IfnameProblem;
+    let msg = match cni_spec::ifname_problem(name) {
+        None => return Ok(()),
+        Some(IfnameProblem::Empty) => "CNI_IFNAME is empty".to_owned(),
+        Some(IfnameProblem::TooLong) => {
+            format!("CNI_IFNAME {name:?} is longer than {MAX_IFNAME_LEN} bytes")
+        }
+        Some(IfnameProblem::Reserved) => format!(
             "CNI_IFNAME {name:?} is not a valid interface name (\".\" and \"..\" are reserved)"
-        )));
-    }
-    if let Some(c) = name
-        .chars()
-        .find(|&c| c == '/' || c == ':' || c.is_whitespace())
-    {
-        return Err(Error::invalid_env(format!(
-            "CNI_IFNAME {name:?} contains {c:?} (no '/', ':' or whitespace allowed)"
-        )));
-    }
-    Ok(())
+        ),
+        Some(IfnameProblem::Forbidden(c)) => {
+            format!("CNI_IFNAME {name:?} contains {c:?} (no '/', ':' or whitespace allowed)")
+        }
+    };
+    Err(Error::invalid_env(msg))
 }
 
 #[cfg(test)]

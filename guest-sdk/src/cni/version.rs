@@ -10,13 +10,9 @@ use serde::{Deserialize, Serialize};
 use super::env::Command;
 use super::error::Error;
 
-/// Every spec version this SDK reads and writes, oldest first.
-pub const SUPPORTED_VERSIONS: [&str; 7] = [
-    "0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0",
-];
-
-/// The newest supported spec version.
-pub const LATEST: &str = "1.1.0";
+/// Every spec version this SDK reads and writes, oldest first, and the
+/// newest: the `cni-spec` crate's, which the host shares.
+pub use cni_spec::{LATEST, SUPPORTED_VERSIONS};
 
 /// What an absent or empty `cniVersion` means (libcni: "0.1.0").
 pub const DEFAULT_VERSION: &str = "0.1.0";

@@ -38,9 +38,7 @@ use crate::runner::{self, Limits, Output, Runtime};
 pub const NAME: &str = "wasmcni-chain";
 
 /// The CNI versions the chain runner speaks (libcni's VERSION).
-const SUPPORTED: &[&str] = &[
-    "0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0",
-];
+const SUPPORTED: &[&str] = &cni_spec::SUPPORTED_VERSIONS;
 
 /// The most members one chain may have.
 const MAX_MEMBERS: usize = 16;
@@ -137,7 +135,7 @@ pub fn invoke(
                     .and_then(Value::as_str)
                     .map(str::to_owned)
             })
-            .unwrap_or_else(|| "1.1.0".to_owned());
+            .unwrap_or_else(|| cni_spec::LATEST.to_owned());
         let mut out = serde_json::to_vec(&json!({
             "cniVersion": version,
             "supportedVersions": SUPPORTED,

@@ -7,25 +7,26 @@
 
 use serde::Serialize;
 
-/// The well-known CNI error codes (spec 1.1, "Error") the host uses, and the
+/// The well-known CNI error codes (spec 1.1, "Error"; their numbers from the
+/// `cni-spec` crate guest-sdk shares) the host uses, and the
 /// wasmcni-specific codes (100 and up, "plugin specific" in the spec) for
 /// failures of the sandboxed plugin itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
 pub enum Code {
     /// 1: incompatible CNI version.
-    IncompatibleVersion = 1,
+    IncompatibleVersion = cni_spec::ErrorCode::IncompatibleVersion as u32,
     /// 4: invalid necessary environment variables (e.g. `CNI_NETNS`).
-    InvalidEnv = 4,
+    InvalidEnv = cni_spec::ErrorCode::InvalidEnv as u32,
     /// 5: I/O failure (e.g. reading stdin).
-    Io = 5,
+    Io = cni_spec::ErrorCode::Io as u32,
     /// 6: failed to decode content.
-    Decode = 6,
+    Decode = cni_spec::ErrorCode::Decode as u32,
     /// 7: invalid network config (e.g. `type` names no plugin).
-    InvalidConfig = 7,
+    InvalidConfig = cni_spec::ErrorCode::InvalidConfig as u32,
     /// 11: try again later (a transient condition: another invocation
     /// holds what this one waits for).
-    TryAgainLater = 11,
+    TryAgainLater = cni_spec::ErrorCode::TryAgainLater as u32,
     /// 100: the plugin trapped (a bug in the plugin, or it was stopped).
     PluginTrapped = 100,
     /// 101: the plugin ran past its wall-clock deadline.
@@ -39,7 +40,7 @@ pub enum Code {
     /// 105: the policy file is invalid or untrusted.
     PolicyInvalid = 105,
     /// 999: an internal error of wasmcni.
-    Internal = 999,
+    Internal = cni_spec::ErrorCode::Internal as u32,
 }
 
 impl Code {
@@ -133,7 +134,7 @@ pub fn version_for_errors(stdin: &[u8]) -> String {
 }
 
 /// The newest CNI spec version wasmcni speaks.
-pub const LATEST_VERSION: &str = "1.1.0";
+pub const LATEST_VERSION: &str = cni_spec::LATEST;
 
 #[cfg(test)]
 mod tests {

@@ -79,16 +79,7 @@ pub fn resolve_plugin(spec: &str) -> anyhow::Result<Plugin> {
     }
 }
 
-/// A valid Linux interface name.
-fn valid_ifname(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 15
-        && name != "."
-        && name != ".."
-        && !name
-            .chars()
-            .any(|c| c == '/' || c == ':' || c == '\0' || c.is_whitespace())
-}
+use cni_spec::valid_ifname;
 
 fn read_json(path: &Path, what: &str) -> anyhow::Result<Value> {
     let text = fs::read_to_string(path)

@@ -340,15 +340,7 @@ fn ct_dnat(dnat: bool) -> Vec<crate::netlink::nft::Expr> {
     ]
 }
 
-fn valid_ifname(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 15
-        && name != "."
-        && name != ".."
-        && !name
-            .bytes()
-            .any(|b| b == b'/' || b == b':' || b == 0 || b.is_ascii_whitespace())
-}
+use cni_spec::valid_ifname;
 
 fn protocol_number(p: Protocol) -> u8 {
     match p {

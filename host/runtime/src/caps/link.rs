@@ -40,17 +40,9 @@ struct Lower {
     passthru: bool,
 }
 
-/// A valid Linux interface name: 1..=15 bytes, none of `/`, `:`, whitespace
-/// or NUL, not `.` or `..`.
-pub(crate) fn valid_ifname(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 15
-        && name != "."
-        && name != ".."
-        && !name
-            .chars()
-            .any(|c| c == '/' || c == ':' || c == '\0' || c.is_whitespace())
-}
+/// A valid Linux interface name (`cni_spec::ifname_problem`: the rule of
+/// libcni and the kernel, shared with guest-sdk).
+pub(crate) use cni_spec::valid_ifname;
 
 fn check_name(name: &str) -> Result<(), CapError> {
     if valid_ifname(name) {
