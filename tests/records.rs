@@ -587,6 +587,49 @@ fn the_first_add_after_a_reboot_releases_what_records_of_the_earlier_boot_hold()
 }
 
 #[test]
+fn anyone_who_can_read_the_state_root_cannot_hold_up_the_first_add_of_a_boot() {
+    // The state root is 0755: anyone may open it, and so `flock` it. The
+    // reconcile lock must be a file only root can open, or a user holding
+    // the root's flock from boot on would fail every first ADD (code 11).
+    let world = World::new("recflk");
+    let conf5 = conf(5, 0);
+    added(&world, "ctr-old", &conf5);
+    let recs = records(&world);
+    let mut record: Value =
+        serde_json::from_str(&std::fs::read_to_string(&recs[0]).expect("record")).expect("json");
+    record["boot-id"] = json!("00000000-0000-0000-0000-000000000000");
+    std::fs::write(&recs[0], record.to_string()).expect("rewrite record");
+    std::fs::write(world.state_dir().join("boot-id"), "earlier").expect("marker");
+    world.node.ip(&["link", "del", "cnitestr5"]);
+    world.node.nft(&["delete", "table", "inet", "wasmcni"]);
+    // The "user": a read-only descriptor of the root, flocked.
+    let held = std::fs::File::open(world.state_dir()).expect("open the state root");
+    // SAFETY: flock on a descriptor we own.
+    let r = unsafe {
+        libc::flock(
+            std::os::fd::AsRawFd::as_raw_fd(&held),
+            libc::LOCK_EX | libc::LOCK_NB,
+        )
+    };
+    assert_eq!(r, 0, "flock of the state root");
+    let r = run_with(
+        &world,
+        "ADD",
+        "ctr-new",
+        &conf(6, 0),
+        &[("WASMCNI_DEADLINE_MS", "5000")],
+    );
+    drop(held);
+    assert_eq!(r.code, 0, "the first ADD of the boot: {r:?}");
+    assert!(
+        !world.ipam_dir().join("n").join("10.70.0.5").exists(),
+        "the earlier boot's reservation is released"
+    );
+    let del = run(&world, "DEL", "ctr-new", &conf(6, 0));
+    assert_eq!(del.code, 0, "{del:?}");
+}
+
+#[test]
 fn a_first_add_after_a_reboot_waits_for_a_concurrent_reconcile_and_keeps_what_it_makes() {
     // Two first ADDs of a boot at once. One (ctr-b) reconciles, and is
     // stopped right after loading the earlier boot's record of ctr-a;

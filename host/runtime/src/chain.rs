@@ -194,7 +194,8 @@ pub fn invoke(
         cni_command: command.clone(),
         runtime: Some(rt.clone()),
     });
-    if command == "ADD" {
+    // As the runner: an untrusted state root's records are not acted on.
+    if command == "ADD" && crate::record::Location::untrusted_root().is_none() {
         caps.reconcile_boot()
             .map_err(|e| CniError::new(Code::TryAgainLater, e))?;
         caps.adopt_intent();

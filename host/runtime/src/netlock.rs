@@ -67,6 +67,22 @@ pub fn tables_lock(ino: u64, deadline: Instant) -> Result<File, (PathBuf, io::Er
     lock_until(&path, deadline).map_err(|e| (path, e))
 }
 
+/// The lock under which the first ADD of a boot reconciles the records of
+/// state root `root` (`<run dir>/net/.reconcile-<hash of the root's
+/// path>.lock`), waiting at most until `deadline`. A file in the run
+/// directory (0700), never the state root itself: anyone who may read a
+/// directory may `flock` it, and so could hold every first ADD of a boot.
+pub fn reconcile_lock(
+    root: &std::path::Path,
+    deadline: Instant,
+) -> Result<File, (PathBuf, io::Error)> {
+    use sha2::{Digest, Sha256};
+    use std::os::unix::ffi::OsStrExt;
+    let digest = Sha256::digest(root.as_os_str().as_bytes());
+    let path = lock_path(&format!(".reconcile-{}", hex::encode(&digest[..8])));
+    lock_until(&path, deadline).map_err(|e| (path, e))
+}
+
 /// `flock(LOCK_EX)` on the lock file `path`, waiting at most until
 /// `deadline`.
 fn lock_until(path: &std::path::Path, deadline: Instant) -> io::Result<File> {

@@ -567,33 +567,24 @@ impl Ctx {
         Ok(())
     }
 
-    /// The state root's reconcile lock (a `flock` of the root directory
-    /// itself: no file is added to it), waited for until the plugin's
-    /// deadline. `None` (and a warning) if it cannot be had; the ADD goes
-    /// on without reconciling, and the next one, or GC, does it. An error
-    /// if it is still held at the deadline.
+    /// The state root's reconcile lock ([`crate::netlock::reconcile_lock`]),
+    /// waited for until the plugin's deadline. `None` (and a warning) if it
+    /// cannot be had; the ADD goes on without reconciling, and the next
+    /// one, or GC, does it. An error if it is still held at the deadline.
     fn reconcile_lock(&self, root: &std::path::Path) -> Result<Option<std::fs::File>, String> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let path = root.to_path_buf();
-        let taken = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
-            .open(&path)
-            .and_then(|f| {
-                let deadline = self.runtime.as_ref().map_or_else(
-                    || std::time::Instant::now() + std::time::Duration::from_secs(10),
-                    |rt| rt.deadline,
-                );
-                crate::ipam::take_lock(&f, deadline).map(|()| f)
-            });
-        match taken {
+        let deadline = self.runtime.as_ref().map_or_else(
+            || std::time::Instant::now() + std::time::Duration::from_secs(10),
+            |rt| rt.deadline,
+        );
+        match crate::netlock::reconcile_lock(root, deadline) {
             Ok(f) => Ok(Some(f)),
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(format!(
+            Err((path, e)) if e.kind() == std::io::ErrorKind::TimedOut => Err(format!(
                 "another invocation is still reconciling the records of an earlier boot \
-                 (it holds the lock of state root {}): try again",
+                 under state root {} (it holds {}): try again",
+                root.display(),
                 path.display()
             )),
-            Err(e) => {
+            Err((path, e)) => {
                 log::warn!(
                     "{}: {e}: records of an earlier boot not reconciled by this ADD",
                     path.display()
