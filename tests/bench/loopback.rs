@@ -83,7 +83,8 @@ fn main() {
     let reference = PathBuf::from("/usr/lib/cni/loopback");
     assert!(reference.is_file(), "install containernetworking-plugins");
 
-    let work = tempfile::tempdir().unwrap();
+    // Not under /tmp: wasmcni refuses a state root others can write.
+    let work = support::private_tempdir();
     let bin = work.path().join("bin");
     // The executable users install is `cargo build --release`'s; `cargo
     // bench` builds its own with dev-dependency features unified, which
