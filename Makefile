@@ -31,7 +31,7 @@ demo: setup
 
 lint: setup
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --all-targets -p wasmcni -p wasmcni-runtime -p wasmcni-tools -p wasmcni-kernel -p cni-spec -p gojson -p guest-sdk -- -D warnings
 	$(CARGO) clippy --target wasm32-wasip2 $(addprefix -p ,$(GUESTS)) -- -D warnings
 
 test: lint

@@ -752,3 +752,38 @@ fn a_vrf_made_after_an_undo_took_the_l3mdev_rules_gets_them() {
         },
     );
 }
+
+#[test]
+fn a_failed_add_takes_back_only_the_l3mdev_rule_its_vrf_brought() {
+    // The namespace keeps the IPv4 l3mdev rule of a VRF made and deleted
+    // before, and an admin removed the IPv6 one: the ADD's VRF brings
+    // back the IPv6 rule only, and its undo takes only that one.
+    with_vrf(
+        "a_failed_add_takes_back_only_the_l3mdev_rule_its_vrf_brought",
+        || {
+            let world = World::new("unl3c");
+            world
+                .ctr
+                .ip(&["link", "add", "old0", "type", "vrf", "table", "20"]);
+            world.ctr.ip(&["link", "del", "old0"]);
+            world
+                .ctr
+                .ip(&["-6", "rule", "del", "pref", "1000", "l3mdev"]);
+            let before = l3mdev_rules(&world);
+            assert_eq!(before.len(), 1, "{before:?}");
+            let a = world.run(
+                "ADD",
+                &policy_with(vrf_grant()),
+                &conf(
+                    json!([{"call": "link.create-vrf", "ns": "container", "name": "red",
+                            "table": 10}]),
+                    1,
+                ),
+                &[],
+            );
+            assert_eq!(a.code, 1, "{a:?}");
+            assert_ok(&a, 0);
+            assert_eq!(l3mdev_rules(&world), before, "after the undo");
+        },
+    );
+}

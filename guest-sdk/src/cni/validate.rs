@@ -71,7 +71,7 @@ pub fn validate_ifname(name: &str) -> Result<(), Error> {
             "CNI_IFNAME {name:?} is not a valid interface name (\".\" and \"..\" are reserved)"
         ),
         Some(IfnameProblem::Forbidden(c)) => {
-            format!("CNI_IFNAME {name:?} contains {c:?} (no '/', ':' or whitespace allowed)")
+            format!("CNI_IFNAME {name:?} contains {c:?} (no '/', ':', NUL or whitespace allowed)")
         }
     };
     Err(Error::invalid_env(msg))

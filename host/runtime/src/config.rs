@@ -22,8 +22,10 @@
 //! | `WASMCNI_UPDATE_DOCS` | unit tests only: rewrite docs/capabilities.md | unset |
 //! | `PATH` | handed to native delegates | — |
 //!
-//! An empty value counts as unset, except for `WASMCNI_POLICY` (an empty
-//! policy path is an error, as it always was) and `WASMCNI_AUDIT`.
+//! An empty value counts as unset for `WASMCNI_POLICY_DIR`,
+//! `WASMCNI_STATE_DIR`, `WASMCNI_CACHE_DIR` and `WASMCNI_PLUGIN_DIR`; the
+//! others keep it as given (an empty policy path or limit is an error, as
+//! it always was).
 #![allow(clippy::disallowed_methods)]
 
 use std::ffi::OsString;

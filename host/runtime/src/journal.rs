@@ -218,6 +218,12 @@ pub enum Undo {
         /// an older wasmcni: no VRF is exempt).
         #[serde(default)]
         vrf: u32,
+        /// Whether the IPv4 rule came with it (an older log: both did).
+        #[serde(default = "yes")]
+        v4: bool,
+        /// Whether the IPv6 rule came with it.
+        #[serde(default = "yes")]
+        v6: bool,
     },
     /// A policy routing rule was added: delete it.
     DeleteRule {
@@ -659,6 +665,11 @@ impl Journal {
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
+}
+
+/// serde's default for a flag that older logs did not write and meant.
+fn yes() -> bool {
+    true
 }
 
 #[cfg(test)]

@@ -152,16 +152,30 @@ impl Netlink {
 
     /// The `l3mdev` rules (`ip rule add l3mdev`, which the kernel adds in
     /// both families when the namespace's first VRF is made, and keeps).
+    /// A kernel without IPv6 (`ipv6.disable=1`) has none of that family.
     pub fn l3mdev_rules(&mut self) -> Result<Vec<RuleMessage>, NlError> {
         let mut out = Vec::new();
         for family in [AddressFamily::Inet, AddressFamily::Inet6] {
+            let rules = match self.dump_rules(family) {
+                Err(e) if family == AddressFamily::Inet6 && e.errno() == libc::EAFNOSUPPORT => {
+                    continue
+                }
+                r => r?,
+            };
             out.extend(
-                self.dump_rules(family)?
+                rules
                     .into_iter()
                     .filter(|r| r.attributes.contains(&RuleAttribute::L3MDev(true))),
             );
         }
         Ok(out)
+    }
+
+    /// Which families have their `l3mdev` rule: (IPv4, IPv6).
+    pub fn l3mdev_families(&mut self) -> Result<(bool, bool), NlError> {
+        let rules = self.l3mdev_rules()?;
+        let has = |f| rules.iter().any(|r| r.header.family == f);
+        Ok((has(AddressFamily::Inet), has(AddressFamily::Inet6)))
     }
 
     /// Adds the `l3mdev` rules the kernel adds with a namespace's first
@@ -184,17 +198,32 @@ impl Netlink {
                 .push(RuleAttribute::Protocol(RouteProtocol::Kernel));
             m.attributes.push(RuleAttribute::L3MDev(true));
             m.attributes.push(RuleAttribute::Priority(1000));
-            self.request(
+            match self.request(
                 RouteNetlinkMessage::NewRule(m),
                 netlink_packet_core::NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
-            )?;
+            ) {
+                // No IPv6 in this kernel: the kernel adds none either.
+                Err(e) if family == AddressFamily::Inet6 && e.errno() == libc::EAFNOSUPPORT => {}
+                r => {
+                    r?;
+                }
+            }
         }
         Ok(())
     }
 
-    /// Deletes the `l3mdev` rules ([`Netlink::l3mdev_rules`]).
-    pub fn delete_l3mdev_rules(&mut self) -> Result<(), NlError> {
+    /// Deletes the `l3mdev` rules ([`Netlink::l3mdev_rules`]) of the
+    /// families asked for (IPv4, IPv6).
+    pub fn delete_l3mdev_rules(&mut self, v4: bool, v6: bool) -> Result<(), NlError> {
         for r in self.l3mdev_rules()? {
+            let asked = match r.header.family {
+                AddressFamily::Inet => v4,
+                AddressFamily::Inet6 => v6,
+                _ => false,
+            };
+            if !asked {
+                continue;
+            }
             self.request(
                 RouteNetlinkMessage::DelRule(r),
                 netlink_packet_core::NLM_F_ACK,

@@ -353,7 +353,13 @@ impl Ctx {
     /// (the kernel's lookups into every VRF's table go through them), and
     /// which, made by a concurrent ADD after this one's, did not bring
     /// them. Under the namespace's l3mdev lock, as VRFs are made.
-    pub(super) fn delete_l3mdev_rules(&mut self, ns: Kind, vrf: u32) -> Result<(), CapError> {
+    pub(super) fn delete_l3mdev_rules(
+        &mut self,
+        ns: Kind,
+        vrf: u32,
+        v4: bool,
+        v6: bool,
+    ) -> Result<(), CapError> {
         let ino = self.ns(ns).ok_or(CapError::Kernel(libc::ENOENT))?.ino();
         let _lock = crate::netlock::l3mdev_lock(ino);
         let others: Vec<String> = self
@@ -374,7 +380,7 @@ impl Ctx {
             return Ok(());
         }
         self.netlink(ns)?
-            .delete_l3mdev_rules()
+            .delete_l3mdev_rules(v4, v6)
             .map_err(|e| CapError::from(&e))
     }
 

@@ -772,15 +772,20 @@ impl Host for StoreData {
             // another VRF is there: authority.rs).
             let ino = c.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?.ino();
             let _lock = crate::netlock::l3mdev_lock(ino);
-            let had = !c.netlink(kind)?.l3mdev_rules()?.is_empty();
+            let had = c.netlink(kind)?.l3mdev_families()?;
             c.intend_links(&[(kind, &name, "vrf")])?;
             c.netlink(kind)?.create_vrf(&name, table, &o)?;
             let index = c.created(kind, &name, false)?;
             c.netlink(kind)?.add_l3mdev_rules()?;
-            if !had && c.command == super::Command::Add {
+            let has = c.netlink(kind)?.l3mdev_families()?;
+            // Per family: only the rules this VRF brought are its undo's.
+            let (v4, v6) = (has.0 && !had.0, has.1 && !had.1);
+            if (v4 || v6) && c.command == super::Command::Add {
                 c.journal.record(Undo::DeleteL3mdevRules {
                     ns: kind,
                     vrf: index,
+                    v4,
+                    v6,
                 });
             }
             Ok(index)

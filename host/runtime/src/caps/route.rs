@@ -272,6 +272,10 @@ impl Ctx {
     /// end. CHECK, GC and STATUS change nothing, so choose no table: for
     /// them it does nothing.
     fn lock_tables(&mut self, kind: Kind) -> Result<(), CapError> {
+        // Nothing is chosen in CHECK, GC or STATUS: nothing to hold.
+        if !matches!(self.command, Command::Add | Command::Del) {
+            return Ok(());
+        }
         if let (Err(rules), Err(vrfs)) = (
             self.rule_target(kind),
             self.require_create(kind, LinkKind::Vrf),
@@ -286,9 +290,6 @@ impl Ctx {
                 reason(rules),
                 reason(vrfs)
             )));
-        }
-        if !matches!(self.command, Command::Add | Command::Del) {
-            return Ok(());
         }
         let ino = self
             .ns(kind)

@@ -205,7 +205,9 @@ impl Ctx {
             Undo::State(u) => u.apply(),
             Undo::DeleteRule { ns, spec } => self.netlink(*ns)?.delete_rule(spec).map_err(nl_err),
             Undo::AddRule { ns, spec } => self.netlink(*ns)?.add_rule(spec).map_err(nl_err),
-            Undo::DeleteL3mdevRules { ns, vrf } => self.delete_l3mdev_rules(*ns, *vrf),
+            Undo::DeleteL3mdevRules { ns, vrf, v4, v6 } => {
+                self.delete_l3mdev_rules(*ns, *vrf, *v4, *v6)
+            }
             Undo::NativeDel(call) => call.run_del(),
             Undo::RestoreSysctls { ns, changes } => {
                 let ns = self.ns(*ns).ok_or(CapError::Kernel(libc::ENOENT))?;
