@@ -228,7 +228,7 @@ fn bin_entry(dir: &Path, name: &str) -> Value {
     let Ok(meta) = std::fs::symlink_metadata(&path) else {
         return json!({"name": name, "kind": "unreadable"});
     };
-    let self_id = std::fs::metadata(dir.join(crate::cli::SELF_NAME))
+    let self_id = std::fs::metadata(dir.join(crate::plugins::SELF_NAME))
         .ok()
         .map(|m| (m.dev(), m.ino()));
     let plugin = |name: &str| match plugins::find(name) {
@@ -246,7 +246,8 @@ fn bin_entry(dir: &Path, name: &str) -> Value {
             Err(_) => json!({"name": name, "kind": "dangling link", "target": target}),
             Ok(m)
                 if Some((m.dev(), m.ino())) == self_id
-                    || Path::new(&target).file_name() == Some(crate::cli::SELF_NAME.as_ref()) =>
+                    || Path::new(&target).file_name()
+                        == Some(crate::plugins::SELF_NAME.as_ref()) =>
             {
                 json!({"name": name, "kind": "wasmcni link", "target": target, "plugin": plugin(name)})
             }
@@ -256,7 +257,7 @@ fn bin_entry(dir: &Path, name: &str) -> Value {
     if meta.is_dir() {
         return json!({"name": name, "kind": "directory"});
     }
-    if name == crate::cli::SELF_NAME {
+    if name == crate::plugins::SELF_NAME {
         return json!({"name": name, "kind": "wasmcni"});
     }
     if Some((meta.dev(), meta.ino())) == self_id {

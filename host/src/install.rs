@@ -541,7 +541,7 @@ fn plan_plugin(opts: &Options, engine: &wasmtime::Engine) -> anyhow::Result<Opti
     if !plugins::valid_name(&name) {
         bail!("{}", plugins::LookupError::InvalidName(name));
     }
-    if name == crate::cli::SELF_NAME || plugins::bundled().any(|p| p.name() == name) {
+    if name == crate::plugins::SELF_NAME || plugins::bundled().any(|p| p.name() == name) {
         bail!("plugin name {name:?} is taken by a standard plugin carried in wasmcni (a file cannot shadow it): choose another with --name");
     }
     let wasm = read_input(file, "plugin", 64 << 20)?;
@@ -588,7 +588,7 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
         .dir
         .canonicalize()
         .with_context(|| format!("resolving {:?}", opts.dir))?;
-    let bin = dir.join(crate::cli::SELF_NAME);
+    let bin = dir.join(crate::plugins::SELF_NAME);
     let bundled: Vec<Plugin> = plugins::bundled().collect();
     let engine = engine::engine()?;
 
@@ -666,7 +666,7 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
     let mut plan = vec![(bin.clone(), existing(&bin, None)?)];
     for name in &links {
         let path = dir.join(name);
-        let state = existing(&path, Some(crate::cli::SELF_NAME))?;
+        let state = existing(&path, Some(crate::plugins::SELF_NAME))?;
         plan.push((path, state));
     }
     let mut foreign: Vec<PathBuf> = plan
@@ -721,7 +721,7 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
         // A foreign file or link is replaced in one step (rename), never
         // followed.
         write_atomic_with(path, |tmp| {
-            std::os::unix::fs::symlink(crate::cli::SELF_NAME, tmp)
+            std::os::unix::fs::symlink(crate::plugins::SELF_NAME, tmp)
         })
         .with_context(|| format!("linking {path:?}"))?;
     }
@@ -752,7 +752,7 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
         .filter(|p| {
             linked.iter().any(|n| n == p.name())
                 || fs::read_link(dir.join(p.name()))
-                    .is_ok_and(|t| t == Path::new(crate::cli::SELF_NAME))
+                    .is_ok_and(|t| t == Path::new(crate::plugins::SELF_NAME))
         })
         .collect();
     all.extend(installed_third_party(&dir, &plugin_dir));
@@ -892,7 +892,7 @@ fn installed_third_party(dir: &Path, plugin_dir: &Path) -> Vec<Plugin> {
         .filter(|(name, _)| {
             !plugins::bundled().any(|p| p.name() == name)
                 && fs::read_link(dir.join(name))
-                    .is_ok_and(|t| t == Path::new(crate::cli::SELF_NAME))
+                    .is_ok_and(|t| t == Path::new(crate::plugins::SELF_NAME))
         })
         .filter_map(|(_, p)| p.ok())
         .collect()

@@ -200,7 +200,7 @@ pub fn invoke(
             .map_err(|e| CniError::new(Code::TryAgainLater, e))?;
         caps.adopt_intent();
     }
-    runner::arm_deadline(&rt.engine, deadline);
+    crate::clock::arm_deadline(&rt.engine, deadline);
     let tokio_rt = runner::current_thread_runtime()?;
     let _entered = tokio_rt.enter();
     let outcome = run(&command, &conf, &list, &members, &mut caps);

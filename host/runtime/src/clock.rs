@@ -1,4 +1,6 @@
-//! `wasi:clocks/monotonic-clock` with the deadline built in.
+//! The plugin's deadline: the timer that stops a plugin running wasm code
+//! (`arm_deadline`), and `wasi:clocks/monotonic-clock` with the deadline
+//! built in.
 //!
 //! The deadline is an epoch interruption: it stops a plugin that runs wasm
 //! code, not one blocked in the host. A plugin could subscribe to a clock
@@ -17,6 +19,7 @@
 use std::time::{Duration, Instant};
 
 use wasmtime::component::{HasData, Resource};
+use wasmtime::Engine;
 use wasmtime_wasi::clocks::WasiClocksCtxView;
 use wasmtime_wasi::p2::bindings::clocks::monotonic_clock::{
     self, Duration as WasiDuration, Instant as WasiInstant,
@@ -63,7 +66,7 @@ impl Pollable for Sleep {
         // it traps at its next check instead of running on (a plugin that
         // exits right after its sleep would otherwise end with success).
         if Instant::now() >= self.deadline {
-            crate::runner::expire_deadline();
+            expire_deadline();
         }
     }
 }
@@ -107,6 +110,65 @@ impl monotonic_clock::Host for DeadlineClock<'_> {
         duration: WasiDuration,
     ) -> wasmtime::Result<Resource<DynPollable>> {
         self.sleep(duration)
+    }
+}
+
+/// The engine whose epoch the deadline timer advances.
+static DEADLINE_ENGINE: std::sync::OnceLock<Engine> = std::sync::OnceLock::new();
+
+/// The deadline has passed: advance the epoch now (what the timer's
+/// signal does), so the plugin traps at its next epoch check.
+pub(crate) fn expire_deadline() {
+    if let Some(engine) = DEADLINE_ENGINE.get() {
+        engine.increment_epoch();
+    }
+}
+
+extern "C" fn on_deadline(_: libc::c_int) {
+    // Signal-safe: an atomic load, then an atomic increment (wasmtime
+    // documents `increment_epoch` as signal-safe).
+    if let Some(engine) = DEADLINE_ENGINE.get() {
+        engine.increment_epoch();
+    }
+}
+
+/// Makes the plugin trap once `deadline` has passed: a one-shot SIGALRM
+/// timer advances the engine's epoch. (A timer thread would do the same,
+/// but creating a thread costs every call ~0.1 ms; the handler restarts
+/// interrupted system calls, so host calls are not disturbed.) Falls back
+/// to a thread if the process already armed the timer for another engine.
+pub(crate) fn arm_deadline(engine: &Engine, deadline: Duration) {
+    let ours = DEADLINE_ENGINE.get_or_init(|| engine.clone());
+    let armed = Engine::same(ours, engine) && {
+        // SAFETY: installs a handler that only touches atomics, and arms a
+        // one-shot timer; both calls take pointers to initialised locals.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_deadline as *const () as libc::sighandler_t;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            let timer = libc::itimerval {
+                it_interval: libc::timeval {
+                    tv_sec: 0,
+                    tv_usec: 0,
+                },
+                it_value: libc::timeval {
+                    tv_sec: deadline.as_secs() as _,
+                    tv_usec: deadline.subsec_micros() as _,
+                },
+            };
+            libc::sigaction(libc::SIGALRM, &sa, std::ptr::null_mut()) == 0
+                && libc::setitimer(libc::ITIMER_REAL, &timer, std::ptr::null_mut()) == 0
+        }
+    };
+    if !armed {
+        let ticker = engine.weak();
+        std::thread::spawn(move || {
+            std::thread::sleep(deadline);
+            if let Some(e) = ticker.upgrade() {
+                e.increment_epoch();
+            }
+        });
     }
 }
 

@@ -28,6 +28,7 @@ pub mod plugins;
 pub mod policy;
 pub mod record;
 pub mod runner;
+mod state_fs;
 
 // The kernel layer, a crate of its own (host/kernel), under the names the
 // rest of the host has always used for it.

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::ipam::Owner;
-use crate::record::{component, read_bounded, remove_pruning, write_atomic};
+use crate::state_fs::{component, read_bounded, remove_pruning, walk, write_atomic};
 
 /// The directory below the state root.
 const TOP: &str = "plugin-state";
@@ -247,44 +247,10 @@ pub fn remove_attachment(
         if !name.ends_with(".json") || name.starts_with('.') {
             continue;
         }
-        crate::record::remove_pruning(root, &dir, &name, Path::new(TOP))?;
+        remove_pruning(root, &dir, &name, Path::new(TOP))?;
         removed.push(root.join(&dir).join(&name));
     }
     Ok(removed)
-}
-
-/// The files with one of `exts` three levels below `dir` (container,
-/// ifname, file).
-pub(crate) fn walk(dir: &Path, exts: &[&str], errors: &mut Vec<String>) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut level = vec![dir.to_owned()];
-    for depth in 0..3 {
-        let mut next = Vec::new();
-        for d in level {
-            let entries = match std::fs::read_dir(&d) {
-                Ok(e) => e,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => {
-                    errors.push(format!("{}: {e}", d.display()));
-                    continue;
-                }
-            };
-            for e in entries.flatten() {
-                let Ok(ft) = e.file_type() else { continue };
-                let p = e.path();
-                if depth < 2 && ft.is_dir() {
-                    next.push(p);
-                } else if depth == 2
-                    && ft.is_file()
-                    && p.extension().is_some_and(|x| exts.iter().any(|e| x == *e))
-                {
-                    out.push(p);
-                }
-            }
-        }
-        level = next;
-    }
-    out
 }
 
 #[cfg(test)]

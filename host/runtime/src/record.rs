@@ -18,7 +18,7 @@
 //! directories 0700, files 0600). Each component is the name as given when
 //! it is a plain file name, else a digest, so no name reaches outside its
 //! directory. A record is written whole to a temporary file, then
-//! renamed over the old one (not synced, see [`write_atomic`]): a `kill -9`
+//! renamed over the old one (not synced, see [`crate::state_fs::write_atomic`]): a `kill -9`
 //! at any instant leaves the old record or the new one, never half of one.
 //!
 //! A record is valid for the boot it was written in (`boot_id`) and the
@@ -29,11 +29,12 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use cap_std::ambient_authority;
-use cap_std::fs::{Dir, DirBuilder, OpenOptions};
+use cap_std::fs::{Dir, OpenOptions};
 use serde::{Deserialize, Serialize};
 
 use crate::caps::Attachment;
 use crate::journal::Entry;
+use crate::state_fs::{component, read_bounded, remove_pruning, state_dir, walk, write_atomic};
 
 /// Where records live when `$WASMCNI_STATE_DIR` is not set.
 pub const DEFAULT_STATE_DIR: &str = "/var/lib/wasmcni";
@@ -299,24 +300,6 @@ pub struct Location {
     dir: PathBuf,
     /// `<plugin>.json`.
     file: String,
-}
-
-/// A path component for `name`: itself if it is a plain file name
-/// (letters, digits, `_`, `.`, `-`, not starting with `.`, at most 128
-/// bytes), else `#` and a digest.
-pub(crate) fn component(name: &str) -> String {
-    let plain = !name.is_empty()
-        && name.len() <= 128
-        && !name.starts_with('.')
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
-    if plain {
-        name.to_owned()
-    } else {
-        use sha2::{Digest, Sha256};
-        format!("#{}", hex::encode(&Sha256::digest(name.as_bytes())[..20]))
-    }
 }
 
 /// This boot's id.
@@ -665,7 +648,7 @@ pub fn networks(root: &Path) -> Vec<String> {
     };
     for d in dirs.flatten() {
         let mut errors = Vec::new();
-        let files = crate::plugin_state::walk(&d.path(), RECORD_FILES, &mut errors);
+        let files = walk(&d.path(), RECORD_FILES, &mut errors);
         let network = files
             .iter()
             .find_map(|p| {
@@ -728,7 +711,7 @@ pub fn list(root: &Path, network: &str) -> (Vec<(Location, Record)>, Vec<String>
     let mut errors = Vec::new();
     let mut out = Vec::new();
     let dir = root.join("attachments").join(component(network));
-    for path in crate::plugin_state::walk(&dir, RECORD_FILES, &mut errors) {
+    for path in walk(&dir, RECORD_FILES, &mut errors) {
         let Ok(rel) = path.strip_prefix(root) else {
             continue;
         };
@@ -774,82 +757,6 @@ pub fn list(root: &Path, network: &str) -> (Vec<(Location, Record)>, Vec<String>
         }
     }
     (out, errors)
-}
-
-/// The file `path` below `root`, at most `max` bytes of it; `None` if
-/// either is missing.
-///
-/// # Ambient Authority
-/// Opens `root` by path (the host's state root).
-pub(crate) fn read_bounded(root: &Path, path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
-    let root = match Dir::open_ambient_dir(root, ambient_authority()) {
-        Ok(d) => d,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let file = match root.open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let mut text = Vec::new();
-    io::Read::read_to_end(&mut io::Read::take(file, max), &mut text)?;
-    Ok(Some(text))
-}
-
-/// Writes `text` as `dir/file` below `root` whole: a temporary file,
-/// renamed over the old one (directories 0700, the file 0600). A `kill -9`
-/// at any instant leaves the old file or the new one. Nothing is synced to
-/// disk, as for the IPAM state ([`crate::ipam`]) and the reference: a kill
-/// cannot lose the page cache, a sync would cost every ADD a disk flush,
-/// and after a power loss the kernel state a record speaks of is gone
-/// anyway; a file a crash left empty or torn does not parse, and is set
-/// aside ([`Location::load_or_quarantine`]).
-///
-/// # Ambient Authority
-/// Creates `root` by path (the host's state root).
-pub(crate) fn write_atomic(root: &Path, dir: &Path, file: &str, text: &[u8]) -> io::Result<()> {
-    let dir = state_dir(root, dir)?;
-    let tmp = format!(".{file}.tmp");
-    let mut opts = OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
-    {
-        use cap_std::fs::OpenOptionsExt;
-        opts.mode(0o600);
-    }
-    let mut f = dir.open_with(&tmp, &opts)?;
-    f.write_all(text)?;
-    drop(f);
-    dir.rename(&tmp, &dir, file)
-}
-
-/// Directory `dir` below `root`, each made when missing (`dir` and those
-/// above it below `root` private to root: 0700). Opened first, made only
-/// when that fails: an ADD's writes after its first find them there.
-///
-/// # Ambient Authority
-/// Opens (and makes) `root` by path (the host's state root).
-fn state_dir(root: &Path, dir: &Path) -> io::Result<Dir> {
-    let root = match Dir::open_ambient_dir(root, ambient_authority()) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            std::fs::create_dir_all(root)?;
-            Dir::open_ambient_dir(root, ambient_authority())?
-        }
-        r => r?,
-    };
-    match root.open_dir(dir) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let mut builder = DirBuilder::new();
-            builder.recursive(true);
-            {
-                use cap_std::fs::DirBuilderExt;
-                builder.mode(0o700);
-            }
-            root.create_dir_with(dir, &builder)?;
-            root.open_dir(dir)
-        }
-        r => r,
-    }
 }
 
 /// The records of one attachment (every plugin's, intent logs folded in),
@@ -1001,34 +908,6 @@ pub fn stores(root: &Path) -> Vec<PathBuf> {
         }
     }
     out
-}
-
-/// Removes `dir/file` below `root`, and the directories above it it
-/// leaves empty, up to (not including) `top`.
-///
-/// # Ambient Authority
-/// Opens `root` by path (the host's state root).
-pub(crate) fn remove_pruning(root: &Path, dir: &Path, file: &str, top: &Path) -> io::Result<()> {
-    let root = match Dir::open_ambient_dir(root, ambient_authority()) {
-        Ok(d) => d,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(e),
-    };
-    match root.remove_file(dir.join(file)) {
-        // Gone already: the directories above may still be emptied (a
-        // record's intent log removed just before).
-        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-        _ => {}
-    }
-    let mut d = dir.to_owned();
-    while d.parent().is_some() && d != top {
-        // Not empty (another plugin's file, another attachment): stop.
-        if root.remove_dir(&d).is_err() {
-            break;
-        }
-        d.pop();
-    }
-    Ok(())
 }
 
 impl Record {

@@ -23,7 +23,7 @@ use wasmtime_wasi::{I32Exit, WasiCtxBuilder};
 
 use crate::audit::{Audit, Identity, Sink};
 use crate::caps::{self, BudgetExceeded, StoreData};
-use crate::clock::{DeadlineClock, HasDeadlineClock};
+use crate::clock::{self, DeadlineClock, HasDeadlineClock};
 use crate::cni_error::{version_for_errors, CniError, Code};
 use crate::engine::{self, ArtifactCache};
 use crate::limits::Limiter;
@@ -402,7 +402,7 @@ fn run_loaded(
             .map_err(|e| CniError::new(Code::TryAgainLater, e))?;
         caps.adopt_intent();
     }
-    arm_deadline(&rt.engine, limits.deadline);
+    clock::arm_deadline(&rt.engine, limits.deadline);
     // wasmtime-wasi's synchronous streams block on futures through the
     // ambient Tokio runtime, and start a multi-threaded one (a thread per
     // core, cgroup probing) if there is none. A current-thread runtime,
@@ -819,65 +819,6 @@ pub fn refused_imports(imports: &[String]) -> Vec<String> {
 struct HasIo;
 impl HasData for HasIo {
     type Data<'a> = &'a mut ResourceTable;
-}
-
-/// The engine whose epoch the deadline timer advances.
-static DEADLINE_ENGINE: std::sync::OnceLock<Engine> = std::sync::OnceLock::new();
-
-/// The deadline has passed: advance the epoch now (what the timer's
-/// signal does), so the plugin traps at its next epoch check.
-pub(crate) fn expire_deadline() {
-    if let Some(engine) = DEADLINE_ENGINE.get() {
-        engine.increment_epoch();
-    }
-}
-
-extern "C" fn on_deadline(_: libc::c_int) {
-    // Signal-safe: an atomic load, then an atomic increment (wasmtime
-    // documents `increment_epoch` as signal-safe).
-    if let Some(engine) = DEADLINE_ENGINE.get() {
-        engine.increment_epoch();
-    }
-}
-
-/// Makes the plugin trap once `deadline` has passed: a one-shot SIGALRM
-/// timer advances the engine's epoch. (A timer thread would do the same,
-/// but creating a thread costs every call ~0.1 ms; the handler restarts
-/// interrupted system calls, so host calls are not disturbed.) Falls back
-/// to a thread if the process already armed the timer for another engine.
-pub(crate) fn arm_deadline(engine: &Engine, deadline: Duration) {
-    let ours = DEADLINE_ENGINE.get_or_init(|| engine.clone());
-    let armed = Engine::same(ours, engine) && {
-        // SAFETY: installs a handler that only touches atomics, and arms a
-        // one-shot timer; both calls take pointers to initialised locals.
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_deadline as *const () as libc::sighandler_t;
-            sa.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut sa.sa_mask);
-            let timer = libc::itimerval {
-                it_interval: libc::timeval {
-                    tv_sec: 0,
-                    tv_usec: 0,
-                },
-                it_value: libc::timeval {
-                    tv_sec: deadline.as_secs() as _,
-                    tv_usec: deadline.subsec_micros() as _,
-                },
-            };
-            libc::sigaction(libc::SIGALRM, &sa, std::ptr::null_mut()) == 0
-                && libc::setitimer(libc::ITIMER_REAL, &timer, std::ptr::null_mut()) == 0
-        }
-    };
-    if !armed {
-        let ticker = engine.weak();
-        std::thread::spawn(move || {
-            std::thread::sleep(deadline);
-            if let Some(e) = ticker.upgrade() {
-                e.increment_epoch();
-            }
-        });
-    }
 }
 
 type AddFn = fn(&mut Linker<StoreData>) -> wasmtime::Result<()>;

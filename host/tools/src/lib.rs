@@ -6,6 +6,7 @@
 #![deny(missing_docs)]
 
 pub mod demo;
+pub mod plugin_arg;
 pub mod scaffold;
 pub mod suggest;
 pub mod trial;

@@ -978,7 +978,7 @@ pub fn select(
 /// `wasmcni policy suggest PLUGIN`: prints the entry as JSON (stdout) and
 /// notes (stderr).
 pub fn run(plugin: &str, audit: Option<&Path>, from_try: Option<&Path>) -> anyhow::Result<()> {
-    let p = crate::trial::resolve_plugin(plugin)?;
+    let p = crate::plugin_arg::resolve(plugin)?;
     let path = from_try
         .or(audit)
         .map(Path::to_owned)

@@ -69,16 +69,6 @@ pub struct Options {
     pub host_links: Vec<String>,
 }
 
-/// Finds `spec`: a path ending in `.wasm`, or a plugin name (standard, or
-/// in the plugin directory).
-pub fn resolve_plugin(spec: &str) -> anyhow::Result<Plugin> {
-    if spec.ends_with(".wasm") {
-        Plugin::from_path(Path::new(spec)).map_err(|e| anyhow!("{e}"))
-    } else {
-        plugins::find(spec).map_err(|e| anyhow!("{e} (give a path ending in .wasm to try a file)"))
-    }
-}
-
 use cni_spec::valid_ifname;
 
 fn read_json(path: &Path, what: &str) -> anyhow::Result<Value> {
@@ -903,7 +893,7 @@ struct Inputs {
 
 impl Inputs {
     fn read(o: &Options) -> anyhow::Result<Inputs> {
-        let plugin = resolve_plugin(&o.plugin)?;
+        let plugin = crate::plugin_arg::resolve(&o.plugin)?;
         let name = plugin.name().to_owned();
         if !valid_ifname(&o.ifname) {
             bail!("--ifname {:?} is not a valid interface name", o.ifname);

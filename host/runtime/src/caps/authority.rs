@@ -71,9 +71,9 @@ pub struct Incarnations {
 /// Whether an attachment other than `me` has a record or intent log in
 /// `me`'s network (`network`), or on the node.
 fn holders_besides(me: &attachment::Attachment, network: bool) -> bool {
-    let mine = std::path::Path::new(&crate::record::component(&me.network))
-        .join(crate::record::component(&me.container_id))
-        .join(crate::record::component(&me.ifname));
+    let mine = std::path::Path::new(&crate::state_fs::component(&me.network))
+        .join(crate::state_fs::component(&me.container_id))
+        .join(crate::state_fs::component(&me.ifname));
     crate::record::holders(
         &crate::record::Location::root_from_env(),
         network.then_some(me.network.as_str()),
@@ -561,7 +561,7 @@ impl Ctx {
         own_network_too: bool,
     ) -> Result<Option<(IpAddr, Owner)>, CapError> {
         let me = self.attachment.owner();
-        let own = crate::record::component(&self.attachment.network);
+        let own = crate::state_fs::component(&self.attachment.network);
         for dir in self.all_stores() {
             if !own_network_too && dir.file_name().is_some_and(|f| *f == *own.as_str()) {
                 continue;

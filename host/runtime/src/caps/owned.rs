@@ -485,7 +485,7 @@ impl Ctx {
             return Ok(());
         };
         let marker = std::path::Path::new("boot-id");
-        if let Ok(Some(b)) = crate::record::read_bounded(&root, marker, 64) {
+        if let Ok(Some(b)) = crate::state_fs::read_bounded(&root, marker, 64) {
             if b == boot.as_bytes() {
                 return Ok(());
             }
@@ -508,7 +508,7 @@ impl Ctx {
         let Some(_lock) = self.reconcile_lock(&root)? else {
             return Ok(());
         };
-        if let Ok(Some(b)) = crate::record::read_bounded(&root, marker, 64) {
+        if let Ok(Some(b)) = crate::state_fs::read_bounded(&root, marker, 64) {
             if b == boot.as_bytes() {
                 return Ok(());
             }
@@ -556,7 +556,7 @@ impl Ctx {
                 failures.join("; ")
             );
         }
-        if let Err(e) = crate::record::write_atomic(
+        if let Err(e) = crate::state_fs::write_atomic(
             &root,
             std::path::Path::new("."),
             "boot-id",

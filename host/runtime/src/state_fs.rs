@@ -1,0 +1,168 @@
+//! The state root's file primitives, shared by the attachment records
+//! ([`crate::record`]) and plugin state ([`crate::plugin_state`]): a name
+//! as a path component that cannot reach outside its directory, bounded
+//! reads, whole-file writes by rename, removal that prunes emptied
+//! directories, and the walk over `<network>/<container id>/<ifname>/`.
+//! The state root is handed in; nothing here knows what a record says.
+
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use cap_std::ambient_authority;
+use cap_std::fs::{Dir, DirBuilder, OpenOptions};
+
+/// A path component for `name`: itself if it is a plain file name
+/// (letters, digits, `_`, `.`, `-`, not starting with `.`, at most 128
+/// bytes), else `#` and a digest.
+pub(crate) fn component(name: &str) -> String {
+    let plain = !name.is_empty()
+        && name.len() <= 128
+        && !name.starts_with('.')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
+    if plain {
+        name.to_owned()
+    } else {
+        use sha2::{Digest, Sha256};
+        format!("#{}", hex::encode(&Sha256::digest(name.as_bytes())[..20]))
+    }
+}
+
+/// The file `path` below `root`, at most `max` bytes of it; `None` if
+/// either is missing.
+///
+/// # Ambient Authority
+/// Opens `root` by path (the host's state root).
+pub(crate) fn read_bounded(root: &Path, path: &Path, max: u64) -> io::Result<Option<Vec<u8>>> {
+    let root = match Dir::open_ambient_dir(root, ambient_authority()) {
+        Ok(d) => d,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let file = match root.open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut text = Vec::new();
+    io::Read::read_to_end(&mut io::Read::take(file, max), &mut text)?;
+    Ok(Some(text))
+}
+
+/// Writes `text` as `dir/file` below `root` whole: a temporary file,
+/// renamed over the old one (directories 0700, the file 0600). A `kill -9`
+/// at any instant leaves the old file or the new one. Nothing is synced to
+/// disk, as for the IPAM state ([`crate::ipam`]) and the reference: a kill
+/// cannot lose the page cache, a sync would cost every ADD a disk flush,
+/// and after a power loss the kernel state a record speaks of is gone
+/// anyway; a file a crash left empty or torn does not parse, and is set
+/// aside ([`crate::record::Location::load_or_quarantine`]).
+///
+/// # Ambient Authority
+/// Creates `root` by path (the host's state root).
+pub(crate) fn write_atomic(root: &Path, dir: &Path, file: &str, text: &[u8]) -> io::Result<()> {
+    let dir = state_dir(root, dir)?;
+    let tmp = format!(".{file}.tmp");
+    let mut opts = OpenOptions::new();
+    opts.write(true).create(true).truncate(true);
+    {
+        use cap_std::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    let mut f = dir.open_with(&tmp, &opts)?;
+    f.write_all(text)?;
+    drop(f);
+    dir.rename(&tmp, &dir, file)
+}
+
+/// Directory `dir` below `root`, each made when missing (`dir` and those
+/// above it below `root` private to root: 0700). Opened first, made only
+/// when that fails: an ADD's writes after its first find them there.
+///
+/// # Ambient Authority
+/// Opens (and makes) `root` by path (the host's state root).
+pub(crate) fn state_dir(root: &Path, dir: &Path) -> io::Result<Dir> {
+    let root = match Dir::open_ambient_dir(root, ambient_authority()) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            std::fs::create_dir_all(root)?;
+            Dir::open_ambient_dir(root, ambient_authority())?
+        }
+        r => r?,
+    };
+    match root.open_dir(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let mut builder = DirBuilder::new();
+            builder.recursive(true);
+            {
+                use cap_std::fs::DirBuilderExt;
+                builder.mode(0o700);
+            }
+            root.create_dir_with(dir, &builder)?;
+            root.open_dir(dir)
+        }
+        r => r,
+    }
+}
+
+/// Removes `dir/file` below `root`, and the directories above it it
+/// leaves empty, up to (not including) `top`.
+///
+/// # Ambient Authority
+/// Opens `root` by path (the host's state root).
+pub(crate) fn remove_pruning(root: &Path, dir: &Path, file: &str, top: &Path) -> io::Result<()> {
+    let root = match Dir::open_ambient_dir(root, ambient_authority()) {
+        Ok(d) => d,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    match root.remove_file(dir.join(file)) {
+        // Gone already: the directories above may still be emptied (a
+        // record's intent log removed just before).
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
+    let mut d = dir.to_owned();
+    while d.parent().is_some() && d != top {
+        // Not empty (another plugin's file, another attachment): stop.
+        if root.remove_dir(&d).is_err() {
+            break;
+        }
+        d.pop();
+    }
+    Ok(())
+}
+
+/// The files with one of `exts` three levels below `dir` (container,
+/// ifname, file).
+pub(crate) fn walk(dir: &Path, exts: &[&str], errors: &mut Vec<String>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut level = vec![dir.to_owned()];
+    for depth in 0..3 {
+        let mut next = Vec::new();
+        for d in level {
+            let entries = match std::fs::read_dir(&d) {
+                Ok(e) => e,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => {
+                    errors.push(format!("{}: {e}", d.display()));
+                    continue;
+                }
+            };
+            for e in entries.flatten() {
+                let Ok(ft) = e.file_type() else { continue };
+                let p = e.path();
+                if depth < 2 && ft.is_dir() {
+                    next.push(p);
+                } else if depth == 2
+                    && ft.is_file()
+                    && p.extension().is_some_and(|x| exts.iter().any(|e| x == *e))
+                {
+                    out.push(p);
+                }
+            }
+        }
+        level = next;
+    }
+    out
+}
