@@ -14,7 +14,7 @@ MUSL_TARGET := x86_64-unknown-linux-musl
 IMAGE ?= localhost/wasmcni-installer:dev
 GUESTS := $(notdir $(wildcard guests/*)) $(notdir $(wildcard tests/fixtures/*))
 
-.PHONY: setup demo test lint bench bench-image install docs hot-symbols image image-build
+.PHONY: setup demo test lint bench bench-image install docs hot-symbols cycles image image-build
 
 setup:
 	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
@@ -41,6 +41,10 @@ test: lint
 # fails when it is stale).
 docs: setup
 	WASMCNI_UPDATE_DOCS=1 $(CARGO) test -p wasmcni-runtime --lib caps::catalog
+
+# Import circles between the modules of each host crate (issue 25).
+cycles:
+	@for c in host/src host/runtime/src host/tools/src host/kernel/src host/cni-spec/src host/gojson/src; do echo "$$c:"; python3 host/module-cycles.py $$c; done
 
 # Regenerate host/hot-symbols.txt (link order of the hot path; needs root
 # and valgrind). Rerun after large changes to the run path, then `make bench`.
