@@ -99,7 +99,31 @@ impl World {
         );
         assert_eq!(run.code, 0, "setting up the shared bridge: {run:?}");
         let _ = std::fs::remove_file(world.audit_path());
+        world.wait_for_link_watch(&["uplink", "cnitestpre"]);
         world
+    }
+
+    /// Waits (at most 5 s) until the kernel's link watch has given each of
+    /// the node's `links` that is up its carrier state: a veth set up with
+    /// its peer down reports `UNKNOWN`, then `LOWERLAYERDOWN` and
+    /// `NO-CARRIER` up to a second later (longer under the VM's emulation),
+    /// and a snapshot taken in between differs from every later one for
+    /// nobody's doing (a CI run's fault sweep failed on it at its first
+    /// host call).
+    fn wait_for_link_watch(&self, links: &[&str]) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let settled = |name: &str| {
+            let out = self.node.ip(&["-j", "link", "show", "dev", name]);
+            let v: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
+            let l = &v[0];
+            let up = l["flags"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|x| x == "UP"));
+            !up || l["operstate"] != "UNKNOWN"
+        };
+        while !links.iter().all(|l| settled(l)) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
     }
 
     /// Everything a plugin could change: both namespaces (links,
