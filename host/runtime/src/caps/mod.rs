@@ -188,6 +188,16 @@ impl Command {
 }
 
 impl Ctx {
+    /// When this invocation's deadline passes: the runtime's, or 10 s from
+    /// now for a context with no runtime (unit tests, tools); what a host
+    /// call that waits for a lock waits at most until.
+    pub(crate) fn deadline(&self) -> std::time::Instant {
+        self.runtime.as_ref().map_or_else(
+            || std::time::Instant::now() + std::time::Duration::from_secs(10),
+            |rt| rt.deadline,
+        )
+    }
+
     /// A context for one invocation. `container` is the verified
     /// `CNI_NETNS`, or `None` when the runtime gave none (or, on DEL, it is
     /// gone).

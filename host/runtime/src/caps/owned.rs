@@ -572,11 +572,7 @@ impl Ctx {
     /// cannot be had; the ADD goes on without reconciling, and the next
     /// one, or GC, does it. An error if it is still held at the deadline.
     fn reconcile_lock(&self, root: &std::path::Path) -> Result<Option<std::fs::File>, String> {
-        let deadline = self.runtime.as_ref().map_or_else(
-            || std::time::Instant::now() + std::time::Duration::from_secs(10),
-            |rt| rt.deadline,
-        );
-        match crate::netlock::reconcile_lock(root, deadline) {
+        match crate::netlock::reconcile_lock(root, self.deadline()) {
             Ok(f) => Ok(Some(f)),
             Err((path, e)) if e.kind() == std::io::ErrorKind::TimedOut => Err(format!(
                 "another invocation is still reconciling the records of an earlier boot \

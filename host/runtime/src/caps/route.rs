@@ -1,7 +1,6 @@
 //! `wasmcni:plugin/route`.
 
 use std::net::IpAddr;
-use std::time::{Duration, Instant};
 
 use netlink_packet_route::route::RouteMessage;
 use netlink_packet_route::AddressFamily;
@@ -298,11 +297,7 @@ impl Ctx {
         if self.table_locks.iter().any(|(i, _)| *i == ino) {
             return Ok(());
         }
-        let deadline = self.runtime.as_ref().map_or_else(
-            || Instant::now() + Duration::from_secs(10),
-            |rt| rt.deadline,
-        );
-        match crate::netlock::tables_lock(ino, deadline) {
+        match crate::netlock::tables_lock(ino, self.deadline()) {
             Ok(file) => {
                 self.table_locks.push((ino, file));
                 Ok(())
