@@ -29,9 +29,11 @@ use crate::audit::{Audit, Identity};
 use crate::caps;
 use crate::cni_error::{CniError, Code};
 use crate::conflist::Conflist;
+use crate::exec::{self, Untrusted};
+use crate::limits::Limits;
 use crate::plugins::{self, Plugin};
 use crate::policy::{Grant, Policy};
-use crate::runner::{self, Limits, Output, Runtime};
+use crate::session::{container_netns, internal, lookup, with_details, Output};
 
 /// The plugin type (and the name of the link to wasmcni) of the chain
 /// runner.
@@ -124,7 +126,7 @@ pub fn invoke(
     env: Vec<(String, String)>,
     policy: Policy,
 ) -> Result<Output, CniError> {
-    let command = runner::lookup(&env, "CNI_COMMAND").unwrap_or("").to_owned();
+    let command = lookup(&env, "CNI_COMMAND").unwrap_or("").to_owned();
     // libcni asks VERSION with only `cniVersion` on stdin: the versions
     // wasmcni's chain runner speaks (each member checks its own config's).
     if command == "VERSION" {
@@ -140,7 +142,7 @@ pub fn invoke(
             "cniVersion": version,
             "supportedVersions": SUPPORTED,
         }))
-        .map_err(runner::internal)?;
+        .map_err(internal)?;
         out.push(b'\n');
         return Ok(Output {
             stdout: out,
@@ -149,7 +151,7 @@ pub fn invoke(
     }
     // A chain whose members cannot all be found and resolved cannot run;
     // its DEL gets the host's record-driven cleanup all the same, as one
-    // plugin's does ([`runner::del_without_plugin`]).
+    // plugin's does ([`exec::del_without_plugin`]).
     let Prepared {
         conf,
         list,
@@ -158,21 +160,13 @@ pub fn invoke(
         delegates,
     } = match prepare(stdin, &policy) {
         Ok(prepared) => prepared,
-        Err(why) if command == "DEL" => return runner::del_without_plugin(NAME, stdin, &env, why),
+        Err(why) if command == "DEL" => return exec::del_without_plugin(NAME, stdin, &env, why),
         Err(why) => return Err(why),
     };
     let t0 = std::time::Instant::now();
-    let container = runner::container_netns(&env)?;
-    let engine = crate::engine::engine().map_err(runner::internal)?;
-    let rt = std::sync::Arc::new(Runtime {
-        engine,
-        cache: crate::engine::ArtifactCache::default_location(),
-        policy,
-        env,
-        deadline: t0 + deadline,
-        sink: crate::audit::Sink::from_env(),
-    });
-    let var = |k: &str| runner::lookup(&rt.env, k).unwrap_or("").to_owned();
+    let container = container_netns(&env)?;
+    let rt = exec::runtime(policy, env, t0, deadline)?;
+    let var = |k: &str| lookup(&rt.env, k).unwrap_or("").to_owned();
     let identity = Identity {
         plugin: NAME.to_owned(),
         sha256: String::new(),
@@ -189,30 +183,24 @@ pub fn invoke(
         },
         container,
         audit: Audit::new(identity, rt.sink.clone()),
-        attachment: caps::Attachment::from_invocation(&rt.env, stdin),
+        attachment: crate::attachment::Attachment::from_invocation(&rt.env, stdin),
         command: caps::Command::from_env(&command),
         cni_command: command.clone(),
         runtime: Some(rt.clone()),
+        core: Some(&exec::CORE),
     });
-    // As the runner: an untrusted state root's records are not acted on.
-    if command == "ADD" && crate::record::Location::untrusted_root().is_none() {
-        caps.reconcile_boot()
-            .map_err(|e| CniError::new(Code::TryAgainLater, e))?;
-        caps.adopt_intent();
-    }
-    crate::clock::arm_deadline(&rt.engine, deadline);
-    let tokio_rt = runner::current_thread_runtime()?;
-    let _entered = tokio_rt.enter();
-    let outcome = run(&command, &conf, &list, &members, &mut caps);
-    let outcome = runner::finish(&command, outcome, &mut caps, NAME);
-    // As for one plugin: the process exits right after this.
-    std::mem::forget(caps);
-    std::mem::forget(tokio_rt);
-    outcome
+    exec::adopt_records(&mut caps, &command, Untrusted::Ignore)?;
+    exec::in_session(&rt, deadline, || {
+        let outcome = run(&command, &conf, &list, &members, &mut caps);
+        let outcome = exec::finish(&command, outcome, &mut caps, NAME);
+        // As for one plugin: the process exits right after this.
+        std::mem::forget(caps);
+        outcome
+    })?
 }
 
 /// The members' runs for `command`; the chain's outcome before the host's
-/// own part ([`runner::finish`]).
+/// own part ([`exec::finish`]).
 fn run(
     command: &str,
     conf: &Value,
@@ -322,7 +310,7 @@ fn with_member(out: Result<Output, CniError>, member: &str) -> Result<Output, Cn
     };
     match out {
         Ok(Output { stdout, code }) => {
-            let stdout = runner::with_details(&stdout, note).unwrap_or(stdout);
+            let stdout = with_details(&stdout, note).unwrap_or(stdout);
             Ok(Output { stdout, code })
         }
         Err(mut e) => {

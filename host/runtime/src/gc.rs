@@ -15,8 +15,9 @@ use std::collections::HashSet;
 use anyhow::{bail, Context};
 use serde_json::json;
 
+use crate::attachment::Attachment;
 use crate::audit::{Audit, Identity, Sink};
-use crate::caps::{self, Attachment};
+use crate::caps;
 use crate::record::{self, Location, Record};
 
 /// What `wasmcni gc` was asked.
@@ -140,6 +141,7 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
         command: caps::Command::Gc,
         cni_command: "GC".into(),
         runtime: None,
+        core: None,
     });
     let mut report = Vec::new();
     let mut failures = Vec::new();

@@ -8,6 +8,7 @@
 //! above it is the `wasmcni` crate, the author tooling `wasmcni-tools`.
 #![deny(missing_docs)]
 
+pub mod attachment;
 pub mod audit;
 pub mod caps;
 pub mod chain;
@@ -17,6 +18,7 @@ pub mod config;
 pub mod conflist;
 pub mod devices;
 pub mod engine;
+mod exec;
 mod fault;
 pub mod gc;
 pub mod ipam;
@@ -28,6 +30,7 @@ pub mod plugins;
 pub mod policy;
 pub mod record;
 pub mod runner;
+pub mod session;
 mod state_fs;
 
 // The kernel layer, a crate of its own (host/kernel), under the names the

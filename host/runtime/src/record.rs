@@ -32,7 +32,7 @@ use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptions};
 use serde::{Deserialize, Serialize};
 
-use crate::caps::Attachment;
+use crate::attachment::Attachment;
 use crate::journal::Entry;
 use crate::state_fs::{component, read_bounded, remove_pruning, state_dir, walk, write_atomic};
 

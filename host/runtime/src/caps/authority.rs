@@ -53,7 +53,7 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use super::{attachment, link, CapError, Command, Ctx, Kind};
+use super::{link, CapError, Command, Ctx, Kind};
 use crate::ipam::{NetworkStore, Owner};
 
 /// What the attachment's records (this boot's) say of its incarnations
@@ -70,7 +70,7 @@ pub struct Incarnations {
 
 /// Whether an attachment other than `me` has a record or intent log in
 /// `me`'s network (`network`), or on the node.
-fn holders_besides(me: &attachment::Attachment, network: bool) -> bool {
+fn holders_besides(me: &crate::attachment::Attachment, network: bool) -> bool {
     let mine = std::path::Path::new(&crate::state_fs::component(&me.network))
         .join(crate::state_fs::component(&me.container_id))
         .join(crate::state_fs::component(&me.ifname));
@@ -113,11 +113,11 @@ impl Ctx {
                  given an address, or have this attachment's links enslaved (a wasmcni \
                  invariant)"
             )),
-            Some(a) if a.starts_with(attachment::ATTACHMENT_MARK) => CapError::denied_with(
+            Some(a) if a.starts_with(crate::attachment::ATTACHMENT_MARK) => CapError::denied_with(
                 format!("{link} belongs to another attachment (a wasmcni invariant)"),
                 a,
             ),
-            Some(a) if a.starts_with(attachment::NETWORK_MARK) => CapError::denied_with(
+            Some(a) if a.starts_with(crate::attachment::NETWORK_MARK) => CapError::denied_with(
                 format!("{link} is shared by another network (a wasmcni invariant)"),
                 a,
             ),
@@ -130,7 +130,7 @@ impl Ctx {
 
     /// Whether `l` is the one node device the network config names, by a
     /// key the grant's `config-links` lists (a `host-device` network's
-    /// device; see [`attachment::ConfigDevices::resolve`]), during ADD.
+    /// device; see [`crate::attachment::ConfigDevices::resolve`]), during ADD.
     fn config_names(&self, kind: Kind, l: &link::Link) -> bool {
         // Taking the device is an ADD's doing: a DEL gives it back, never
         // takes it again.
@@ -246,7 +246,7 @@ impl Ctx {
     /// Answers what it removed.
     pub(super) fn release_network_shares(
         &mut self,
-        of: &attachment::Attachment,
+        of: &crate::attachment::Attachment,
         label: &str,
     ) -> Vec<String> {
         if holders_besides(of, true) || self.open_host().is_err() {
@@ -388,7 +388,8 @@ impl Ctx {
     /// attachment: not an admin bridge, whatever its name.
     fn marked_by_another(&self, l: &link::Link) -> bool {
         l.alias.as_deref().is_some_and(|a| {
-            (a.starts_with(attachment::NETWORK_MARK) || a.starts_with(attachment::ATTACHMENT_MARK))
+            (a.starts_with(crate::attachment::NETWORK_MARK)
+                || a.starts_with(crate::attachment::ATTACHMENT_MARK))
                 && a != self.marks.0
                 && a != self.marks.1
         })
@@ -430,8 +431,8 @@ impl Ctx {
         env: &[(String, String)],
         config: &[u8],
         member: bool,
-    ) -> (attachment::Attachment, bool) {
-        let mut a = attachment::Attachment::from_invocation(env, config);
+    ) -> (crate::attachment::Attachment, bool) {
+        let mut a = crate::attachment::Attachment::from_invocation(env, config);
         let on_runtime_word =
             !a.config_digest.is_empty() && a.config_digest == self.attachment.config_digest;
         a.network = self.attachment.network.clone();
@@ -451,7 +452,7 @@ impl Ctx {
     /// runtime's word, and its ADD result is the attachment's (S13).
     pub(super) fn runs_on_runtime_word(&self, config: &[u8]) -> bool {
         let conf: serde_json::Value = serde_json::from_slice(config).unwrap_or_default();
-        let digest = attachment::config_digest(&conf);
+        let digest = crate::attachment::config_digest(&conf);
         !digest.is_empty() && digest == self.attachment.config_digest
     }
 

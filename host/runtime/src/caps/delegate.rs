@@ -22,10 +22,37 @@ use super::bindings::wasmcni::plugin::delegate::{DelegateError, Host};
 use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::{arg_str, CapError, Command, Ctx, CtxParams, StoreData};
 use crate::audit::Audit;
+use crate::cni_error::{CniError, Code};
 use crate::journal::Undo;
-use crate::plugins::{self, LookupError, Origin};
-pub use crate::runner::Runtime;
-use crate::runner::{self, Limits, Output};
+use crate::plugins::{self, LookupError, Plugin};
+use crate::policy::Grant;
+use crate::session::{explain_denials, Output, Resolved, Runtime};
+
+/// Makes a plugin run's capability context from its grant and its audit
+/// log, once its component is ready ([`RunPlugin`]); `Err` stops the run.
+pub type MakeCtx<'a> = Box<dyn FnOnce(Grant, Audit) -> Result<Ctx, CniError> + 'a>;
+
+/// The one way a plugin runs (`crate::exec`, above this layer), as
+/// delegation and the chain runner's members reach it: through this trait,
+/// given to the context ([`CtxParams::core`]), not by importing what is
+/// above the capability layer.
+pub trait RunPlugin: Sync {
+    /// Runs `plugin` (its policy entry `resolved`) for `command` with
+    /// `env` and `config`: loads its component, makes its context with
+    /// `ctx`, executes it. The outcome and the context; `Err` if it could
+    /// not be loaded or `ctx` refused.
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        rt: &Runtime,
+        plugin: &Plugin,
+        resolved: &Resolved,
+        command: &str,
+        env: &[(String, String)],
+        config: &[u8],
+        ctx: MakeCtx<'_>,
+    ) -> Result<(Result<Output, CniError>, Ctx), CniError>;
+}
 
 /// How deep delegates may nest (a plugin's IPAM's IPAM ...).
 const MAX_DEPTH: u32 = 4;
@@ -245,28 +272,27 @@ impl Ctx {
         plugin: &plugins::Plugin,
         command: &str,
         config: &[u8],
-    ) -> Result<Output, crate::cni_error::CniError> {
-        let rt = self.runtime.clone().ok_or_else(|| {
-            crate::cni_error::CniError::new(
-                crate::cni_error::Code::Internal,
-                "a chain member run with no runtime",
-            )
-        })?;
+    ) -> Result<Output, CniError> {
+        let rt = self
+            .runtime
+            .clone()
+            .ok_or_else(|| CniError::new(Code::Internal, "a chain member run with no runtime"))?;
         self.run_nested(&rt, plugin, command, config, true)
             .map_err(|e| {
-                crate::cni_error::CniError::new(
-                    crate::cni_error::Code::Internal,
+                CniError::new(
+                    Code::Internal,
                     format!("running chain member {:?}: {e:?}", plugin.name()),
                 )
             })?
     }
 
-    /// Runs wasm `plugin` in a fresh store under its own policy entry, its
-    /// capability calls joining this journal; a failed ADD's own changes
-    /// are undone before it returns. A `member` of a chain acts for the
-    /// attachment its config (built by the host) describes; a delegate
-    /// keeps its runtime's prevResult, port mappings, devices and VLANs (its
-    /// config is the calling plugin's to write).
+    /// Runs wasm `plugin` in a fresh store under its own policy entry
+    /// (through the run core, [`RunPlugin`]), its capability calls joining
+    /// this journal; a failed ADD's own changes are undone before it
+    /// returns. A `member` of a chain acts for the attachment its config
+    /// (built by the host) describes; a delegate keeps its runtime's
+    /// prevResult, port mappings, devices and VLANs (its config is the
+    /// calling plugin's to write).
     fn run_nested(
         &mut self,
         rt: &std::sync::Arc<Runtime>,
@@ -274,26 +300,10 @@ impl Ctx {
         command: &str,
         config: &[u8],
         member: bool,
-    ) -> Result<Result<Output, crate::cni_error::CniError>, CapError> {
-        let bundled = *plugin.origin() == Origin::Bundled;
-        let entry = match rt.policy.resolve(plugin.name(), bundled) {
-            Ok(entry) => entry,
-            Err(e) => {
-                return Ok(Err(crate::cni_error::CniError::new(
-                    crate::cni_error::Code::PolicyInvalid,
-                    e.to_string(),
-                )))
-            }
-        };
-        if let Err(e) = runner::check_pin(&entry, plugin) {
-            return Ok(Err(e));
-        }
-        let limits = match Limits::resolve(&entry) {
-            Ok(l) => l,
-            Err(e) => return Ok(Err(e)),
-        };
-        let (component, imports) = match runner::prepare(rt, plugin) {
-            Ok(p) => p,
+    ) -> Result<Result<Output, CniError>, CapError> {
+        let core = self.core.ok_or(CapError::Code(ErrorCode::NotSupported))?;
+        let resolved = match Resolved::of(&rt.policy, plugin) {
+            Ok(r) => r,
             Err(e) => return Ok(Err(e)),
         };
         let env = delegate_env(&rt.env, command);
@@ -305,45 +315,53 @@ impl Ctx {
         // runtime's word: its result is the attachment's (S13).
         let (attachment, own_config) = self.nested_attachment(&env, config, member);
         let on_runtime_word = !member && own_config;
-        let mut child = Ctx::new(CtxParams {
-            grant: entry.grant(),
-            container,
-            audit: Audit::new(runner::identity(&env, plugin, command), rt.sink.clone()),
-            attachment,
-            command: Command::from_env(command),
-            cni_command: command.to_owned(),
-            runtime: Some(rt.clone()),
+        let mut mark = 0;
+        let mut earlier = None;
+        let parent = &mut *self;
+        let make: MakeCtx<'_> = Box::new(|grant, audit| {
+            let mut child = Ctx::new(CtxParams {
+                grant,
+                container,
+                audit,
+                attachment,
+                command: Command::from_env(command),
+                cni_command: command.to_owned(),
+                runtime: Some(rt.clone()),
+                core: Some(core),
+            });
+            child.depth = parent.depth + 1;
+            child.state_owner = parent.state_owner.clone();
+            child.record_plugin = parent.record_plugin.clone();
+            child.journal = std::mem::take(&mut parent.journal);
+            child.stores = std::mem::take(&mut parent.stores);
+            // A delegate in a namespace whose table lock its caller holds
+            // has it (a second open file would wait for the caller's lock).
+            child.table_locks = std::mem::take(&mut parent.table_locks);
+            mark = child.journal.len();
+            // A member may act only on the links it (or its delegates)
+            // made, not on those of the members before it: it starts with
+            // no created links, and its own join the chain's after it.
+            earlier = member.then(|| child.journal.take_created());
+            Ok(child)
         });
-        child.depth = self.depth + 1;
-        child.state_owner = self.state_owner.clone();
-        child.record_plugin = self.record_plugin.clone();
-        child.journal = std::mem::take(&mut self.journal);
-        child.stores = std::mem::take(&mut self.stores);
-        // A delegate in a namespace whose table lock its caller holds has
-        // it (a second open file would wait for the caller's lock).
-        child.table_locks = std::mem::take(&mut self.table_locks);
-        let mark = child.journal.len();
-        // A member may act only on the links it (or its delegates) made,
-        // not on those of the members before it: it starts with no
-        // created links, and its own join the chain's after it.
-        let earlier = member.then(|| child.journal.take_created());
-        let (outcome, mut child) = runner::execute(
-            rt, &component, &imports, plugin, &env, config, &limits, child,
-        );
-        std::mem::forget(component);
+        let (outcome, mut child) =
+            match core.run(rt, plugin, &resolved, command, &env, config, make) {
+                Ok(ran) => ran,
+                Err(e) => return Ok(Err(e)),
+            };
         let failed = !matches!(outcome, Ok(Output { code: 0, .. }));
         let outcome = if failed && command == "ADD" && child.journal.len() > mark {
-            runner::undo_or_report(&mut child, mark, plugin.name(), outcome)
+            child.undo_or_report(mark, plugin.name(), outcome)
         } else {
             outcome
         };
         // Its denials explain its failure, and the caller's if that follows.
-        let outcome = runner::explain_denials(
+        let outcome = explain_denials(
             outcome,
             child.denials(),
             &child.host_errors(),
             plugin.name(),
-            rt.policy.source(plugin.name(), bundled).is_some(),
+            resolved.has_entry,
         );
         for d in child.denials.drain(..) {
             self.note_denial(d);

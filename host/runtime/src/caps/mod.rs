@@ -23,6 +23,7 @@ use serde_json::Value;
 use wasmtime::component::{HasSelf, Linker, Resource, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use crate::attachment::Attachment;
 use crate::audit::{Audit, Outcome};
 use crate::journal::{Journal, Undo};
 use crate::limits::Limiter;
@@ -31,7 +32,6 @@ use crate::netns::{Kind, NetNs};
 use crate::policy::{Grant, NsGrant};
 
 mod address;
-mod attachment;
 pub mod authority;
 mod borrowed;
 pub mod catalog;
@@ -48,7 +48,6 @@ mod sysctl;
 mod traffic_control;
 mod undo;
 
-pub use attachment::Attachment;
 pub use borrowed::DelCleanup;
 pub use error::{BudgetExceeded, CapError, Denial};
 pub use ipam_store::{IpamUndo, StoreHandle};
@@ -101,8 +100,12 @@ pub struct Ctx {
     command: Command,
     /// `CNI_COMMAND` as given (the delegate checks use it).
     cni_command: String,
-    /// How to run delegates (none: delegation is unavailable).
-    runtime: Option<std::sync::Arc<delegate::Runtime>>,
+    /// What the invocation's plugin runs share (none: delegation is
+    /// unavailable).
+    runtime: Option<std::sync::Arc<crate::session::Runtime>>,
+    /// How a delegate or chain member runs (none: delegation is
+    /// unavailable).
+    core: Option<&'static dyn delegate::RunPlugin>,
     /// How deep in a chain of delegates this invocation runs (0: the
     /// plugin the runtime executed).
     depth: u32,
@@ -157,8 +160,10 @@ pub struct CtxParams {
     pub command: Command,
     /// `CNI_COMMAND` as given.
     pub cni_command: String,
-    /// How to run delegates.
-    pub runtime: Option<std::sync::Arc<delegate::Runtime>>,
+    /// What the invocation's plugin runs share.
+    pub runtime: Option<std::sync::Arc<crate::session::Runtime>>,
+    /// How a delegate or chain member runs: the host's one run core.
+    pub core: Option<&'static dyn delegate::RunPlugin>,
 }
 
 /// The CNI command of the invocation, as far as authority goes.
@@ -223,6 +228,7 @@ impl Ctx {
             command: p.command,
             cni_command: p.cni_command,
             runtime: p.runtime,
+            core: p.core,
             depth: 0,
             stores: Vec::new(),
             denials: Vec::new(),

@@ -215,7 +215,7 @@ impl Ctx {
         let alias = super::link::Link::from_message(msg)
             .alias
             .unwrap_or_default();
-        !(alias == mark || alias.starts_with(super::attachment::NETWORK_MARK))
+        !(alias == mark || alias.starts_with(crate::attachment::NETWORK_MARK))
     }
 
     /// Removes what `record` lists as owned that is still there and still

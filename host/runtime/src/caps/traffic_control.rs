@@ -263,7 +263,7 @@ impl Ctx {
             let Some(alias) = l.alias.as_deref() else {
                 continue;
             };
-            let Some(rest) = alias.strip_prefix(super::attachment::ATTACHMENT_MARK) else {
+            let Some(rest) = alias.strip_prefix(crate::attachment::ATTACHMENT_MARK) else {
                 continue;
             };
             let parts: Vec<&str> = rest.split(':').collect();

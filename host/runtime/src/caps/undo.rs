@@ -6,8 +6,10 @@ use serde_json::json;
 
 use super::{CapError, Ctx};
 use crate::audit::Outcome;
+use crate::cni_error::{CniError, Code};
 use crate::journal::Undo;
 use crate::netlink::RouteAdd;
+use crate::session::Output;
 
 /// Errnos that mean "already undone".
 fn already_gone(kind: &Undo, errno: i32) -> bool {
@@ -47,6 +49,34 @@ impl Ctx {
             let _ = self.refresh_created();
         }
         failures
+    }
+
+    /// Undoes the journal entries from `mark` on ([`Ctx::undo_from`]); if
+    /// any step fails, the CNI error of plugin `name` says so instead of
+    /// `outcome`.
+    pub(crate) fn undo_or_report(
+        &mut self,
+        mark: usize,
+        name: &str,
+        outcome: Result<Output, CniError>,
+    ) -> Result<Output, CniError> {
+        let undo_failures = self.undo_from(mark);
+        if undo_failures.is_empty() {
+            return outcome;
+        }
+        eprintln!(
+            "wasmcni: undoing the failed ADD left {} change(s) in place: {}",
+            undo_failures.len(),
+            undo_failures.join("; ")
+        );
+        Err(CniError::new(
+            Code::Internal,
+            format!(
+                "plugin {name:?} failed and {} of its changes could not be undone",
+                undo_failures.len()
+            ),
+        )
+        .with_details(undo_failures.join("; ")))
     }
 
     /// Carries out `entries`, newest first, each step audited as `label`;
