@@ -178,7 +178,7 @@ pub struct FirewallRules {
     /// The attachment's hash, as the rules' tags carry it.
     pub attachment: String,
     /// Which kinds.
-    pub kinds: Vec<crate::caps::firewall::FwKind>,
+    pub kinds: Vec<crate::inverse::FwKind>,
 }
 
 /// The largest intent log written (and read: [`MAX_RECORD`] is more):
@@ -949,7 +949,7 @@ impl Record {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::journal::Undo;
+    use crate::inverse::Undo;
     use crate::netns::Kind;
 
     fn attachment(network: &str, cid: &str, ifname: &str) -> Attachment {

@@ -294,8 +294,8 @@ impl Ctx {
     /// setting of one, or a node-wide setting (`ip_forward`): the other
     /// attachment relies on it, and its own DEL leaves it as the
     /// reference's does.
-    pub(super) fn kept_for_other_holders(&mut self, u: &crate::journal::Undo) -> Option<String> {
-        use crate::journal::Undo;
+    pub(super) fn kept_for_other_holders(&mut self, u: &crate::inverse::Undo) -> Option<String> {
+        use crate::inverse::Undo;
         if self.command != Command::Add {
             return None;
         }

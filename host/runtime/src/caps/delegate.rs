@@ -23,7 +23,7 @@ use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::{arg_str, CapError, Command, Ctx, CtxParams, StoreData};
 use crate::audit::Audit;
 use crate::cni_error::{CniError, Code};
-use crate::journal::Undo;
+use crate::inverse::{NativeCall, Undo};
 use crate::plugins::{self, LookupError, Plugin};
 use crate::policy::Grant;
 use crate::session::{explain_denials, Output, Resolved, Runtime};
@@ -62,18 +62,6 @@ const MAX_NATIVE_STDOUT: u64 = 1 << 20;
 
 /// The commands a plugin may delegate.
 const COMMANDS: &[&str] = &["ADD", "DEL", "CHECK", "GC", "STATUS"];
-
-/// A native delegate's invocation, kept to run its DEL when the ADD that
-/// ran it fails.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NativeCall {
-    /// The executable.
-    pub path: PathBuf,
-    /// Its environment (`CNI_*`, and `PATH`).
-    pub env: Vec<(String, String)>,
-    /// The config on its stdin.
-    pub config: Vec<u8>,
-}
 
 impl NativeCall {
     /// Runs the delegate's DEL (the journal's undo of its ADD).

@@ -24,25 +24,9 @@ use super::bindings::wasmcni::plugin::firewall::{
 };
 use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::{CapError, Command, Ctx, NsHandle, StoreData};
-use crate::journal::Undo;
+use crate::inverse::{FwKind, Undo};
 use crate::netlink::nft::{expr, BaseChain, Batch, Dumped, Family, HookPoint, NewRule, Nft};
 use crate::netns::Kind;
-
-/// The kinds of rule, as tags and the journal name them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum FwKind {
-    /// Port mappings.
-    PortMap,
-    /// ipMasq.
-    Masquerade,
-    /// Forward allowance.
-    Forward,
-    /// Bridge isolation.
-    Isolation,
-    /// MAC spoof check.
-    MacSpoof,
-}
 
 impl FwKind {
     fn tag(self) -> &'static str {

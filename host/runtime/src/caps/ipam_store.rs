@@ -2,7 +2,6 @@
 //! the reference host-local layout ([`crate::ipam`]), with its calls,
 //! their inverses ([`IpamUndo`]) and checks in one place.
 
-use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -13,42 +12,13 @@ use super::address::{ip_from_wit, ip_to_wit};
 use super::bindings::wasmcni::plugin::ipam_store::{Host, HostStore, Owner, Reservation};
 use super::bindings::wasmcni::plugin::types::{ErrorCode, IpAddress};
 use super::{arg_str, CapError, Ctx, StoreData};
+use crate::inverse::{IpamUndo, Undo};
 use crate::ipam::{self, NetworkStore, StoreError};
-use crate::journal::Undo;
 
 /// The host side of a `store` resource: the open, locked network state.
 #[derive(Debug)]
 pub struct StoreHandle {
     store: NetworkStore,
-}
-
-/// How the journal takes an IPAM change back.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum IpamUndo {
-    /// An address was reserved: release it (if its holder is still the
-    /// one that reserved it) and put the range's last-reserved address
-    /// back.
-    Unreserve {
-        /// The network's state directory.
-        dir: PathBuf,
-        /// The address.
-        address: IpAddr,
-        /// Who reserved it.
-        owner: ipam::Owner,
-        /// The range set.
-        range_id: String,
-        /// Its last-reserved address before.
-        last: Option<IpAddr>,
-    },
-    /// An address was released: reserve it again for its holder.
-    Rereserve {
-        /// The network's state directory.
-        dir: PathBuf,
-        /// The address.
-        address: IpAddr,
-        /// Its holder.
-        owner: ipam::Owner,
-    },
 }
 
 impl IpamUndo {

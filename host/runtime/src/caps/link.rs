@@ -15,7 +15,7 @@ use super::bindings::wasmcni::plugin::link::{
 };
 use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::{arg_str, bounded, ns_arg, CapError, Ctx, NsHandle, StoreData, MAX_ALIAS};
-use crate::journal::{LinkState, Undo};
+use crate::inverse::{LinkState, Undo};
 use crate::netlink::{LinkOpts, Netlink, NlError, SubKind};
 use crate::netns::Kind;
 use crate::policy::{LinkKind, DEFAULT_HOST_NAMES};

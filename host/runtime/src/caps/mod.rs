@@ -25,7 +25,8 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::attachment::Attachment;
 use crate::audit::{Audit, Outcome};
-use crate::journal::{Journal, Undo};
+use crate::inverse::Undo;
+use crate::journal::Journal;
 use crate::limits::Limiter;
 use crate::netlink::{Netlink, NlError};
 use crate::netns::{Kind, NetNs};
@@ -50,9 +51,8 @@ mod undo;
 
 pub use borrowed::DelCleanup;
 pub use error::{BudgetExceeded, CapError, Denial};
-pub use ipam_store::{IpamUndo, StoreHandle};
+pub use ipam_store::StoreHandle;
 pub use netns::NsHandle;
-pub use state::StateUndo;
 
 /// Host bindings generated from `wit/` (documented there).
 #[allow(missing_docs)]

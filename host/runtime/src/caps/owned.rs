@@ -17,8 +17,8 @@ use serde_json::json;
 
 use super::{CapError, Ctx};
 use crate::audit::Outcome;
+use crate::inverse::Undo;
 use crate::ipam::{NetworkStore, Owner};
-use crate::journal::Undo;
 use crate::netns::Kind;
 use crate::record::{FirewallRules, Location, Owned, OwnedLink, Record, Reservation};
 
@@ -70,7 +70,7 @@ impl Ctx {
         }
         for undo in self.journal.undos() {
             match undo {
-                Undo::Ipam(super::IpamUndo::Unreserve {
+                Undo::Ipam(crate::inverse::IpamUndo::Unreserve {
                     dir,
                     address,
                     owner,
@@ -133,10 +133,10 @@ impl Ctx {
                 Undo::NativeDel(c) => {
                     Some(format!("a native delegate's ADD ({})", c.path.display()))
                 }
-                Undo::Ipam(super::IpamUndo::Rereserve { address, .. }) => {
+                Undo::Ipam(crate::inverse::IpamUndo::Rereserve { address, .. }) => {
                     Some(format!("a release of {address}"))
                 }
-                Undo::Ipam(super::IpamUndo::Unreserve { owner, address, .. })
+                Undo::Ipam(crate::inverse::IpamUndo::Unreserve { owner, address, .. })
                     if owner.container_id != self.attachment.container_id
                         || owner.ifname != self.attachment.ifname =>
                 {

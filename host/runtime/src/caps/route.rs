@@ -11,7 +11,7 @@ use super::address::{ip_from_wit, ip_to_wit, prefix_from_wit, scope_from_value, 
 use super::bindings::wasmcni::plugin::route::{Host, Route, RouteInfo, Rule};
 use super::bindings::wasmcni::plugin::types::{IpFamily, IpPrefix, Scope};
 use super::{ns_arg, CapError, Command, Ctx, NsHandle, StoreData, RTPROT_BOOT, RTPROT_WASMCNI};
-use crate::journal::Undo;
+use crate::inverse::Undo;
 use crate::netlink::{RouteAdd, RouteKey, RouteSpec, RuleSpec};
 use crate::netns::Kind;
 use crate::policy::LinkKind;

@@ -8,15 +8,8 @@ use serde_json::json;
 use super::bindings::wasmcni::plugin::attachment_state::Host;
 use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::{arg_str, CapError, Ctx, StoreData};
-use crate::journal::Undo;
+use crate::inverse::{StateUndo, Undo};
 use crate::plugin_state::{self, Key, Record, MAX_KEYS, MAX_VALUE};
-
-/// How to put a record back as it was before an ADD wrote it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StateUndo {
-    record: Record,
-    values: BTreeMap<String, String>,
-}
 
 impl StateUndo {
     /// Writes the old values back (or removes the record).

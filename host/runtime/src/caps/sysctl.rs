@@ -6,7 +6,7 @@ use wasmtime::component::Resource;
 use super::bindings::wasmcni::plugin::sysctl::Host;
 use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::{arg_str, bounded, ns_arg, CapError, Ctx, NsHandle, StoreData};
-use crate::journal::Undo;
+use crate::inverse::Undo;
 use crate::netns::Kind;
 
 /// The longest key accepted.

@@ -14,7 +14,7 @@ use super::bindings::wasmcni::plugin::traffic_control::{Host, LinkLimits, RateLi
 use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::link::Link;
 use super::{ns_arg, CapError, Command, Ctx, NsHandle, StoreData};
-use crate::journal::Undo;
+use crate::inverse::Undo;
 use crate::netlink::tc::{Tbf, INGRESS_HANDLE, TBF_HANDLE};
 use crate::netlink::LinkOpts;
 use crate::netns::Kind;

@@ -7,7 +7,7 @@ use serde_json::json;
 use super::{CapError, Ctx};
 use crate::audit::Outcome;
 use crate::cni_error::{CniError, Code};
-use crate::journal::Undo;
+use crate::inverse::Undo;
 use crate::netlink::RouteAdd;
 use crate::session::Output;
 
@@ -290,7 +290,7 @@ impl Ctx {
         &mut self,
         kind: crate::netns::Kind,
         index: u32,
-        state: &crate::journal::LinkState,
+        state: &crate::inverse::LinkState,
     ) -> Result<(), CapError> {
         let now = self.link(kind, index)?;
         let mut failed: Vec<String> = Vec::new();
