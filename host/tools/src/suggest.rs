@@ -8,7 +8,9 @@
 //! refused by an invariant no policy waives (a CHECK that writes, a DEL of
 //! another attachment's link) and a call over a limit do not. Each call
 //! maps to the grant it needs ([`Need`], shown by `try` as a policy field
-//! path), and the entry is their union:
+//! path), as its row of the capability catalog
+//! (`wasmcni_runtime::caps::catalog`, [`Grant`]) says and its record's
+//! arguments fill in, and the entry is their union:
 //! - rights per namespace (`read`, `modify`, `move`, `addresses`, ...) and
 //!   the link kinds it created;
 //! - host `names` of the links it created, moved in or renamed: exact,
@@ -41,6 +43,7 @@ use anyhow::{bail, Context};
 use serde_json::Value;
 
 use wasmcni_runtime::audit::Logged;
+use wasmcni_runtime::caps::catalog::{self, Grant, LinkGrant, Ns, Right};
 use wasmcni_runtime::netns::Kind;
 use wasmcni_runtime::policy::{Entry, LinkKind, NsGrant, Pattern};
 
@@ -444,58 +447,60 @@ pub fn needs(r: &Logged) -> Vec<Need> {
     needs_noted(r).0
 }
 
+/// The firewall kinds a policy grants (`host.firewall.<kind>`).
+const FIREWALL_KINDS: &[&str] = &[
+    "port-mappings",
+    "masquerade",
+    "forward",
+    "isolation",
+    "mac-spoof",
+];
+
+/// The argument at `path` of a record's `args` (a dot goes into an
+/// object: `route.destination`), `null` when absent.
+fn arg<'a>(args: &'a Value, path: &str) -> &'a Value {
+    path.split('.').fold(args, |v, k| &v[k])
+}
+
+/// A right in namespace `k` as the grant it needs.
+fn right_need(k: Kind, right: Right) -> Need {
+    match right {
+        Right::Read => Need::Read(k),
+        Right::Create(what) => Need::Create(k, what),
+        Right::Modify => Need::Modify(k),
+        Right::Move => Need::Move(k),
+        Right::Addresses => Need::Addresses(k),
+        Right::Routes => Need::Routes(k),
+        Right::Announce => Need::Announce(k),
+        Right::TrafficControl => Need::TrafficControl(k),
+        Right::ConfigVlans => Need::ConfigVlans(k),
+    }
+}
+
 /// [`needs`], and notes on names generalized, kept exact or left out
-/// because the record's value may not become a grant.
+/// because the record's value may not become a grant. What a call needs
+/// is its capability catalog row's [`Grant`]s, read from the record's
+/// arguments: a call the catalog does not know needs nothing.
 fn needs_noted(r: &Logged) -> (Vec<Need>, Vec<String>) {
     if !counts(r) {
         return (Vec::new(), Vec::new());
     }
+    let Some(row) = catalog::entry(&r.call) else {
+        return (Vec::new(), Vec::new());
+    };
     let mut notes: Vec<String> = Vec::new();
     let a = &r.args;
-    let s = |k: &str| a.get(k).and_then(Value::as_str).unwrap_or("");
+    let s = |k: &str| arg(a, k).as_str().unwrap_or("");
+    let on = |k: &str| arg(a, k).as_bool().unwrap_or(false);
     let mut out = Vec::new();
-    let Some(kind) = kind_of(&a["ns"]).or(match r.call.as_str() {
-        "netns.host" => Some(Kind::Host),
-        _ => None,
-    }) else {
-        // Calls without a namespace.
-        match r.call.as_str() {
-            "delegate.run" => {
-                let t = s("plugin-type");
-                if wasmcni_runtime::plugins::valid_name(t) {
-                    out.push(Need::Delegate(t.to_owned()));
-                } else if !t.is_empty() {
-                    push(
-                        &mut notes,
-                        format!("delegate {t:?} from the log is no valid plugin name: left out"),
-                    );
-                }
-            }
-            "attachment-state.get"
-            | "attachment-state.keys"
-            | "attachment-state.set"
-            | "attachment-state.remove" => out.push(Need::AttachmentState),
-            "ipam-store.[static]store.open" => {
-                let dir = a
-                    .get("data-dir")
-                    .and_then(Value::as_str)
-                    .unwrap_or(wasmcni_runtime::ipam::DEFAULT_DATA_DIR);
-                match bad_ipam_root(dir) {
-                    None => out.push(Need::IpamRoot(PathBuf::from(dir))),
-                    Some(why) => push(
-                        &mut notes,
-                        format!("IPAM data dir {dir:?} from the log {why}: left out"),
-                    ),
-                }
-            }
-            _ => {}
-        }
-        return (out, notes);
+    // The namespace the call acts in; `netns.host` names none, and acts
+    // in the host's. Only `netns.host` needs the host entry alone: any
+    // host field implies one.
+    let kind = kind_of(&a["ns"]).or(row.needs.contains(&Grant::HostEntry).then_some(Kind::Host));
+    let ns_of = |ns: Ns| match ns {
+        Ns::Call => kind,
+        Ns::Arg(k) => kind_of(arg(a, k)),
     };
-    // Any host field implies a host entry; only `netns.host` needs the
-    // entry alone.
-    let host = kind == Kind::Host;
-    let index = index_of(&a["index"]);
     let nodes = node_link_names(r);
     let name = |out: &mut Vec<Need>, notes: &mut Vec<String>, k: Kind, n: Option<&str>| {
         if k != Kind::Host {
@@ -523,202 +528,117 @@ fn needs_noted(r: &Logged) -> (Vec<Need>, Vec<String>) {
         }
         out.push(Need::Name(general));
     };
-    let on = |k: &str| a.get(k).and_then(Value::as_bool).unwrap_or(false);
-    match r.call.as_str() {
-        "netns.host" => out.push(Need::Host),
-        "link.get-by-name"
-        | "link.get-by-index"
-        | "link.list"
-        | "link.find-devices"
-        | "link.port-vlans"
-        | "address.list"
-        | "route.list"
-        | "route.list-rules"
-        | "traffic-control.limits"
-        | "firewall.check" => out.push(Need::Read(kind)),
-        "firewall.add" => {
-            let field = match a["rules"].as_object().and_then(|o| o.keys().next()) {
-                Some(k) if k == "port-map" => "port-mappings",
-                Some(k) => k.as_str(),
-                None => "",
-            };
-            if matches!(
-                field,
-                "port-mappings" | "masquerade" | "forward" | "isolation" | "mac-spoof"
-            ) {
-                out.push(Need::Firewall(field.to_owned()));
-            }
-        }
-        "firewall.remove" | "firewall.collect-garbage" => {
-            for k in a["kinds"].as_array().into_iter().flatten() {
-                if let Some(
-                    k @ ("port-mappings" | "masquerade" | "forward" | "isolation" | "mac-spoof"),
-                ) = k.as_str()
-                {
-                    out.push(Need::Firewall(k.to_owned()));
+    for grant in row.needs {
+        match (kind, *grant) {
+            // Grants about no namespace, from a record that names none.
+            (None, Grant::Delegate(k)) => {
+                let t = s(k);
+                if wasmcni_runtime::plugins::valid_name(t) {
+                    out.push(Need::Delegate(t.to_owned()));
+                } else if !t.is_empty() {
+                    push(
+                        &mut notes,
+                        format!("delegate {t:?} from the log is no valid plugin name: left out"),
+                    );
                 }
             }
-        }
-        "traffic-control.limit-transmit"
-        | "traffic-control.limit-receive"
-        | "traffic-control.remove-limits"
-        | "traffic-control.collect-garbage" => {
-            out.push(Need::TrafficControl(kind));
-            if host {
-                if let Some(l) = checked(node_link(r, index), &mut notes) {
-                    out.push(foreign(l, false));
+            (None, Grant::AttachmentState) => out.push(Need::AttachmentState),
+            (None, Grant::IpamRoot(k)) => {
+                let dir = arg(a, k)
+                    .as_str()
+                    .unwrap_or(wasmcni_runtime::ipam::DEFAULT_DATA_DIR);
+                match bad_ipam_root(dir) {
+                    None => out.push(Need::IpamRoot(PathBuf::from(dir))),
+                    Some(why) => push(
+                        &mut notes,
+                        format!("IPAM data dir {dir:?} from the log {why}: left out"),
+                    ),
                 }
             }
-        }
-        "link.create-veth" => {
-            out.push(Need::Create(kind, LinkKind::Veth));
-            name(&mut out, &mut notes, kind, Some(s("name")));
-            if let Some(peer) = kind_of(&a["peer-ns"]) {
-                out.push(Need::Create(peer, LinkKind::Veth));
-                name(&mut out, &mut notes, peer, Some(s("peer-name")));
-            }
-        }
-        "link.create-bridge" | "link.create-dummy" | "link.create-tap" | "link.create-vrf" => {
-            let what = match r.call.as_str() {
-                "link.create-bridge" => LinkKind::Bridge,
-                "link.create-dummy" => LinkKind::Dummy,
-                "link.create-vrf" => LinkKind::Vrf,
-                _ => LinkKind::Tap,
-            };
-            out.push(Need::Create(kind, what));
-            name(&mut out, &mut notes, kind, Some(s("name")));
-        }
-        "link.create-macvlan" | "link.create-ipvlan" | "link.create-vlan" => {
-            let what = match r.call.as_str() {
-                "link.create-macvlan" => LinkKind::Macvlan,
-                "link.create-ipvlan" => LinkKind::Ipvlan,
-                _ => LinkKind::Vlan,
-            };
-            out.push(Need::Create(kind, what));
-            name(&mut out, &mut notes, kind, Some(s("name")));
-            if kind_of(&a["master-ns"]) == Some(Kind::Host) {
-                if let Some(m) = checked(node_link(r, index_of(&a["master"])), &mut notes) {
-                    out.push(Need::Masters(m.name));
+            (None, _)
+            | (Some(_), Grant::Delegate(_) | Grant::AttachmentState | Grant::IpamRoot(_)) => {}
+            // Grants about a namespace, from a record that names it.
+            (Some(_), Grant::HostEntry) => out.push(Need::Host),
+            (Some(_), Grant::Right(ns, right)) => {
+                if let Some(k) = ns_of(ns) {
+                    out.push(right_need(k, right));
                 }
             }
-        }
-        "link.move-to" => {
-            out.push(Need::Move(kind));
-            if let Some(target) = kind_of(&a["target"]) {
-                out.push(Need::Move(target));
-                let new = a.get("new-name").and_then(Value::as_str);
-                name(&mut out, &mut notes, target, new);
-            }
-            if host {
-                if let Some(l) = checked(node_link(r, index), &mut notes) {
-                    out.push(Need::Links(l.name));
+            // Rules or VRFs take tables: `routes` where rules may be added
+            // (the container namespace), else the right to create a VRF.
+            (Some(kind), Grant::Tables) => out.push(match kind {
+                Kind::Container => Need::Routes(kind),
+                Kind::Host => Need::Create(kind, LinkKind::Vrf),
+            }),
+            (Some(_), Grant::NewName(k, ns)) => {
+                if let Some(at) = ns_of(ns) {
+                    name(&mut out, &mut notes, at, arg(a, k).as_str());
                 }
             }
-        }
-        "link.set-up"
-        | "link.set-promiscuous"
-        | "link.set-allmulticast"
-        | "link.set-txqlen"
-        | "link.set-mac"
-        | "link.set-master"
-        | "link.set-mtu"
-        | "link.set-hairpin"
-        | "link.set-name"
-        | "link.set-alias"
-        | "link.delete"
-        | "link.set-port-vlans"
-        | "link.share" => {
-            out.push(Need::Modify(kind));
-            if host {
-                let shareable = match r.call.as_str() {
-                    "link.set-up" => on("up"),
-                    "link.set-promiscuous" => on("on"),
-                    _ => false,
-                };
-                if let Some(l) = checked(node_link(r, index), &mut notes) {
-                    out.push(foreign(l, shareable));
+            (Some(_), Grant::NodeLink(index, ns, use_)) => {
+                if ns_of(ns) != Some(Kind::Host) {
+                    continue;
                 }
-                if r.call == "link.set-master" {
-                    if let Some(m) = checked(node_link(r, index_of(&a["master"])), &mut notes) {
-                        out.push(foreign(m, true));
-                    }
+                if let Some(l) = checked(node_link(r, index_of(arg(a, index))), &mut notes) {
+                    out.push(match use_ {
+                        LinkGrant::Links => Need::Links(l.name),
+                        LinkGrant::Masters => Need::Masters(l.name),
+                        LinkGrant::Shared => foreign(l, true),
+                        LinkGrant::SharedIf(b) => foreign(l, on(b)),
+                    });
                 }
             }
-            if r.call == "link.set-name" {
-                name(&mut out, &mut notes, kind, Some(s("name")));
-            }
-            // A VLAN the port joins must be one the config names.
-            if r.call == "link.set-port-vlans" {
-                out.push(Need::ConfigVlans(kind));
-            }
-        }
-        "address.add" | "address.delete" | "address.announce" => {
-            out.push(if r.call == "address.announce" {
-                Need::Announce(kind)
-            } else {
-                Need::Addresses(kind)
-            });
-            if host {
-                if let Some(l) = checked(node_link(r, index_of(&a["link-index"])), &mut notes) {
-                    out.push(foreign(l, true));
-                }
-                if r.call == "address.add" {
-                    if let Some(net) = prefix(s("prefix")) {
+            (Some(kind), Grant::Prefix(k)) => {
+                if kind == Kind::Host {
+                    if let Some(net) = prefix(s(k)) {
                         out.push(Need::Prefix(net));
                     }
                 }
             }
-        }
-        "route.add-rule" | "route.delete-rule" => out.push(Need::Routes(kind)),
-        // Rules or VRFs take tables: `routes` where rules may be added
-        // (the container namespace), else the right to create a VRF.
-        "route.lock-tables" => out.push(match kind {
-            Kind::Container => Need::Routes(kind),
-            Kind::Host => Need::Create(kind, LinkKind::Vrf),
-        }),
-        "route.add" | "route.replace" | "route.delete" => {
-            out.push(Need::Routes(kind));
-            if host && r.call != "route.delete" {
-                let route = &a["route"];
-                if let Some(net) = route
-                    .get("destination")
-                    .and_then(Value::as_str)
-                    .and_then(prefix)
-                {
-                    out.push(Need::Prefix(net));
-                }
-                if let Some(l) = checked(node_link(r, index_of(&route["link-index"])), &mut notes) {
-                    out.push(Need::Links(l.name));
+            (Some(_), Grant::FirewallRules(k)) => {
+                let field = match arg(a, k).as_object().and_then(|o| o.keys().next()) {
+                    Some(k) if k == "port-map" => "port-mappings",
+                    Some(k) => k.as_str(),
+                    None => "",
+                };
+                if FIREWALL_KINDS.contains(&field) {
+                    out.push(Need::Firewall(field.to_owned()));
                 }
             }
-        }
-        "sysctl.get" | "sysctl.set" => {
-            let key = s("key");
-            if key.is_empty() {
-                // No key: nothing to grant.
-            } else if let Some(why) = bad_sysctl_key(key) {
-                push(
-                    &mut notes,
-                    format!("sysctl key {key:?} from the log {why}: left out"),
-                );
-            } else {
-                out.push(Need::Sysctl(kind, sysctl_pattern(key, kind, r, &mut notes)));
-                if host {
-                    if let Some(link) = sysctl_link(key) {
-                        let known = node_link_named(r, &link).or_else(|| {
-                            let why = r.reason.as_deref()?;
-                            quoted_after(why, "host link ")
-                                .filter(|n| *n == link)
-                                .map(|name| NodeLink { name, kind: None })
-                        });
-                        if let Some(l) = checked(known, &mut notes) {
-                            out.push(foreign(l, r.call == "sysctl.get"));
+            (Some(_), Grant::FirewallKinds(k)) => {
+                for k in arg(a, k).as_array().into_iter().flatten() {
+                    if let Some(k) = k.as_str().filter(|k| FIREWALL_KINDS.contains(k)) {
+                        out.push(Need::Firewall(k.to_owned()));
+                    }
+                }
+            }
+            (Some(kind), Grant::Sysctl(k, shared)) => {
+                let key = s(k);
+                if key.is_empty() {
+                    // No key: nothing to grant.
+                } else if let Some(why) = bad_sysctl_key(key) {
+                    push(
+                        &mut notes,
+                        format!("sysctl key {key:?} from the log {why}: left out"),
+                    );
+                } else {
+                    out.push(Need::Sysctl(kind, sysctl_pattern(key, kind, r, &mut notes)));
+                    if kind == Kind::Host {
+                        if let Some(link) = sysctl_link(key) {
+                            let known = node_link_named(r, &link).or_else(|| {
+                                let why = r.reason.as_deref()?;
+                                quoted_after(why, "host link ")
+                                    .filter(|n| *n == link)
+                                    .map(|name| NodeLink { name, kind: None })
+                            });
+                            if let Some(l) = checked(known, &mut notes) {
+                                out.push(foreign(l, shared));
+                            }
                         }
                     }
                 }
             }
         }
-        _ => {}
     }
     (out, notes)
 }
@@ -1390,6 +1310,21 @@ mod tests {
         assert!(h.move_links && e.container.move_links);
         assert_eq!(h.names, None);
         assert!(notes.iter().any(|n| n.contains("default")), "{notes:?}");
+    }
+
+    #[test]
+    fn a_call_the_catalog_does_not_know_needs_nothing() {
+        // What a call needs comes from its capability catalog row alone.
+        let unknown = ok(
+            "link.set-everything",
+            json!({"ns": "host", "index": 2, "name": "veth1a2b3c4d"}),
+        );
+        assert_eq!(needs_noted(&unknown), (Vec::new(), Vec::new()));
+        let e = parsed(&[unknown]);
+        assert!(e.host.is_none() && e.container == NsGrant::default());
+        // Its catalog row is what makes a known call count.
+        let known = ok("link.set-up", json!({"ns": "host", "index": 2, "up": true}));
+        assert_eq!(needs(&known), vec![Need::Modify(Kind::Host)]);
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! The capability reference: every host function a plugin can import, with
-//! the authority it exercises, the policy field that grants it, and how the
-//! journal undoes it. `docs/capabilities.md` is generated from this table
-//! ([`markdown`]); a unit test fails when a WIT function has no entry or the
-//! document is out of date (`make docs` regenerates it).
+//! the authority it exercises, the policy field that grants it (in prose,
+//! and as [`Grant`]s read from its audit record), and how the journal undoes
+//! it. `docs/capabilities.md` is generated from this table ([`markdown`]); a
+//! unit test fails when a WIT function has no entry or the document is out
+//! of date (`make docs` regenerates it).
+
+use crate::policy::LinkKind;
 
 /// One host function.
 #[derive(Debug, Clone, Copy)]
@@ -21,7 +24,121 @@ pub struct Entry {
     /// Whether GC may make it although it changes something (releasing
     /// reservations of attachments that are gone, running delegates' GC).
     pub in_gc: bool,
+    /// The grants it needs, read from its audit record's arguments: the
+    /// machine-readable part of `policy`, from which `wasmcni policy
+    /// suggest` derives an entry (a new host function needs only its row).
+    /// Empty when `policy` names no field.
+    pub needs: &'static [Grant],
 }
+
+/// Which namespace a grant is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ns {
+    /// The one the call acts in (its `ns` argument).
+    Call,
+    /// The one the argument names (`peer-ns`, `target`, `master-ns`), if
+    /// it names one.
+    Arg(&'static str),
+}
+
+/// A right of a namespace grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Right {
+    /// `read`.
+    Read,
+    /// `create: [kind]`.
+    Create(LinkKind),
+    /// `modify`.
+    Modify,
+    /// `move`.
+    Move,
+    /// `addresses`.
+    Addresses,
+    /// `routes`.
+    Routes,
+    /// `announce`.
+    Announce,
+    /// `traffic-control`.
+    TrafficControl,
+    /// `config-vlans`.
+    ConfigVlans,
+}
+
+/// What a host link the plugin did not create needs granted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkGrant {
+    /// `links`: a call a bridge the network shares does not take.
+    Links,
+    /// `bridges` when it is a bridge (a call a shared bridge takes), else
+    /// `links`.
+    Shared,
+    /// As [`LinkGrant::Shared`] when the boolean argument is true (a bridge
+    /// brought up, made promiscuous), else [`LinkGrant::Links`].
+    SharedIf(&'static str),
+    /// `masters`: used as a master, never changed.
+    Masters,
+}
+
+/// A grant a call needs, in terms of its audit arguments (named by their
+/// key in the record's `args`; a dot goes into an object, as
+/// `route.destination`). A call's record either names the namespace it
+/// acts in (`ns`) or acts in none: the grants about a namespace (all but
+/// [`Grant::IpamRoot`], [`Grant::Delegate`] and [`Grant::AttachmentState`])
+/// are read only from the former, the others only from the latter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grant {
+    /// A `host` entry, alone: a handle to the node namespace (the call
+    /// acts in the host's, its record names no `ns`).
+    HostEntry,
+    /// A right in a namespace.
+    Right(Ns, Right),
+    /// A routing table taken: `routes` where rules may be added (the
+    /// container namespace), in the host's the right to create a VRF.
+    Tables,
+    /// The argument names a new link in the namespace: in the host's, a
+    /// name `names` must match (no name: the link keeps its own).
+    NewName(&'static str, Ns),
+    /// The argument is the index of a link in the namespace: in the
+    /// host's, a link the plugin did not create needs the [`LinkGrant`].
+    NodeLink(&'static str, Ns, LinkGrant),
+    /// The argument (`addr/len`, an address or a route's destination) in
+    /// the host namespace: its network inside `prefixes`.
+    Prefix(&'static str),
+    /// The argument is an object whose key is a firewall rule kind:
+    /// `host.firewall.<kind>`.
+    FirewallRules(&'static str),
+    /// The argument lists firewall kinds: `host.firewall.<kind>` each.
+    FirewallKinds(&'static str),
+    /// The argument is a sysctl key: `sysctls`; in the host namespace the
+    /// link a per-link key names, if the plugin did not create it, needs
+    /// [`LinkGrant::Shared`] (`true`: a call a shared bridge takes) or
+    /// [`LinkGrant::Links`].
+    Sysctl(&'static str, bool),
+    /// The argument is an IPAM data dir (absent: the default): under
+    /// `ipam-roots`.
+    IpamRoot(&'static str),
+    /// The argument is a delegate's plugin type: in `delegates`.
+    Delegate(&'static str),
+    /// `attachment-state`.
+    AttachmentState,
+}
+
+const READ: &[Grant] = &[Grant::Right(Ns::Call, Right::Read)];
+
+/// `modify`, and the link `index` names as `links` in the host namespace.
+const MODIFY_LINK: &[Grant] = &[
+    Grant::Right(Ns::Call, Right::Modify),
+    Grant::NodeLink("index", Ns::Call, LinkGrant::Links),
+];
+
+/// `traffic-control`, and the link `index` names as `links` in the host
+/// namespace.
+const TRAFFIC_CONTROL: &[Grant] = &[
+    Grant::Right(Ns::Call, Right::TrafficControl),
+    Grant::NodeLink("index", Ns::Call, LinkGrant::Links),
+];
+
+const ATTACHMENT_STATE: &[Grant] = &[Grant::AttachmentState];
 
 const HOST_LINK: &str = "host: only links of this attachment (alias mark, or created in the same call) or matching `links`; \
      a bridge the network shares only as its row says";
@@ -35,6 +152,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (no side effect)",
         mutates: false,
         in_gc: false,
+        needs: &[],
     },
     Entry {
         call: "netns.host",
@@ -43,6 +161,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (no side effect)",
         mutates: false,
         in_gc: false,
+        needs: &[Grant::HostEntry],
     },
     Entry {
         call: "netns.[method]netns.kind",
@@ -51,6 +170,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (no side effect)",
         mutates: false,
         in_gc: false,
+        needs: &[],
     },
     Entry {
         call: "link.get-by-name",
@@ -59,6 +179,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (no side effect)",
         mutates: false,
         in_gc: false,
+        needs: READ,
     },
     Entry {
         call: "link.get-by-index",
@@ -67,6 +188,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (no side effect)",
         mutates: false,
         in_gc: false,
+        needs: READ,
     },
     Entry {
         call: "link.list",
@@ -75,6 +197,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (no side effect)",
         mutates: false,
         in_gc: false,
+        needs: READ,
     },
     Entry {
         call: "link.find-devices",
@@ -83,6 +206,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (no side effect)",
         mutates: false,
         in_gc: false,
+        needs: READ,
     },
     Entry {
         call: "link.create-veth",
@@ -91,6 +215,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "delete the pair",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::Right(Ns::Call, Right::Create(LinkKind::Veth)), Grant::NewName("name", Ns::Call), Grant::Right(Ns::Arg("peer-ns"), Right::Create(LinkKind::Veth)), Grant::NewName("peer-name", Ns::Arg("peer-ns"))],
     },
     Entry {
         call: "link.create-bridge",
@@ -99,6 +224,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "delete it",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::Right(Ns::Call, Right::Create(LinkKind::Bridge)), Grant::NewName("name", Ns::Call)],
     },
     Entry {
         call: "link.create-dummy",
@@ -107,6 +233,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "delete it",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::Right(Ns::Call, Right::Create(LinkKind::Dummy)), Grant::NewName("name", Ns::Call)],
     },
     Entry {
         call: "link.create-vrf",
@@ -115,6 +242,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "delete it",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::Right(Ns::Call, Right::Create(LinkKind::Vrf)), Grant::NewName("name", Ns::Call)],
     },
     Entry {
         call: "link.create-tap",
@@ -123,31 +251,35 @@ pub const ENTRIES: &[Entry] = &[
         undo: "delete it",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::Right(Ns::Call, Right::Create(LinkKind::Tap)), Grant::NewName("name", Ns::Call)],
     },
     Entry {
         call: "link.create-macvlan",
         authority: "create a macvlan on a master, born in a namespace",
         policy:
-            "`create: [macvlan]` where born; master: host `masters` (read-only use), own or `links`; within `max-links`",
+            "`create: [macvlan]` where born; host: named per `names`; master: host `masters` (read-only use), own or `links`; within `max-links`",
         undo: "delete it",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::Right(Ns::Call, Right::Create(LinkKind::Macvlan)), Grant::NewName("name", Ns::Call), Grant::NodeLink("master", Ns::Arg("master-ns"), LinkGrant::Masters)],
     },
     Entry {
         call: "link.create-ipvlan",
         authority: "create an ipvlan on a master, born in a namespace",
-        policy: "`create: [ipvlan]` where born; master as for macvlan; within `max-links`",
+        policy: "`create: [ipvlan]` where born; host: named per `names`; master as for macvlan; within `max-links`",
         undo: "delete it",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::Right(Ns::Call, Right::Create(LinkKind::Ipvlan)), Grant::NewName("name", Ns::Call), Grant::NodeLink("master", Ns::Arg("master-ns"), LinkGrant::Masters)],
     },
     Entry {
         call: "link.create-vlan",
         authority: "create an 802.1Q vlan on a master, born in a namespace",
-        policy: "`create: [vlan]` where born; master as for macvlan; within `max-links`",
+        policy: "`create: [vlan]` where born; host: named per `names`; master as for macvlan; within `max-links`",
         undo: "delete it",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::Right(Ns::Call, Right::Create(LinkKind::Vlan)), Grant::NewName("name", Ns::Call), Grant::NodeLink("master", Ns::Arg("master-ns"), LinkGrant::Masters)],
     },
     Entry {
         call: "link.move-to",
@@ -156,6 +288,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "move it back under its old name and index, then restore its per-link sysctls, MTU, MAC, alias, master, hairpin and port VLANs, promiscuity, admin state, addresses and routes (all tables)",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::Right(Ns::Call, Right::Move), Grant::Right(Ns::Arg("target"), Right::Move), Grant::NewName("new-name", Ns::Arg("target")), Grant::NodeLink("index", Ns::Call, LinkGrant::Links)],
     },
     Entry {
         call: "link.set-up",
@@ -164,6 +297,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "restore the old state (and the routes setting it down flushed)",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::Right(Ns::Call, Right::Modify), Grant::NodeLink("index", Ns::Call, LinkGrant::SharedIf("up"))],
     },
     Entry {
         call: "link.set-mtu",
@@ -172,6 +306,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "restore the old MTU (and the addresses and routes a small MTU drops)",
         mutates: true,
         in_gc: false,
+        needs: MODIFY_LINK,
     },
     Entry {
         call: "link.set-mac",
@@ -180,6 +315,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "restore the old address",
         mutates: true,
         in_gc: false,
+        needs: MODIFY_LINK,
     },
     Entry {
         call: "link.set-master",
@@ -188,6 +324,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "restore the old master (a port that left a bridge: then its VLANs)",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::Right(Ns::Call, Right::Modify), Grant::NodeLink("index", Ns::Call, LinkGrant::Links), Grant::NodeLink("master", Ns::Call, LinkGrant::Shared)],
     },
     Entry {
         call: "link.set-hairpin",
@@ -196,6 +333,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "restore the old mode",
         mutates: true,
         in_gc: false,
+        needs: MODIFY_LINK,
     },
     Entry {
         call: "link.port-vlans",
@@ -204,6 +342,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (no side effect)",
         mutates: false,
         in_gc: false,
+        needs: READ,
     },
     Entry {
         call: "link.set-port-vlans",
@@ -212,6 +351,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "put the old VLAN list back",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::Right(Ns::Call, Right::Modify), Grant::NodeLink("index", Ns::Call, LinkGrant::Links), Grant::Right(Ns::Call, Right::ConfigVlans)],
     },
     Entry {
         call: "link.share",
@@ -220,6 +360,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none of its own (the link's creation is undone by deleting it)",
         mutates: true,
         in_gc: false,
+        needs: MODIFY_LINK,
     },
     Entry {
         call: "link.set-promiscuous",
@@ -228,6 +369,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "restore the old flag",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::Right(Ns::Call, Right::Modify), Grant::NodeLink("index", Ns::Call, LinkGrant::SharedIf("on"))],
     },
     Entry {
         call: "link.set-allmulticast",
@@ -236,6 +378,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "restore the old flag",
         mutates: true,
         in_gc: false,
+        needs: MODIFY_LINK,
     },
     Entry {
         call: "link.set-txqlen",
@@ -244,6 +387,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "restore the old length",
         mutates: true,
         in_gc: false,
+        needs: MODIFY_LINK,
     },
     Entry {
         call: "link.set-name",
@@ -252,6 +396,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "restore the old name",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::Right(Ns::Call, Right::Modify), Grant::NodeLink("index", Ns::Call, LinkGrant::Links), Grant::NewName("name", Ns::Call)],
     },
     Entry {
         call: "link.set-alias",
@@ -260,6 +405,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "restore the old alias",
         mutates: true,
         in_gc: false,
+        needs: MODIFY_LINK,
     },
     Entry {
         call: "link.delete",
@@ -268,6 +414,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none needed (only links created in this ADD)",
         mutates: true,
         in_gc: false,
+        needs: MODIFY_LINK,
     },
     Entry {
         call: "address.list",
@@ -276,6 +423,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (no side effect)",
         mutates: false,
         in_gc: false,
+        needs: READ,
     },
     Entry {
         call: "address.add",
@@ -284,6 +432,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "delete it",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::Right(Ns::Call, Right::Addresses), Grant::NodeLink("link-index", Ns::Call, LinkGrant::Shared), Grant::Prefix("prefix")],
     },
     Entry {
         call: "address.delete",
@@ -292,6 +441,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "add it back (with the link's other addresses and routes the kernel drops along)",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::Right(Ns::Call, Right::Addresses), Grant::NodeLink("link-index", Ns::Call, LinkGrant::Shared)],
     },
     Entry {
         call: "address.announce",
@@ -300,6 +450,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (a packet)",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::Right(Ns::Call, Right::Announce), Grant::NodeLink("link-index", Ns::Call, LinkGrant::Shared)],
     },
     Entry {
         call: "route.list",
@@ -308,6 +459,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (no side effect)",
         mutates: false,
         in_gc: false,
+        needs: READ,
     },
     Entry {
         call: "route.add",
@@ -316,6 +468,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "delete it",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::Right(Ns::Call, Right::Routes), Grant::Prefix("route.destination"), Grant::NodeLink("route.link-index", Ns::Call, LinkGrant::Links)],
     },
     Entry {
         call: "route.replace",
@@ -324,6 +477,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "put the old route back, or delete",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::Right(Ns::Call, Right::Routes), Grant::Prefix("route.destination"), Grant::NodeLink("route.link-index", Ns::Call, LinkGrant::Links)],
     },
     Entry {
         call: "route.list-rules",
@@ -332,6 +486,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (no side effect)",
         mutates: false,
         in_gc: false,
+        needs: READ,
     },
     Entry {
         call: "route.lock-tables",
@@ -340,6 +495,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (released when the invocation ends)",
         mutates: false,
         in_gc: false,
+        needs: &[Grant::Tables],
     },
     Entry {
         call: "route.add-rule",
@@ -348,6 +504,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "delete the rule as the kernel made it",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::Right(Ns::Call, Right::Routes)],
     },
     Entry {
         call: "route.delete-rule",
@@ -356,6 +513,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "add it back",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::Right(Ns::Call, Right::Routes)],
     },
     Entry {
         call: "route.delete",
@@ -364,6 +522,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "add it back (beside other routes with the same key)",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::Right(Ns::Call, Right::Routes)],
     },
     Entry {
         call: "sysctl.get",
@@ -372,6 +531,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (no side effect)",
         mutates: false,
         in_gc: false,
+        needs: &[Grant::Sysctl("key", true)],
     },
     Entry {
         call: "sysctl.set",
@@ -380,6 +540,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "a key of a link created in this ADD: none (the link goes); of another link: its old value, and the addresses and routes it may flush; any other key (`all`, `default`, global): the namespace's whole net. tree, written back parents first; a write that changes nothing is skipped",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::Sysctl("key", false)],
     },
     Entry {
         call: "traffic-control.limit-transmit",
@@ -388,6 +549,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "delete the qdisc (nothing for a link created in this ADD)",
         mutates: true,
         in_gc: false,
+        needs: TRAFFIC_CONTROL,
     },
     Entry {
         call: "traffic-control.limit-receive",
@@ -396,6 +558,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "delete the `ingress` qdisc (its filter goes along) and the `ifb`",
         mutates: true,
         in_gc: false,
+        needs: TRAFFIC_CONTROL,
     },
     Entry {
         call: "traffic-control.limits",
@@ -404,6 +567,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (no side effect)",
         mutates: false,
         in_gc: false,
+        needs: READ,
     },
     Entry {
         call: "traffic-control.remove-limits",
@@ -412,6 +576,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (refused during ADD)",
         mutates: true,
         in_gc: false,
+        needs: TRAFFIC_CONTROL,
     },
     Entry {
         call: "traffic-control.collect-garbage",
@@ -420,6 +585,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (GC only)",
         mutates: true,
         in_gc: true,
+        needs: &[Grant::Right(Ns::Call, Right::TrafficControl)],
     },
     Entry {
         call: "firewall.add",
@@ -428,6 +594,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "remove the attachment's rules of that kind by tag (and its chains; the tables once empty); the old `route_localnet` written back (a batch whose acknowledgement was lost is looked for and undone too); the static FORWARD rule stays",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::FirewallRules("rules")],
     },
     Entry {
         call: "firewall.check",
@@ -436,6 +603,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (no side effect)",
         mutates: false,
         in_gc: false,
+        needs: READ,
     },
     Entry {
         call: "firewall.remove",
@@ -444,6 +612,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (refused during ADD)",
         mutates: true,
         in_gc: false,
+        needs: &[Grant::FirewallKinds("kinds")],
     },
     Entry {
         call: "firewall.collect-garbage",
@@ -452,6 +621,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (GC only)",
         mutates: true,
         in_gc: true,
+        needs: &[Grant::FirewallKinds("kinds")],
     },
     Entry {
         call: "ipam-store.[static]store.open",
@@ -460,6 +630,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (opening changes nothing; the lock ends with the handle)",
         mutates: false,
         in_gc: false,
+        needs: &[Grant::IpamRoot("data-dir")],
     },
     Entry {
         call: "ipam-store.[method]store.reserve",
@@ -468,6 +639,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "release it and put the range's last-reserved address back",
         mutates: true,
         in_gc: false,
+        needs: &[],
     },
     Entry {
         call: "ipam-store.[method]store.last-reserved",
@@ -476,6 +648,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (no side effect)",
         mutates: false,
         in_gc: false,
+        needs: &[],
     },
     Entry {
         call: "ipam-store.[method]store.list",
@@ -484,6 +657,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (no side effect)",
         mutates: false,
         in_gc: false,
+        needs: &[],
     },
     Entry {
         call: "ipam-store.[method]store.owned",
@@ -492,6 +666,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (no side effect)",
         mutates: false,
         in_gc: false,
+        needs: &[],
     },
     Entry {
         call: "ipam-store.[method]store.release",
@@ -500,6 +675,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "reserve it again for its holder",
         mutates: true,
         in_gc: true,
+        needs: &[],
     },
     Entry {
         call: "ipam-store.[method]store.release-owned",
@@ -508,6 +684,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "reserve them again",
         mutates: true,
         in_gc: false,
+        needs: &[],
     },
     Entry {
         call: "delegate.run",
@@ -519,6 +696,7 @@ pub const ENTRIES: &[Entry] = &[
         // read-only.
         mutates: false,
         in_gc: false,
+        needs: &[Grant::Delegate("plugin-type")],
     },
     Entry {
         call: "attachment-state.get",
@@ -527,6 +705,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (no side effect)",
         mutates: false,
         in_gc: false,
+        needs: ATTACHMENT_STATE,
     },
     Entry {
         call: "attachment-state.keys",
@@ -535,6 +714,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "none (no side effect)",
         mutates: false,
         in_gc: false,
+        needs: ATTACHMENT_STATE,
     },
     Entry {
         call: "attachment-state.set",
@@ -543,6 +723,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "put the record's old values back; the host removes the record after a successful DEL and in GC",
         mutates: true,
         in_gc: false,
+        needs: ATTACHMENT_STATE,
     },
     Entry {
         call: "attachment-state.remove",
@@ -551,6 +732,7 @@ pub const ENTRIES: &[Entry] = &[
         undo: "put the record's old values back",
         mutates: true,
         in_gc: false,
+        needs: ATTACHMENT_STATE,
     },
 ];
 
@@ -651,6 +833,73 @@ mod tests {
             }
         }
         out
+    }
+
+    /// What the prose must name for a grant in `needs`: a field, in
+    /// backticks as the column writes it (or words the column uses for it).
+    fn named_in_prose(g: &Grant) -> Vec<&'static str> {
+        match g {
+            Grant::HostEntry => vec!["`host`"],
+            Grant::Right(_, r) => match r {
+                Right::Read => vec!["`read`"],
+                Right::Create(k) => vec!["`create", k.name()],
+                Right::Modify => vec!["`modify`"],
+                Right::Move => vec!["`move`"],
+                Right::Addresses => vec!["`addresses`"],
+                Right::Routes => vec!["`routes`"],
+                Right::Announce => vec!["`announce`"],
+                Right::TrafficControl => vec!["`traffic-control`"],
+                Right::ConfigVlans => vec!["`config-vlans`"],
+            },
+            Grant::Tables => vec!["`routes`", "vrf"],
+            // A link's row says `links` or refers to another row's; a
+            // name, `names`; a master, `masters` or "master as for".
+            Grant::NewName(..) => vec!["`names`"],
+            Grant::NodeLink(_, _, LinkGrant::Masters) => vec!["master"],
+            Grant::NodeLink(..) | Grant::Prefix(_) => vec!["host"],
+            Grant::FirewallRules(_) | Grant::FirewallKinds(_) => vec!["`firewall.<kind>`"],
+            Grant::Sysctl(..) => vec!["`sysctls`"],
+            Grant::IpamRoot(_) => vec!["`ipam-roots`"],
+            Grant::Delegate(_) => vec!["`delegates`"],
+            Grant::AttachmentState => vec!["`attachment-state"],
+        }
+    }
+
+    /// The prose and `needs` of every row agree: a row whose policy
+    /// names a field (in backticks) needs something, and one that names
+    /// none needs nothing; a row that changes the kernel (or needs a grant)
+    /// but says which field grants it never has an empty `needs`; each
+    /// need is one the prose names.
+    #[test]
+    fn every_row_states_the_grants_its_policy_names() {
+        let mut wrong = Vec::new();
+        for e in ENTRIES {
+            let names_a_field = e.policy.contains('`');
+            if names_a_field == e.needs.is_empty() {
+                wrong.push(format!(
+                    "{}: policy {:?} but needs {:?}",
+                    e.call, e.policy, e.needs
+                ));
+            }
+            if e.mutates && names_a_field && e.needs.is_empty() {
+                wrong.push(format!("{}: changes the kernel, needs nothing", e.call));
+            }
+            for g in e.needs {
+                for word in named_in_prose(g) {
+                    if !e.policy.contains(word) {
+                        wrong.push(format!("{}: needs {g:?}, policy has no {word}", e.call));
+                    }
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
+    }
+
+    #[test]
+    fn a_call_the_catalog_does_not_know_has_no_entry() {
+        assert!(entry("link.set-everything").is_none());
+        assert!(entry("").is_none());
+        assert!(entry("link.set-up").is_some_and(|e| !e.needs.is_empty()));
     }
 
     #[test]
