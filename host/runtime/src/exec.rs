@@ -22,7 +22,7 @@ use wasmtime_wasi::random::WasiRandom;
 use wasmtime_wasi::{I32Exit, WasiCtxBuilder};
 
 use crate::audit::{Audit, Identity, Sink};
-use crate::caps::delegate::{MakeCtx, RunPlugin};
+use crate::caps::ctx::{MakeCtx, RunPlugin};
 use crate::caps::{self, BudgetExceeded, Ctx, StoreData};
 use crate::clock::{self, DeadlineClock, HasDeadlineClock};
 use crate::cni_error::{CniError, Code};

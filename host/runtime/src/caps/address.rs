@@ -9,7 +9,8 @@ use wasmtime::component::Resource;
 
 use super::bindings::wasmcni::plugin::address::{AddressInfo, AddressOptions, Host};
 use super::bindings::wasmcni::plugin::types::{ErrorCode, IpAddress, IpFamily, IpPrefix, Scope};
-use super::{ns_arg, CapError, Ctx, NsHandle, StoreData, RTPROT_WASMCNI};
+use super::bindings::{CapError, NsHandle};
+use super::ctx::{ns_arg, Ctx, StoreData, RTPROT_WASMCNI};
 use crate::inverse::Undo;
 use crate::netlink::{address_flags, address_of, AddrFlags, AddrSpec};
 use crate::netns::Kind;

@@ -53,20 +53,12 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use super::{link, CapError, Command, Ctx, Kind};
+use super::bindings::CapError;
+use super::bindings::Link;
+use super::ctx::Incarnations;
+use super::ctx::{Command, Ctx};
 use crate::ipam::{NetworkStore, Owner};
-
-/// What the attachment's records (this boot's) say of its incarnations
-/// (S15): an incarnation is one ADD's container namespace (its nsfs
-/// inode), and a runtime that lost a DEL may ADD the same (network,
-/// container ID, ifname) again in another namespace.
-#[derive(Debug, Default)]
-pub struct Incarnations {
-    /// Node links, by name, with the incarnation that made each.
-    links: Vec<(String, u64)>,
-    /// The incarnations the records were written for.
-    current: Vec<u64>,
-}
+use crate::netns::Kind;
 
 /// Whether an attachment other than `me` has a record or intent log in
 /// `me`'s network (`network`), or on the node.
@@ -86,7 +78,7 @@ impl Ctx {
     /// In the host namespace the plugin controls only links of its own
     /// attachment (marked for it, or created in this call) and links its
     /// grant names (`links`).
-    pub(super) fn check_host_link(&self, kind: Kind, l: &link::Link) -> Result<(), CapError> {
+    pub(super) fn check_host_link(&self, kind: Kind, l: &Link) -> Result<(), CapError> {
         if kind == Kind::Host && self.owned(l) && self.another_incarnations(l) {
             return Err(CapError::denied_with(
                 format!(
@@ -131,7 +123,7 @@ impl Ctx {
     /// Whether `l` is the one node device the network config names, by a
     /// key the grant's `config-links` lists (a `host-device` network's
     /// device; see [`crate::attachment::ConfigDevices::resolve`]), during ADD.
-    fn config_names(&self, kind: Kind, l: &link::Link) -> bool {
+    fn config_names(&self, kind: Kind, l: &Link) -> bool {
         // Taking the device is an ADD's doing: a DEL gives it back, never
         // takes it again.
         let g = self.ns_grant(kind);
@@ -144,7 +136,7 @@ impl Ctx {
     /// Whether `l` belongs to this attachment: its alias is this
     /// attachment's mark (network, container ID and ifname), not merely
     /// any wasmcni mark.
-    pub(super) fn owned(&self, l: &link::Link) -> bool {
+    pub(super) fn owned(&self, l: &Link) -> bool {
         l.alias.as_deref() == Some(self.marks.0.as_str())
     }
 
@@ -154,7 +146,7 @@ impl Ctx {
     /// lets it adopt (`bridges`) that really is a bridge (a veth called
     /// `cni0` is not one) and that no other network has marked as its own
     /// (`bridges` names admin bridges: S14).
-    pub(super) fn shared(&self, kind: Kind, l: &link::Link) -> bool {
+    pub(super) fn shared(&self, kind: Kind, l: &Link) -> bool {
         kind == Kind::Host
             && (l.alias.as_deref() == Some(self.marks.1.as_str())
                 || (l.kind.as_deref() == Some("bridge")
@@ -185,7 +177,7 @@ impl Ctx {
     /// recorded as another incarnation's only: a late DEL (the runtime
     /// lost it, and added the attachment again in another namespace) may
     /// not touch the live incarnation's links.
-    fn another_incarnations(&self, l: &link::Link) -> bool {
+    fn another_incarnations(&self, l: &Link) -> bool {
         if self.command != Command::Del {
             return false;
         }
@@ -266,7 +258,7 @@ impl Ctx {
         };
         let mut removed = Vec::new();
         for m in links {
-            let l = link::Link::from_message(m);
+            let l = Link::from_message(m);
             if l.alias.as_deref() != Some(mark.as_str()) || l.kind.as_deref() == Some("bridge") {
                 continue;
             }
@@ -366,7 +358,7 @@ impl Ctx {
             .netlink(ns)?
             .links()?
             .into_iter()
-            .map(link::Link::from_message)
+            .map(Link::from_message)
             .filter(|l| l.kind.as_deref() == Some("vrf") && l.index != vrf)
             .map(|l| l.name)
             .collect();
@@ -386,7 +378,7 @@ impl Ctx {
 
     /// Whether `l` carries the mark of another network or of an
     /// attachment: not an admin bridge, whatever its name.
-    fn marked_by_another(&self, l: &link::Link) -> bool {
+    fn marked_by_another(&self, l: &Link) -> bool {
         l.alias.as_deref().is_some_and(|a| {
             (a.starts_with(crate::attachment::NETWORK_MARK)
                 || a.starts_with(crate::attachment::ATTACHMENT_MARK))
@@ -631,5 +623,33 @@ impl Ctx {
             }
         }
         Ok(())
+    }
+}
+
+impl Ctx {
+    /// The link, if the plugin may change it: `modify` in its namespace,
+    /// and in the host's, one it controls ([`Ctx::check_host_link`]).
+    pub(super) fn modifiable(&mut self, kind: Kind, index: u32) -> Result<Link, CapError> {
+        self.require(kind, |g| g.modify, "modify")?;
+        let l = self.link(kind, index)?;
+        self.check_host_link(kind, &l)?;
+        Ok(l)
+    }
+
+    /// The link, if the plugin may change it, or (when `shared_ok`) use it
+    /// as a link its network shares ([`Ctx::shared`]).
+    pub(super) fn modifiable_or_shared(
+        &mut self,
+        kind: Kind,
+        index: u32,
+        shared_ok: bool,
+    ) -> Result<Link, CapError> {
+        self.require(kind, |g| g.modify, "modify")?;
+        let l = self.link(kind, index)?;
+        if shared_ok && self.shared(kind, &l) {
+            return Ok(l);
+        }
+        self.check_host_link(kind, &l)?;
+        Ok(l)
     }
 }

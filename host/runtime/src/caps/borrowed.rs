@@ -22,7 +22,8 @@
 use netlink_packet_route::link::LinkAttribute;
 use serde_json::json;
 
-use super::{CapError, Ctx};
+use super::bindings::CapError;
+use super::ctx::Ctx;
 use crate::audit::Outcome;
 use crate::netns::Kind;
 use crate::record::{Borrowed, LinkIdentity, Location, Record};
@@ -40,13 +41,13 @@ impl Ctx {
 
     /// The runtime's attachment (a delegate's config may name another
     /// network; its changes are the runtime's attachment's).
-    pub(super) fn owner(&self) -> super::Attachment {
+    pub(super) fn owner(&self) -> crate::attachment::Attachment {
         let (network, container_id, ifname) = self.state_owner.clone();
-        super::Attachment {
+        crate::attachment::Attachment {
             network,
             container_id,
             ifname,
-            ..super::Attachment::default()
+            ..crate::attachment::Attachment::default()
         }
     }
 
@@ -57,7 +58,7 @@ impl Ctx {
     /// The identity of link `index` of the container namespace.
     fn identity(&mut self, index: u32) -> Result<LinkIdentity, CapError> {
         let msg = self.netlink(Kind::Container)?.link_by_index(index)?;
-        let kind = super::link::Link::from_message(msg.clone()).kind;
+        let kind = super::bindings::Link::from_message(msg.clone()).kind;
         let mut id = LinkIdentity {
             kind,
             ..LinkIdentity::default()
@@ -101,7 +102,7 @@ impl Ctx {
     /// cannot be written the step is refused (it would be out of the
     /// host's reach).
     pub(super) fn intend(&mut self, owned: crate::record::Owned) -> Result<(), CapError> {
-        if self.command != super::Command::Add || owned.is_empty() {
+        if self.command != super::ctx::Command::Add || owned.is_empty() {
             return Ok(());
         }
         let Some(ino) = self.container_ino() else {
@@ -130,7 +131,7 @@ impl Ctx {
     /// and an intent line must never name a link that was there before
     /// (an unmarked one would be taken for this ADD's).
     pub(super) fn intend_links(&mut self, links: &[(Kind, &str, &str)]) -> Result<(), CapError> {
-        if self.command != super::Command::Add {
+        if self.command != super::ctx::Command::Add {
             return Ok(());
         }
         let mut owned = crate::record::Owned::default();
@@ -163,7 +164,7 @@ impl Ctx {
         &mut self,
         links: &[(Kind, &str, Option<String>, u32)],
     ) -> Result<(), CapError> {
-        if self.command != super::Command::Add {
+        if self.command != super::ctx::Command::Add {
             return Ok(());
         }
         let mut owned = crate::record::Owned::default();
@@ -419,7 +420,7 @@ impl Ctx {
     /// Whether link `index` of the container namespace is one the
     /// attachment's record holds (during DEL: it goes back, not away).
     pub(super) fn holds(&mut self, index: u32) -> Result<bool, CapError> {
-        if self.command != super::Command::Del {
+        if self.command != super::ctx::Command::Del {
             return Ok(false);
         }
         let Some((_, record)) = self.record()? else {
@@ -440,7 +441,7 @@ impl Ctx {
         index: u32,
         name: Option<&str>,
     ) -> Result<Option<u32>, CapError> {
-        if self.command != super::Command::Del {
+        if self.command != super::ctx::Command::Del {
             return Ok(None);
         }
         let Some((loc, mut record)) = self.record()? else {

@@ -20,39 +20,12 @@ use serde_json::{json, Value};
 
 use super::bindings::wasmcni::plugin::delegate::{DelegateError, Host};
 use super::bindings::wasmcni::plugin::types::ErrorCode;
-use super::{arg_str, CapError, Command, Ctx, CtxParams, StoreData};
-use crate::audit::Audit;
+use super::bindings::CapError;
+use super::ctx::{arg_str, Command, Ctx, CtxParams, MakeCtx, StoreData};
 use crate::cni_error::{CniError, Code};
 use crate::inverse::{NativeCall, Undo};
-use crate::plugins::{self, LookupError, Plugin};
-use crate::policy::Grant;
+use crate::plugins::{self, LookupError};
 use crate::session::{explain_denials, Output, Resolved, Runtime};
-
-/// Makes a plugin run's capability context from its grant and its audit
-/// log, once its component is ready ([`RunPlugin`]); `Err` stops the run.
-pub type MakeCtx<'a> = Box<dyn FnOnce(Grant, Audit) -> Result<Ctx, CniError> + 'a>;
-
-/// The one way a plugin runs (`crate::exec`, above this layer), as
-/// delegation and the chain runner's members reach it: through this trait,
-/// given to the context ([`CtxParams::core`]), not by importing what is
-/// above the capability layer.
-pub trait RunPlugin: Sync {
-    /// Runs `plugin` (its policy entry `resolved`) for `command` with
-    /// `env` and `config`: loads its component, makes its context with
-    /// `ctx`, executes it. The outcome and the context; `Err` if it could
-    /// not be loaded or `ctx` refused.
-    #[allow(clippy::too_many_arguments)]
-    fn run(
-        &self,
-        rt: &Runtime,
-        plugin: &Plugin,
-        resolved: &Resolved,
-        command: &str,
-        env: &[(String, String)],
-        config: &[u8],
-        ctx: MakeCtx<'_>,
-    ) -> Result<(Result<Output, CniError>, Ctx), CniError>;
-}
 
 /// How deep delegates may nest (a plugin's IPAM's IPAM ...).
 const MAX_DEPTH: u32 = 4;

@@ -23,7 +23,8 @@ use super::bindings::wasmcni::plugin::firewall::{
     Condition, Host, MacSpoof, NameMatch, PortMapping, PrefixMatch, Protocol, RuleKind, Rules,
 };
 use super::bindings::wasmcni::plugin::types::ErrorCode;
-use super::{CapError, Command, Ctx, NsHandle, StoreData};
+use super::bindings::{CapError, NsHandle};
+use super::ctx::{Command, Ctx, StoreData};
 use crate::inverse::{FwKind, Undo};
 use crate::netlink::nft::{expr, BaseChain, Batch, Dumped, Family, HookPoint, NewRule, Nft};
 use crate::netns::Kind;
@@ -372,7 +373,7 @@ fn rules_arg(r: &Rules) -> Value {
         Rules::Isolation(i) => json!({ "isolation": { "link": i } }),
         Rules::MacSpoof(m) => json!({ "mac-spoof": {
             "link": m.link,
-            "mac": super::arg_str(&hex::encode(&m.mac)),
+            "mac": super::ctx::arg_str(&hex::encode(&m.mac)),
         } }),
     }
 }
@@ -1378,19 +1379,19 @@ fn condition(c: &Condition, v6: bool) -> Result<Vec<crate::netlink::nft::Expr>, 
 impl Host for StoreData {
     fn add(&mut self, ns: Resource<NsHandle>, rules: Rules) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        let args = json!({"ns": super::ns_arg(kind), "rules": rules_arg(&rules)});
+        let args = json!({"ns": super::ctx::ns_arg(kind), "rules": rules_arg(&rules)});
         self.cap("firewall.add", args, |c| c.fw_add(kind, &rules))
     }
 
     fn check(&mut self, ns: Resource<NsHandle>, rules: Rules) -> Result<bool, CapError> {
         let kind = self.ns_kind(&ns)?;
-        let args = json!({"ns": super::ns_arg(kind), "rules": rules_arg(&rules)});
+        let args = json!({"ns": super::ctx::ns_arg(kind), "rules": rules_arg(&rules)});
         self.cap("firewall.check", args, |c| c.fw_check(kind, &rules))
     }
 
     fn remove(&mut self, ns: Resource<NsHandle>, kinds: Vec<RuleKind>) -> Result<u32, CapError> {
         let kind = self.ns_kind(&ns)?;
-        let args = json!({"ns": super::ns_arg(kind), "kinds": kinds_arg(&kinds)});
+        let args = json!({"ns": super::ctx::ns_arg(kind), "kinds": kinds_arg(&kinds)});
         self.cap("firewall.remove", args, |c| c.fw_remove(kind, &kinds))
     }
 
@@ -1400,7 +1401,7 @@ impl Host for StoreData {
         kinds: Vec<RuleKind>,
     ) -> Result<u32, CapError> {
         let kind = self.ns_kind(&ns)?;
-        let args = json!({"ns": super::ns_arg(kind), "kinds": kinds_arg(&kinds)});
+        let args = json!({"ns": super::ctx::ns_arg(kind), "kinds": kinds_arg(&kinds)});
         self.cap("firewall.collect-garbage", args, |c| {
             c.fw_collect(kind, &kinds)
         })

@@ -11,15 +11,10 @@ use wasmtime::component::Resource;
 use super::address::{ip_from_wit, ip_to_wit};
 use super::bindings::wasmcni::plugin::ipam_store::{Host, HostStore, Owner, Reservation};
 use super::bindings::wasmcni::plugin::types::{ErrorCode, IpAddress};
-use super::{arg_str, CapError, Ctx, StoreData};
+use super::bindings::{CapError, StoreHandle};
+use super::ctx::{arg_str, Ctx, StoreData};
 use crate::inverse::{IpamUndo, Undo};
 use crate::ipam::{self, NetworkStore, StoreError};
-
-/// The host side of a `store` resource: the open, locked network state.
-#[derive(Debug)]
-pub struct StoreHandle {
-    store: NetworkStore,
-}
 
 impl IpamUndo {
     /// Carries it out. The lock is taken anew: the plugin's handle is
@@ -136,7 +131,7 @@ impl Ctx {
     fn may_release(&self, holder: &ipam::Owner) -> Result<(), CapError> {
         let mine = self.attachment.owner().holds(holder);
         let collectable =
-            self.command == super::Command::Gc && !self.attachment.still_valid(holder);
+            self.command == super::ctx::Command::Gc && !self.attachment.still_valid(holder);
         if mine || collectable {
             Ok(())
         } else {
@@ -156,7 +151,7 @@ impl HostStore for StoreData {
         let args = json!({"data-dir": data_dir.as_deref().map(arg_str)});
         let store = self.cap("ipam-store.[static]store.open", args, |c| {
             if let Some(d) = &data_dir {
-                super::bounded("data dir", d, 4096)?;
+                super::ctx::bounded("data dir", d, 4096)?;
             }
             c.open_store(data_dir.as_deref(), deadline)
         })?;
@@ -179,7 +174,7 @@ impl HostStore for StoreData {
             .map_err(|e| CapError::Trap(e.into()))?
             .store;
         let caps = &mut self.caps;
-        super::StoreData::cap_with(caps, "ipam-store.[method]store.reserve", args, |c| {
+        super::ctx::StoreData::cap_with(caps, "ipam-store.[method]store.reserve", args, |c| {
             if !ipam::valid_range_id(&range_id) {
                 return Err(ErrorCode::InvalidArgument.into());
             }
@@ -217,7 +212,7 @@ impl HostStore for StoreData {
             .get(&h)
             .map_err(|e| CapError::Trap(e.into()))?
             .store;
-        super::StoreData::cap_with(
+        super::ctx::StoreData::cap_with(
             &mut self.caps,
             "ipam-store.[method]store.last-reserved",
             args,
@@ -239,7 +234,7 @@ impl HostStore for StoreData {
             .get(&h)
             .map_err(|e| CapError::Trap(e.into()))?
             .store;
-        super::StoreData::cap_with(
+        super::ctx::StoreData::cap_with(
             &mut self.caps,
             "ipam-store.[method]store.list",
             json!({}),
@@ -263,7 +258,7 @@ impl HostStore for StoreData {
             .get(&h)
             .map_err(|e| CapError::Trap(e.into()))?
             .store;
-        super::StoreData::cap_with(
+        super::ctx::StoreData::cap_with(
             &mut self.caps,
             "ipam-store.[method]store.owned",
             json!({}),
@@ -288,7 +283,7 @@ impl HostStore for StoreData {
             .map_err(|e| CapError::Trap(e.into()))?
             .store;
         let args = json!({"address": ip.to_string()});
-        super::StoreData::cap_with(
+        super::ctx::StoreData::cap_with(
             &mut self.caps,
             "ipam-store.[method]store.release",
             args,
@@ -317,7 +312,7 @@ impl HostStore for StoreData {
             .get(&h)
             .map_err(|e| CapError::Trap(e.into()))?
             .store;
-        super::StoreData::cap_with(
+        super::ctx::StoreData::cap_with(
             &mut self.caps,
             "ipam-store.[method]store.release-owned",
             json!({}),

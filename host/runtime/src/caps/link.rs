@@ -4,17 +4,18 @@ use std::os::fd::{AsFd, OwnedFd};
 
 use netlink_packet_route::link::{
     InfoData, InfoKind, InfoMacVlan, InfoMacVtap, LinkAttribute, LinkFlags, LinkInfo as NlInfo,
-    LinkMessage, MacVlanMode, MacVtapMode, State,
+    MacVlanMode, MacVtapMode,
 };
 use serde_json::{json, Value};
 use wasmtime::component::Resource;
 
 use super::bindings::wasmcni::plugin::link::{
-    BridgeOptions, DeviceSelector, Host, IpvlanMode, LinkInfo, LinkOptions, MacvlanMode, OperState,
-    PortVlan, TapOptions, VethPair,
+    BridgeOptions, DeviceSelector, Host, IpvlanMode, LinkInfo, LinkOptions, MacvlanMode, PortVlan,
+    TapOptions, VethPair,
 };
 use super::bindings::wasmcni::plugin::types::ErrorCode;
-use super::{arg_str, bounded, ns_arg, CapError, Ctx, NsHandle, StoreData, MAX_ALIAS};
+use super::bindings::{CapError, Link, NsHandle};
+use super::ctx::{arg_str, bounded, ns_arg, Ctx, StoreData, MAX_ALIAS};
 use crate::inverse::{LinkState, Undo};
 use crate::netlink::{LinkOpts, Netlink, NlError, SubKind};
 use crate::netns::Kind;
@@ -25,9 +26,6 @@ const MAX_VID: u16 = 4094;
 
 /// The longest hardware address accepted (`MAX_ADDR_LEN`).
 const MAX_MAC: usize = 32;
-
-/// A link as the capability code sees it: the WIT record.
-pub(super) type Link = LinkInfo;
 
 /// The device under a stacked link (see [`Ctx::lower_of`]).
 struct Lower {
@@ -65,70 +63,6 @@ fn mac_arg(mac: &[u8]) -> String {
         .map(|b| format!("{b:02x}"))
         .collect::<Vec<_>>()
         .join(":")
-}
-
-impl LinkInfo {
-    /// The WIT record of a kernel link message (`owned` is set by the
-    /// caller, who knows the namespace).
-    pub(super) fn from_message(msg: LinkMessage) -> LinkInfo {
-        let mut info = LinkInfo {
-            index: msg.header.index,
-            name: String::new(),
-            kind: None,
-            mtu: 0,
-            mac: Vec::new(),
-            up: msg.header.flags.contains(LinkFlags::Up),
-            loopback: msg.header.flags.contains(LinkFlags::Loopback),
-            oper_state: OperState::Unknown,
-            master: None,
-            alias: None,
-            promiscuous: msg.header.flags.contains(LinkFlags::Promisc),
-            allmulticast: msg.header.flags.contains(LinkFlags::Allmulti),
-            txqlen: 0,
-            vrf_table: None,
-            parent_index: None,
-            owned: false,
-        };
-        for attr in msg.attributes {
-            match attr {
-                LinkAttribute::IfName(n) => info.name = n,
-                LinkAttribute::Mtu(m) => info.mtu = m,
-                LinkAttribute::TxQueueLen(q) => info.txqlen = q,
-                LinkAttribute::Address(a) => info.mac = a,
-                LinkAttribute::Controller(m) => info.master = Some(m),
-                LinkAttribute::IfAlias(a) => info.alias = Some(a),
-                LinkAttribute::Link(p) => info.parent_index = Some(p),
-                LinkAttribute::OperState(s) => {
-                    info.oper_state = match s {
-                        State::NotPresent => OperState::NotPresent,
-                        State::Down => OperState::Down,
-                        State::LowerLayerDown => OperState::LowerLayerDown,
-                        State::Testing => OperState::Testing,
-                        State::Dormant => OperState::Dormant,
-                        State::Up => OperState::Up,
-                        _ => OperState::Unknown,
-                    }
-                }
-                LinkAttribute::LinkInfo(infos) => {
-                    for i in infos {
-                        match i {
-                            NlInfo::Kind(k) => info.kind = Some(k.to_string()),
-                            NlInfo::Data(InfoData::Vrf(v)) => {
-                                for x in v {
-                                    if let netlink_packet_route::link::InfoVrf::TableId(t) = x {
-                                        info.vrf_table = Some(t);
-                                    }
-                                }
-                            }
-                            _ => {}
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-        info
-    }
 }
 
 fn opts(o: &LinkOptions) -> Result<LinkOpts, CapError> {
@@ -780,7 +714,7 @@ impl Host for StoreData {
             let has = c.netlink(kind)?.l3mdev_families()?;
             // Per family: only the rules this VRF brought are its undo's.
             let (v4, v6) = (has.0 && !had.0, has.1 && !had.1);
-            if (v4 || v6) && c.command == super::Command::Add {
+            if (v4 || v6) && c.command == super::ctx::Command::Add {
                 c.journal.record(Undo::DeleteL3mdevRules {
                     ns: kind,
                     vrf: index,
@@ -972,7 +906,7 @@ impl Host for StoreData {
             // moved back, the journal restores its state, then addresses,
             // then routes (which need it up).
             let state = match c.command {
-                super::Command::Add => {
+                super::ctx::Command::Add => {
                     c.check_neighbours(kind, index)?;
                     Some(c.link_state(kind, &l)?)
                 }
@@ -1017,7 +951,7 @@ impl Host for StoreData {
                     c.intend_made(&[(target_kind, name, l.kind.clone(), now)])?;
                 }
                 c.mark(target_kind, now, false)?;
-            } else if c.command == super::Command::Add {
+            } else if c.command == super::ctx::Command::Add {
                 // A host link is out only with the record that brings it
                 // back, written now: a process killed later in the ADD
                 // leaves it too. (If it cannot be written, the call fails
@@ -1060,7 +994,7 @@ impl Host for StoreData {
                 };
                 if !up && l.up {
                     // Down flushes the link's routes and neighbours.
-                    if c.command == super::Command::Add {
+                    if c.command == super::ctx::Command::Add {
                         c.check_neighbours(kind, index)?;
                     }
                     c.preserving(kind, index, set)?;
@@ -1341,7 +1275,7 @@ impl Host for StoreData {
                 c.require(kind, |g| g.modify, "modify")?;
                 // Only an ADD hands links to its network (a DEL's would be
                 // left behind, undeletable).
-                if c.command != super::Command::Add {
+                if c.command != super::ctx::Command::Add {
                     return Err(CapError::denied(
                         "only an ADD hands links to its network (a wasmcni invariant)",
                     ));
@@ -1515,7 +1449,7 @@ impl Host for StoreData {
             json!({"ns": ns_arg(kind), "index": index}),
             |c| {
                 c.modifiable(kind, index)?;
-                if c.command == super::Command::Add && !c.journal.created(kind, index) {
+                if c.command == super::ctx::Command::Add && !c.journal.created(kind, index) {
                     return Err(CapError::denied(
                         "during ADD a plugin may delete only links it created in the same call, \
                          as the deletion could not be undone (a wasmcni invariant)",
@@ -1527,7 +1461,7 @@ impl Host for StoreData {
                          (link.move-to), never away (a wasmcni invariant)"
                     )));
                 }
-                if c.command == super::Command::Add {
+                if c.command == super::ctx::Command::Add {
                     c.netlink(kind)?.delete_link(index)?;
                 } else {
                     // Outside ADD nothing waits on the kernel freeing it.

@@ -5,22 +5,9 @@ use wasmtime::component::Resource;
 
 use super::bindings::wasmcni::plugin::netns::{Host, HostNetns, NetnsKind};
 use super::bindings::wasmcni::plugin::types::ErrorCode;
-use super::{CapError, StoreData};
+use super::bindings::{CapError, NsHandle};
+use super::ctx::StoreData;
 use crate::netns::{Kind, NetNs};
-
-/// The host side of a `netns` resource: which namespace it stands for. The
-/// namespace itself lives in the invocation context, opened once.
-#[derive(Debug, Clone, Copy)]
-pub struct NsHandle {
-    kind: Kind,
-}
-
-impl NsHandle {
-    /// Which namespace.
-    pub fn kind(&self) -> Kind {
-        self.kind
-    }
-}
 
 impl Host for StoreData {
     fn container(&mut self) -> Result<Resource<NsHandle>, CapError> {

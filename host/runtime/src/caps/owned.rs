@@ -15,7 +15,8 @@
 
 use serde_json::json;
 
-use super::{CapError, Ctx};
+use super::bindings::CapError;
+use super::ctx::Ctx;
 use crate::audit::Outcome;
 use crate::inverse::Undo;
 use crate::ipam::{NetworkStore, Owner};
@@ -51,7 +52,7 @@ impl Ctx {
             let Ok(msg) = nl.link_by_index(index) else {
                 continue;
             };
-            let link = super::link::Link::from_message(msg);
+            let link = super::bindings::Link::from_message(msg);
             if ns == Kind::Host && link.alias.as_deref() != Some(mark.as_str()) {
                 // The network's (a bridge), or not wasmcni's to keep.
                 continue;
@@ -106,9 +107,9 @@ impl Ctx {
 
     /// Link `l` of `record`, if it is there and still the attachment's:
     /// same kind, and in the host namespace the attachment's mark.
-    fn owned_link(&mut self, l: &OwnedLink, record: &Record) -> Option<super::link::Link> {
+    fn owned_link(&mut self, l: &OwnedLink, record: &Record) -> Option<super::bindings::Link> {
         let msg = self.netlink(l.ns).ok()?.link_by_name(&l.name).ok()?;
-        let link = super::link::Link::from_message(msg);
+        let link = super::bindings::Link::from_message(msg);
         let mark = record.attachment().mark();
         owns(l, &link, &mark).then_some(link)
     }
@@ -212,7 +213,7 @@ impl Ctx {
             // Gone (or moved away): nothing to take back there.
             return false;
         };
-        let alias = super::link::Link::from_message(msg)
+        let alias = super::bindings::Link::from_message(msg)
             .alias
             .unwrap_or_default();
         !(alias == mark || alias.starts_with(crate::attachment::NETWORK_MARK))
@@ -271,7 +272,7 @@ impl Ctx {
                 for l in record.owned.links.iter().filter(|l| l.ns == ns) {
                     let what = format!("{} link {:?}", ns_name(l.ns), l.name);
                     let found = match self.netlink(l.ns).map(|nl| nl.link_by_name(&l.name)) {
-                        Ok(Ok(msg)) => Some(super::link::Link::from_message(msg)),
+                        Ok(Ok(msg)) => Some(super::bindings::Link::from_message(msg)),
                         Ok(Err(e)) if e.errno() == libc::ENODEV => None,
                         Ok(Err(e)) => {
                             out[i].failures.push(format!("{what}: {e}"));
@@ -670,7 +671,7 @@ impl Ctx {
 /// with `mark` names: the same kind, and in the host namespace the mark
 /// (or no alias at all, at the index the intent log saw the kernel give
 /// it: made, and the process killed before it marked it).
-fn owns(l: &OwnedLink, link: &super::link::Link, mark: &str) -> bool {
+fn owns(l: &OwnedLink, link: &super::bindings::Link, mark: &str) -> bool {
     link.kind == l.kind
         && (l.ns == Kind::Container
             || link.alias.as_deref() == Some(mark)
@@ -678,7 +679,7 @@ fn owns(l: &OwnedLink, link: &super::link::Link, mark: &str) -> bool {
 }
 
 /// Whether `link` carries no alias at all.
-fn unmarked(link: &super::link::Link) -> bool {
+fn unmarked(link: &super::bindings::Link) -> bool {
     link.alias.as_deref().is_none_or(str::is_empty)
 }
 

@@ -10,7 +10,8 @@ use wasmtime::component::Resource;
 use super::address::{ip_from_wit, ip_to_wit, prefix_from_wit, scope_from_value, scope_value};
 use super::bindings::wasmcni::plugin::route::{Host, Route, RouteInfo, Rule};
 use super::bindings::wasmcni::plugin::types::{IpFamily, IpPrefix, Scope};
-use super::{ns_arg, CapError, Command, Ctx, NsHandle, StoreData, RTPROT_BOOT, RTPROT_WASMCNI};
+use super::bindings::{CapError, NsHandle};
+use super::ctx::{ns_arg, Command, Ctx, StoreData, RTPROT_BOOT, RTPROT_WASMCNI};
 use crate::inverse::Undo;
 use crate::netlink::{RouteAdd, RouteKey, RouteSpec, RuleSpec};
 use crate::netns::Kind;
@@ -37,7 +38,7 @@ fn to_spec(kind: Kind, r: &Route) -> Result<RouteSpec, CapError> {
     let source = r.source.map(ip_from_wit);
     let family_ok = |ip: &Option<IpAddr>| ip.is_none_or(|a| a.is_ipv4() == dst.is_ipv4());
     if !family_ok(&gateway) || !family_ok(&source) {
-        return Err(super::ErrorCode::InvalidArgument.into());
+        return Err(super::bindings::ErrorCode::InvalidArgument.into());
     }
     let scope = r.scope.map(scope_value).unwrap_or(if gateway.is_some() {
         0
@@ -57,7 +58,7 @@ fn to_spec(kind: Kind, r: &Route) -> Result<RouteSpec, CapError> {
         onlink: r.on_link,
         protocol: match (kind, r.protocol) {
             (Kind::Host, Some(p)) if p != RTPROT_WASMCNI => {
-                return Err(super::ErrorCode::InvalidArgument.into())
+                return Err(super::bindings::ErrorCode::InvalidArgument.into())
             }
             (Kind::Host, _) => RTPROT_WASMCNI,
             (Kind::Container, p) => p.unwrap_or(RTPROT_BOOT),
@@ -154,7 +155,7 @@ impl Ctx {
             // A route to another attachment's address would steer the
             // node's traffic for it.
             let dst = ipnet::IpNet::new(spec.dst, spec.dst_len)
-                .map_err(|_| CapError::Code(super::ErrorCode::InvalidArgument))?;
+                .map_err(|_| CapError::Code(super::bindings::ErrorCode::InvalidArgument))?;
             if let Some((other, holder)) = self.foreign_reservation_in(dst, true)? {
                 return Err(CapError::denied_with(
                     format!(
@@ -208,14 +209,14 @@ fn rule_spec(r: &Rule) -> Result<RuleSpec, CapError> {
             Some(p) => {
                 let (ip, len) = prefix_from_wit(*p)?;
                 if ip.is_ipv4() != v4 {
-                    return Err(super::ErrorCode::InvalidArgument.into());
+                    return Err(super::bindings::ErrorCode::InvalidArgument.into());
                 }
                 Ok(Some((network(ip, len), len)))
             }
         }
     };
     if r.table == 0 {
-        return Err(super::ErrorCode::InvalidArgument.into());
+        return Err(super::bindings::ErrorCode::InvalidArgument.into());
     }
     Ok(RuleSpec {
         v4,
@@ -292,7 +293,7 @@ impl Ctx {
         }
         let ino = self
             .ns(kind)
-            .ok_or(CapError::Code(super::ErrorCode::NotFound))?
+            .ok_or(CapError::Code(super::bindings::ErrorCode::NotFound))?
             .ino();
         if self.table_locks.iter().any(|(i, _)| *i == ino) {
             return Ok(());
@@ -306,10 +307,10 @@ impl Ctx {
                 self.note_host_error(format!(
                     "the routing-table lock of the {} namespace ({}) was held by another \
                      invocation until this one's deadline",
-                    super::kind_name(kind),
+                    super::ctx::kind_name(kind),
                     path.display()
                 ));
-                Err(super::ErrorCode::TryAgain.into())
+                Err(super::bindings::ErrorCode::TryAgain.into())
             }
             Err((path, e)) => {
                 self.note_host_error(format!(

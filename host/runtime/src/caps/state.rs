@@ -7,7 +7,8 @@ use serde_json::json;
 
 use super::bindings::wasmcni::plugin::attachment_state::Host;
 use super::bindings::wasmcni::plugin::types::ErrorCode;
-use super::{arg_str, CapError, Ctx, StoreData};
+use super::bindings::CapError;
+use super::ctx::{arg_str, Ctx, StoreData};
 use crate::inverse::{StateUndo, Undo};
 use crate::plugin_state::{self, Key, Record, MAX_KEYS, MAX_VALUE};
 
@@ -69,7 +70,7 @@ impl Ctx {
         if new == old {
             return Ok(());
         }
-        if self.command == super::Command::Add {
+        if self.command == super::ctx::Command::Add {
             self.journal.record(Undo::State(StateUndo {
                 record: record.clone(),
                 values: old,

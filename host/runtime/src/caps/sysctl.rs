@@ -5,7 +5,8 @@ use wasmtime::component::Resource;
 
 use super::bindings::wasmcni::plugin::sysctl::Host;
 use super::bindings::wasmcni::plugin::types::ErrorCode;
-use super::{arg_str, bounded, ns_arg, CapError, Ctx, NsHandle, StoreData};
+use super::bindings::{CapError, NsHandle};
+use super::ctx::{arg_str, bounded, ns_arg, Ctx, StoreData};
 use crate::inverse::Undo;
 use crate::netns::Kind;
 
@@ -96,7 +97,7 @@ impl Ctx {
             }
             if let Scope::Link(name) = key_scope(key) {
                 let msg = self.netlink(kind)?.link_by_name(&name)?;
-                let l = super::link::Link::from_message(msg);
+                let l = super::bindings::Link::from_message(msg);
                 if self.check_host_link(kind, &l).is_err() && self.shared(kind, &l) {
                     return Ok(true);
                 }
@@ -126,7 +127,7 @@ impl Ctx {
         value: &str,
     ) -> Result<(), CapError> {
         let io = |e: std::io::Error| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EINVAL));
-        let journaling = self.command == super::Command::Add;
+        let journaling = self.command == super::ctx::Command::Add;
         let mark = self.journal.len();
         let global = match key_scope(key) {
             Scope::Link(name) => {
@@ -181,7 +182,7 @@ impl Ctx {
     /// Whether a write of `key` needs no inverse: outside ADD, or a key of
     /// one link created in this call (deleting the link undoes it).
     fn needs_no_journal(&mut self, kind: Kind, key: &str) -> Result<bool, CapError> {
-        if self.command != super::Command::Add {
+        if self.command != super::ctx::Command::Add {
             return Ok(true);
         }
         let Scope::Link(name) = key_scope(key) else {

@@ -12,8 +12,9 @@ use wasmtime::component::Resource;
 
 use super::bindings::wasmcni::plugin::traffic_control::{Host, LinkLimits, RateLimit, Shaping};
 use super::bindings::wasmcni::plugin::types::ErrorCode;
-use super::link::Link;
-use super::{ns_arg, CapError, Command, Ctx, NsHandle, StoreData};
+use super::bindings::Link;
+use super::bindings::{CapError, NsHandle};
+use super::ctx::{ns_arg, Command, Ctx, StoreData};
 use crate::inverse::Undo;
 use crate::netlink::tc::{Tbf, INGRESS_HANDLE, TBF_HANDLE};
 use crate::netlink::LinkOpts;
@@ -69,7 +70,7 @@ impl Ctx {
                 format!(
                     "{} link {:?} (index {}) has this attachment's ifb name but is not its \
                      ifb (a wasmcni invariant)",
-                    super::kind_name(kind),
+                    super::ctx::kind_name(kind),
                     l.name,
                     l.index
                 ),

@@ -4,7 +4,8 @@ use std::os::fd::AsFd;
 
 use serde_json::json;
 
-use super::{CapError, Ctx};
+use super::bindings::CapError;
+use super::ctx::Ctx;
 use crate::audit::Outcome;
 use crate::cni_error::{CniError, Code};
 use crate::inverse::Undo;
@@ -386,7 +387,7 @@ impl Ctx {
                 .links()
                 .map_err(nl_err)?
                 .into_iter()
-                .filter(|m| super::link::Link::from_message(m.clone()).master == Some(index))
+                .filter(|m| super::bindings::Link::from_message(m.clone()).master == Some(index))
                 .count();
             if ports > 0 {
                 log::info!(

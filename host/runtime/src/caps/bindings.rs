@@ -1,10 +1,42 @@
+//! The host side of the WIT world: the generated bindings, the error type
+//! every capability call returns ([`CapError`]: an `error-code` the plugin
+//! sees, or a trap), the host sides of the two resources ([`NsHandle`],
+//! [`StoreHandle`]), and the WIT record of a kernel link ([`Link`]). The
+//! bottom of the capability layer: it knows no invocation context.
+//!
 //! Guest-visible errors and traps are different things: a [`CapError`] is
 //! either a WIT `error-code` the plugin sees and can handle, or a trap that
 //! ends the plugin.
 
-use super::bindings::wasmcni::plugin::types::{ErrorCode, Host};
-use super::StoreData;
+use netlink_packet_route::link::{
+    InfoData, LinkAttribute, LinkFlags, LinkInfo as NlInfo, LinkMessage, State,
+};
+
 use crate::audit::Outcome;
+use crate::netlink::NlError;
+use crate::netns::Kind;
+
+#[allow(missing_docs)]
+mod generated {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "wasmcni:plugin/plugin",
+        imports: { default: trappable },
+        trappable_error_type: {
+            "wasmcni:plugin/types.error-code" => crate::caps::bindings::CapError,
+        },
+        with: {
+            "wasmcni:plugin/netns.netns": crate::caps::bindings::NsHandle,
+            "wasmcni:plugin/ipam-store.store": crate::caps::bindings::StoreHandle,
+        },
+    });
+}
+
+/// Host bindings generated from `wit/` (documented there).
+pub use generated::*;
+
+use wasmcni::plugin::link::{LinkInfo, OperState};
+pub use wasmcni::plugin::types::ErrorCode;
 
 /// The error type of every capability call.
 #[derive(Debug)]
@@ -123,18 +155,6 @@ impl CapError {
     }
 }
 
-impl Host for StoreData {
-    fn convert_error_code(&mut self, err: CapError) -> wasmtime::Result<ErrorCode> {
-        match err.code() {
-            Some(c) => Ok(c),
-            None => match err {
-                CapError::Trap(t) => Err(t),
-                _ => Ok(ErrorCode::Other),
-            },
-        }
-    }
-}
-
 /// The WIT name of an error code.
 pub fn code_name(c: ErrorCode) -> &'static str {
     match c {
@@ -170,6 +190,111 @@ pub fn from_errno(errno: i32) -> ErrorCode {
         libc::EAGAIN | libc::EINTR => ErrorCode::TryAgain,
         libc::ERANGE | libc::EOVERFLOW => ErrorCode::OutOfRange,
         _ => ErrorCode::Other,
+    }
+}
+
+impl From<&NlError> for CapError {
+    fn from(e: &NlError) -> Self {
+        CapError::Kernel(e.errno())
+    }
+}
+
+impl From<NlError> for CapError {
+    fn from(e: NlError) -> Self {
+        CapError::Kernel(e.errno())
+    }
+}
+
+impl From<std::io::Error> for CapError {
+    fn from(e: std::io::Error) -> Self {
+        CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO))
+    }
+}
+
+/// The host side of a `netns` resource: which namespace it stands for. The
+/// namespace itself lives in the invocation context, opened once.
+#[derive(Debug, Clone, Copy)]
+pub struct NsHandle {
+    pub(super) kind: Kind,
+}
+
+impl NsHandle {
+    /// Which namespace.
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+}
+
+/// The host side of a `store` resource: the open, locked network state.
+#[derive(Debug)]
+pub struct StoreHandle {
+    pub(super) store: crate::ipam::NetworkStore,
+}
+
+/// A link as the capability code sees it: the WIT record.
+pub(super) type Link = LinkInfo;
+
+impl LinkInfo {
+    /// The WIT record of a kernel link message (`owned` is set by the
+    /// caller, who knows the namespace).
+    pub(super) fn from_message(msg: LinkMessage) -> LinkInfo {
+        let mut info = LinkInfo {
+            index: msg.header.index,
+            name: String::new(),
+            kind: None,
+            mtu: 0,
+            mac: Vec::new(),
+            up: msg.header.flags.contains(LinkFlags::Up),
+            loopback: msg.header.flags.contains(LinkFlags::Loopback),
+            oper_state: OperState::Unknown,
+            master: None,
+            alias: None,
+            promiscuous: msg.header.flags.contains(LinkFlags::Promisc),
+            allmulticast: msg.header.flags.contains(LinkFlags::Allmulti),
+            txqlen: 0,
+            vrf_table: None,
+            parent_index: None,
+            owned: false,
+        };
+        for attr in msg.attributes {
+            match attr {
+                LinkAttribute::IfName(n) => info.name = n,
+                LinkAttribute::Mtu(m) => info.mtu = m,
+                LinkAttribute::TxQueueLen(q) => info.txqlen = q,
+                LinkAttribute::Address(a) => info.mac = a,
+                LinkAttribute::Controller(m) => info.master = Some(m),
+                LinkAttribute::IfAlias(a) => info.alias = Some(a),
+                LinkAttribute::Link(p) => info.parent_index = Some(p),
+                LinkAttribute::OperState(s) => {
+                    info.oper_state = match s {
+                        State::NotPresent => OperState::NotPresent,
+                        State::Down => OperState::Down,
+                        State::LowerLayerDown => OperState::LowerLayerDown,
+                        State::Testing => OperState::Testing,
+                        State::Dormant => OperState::Dormant,
+                        State::Up => OperState::Up,
+                        _ => OperState::Unknown,
+                    }
+                }
+                LinkAttribute::LinkInfo(infos) => {
+                    for i in infos {
+                        match i {
+                            NlInfo::Kind(k) => info.kind = Some(k.to_string()),
+                            NlInfo::Data(InfoData::Vrf(v)) => {
+                                for x in v {
+                                    if let netlink_packet_route::link::InfoVrf::TableId(t) = x {
+                                        info.vrf_table = Some(t);
+                                    }
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        info
     }
 }
 

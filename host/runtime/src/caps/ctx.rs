@@ -1,0 +1,723 @@
+//! The invocation context every capability call runs in ([`Ctx`]): the
+//! plugin's grant, its two namespaces and their netlink sockets, the
+//! journal, the audit log; how one call goes ([`StoreData::cap`]: budget,
+//! read-only commands, faults, audit); and the context's own primitives
+//! the interface modules build on (grant checks, journaling, marks).
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+use wasmtime::component::{HasSelf, Linker, Resource, ResourceTable};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use super::bindings::wasmcni::plugin::types::{ErrorCode, Host as TypesHost};
+use super::bindings::{self, BudgetExceeded, CapError, Link, NsHandle};
+use super::catalog;
+use crate::attachment::Attachment;
+use crate::audit::{Audit, Outcome};
+use crate::cni_error::CniError;
+use crate::inverse::Undo;
+use crate::journal::Journal;
+use crate::limits::Limiter;
+use crate::netlink::Netlink;
+use crate::netns::{Kind, NetNs};
+use crate::plugins::Plugin;
+use crate::policy::{Grant, NsGrant};
+use crate::session::{Output, Resolved, Runtime};
+
+/// The routing protocol number (`rtm_protocol`) of routes wasmcni creates
+/// in the host namespace (unassigned in iproute2's `rt_protos`).
+pub const RTPROT_WASMCNI: u8 = 87;
+
+/// `RTPROT_BOOT`: what `ip route add` and the reference plugins use.
+pub(super) const RTPROT_BOOT: u8 = 3;
+
+/// The longest alias a plugin may set (the kernel's limit is 255).
+pub(super) const MAX_ALIAS: usize = 128;
+
+/// Per-invocation capability state: the plugin's grant, the namespaces it
+/// was given, the attachment it acts for, the journal and the audit log.
+pub struct Ctx {
+    pub(super) grant: Grant,
+    pub(super) container: Option<NetNs>,
+    pub(super) host: Option<NetNs>,
+    pub(super) sockets: HashMap<Kind, Netlink>,
+    pub(super) journal: Journal,
+    pub(super) audit: Audit,
+    pub(super) calls: u64,
+    pub(super) attachment: Attachment,
+    /// `attachment.mark()` and `attachment.network_mark()`, computed once.
+    pub(super) marks: (String, String),
+    pub(super) command: Command,
+    /// `CNI_COMMAND` as given (the delegate checks use it).
+    pub(super) cni_command: String,
+    /// What the invocation's plugin runs share (none: delegation is
+    /// unavailable).
+    pub(super) runtime: Option<std::sync::Arc<Runtime>>,
+    /// How a delegate or chain member runs (none: delegation is
+    /// unavailable).
+    pub(super) core: Option<&'static dyn RunPlugin>,
+    /// How deep in a chain of delegates this invocation runs (0: the
+    /// plugin the runtime executed).
+    pub(super) depth: u32,
+    /// The network state directories opened in this invocation (and its
+    /// delegates), to check host routes and addresses against.
+    pub(super) stores: Vec<std::path::PathBuf>,
+    /// Why calls of this invocation (and its delegates) were refused,
+    /// each once, for the runtime if the plugin fails ([`Denial`]).
+    pub(super) denials: Vec<String>,
+    /// Host-side causes of failed calls ([`Ctx::host_errors`]).
+    pub(super) host_errors: Vec<String>,
+    /// The attachment whose `attachment-state` records this invocation
+    /// uses (network, container ID, ifname): the runtime's, which a
+    /// delegate inherits whatever config its caller hands it.
+    pub(super) state_owner: (String, String, String),
+    /// The plugin whose attachment record this invocation writes: the one
+    /// the runtime executed (a delegate's or chain member's changes are
+    /// its caller's to record).
+    pub(super) record_plugin: String,
+    /// The netfilter socket of the node namespace (`firewall`), opened on
+    /// first use.
+    pub(super) nft: Option<crate::netlink::nft::Nft>,
+    /// The attachment's addresses its records hold for this incarnation,
+    /// once read ([`authority`]).
+    pub(super) recorded: Option<Vec<std::net::IpAddr>>,
+    /// What the attachment's records say of its incarnations, once read
+    /// ([`authority`]).
+    pub(super) incarnations: std::cell::OnceCell<Incarnations>,
+    /// The node's IPAM state directories as the state root lists them,
+    /// once read ([`authority`]).
+    pub(super) node_stores: std::cell::OnceCell<Vec<std::path::PathBuf>>,
+    /// The routing-table locks this invocation holds (a namespace's nsfs
+    /// inode, the open lock file): taken by `route.lock-tables`, passed to
+    /// its delegates and back, released when the process exits.
+    pub(super) table_locks: Vec<(u64, std::fs::File)>,
+}
+
+/// The most distinct denials an invocation keeps for the runtime.
+pub(super) const MAX_DENIALS: usize = 16;
+
+/// What a context is made from.
+pub struct CtxParams {
+    /// The plugin's grant.
+    pub grant: Grant,
+    /// The verified `CNI_NETNS`, or none.
+    pub container: Option<NetNs>,
+    /// Its audit log.
+    pub audit: Audit,
+    /// Who it acts for.
+    pub attachment: Attachment,
+    /// The command.
+    pub command: Command,
+    /// `CNI_COMMAND` as given.
+    pub cni_command: String,
+    /// What the invocation's plugin runs share.
+    pub runtime: Option<std::sync::Arc<Runtime>>,
+    /// How a delegate or chain member runs: the host's one run core.
+    pub core: Option<&'static dyn RunPlugin>,
+}
+
+/// The CNI command of the invocation, as far as authority goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Command {
+    /// ADD: changes are journaled and undone if it fails.
+    Add,
+    /// DEL: changes are best-effort and stay.
+    Del,
+    /// GC: releases IPAM reservations of attachments that are gone; the
+    /// kernel is read-only.
+    Gc,
+    /// CHECK, STATUS, VERSION: read-only.
+    Other,
+}
+
+impl Command {
+    /// The command `CNI_COMMAND` names.
+    pub fn from_env(command: &str) -> Command {
+        match command {
+            "ADD" => Command::Add,
+            "DEL" => Command::Del,
+            "GC" => Command::Gc,
+            _ => Command::Other,
+        }
+    }
+}
+
+impl Ctx {
+    /// When this invocation's deadline passes: the runtime's, or 10 s from
+    /// now for a context with no runtime (unit tests, tools); what a host
+    /// call that waits for a lock waits at most until.
+    pub(crate) fn deadline(&self) -> std::time::Instant {
+        self.runtime.as_ref().map_or_else(
+            || std::time::Instant::now() + std::time::Duration::from_secs(10),
+            |rt| rt.deadline,
+        )
+    }
+
+    /// A context for one invocation. `container` is the verified
+    /// `CNI_NETNS`, or `None` when the runtime gave none (or, on DEL, it is
+    /// gone).
+    pub fn new(p: CtxParams) -> Ctx {
+        let marks = (p.attachment.mark(), p.attachment.network_mark());
+        let state_owner = (
+            p.attachment.network.clone(),
+            p.attachment.container_id.clone(),
+            p.attachment.ifname.clone(),
+        );
+        let record_plugin = p.audit.plugin().to_owned();
+        Ctx {
+            record_plugin,
+            grant: p.grant,
+            container: p.container,
+            host: None,
+            sockets: HashMap::new(),
+            journal: Journal::default(),
+            audit: p.audit,
+            calls: 0,
+            attachment: p.attachment,
+            marks,
+            command: p.command,
+            cni_command: p.cni_command,
+            runtime: p.runtime,
+            core: p.core,
+            depth: 0,
+            stores: Vec::new(),
+            denials: Vec::new(),
+            host_errors: Vec::new(),
+            state_owner,
+            nft: None,
+            recorded: None,
+            incarnations: std::cell::OnceCell::new(),
+            node_stores: std::cell::OnceCell::new(),
+            table_locks: Vec::new(),
+        }
+    }
+
+    /// Why calls were refused in this invocation and its delegates, each
+    /// reason once, in order (at most 16): `call: reason`, where the reason
+    /// names the policy field that would allow it, or the invariant.
+    pub fn denials(&self) -> &[String] {
+        &self.denials
+    }
+
+    /// What failed on the host's side of calls the plugin saw fail as
+    /// `other` (the path and errno of an unwritable state root, ...), and
+    /// an audit log that could not be written: for the runtime, in a
+    /// failed call's error, since the plugin cannot name them.
+    pub fn host_errors(&self) -> Vec<String> {
+        let mut out = self.host_errors.clone();
+        out.extend(self.audit.failure().map(str::to_owned));
+        out
+    }
+
+    /// Records an event of the host's own (not a plugin's call) in this
+    /// invocation's audit log.
+    pub fn audit_event(&mut self, call: &str, args: &Value, outcome: &Outcome) {
+        self.audit.record(call, args, outcome);
+    }
+
+    /// Keeps `cause` for the runtime (once; at most 16).
+    pub(crate) fn note_host_error(&mut self, cause: String) {
+        if self.host_errors.len() < MAX_DENIALS && !self.host_errors.contains(&cause) {
+            self.host_errors.push(cause);
+        }
+    }
+
+    /// Keeps `reason` for the runtime (once).
+    pub(super) fn note_denial(&mut self, reason: String) {
+        if self.denials.len() < MAX_DENIALS && !self.denials.contains(&reason) {
+            self.denials.push(reason);
+        }
+    }
+
+    /// The policy field path of this plugin's entry for `field` of the
+    /// `kind` namespace grant: `plugins.NAME.container.read`.
+    pub(super) fn grant_field(&self, kind: Kind, field: &str) -> String {
+        format!(
+            "plugins.{}.{}.{field}",
+            self.audit.plugin(),
+            kind_name(kind)
+        )
+    }
+
+    /// The policy field path of this plugin's entry for `field`:
+    /// `plugins.NAME.ipam-roots`.
+    pub(super) fn entry_field(&self, field: &str) -> String {
+        format!("plugins.{}.{field}", self.audit.plugin())
+    }
+
+    /// How many inverses the journal holds.
+    pub fn journal_len(&self) -> usize {
+        self.journal.len()
+    }
+
+    pub(super) fn ns(&self, kind: Kind) -> Option<&NetNs> {
+        match kind {
+            Kind::Container => self.container.as_ref(),
+            Kind::Host => self.host.as_ref(),
+        }
+    }
+
+    pub(super) fn ns_grant(&self, kind: Kind) -> &NsGrant {
+        static NOTHING: std::sync::OnceLock<NsGrant> = std::sync::OnceLock::new();
+        match kind {
+            Kind::Container => &self.grant.container,
+            Kind::Host => self
+                .grant
+                .host
+                .as_ref()
+                .unwrap_or_else(|| NOTHING.get_or_init(NsGrant::default)),
+        }
+    }
+
+    /// Refuses unless `right` holds, naming the boolean field `name` of
+    /// the namespace grant that would allow it.
+    pub(super) fn require(
+        &self,
+        kind: Kind,
+        right: impl Fn(&NsGrant) -> bool,
+        name: &str,
+    ) -> Result<(), CapError> {
+        if right(self.ns_grant(kind)) {
+            Ok(())
+        } else {
+            Err(CapError::denied(format!(
+                "{} is false",
+                self.grant_field(kind, name)
+            )))
+        }
+    }
+
+    /// Opens wasmcni's own (host) namespace for the host's own use, if the
+    /// plugin has not asked for it: what the host checks or returns there
+    /// needs no handle of the plugin's.
+    pub(super) fn open_host(&mut self) -> Result<(), CapError> {
+        if self.host.is_none() {
+            let ns = NetNs::open_host().map_err(|_| CapError::Code(ErrorCode::Other))?;
+            self.host = Some(ns);
+        }
+        Ok(())
+    }
+
+    /// The netlink socket for a namespace, opened on first use.
+    pub(super) fn netlink(&mut self, kind: Kind) -> Result<&mut Netlink, CapError> {
+        if !self.sockets.contains_key(&kind) {
+            let ns = self.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
+            let sock = Netlink::open(ns)?;
+            self.sockets.insert(kind, sock);
+        }
+        self.sockets
+            .get_mut(&kind)
+            .ok_or(CapError::Code(ErrorCode::NotFound))
+    }
+
+    /// A link as the kernel reports it now.
+    pub(super) fn link(&mut self, kind: Kind, index: u32) -> Result<Link, CapError> {
+        if index == 0 {
+            return Err(ErrorCode::NotFound.into());
+        }
+        let msg = self.netlink(kind)?.link_by_index(index)?;
+        Ok(Link::from_message(msg))
+    }
+
+    /// Journals what the kernel drops along with some changes to link
+    /// `index` (setting it down flushes its routes, a small MTU drops its
+    /// IPv6 addresses, deleting a primary address drops the secondaries,
+    /// moving it drops both): the unicast routes through it, then its
+    /// addresses, recorded before the change so the undo puts them back
+    /// after reverting it (addresses first, then the routes that need them),
+    /// and last removes addresses the kernel added meanwhile (a new
+    /// `addr_gen_mode` makes a second link-local address). A route through
+    /// the link that could not be put back as it was (multipath, nexthop
+    /// object, source-specific, ...) makes the change refused: what cannot
+    /// be undone is not done.
+    pub(super) fn preserve_link_state(&mut self, kind: Kind, index: u32) -> Result<(), CapError> {
+        let nl = self.netlink(kind)?;
+        let routes = nl.routes(None)?;
+        let addresses = nl.addresses(None)?;
+        if let Some(m) = routes.iter().find(|m| {
+            m.header.kind == netlink_packet_route::route::RouteType::Unicast
+                && crate::netlink::route_uses_link(m, index)
+                && crate::netlink::RouteSpec::from_message(m).is_none()
+        }) {
+            let key = crate::netlink::RouteKey::of_message(m);
+            return Err(CapError::denied_with(
+                format!(
+                    "link {index} carries a route wasmcni could not restore as it is \
+                     (multipath, nexthop object, source-specific or encapsulated), so it may \
+                     not change (a wasmcni invariant)"
+                ),
+                key.map(|k| format!("{}/{} table {}", k.dst, k.dst_len, k.table))
+                    .unwrap_or_default(),
+            ));
+        }
+        let keep: Vec<crate::netlink::AddrSpec> = addresses
+            .iter()
+            .filter_map(crate::netlink::AddrSpec::from_message)
+            .filter(|a| a.index == index)
+            .collect();
+        self.journal.record(Undo::PruneAddresses {
+            ns: kind,
+            index,
+            keep: keep.clone(),
+        });
+        for spec in routes
+            .iter()
+            .filter_map(crate::netlink::RouteSpec::from_message)
+        {
+            if spec.oif == Some(index) {
+                self.journal.record(Undo::AddRoute { ns: kind, spec });
+            }
+        }
+        for spec in keep {
+            self.journal.record(Undo::AddAddress { ns: kind, spec });
+        }
+        Ok(())
+    }
+
+    /// Refuses a change that drops link `index`'s permanent neighbour
+    /// entries (down, move): the journal does not keep them.
+    pub(super) fn check_neighbours(&mut self, kind: Kind, index: u32) -> Result<(), CapError> {
+        let n = self.netlink(kind)?.permanent_neighbours(index)?;
+        if n > 0 {
+            return Err(CapError::denied(format!(
+                "link {index} has {n} permanent neighbour entries the kernel would drop \
+                 and wasmcni could not restore (a wasmcni invariant)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Journals every address and route of the namespace (a write of a
+    /// setting for all links, like `conf.all.disable_ipv6`, may flush them
+    /// anywhere), to be put back after the settings (each only if missing).
+    pub(super) fn preserve_namespace_state(&mut self, kind: Kind) -> Result<(), CapError> {
+        let nl = self.netlink(kind)?;
+        let routes = nl.routes(None)?;
+        let addresses = nl.addresses(None)?;
+        for spec in routes
+            .iter()
+            .filter_map(crate::netlink::RouteSpec::from_message)
+        {
+            self.journal.record(Undo::AddRoute { ns: kind, spec });
+        }
+        for spec in addresses
+            .iter()
+            .filter_map(crate::netlink::AddrSpec::from_message)
+        {
+            self.journal.record(Undo::AddAddress { ns: kind, spec });
+        }
+        Ok(())
+    }
+
+    /// Runs the kernel change `f` to link `index` after journaling what it
+    /// may flush ([`Ctx::preserve_link_state`]); if `f` fails, nothing
+    /// changed, and what was journaled for it is dropped again.
+    pub(super) fn preserving<T>(
+        &mut self,
+        kind: Kind,
+        index: u32,
+        f: impl FnOnce(&mut Ctx) -> Result<T, CapError>,
+    ) -> Result<T, CapError> {
+        if !self.journaling_for(kind, index) {
+            return f(self);
+        }
+        let mark = self.journal.len();
+        self.preserve_link_state(kind, index)?;
+        let r = f(self);
+        if r.is_err() {
+            self.journal.truncate(mark);
+        }
+        r
+    }
+
+    /// Whether a change to link `index` needs an inverse: only in ADD (the
+    /// only command undone), and not for a link created in the same call
+    /// (the undo deletes it, and all its state with it).
+    pub(super) fn journaling_for(&self, kind: Kind, index: u32) -> bool {
+        self.command == Command::Add && !self.journal.created(kind, index)
+    }
+
+    /// Records `undo`, an inverse of a change to link `index`, if it is
+    /// needed ([`Ctx::journaling_for`]).
+    pub(super) fn record_for(&mut self, kind: Kind, index: u32, undo: Undo) {
+        if self.journaling_for(kind, index) {
+            self.journal.record(undo);
+        }
+    }
+
+    /// Marks a link wasmcni created (or moved) in the host namespace as
+    /// this attachment's, or (`shared`: a bridge) as its network's.
+    pub(super) fn mark(&mut self, kind: Kind, index: u32, shared: bool) -> Result<(), CapError> {
+        if kind != Kind::Host {
+            return Ok(());
+        }
+        let mark = if shared {
+            self.marks.1.clone()
+        } else {
+            self.marks.0.clone()
+        };
+        self.netlink(kind)?
+            .set_alias(index, &mark)
+            .map_err(CapError::from)
+    }
+}
+
+pub(super) fn kind_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Container => "container",
+        Kind::Host => "host",
+    }
+}
+
+/// What a plugin's store holds.
+pub struct StoreData {
+    /// The WASI context: no preopens, no sockets, CNI_* env only.
+    pub wasi: WasiCtx,
+    /// Resources the guest holds (WASI streams and our namespaces).
+    pub table: ResourceTable,
+    /// Capability state.
+    pub caps: Ctx,
+    /// Memory and table limits.
+    pub limiter: Limiter,
+    /// When the plugin's wall-clock deadline passes.
+    pub deadline: std::time::Instant,
+}
+
+impl WasiView for StoreData {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl StoreData {
+    /// Runs one capability call: budget, then `f` (checks and action),
+    /// then the audit record.
+    pub(super) fn cap<T>(
+        &mut self,
+        call: &'static str,
+        args: Value,
+        f: impl FnOnce(&mut Ctx) -> Result<T, CapError>,
+    ) -> Result<T, CapError> {
+        Self::cap_with(&mut self.caps, call, args, f)
+    }
+
+    /// [`StoreData::cap`] on the context alone, for calls that also borrow
+    /// a resource from the table.
+    pub(super) fn cap_with<T>(
+        caps: &mut Ctx,
+        call: &'static str,
+        args: Value,
+        f: impl FnOnce(&mut Ctx) -> Result<T, CapError>,
+    ) -> Result<T, CapError> {
+        caps.calls += 1;
+        if caps.calls > caps.grant.host_calls {
+            let budget = caps.grant.host_calls;
+            // Audit only the first refusal: a loop of refused calls must
+            // not fill the log.
+            if caps.calls == budget + 1 {
+                caps.audit.record(
+                    call,
+                    &args,
+                    &Outcome::LimitExceeded {
+                        reason: format!("budget of {budget} host calls exhausted"),
+                    },
+                );
+            }
+            return Err(CapError::Trap(BudgetExceeded(budget).into()));
+        }
+        crate::fault::pause(call);
+        let kill = match injected_fault() {
+            Fault::None => false,
+            Fault::Fail(e) => {
+                caps.audit.record(call, &args, &e.outcome());
+                return Err(e);
+            }
+            Fault::KillAfter => true,
+        };
+        // Only ADD and DEL change the kernel: CHECK, GC, STATUS and
+        // VERSION get read-only authority whatever the policy says (GC may
+        // release IPAM reservations and run its delegates' GC).
+        let read_only = match caps.command {
+            Command::Add | Command::Del => false,
+            Command::Gc => catalog::entry(call).is_none_or(|e| e.mutates && !e.in_gc),
+            Command::Other => catalog::entry(call).is_none_or(|e| e.mutates),
+        };
+        let result = if read_only {
+            Err(CapError::denied(match caps.command {
+                Command::Gc => "a GC may only release IPAM reservations and run its \
+                                delegates' GC, not change the kernel (a wasmcni invariant)"
+                    .to_owned(),
+                _ => format!(
+                    "a {} may not change the kernel: only ADD and DEL may (a wasmcni invariant)",
+                    match caps.cni_command.as_str() {
+                        c @ ("CHECK" | "STATUS" | "VERSION") => c,
+                        _ => "command other than ADD and DEL",
+                    }
+                ),
+            }))
+        } else {
+            f(caps)
+        };
+        if kill {
+            crate::fault::kill();
+        }
+        let outcome = match &result {
+            Ok(_) => Outcome::Ok,
+            Err(e) => e.outcome(),
+        };
+        if let Err(CapError::Denied(d)) = &result {
+            caps.note_denial(format!("{call}: {}", d.reason));
+        }
+        caps.audit.record(call, &args, &outcome);
+        result
+    }
+
+    /// Resolves a borrowed handle to the namespace kind it stands for.
+    pub(super) fn ns_kind(&self, ns: &Resource<NsHandle>) -> Result<Kind, CapError> {
+        self.table
+            .get(ns)
+            .map(|h| h.kind())
+            .map_err(|e| CapError::Trap(e.into()))
+    }
+}
+
+/// What a test asked of this host call ([`injected_fault`]).
+#[cfg_attr(not(debug_assertions), allow(dead_code))]
+enum Fault {
+    None,
+    /// Fail it, before it acts.
+    Fail(CapError),
+    /// Kill the process right after it acted, before it answers.
+    KillAfter,
+}
+
+/// Test builds only: `WASMCNI_FAULT=call:K` makes the K-th capability
+/// call of the process (a delegate's calls count too) trap before it acts,
+/// `call:K:error` makes it fail with EIO instead, so that a test can end a
+/// real plugin's ADD at every step and check the undo (S6 through each
+/// plugin, `tests/fault.rs`), and `kill:K` kills the process (SIGKILL)
+/// right after the K-th call acted, so that a test can check what DEL and
+/// GC make of an ADD cut off there (`tests/records.rs`). Release builds
+/// compile it out.
+fn injected_fault() -> Fault {
+    match crate::fault::at_call() {
+        None => Fault::None,
+        Some(crate::fault::CallFault::KillAfter) => Fault::KillAfter,
+        Some(crate::fault::CallFault::Error) => Fault::Fail(CapError::Kernel(libc::EIO)),
+        Some(crate::fault::CallFault::Trap(k)) => Fault::Fail(CapError::Trap(
+            wasmtime::Error::msg(format!("fault injected at host call {k} (WASMCNI_FAULT)")),
+        )),
+    }
+}
+
+/// One `add_NAME` per capability interface: adds just that interface to a
+/// linker (the runner adds those a component imports).
+macro_rules! add_interface {
+    ($($fn_name:ident => $module:ident),* $(,)?) => {
+        $(
+            #[doc = concat!("Adds the `", stringify!($module), "` interface to a linker.")]
+            pub fn $fn_name(linker: &mut Linker<StoreData>) -> wasmtime::Result<()> {
+                bindings::wasmcni::plugin::$module::add_to_linker::<StoreData, HasSelf<StoreData>>(
+                    linker,
+                    |s| s,
+                )
+            }
+        )*
+    };
+}
+
+add_interface! {
+    add_types => types,
+    add_netns => netns,
+    add_link => link,
+    add_address => address,
+    add_route => route,
+    add_sysctl => sysctl,
+    add_traffic_control => traffic_control,
+    add_firewall => firewall,
+    add_ipam_store => ipam_store,
+    add_delegate => delegate,
+    add_attachment_state => attachment_state,
+}
+
+/// A string argument, refused when longer than `max` bytes.
+pub(super) fn bounded<'a>(what: &str, s: &'a str, max: usize) -> Result<&'a str, CapError> {
+    if s.len() > max {
+        return Err(CapError::Limit(format!(
+            "{what} is {} bytes, more than the {max} wasmcni accepts",
+            s.len()
+        )));
+    }
+    Ok(s)
+}
+
+/// A JSON value for a string argument, truncated for the audit log.
+pub(super) fn arg_str(s: &str) -> Value {
+    const MAX: usize = 256;
+    if s.len() <= MAX {
+        return Value::from(s);
+    }
+    let mut end = MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    Value::from(format!("{}... ({} bytes)", &s[..end], s.len()))
+}
+
+pub(super) fn ns_arg(kind: Kind) -> Value {
+    Value::from(kind_name(kind))
+}
+
+/// What the attachment's records (this boot's) say of its incarnations
+/// (S15): an incarnation is one ADD's container namespace (its nsfs
+/// inode), and a runtime that lost a DEL may ADD the same (network,
+/// container ID, ifname) again in another namespace.
+#[derive(Debug, Default)]
+pub struct Incarnations {
+    /// Node links, by name, with the incarnation that made each.
+    pub(super) links: Vec<(String, u64)>,
+    /// The incarnations the records were written for.
+    pub(super) current: Vec<u64>,
+}
+
+/// Makes a plugin run's capability context from its grant and its audit
+/// log, once its component is ready ([`RunPlugin`]); `Err` stops the run.
+pub type MakeCtx<'a> = Box<dyn FnOnce(Grant, Audit) -> Result<Ctx, CniError> + 'a>;
+
+/// The one way a plugin runs (`crate::exec`, above this layer), as
+/// delegation and the chain runner's members reach it: through this trait,
+/// given to the context ([`CtxParams::core`]), not by importing what is
+/// above the capability layer.
+pub trait RunPlugin: Sync {
+    /// Runs `plugin` (its policy entry `resolved`) for `command` with
+    /// `env` and `config`: loads its component, makes its context with
+    /// `ctx`, executes it. The outcome and the context; `Err` if it could
+    /// not be loaded or `ctx` refused.
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        rt: &Runtime,
+        plugin: &Plugin,
+        resolved: &Resolved,
+        command: &str,
+        env: &[(String, String)],
+        config: &[u8],
+        ctx: MakeCtx<'_>,
+    ) -> Result<(Result<Output, CniError>, Ctx), CniError>;
+}
+
+impl TypesHost for StoreData {
+    fn convert_error_code(&mut self, err: CapError) -> wasmtime::Result<ErrorCode> {
+        match err.code() {
+            Some(c) => Ok(c),
+            None => match err {
+                CapError::Trap(t) => Err(t),
+                _ => Ok(ErrorCode::Other),
+            },
+        }
+    }
+}
