@@ -1,5 +1,6 @@
 //! `wasmcni:plugin/address`.
 
+use super::row::*;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use netlink_packet_route::address::{AddressFlags, AddressScope};
@@ -137,7 +138,7 @@ impl Host for StoreData {
     ) -> Result<Vec<AddressInfo>, CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = json!({"ns": ns_arg(kind), "link-index": link_index, "family": family.map(|f| format!("{f:?}"))});
-        self.cap("address.list", args, |c| {
+        self.cap(&LIST, args, |c| {
             c.require(kind, |g| g.read, "read")?;
             let nl = c.netlink(kind)?;
             if let Some(index) = link_index {
@@ -191,7 +192,7 @@ impl Host for StoreData {
             "no-dad": options.no_dad, "no-prefix-route": options.no_prefix_route,
             "scope": options.scope.map(|s| format!("{s:?}")),
         });
-        self.cap("address.add", args, |c| {
+        self.cap(&ADD, args, |c| {
             let (ip, len) = prefix_from_wit(prefix)?;
             let shared = c.address_target(kind, link_index)?;
             if kind == Kind::Host {
@@ -234,7 +235,7 @@ impl Host for StoreData {
         let (ip, len) = (ip_from_wit(prefix.address), prefix.prefix_len);
         let args =
             json!({"ns": ns_arg(kind), "link-index": link_index, "prefix": prefix_arg(ip, len)});
-        self.cap("address.delete", args, |c| {
+        self.cap(&DELETE, args, |c| {
             let (ip, len) = prefix_from_wit(prefix)?;
             let shared = c.address_target(kind, link_index)?;
             let old = c
@@ -276,7 +277,7 @@ impl Host for StoreData {
         let kind = self.ns_kind(&ns)?;
         let ip = ip_from_wit(address);
         let args = json!({"ns": ns_arg(kind), "link-index": link_index, "address": ip.to_string()});
-        self.cap("address.announce", args, |c| {
+        self.cap(&ANNOUNCE, args, |c| {
             c.require(kind, |g| g.announce, "announce")?;
             let l = c.link(kind, link_index)?;
             if !c.shared(kind, &l) {
@@ -303,3 +304,61 @@ impl Host for StoreData {
         })
     }
 }
+
+// The rows of the capability catalog (`catalog`) for this interface,
+// in WIT order: what each host function may do, the grant it needs,
+// its undo.
+
+/// This interface's rows of the capability catalog, in WIT order.
+pub(super) const ROWS: &[&Entry] = &[&LIST, &ADD, &DELETE, &ANNOUNCE];
+
+/// `address.list`.
+pub(super) const LIST: Entry = Entry {
+    call: "address.list",
+    authority: "read addresses",
+    policy: "`read`",
+    undo: "none (no side effect)",
+    mutates: false,
+    in_gc: false,
+    needs: READ,
+};
+
+/// `address.add`.
+pub(super) const ADD: Entry = Entry {
+    call: "address.add",
+    authority: "add an address to a link",
+    policy: "`addresses`; the address never another attachment's reservation in any network's IPAM state; host: link own or `links`, address inside `prefixes`, and on an own link no connected prefix covering another attachment's reservation; marked IFA_PROTO 87",
+    undo: "delete it",
+    mutates: true,
+    in_gc: false,
+    needs: &[Grant::Right(Ns::Call, Right::Addresses), Grant::NodeLink("link-index", Ns::Call, LinkGrant::Shared), Grant::Prefix("prefix")],
+};
+
+/// `address.delete`.
+pub(super) const DELETE: Entry = Entry {
+    call: "address.delete",
+    authority: "delete an address of a link",
+    policy:
+        "`addresses`; host: link own or `links`, and only addresses wasmcni added (IFA_PROTO 87)",
+    undo: "add it back (with the link's other addresses and routes the kernel drops along)",
+    mutates: true,
+    in_gc: false,
+    needs: &[
+        Grant::Right(Ns::Call, Right::Addresses),
+        Grant::NodeLink("link-index", Ns::Call, LinkGrant::Shared),
+    ],
+};
+
+/// `address.announce`.
+pub(super) const ANNOUNCE: Entry = Entry {
+    call: "address.announce",
+    authority: "send one gratuitous ARP from a link",
+    policy: "`announce`; host: link own or `links`",
+    undo: "none (a packet)",
+    mutates: true,
+    in_gc: false,
+    needs: &[
+        Grant::Right(Ns::Call, Right::Announce),
+        Grant::NodeLink("link-index", Ns::Call, LinkGrant::Shared),
+    ],
+};

@@ -12,7 +12,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use super::bindings::wasmcni::plugin::types::{ErrorCode, Host as TypesHost};
 use super::bindings::{self, BudgetExceeded, CapError, Link, NsHandle};
-use super::catalog;
+use super::row::Entry;
 use crate::attachment::Attachment;
 use crate::audit::{Audit, Outcome};
 use crate::cni_error::CniError;
@@ -498,21 +498,22 @@ impl StoreData {
     /// then the audit record.
     pub(super) fn cap<T>(
         &mut self,
-        call: &'static str,
+        row: &'static Entry,
         args: Value,
         f: impl FnOnce(&mut Ctx) -> Result<T, CapError>,
     ) -> Result<T, CapError> {
-        Self::cap_with(&mut self.caps, call, args, f)
+        Self::cap_with(&mut self.caps, row, args, f)
     }
 
     /// [`StoreData::cap`] on the context alone, for calls that also borrow
     /// a resource from the table.
     pub(super) fn cap_with<T>(
         caps: &mut Ctx,
-        call: &'static str,
+        row: &'static Entry,
         args: Value,
         f: impl FnOnce(&mut Ctx) -> Result<T, CapError>,
     ) -> Result<T, CapError> {
+        let call = row.call;
         caps.calls += 1;
         if caps.calls > caps.grant.host_calls {
             let budget = caps.grant.host_calls;
@@ -543,8 +544,8 @@ impl StoreData {
         // release IPAM reservations and run its delegates' GC).
         let read_only = match caps.command {
             Command::Add | Command::Del => false,
-            Command::Gc => catalog::entry(call).is_none_or(|e| e.mutates && !e.in_gc),
-            Command::Other => catalog::entry(call).is_none_or(|e| e.mutates),
+            Command::Gc => row.mutates && !row.in_gc,
+            Command::Other => row.mutates,
         };
         let result = if read_only {
             Err(CapError::denied(match caps.command {

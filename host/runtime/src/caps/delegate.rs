@@ -10,6 +10,7 @@
 //! the policy lists it) is executed as the reference does; its ADD is
 //! undone by running its DEL.
 
+use super::row::*;
 use std::io::{Read, Write};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -394,7 +395,7 @@ impl Host for StoreData {
             "plugin-type": arg_str(&plugin_type), "command": arg_str(&command),
             "config-bytes": config.len(),
         });
-        match self.cap("delegate.run", args, |c| {
+        match self.cap(&RUN, args, |c| {
             c.delegate(&plugin_type, &command, config.as_bytes())
         }) {
             Ok(Ok(out)) => Ok(Ok(out)),
@@ -406,6 +407,27 @@ impl Host for StoreData {
         }
     }
 }
+
+// The rows of the capability catalog (`catalog`) for this interface,
+// in WIT order: what each host function may do, the grant it needs,
+// its undo.
+
+/// This interface's rows of the capability catalog, in WIT order.
+pub(super) const ROWS: &[&Entry] = &[&RUN];
+
+/// `delegate.run`.
+pub(super) const RUN: Entry = Entry {
+    call: "delegate.run",
+    authority: "run another plugin (IPAM) with this invocation's environment and a config: wasm in-process under its own policy, or a native binary from CNI_PATH",
+    policy: "`delegates` (wasm) or `native-delegates` (native) names it; the same command as the plugin's own, or DEL during ADD; it runs under the caller's network, GC valid list, devices and port mappings whatever its config says, and its ADD result is the attachment's only if its config is the runtime's own",
+    undo: "a wasm delegate's changes join the journal; a native delegate's ADD is undone by running its DEL",
+    // What a delegate may change is decided by its own command, which
+    // must be the caller's (or DEL during ADD): a CHECK's delegate is
+    // read-only.
+    mutates: false,
+    in_gc: false,
+    needs: &[Grant::Delegate("plugin-type")],
+};
 
 #[cfg(test)]
 mod tests {

@@ -11,6 +11,7 @@
 //! rules left) in one batch, computed against the ruleset generation it
 //! read, retried if another writer got in between.
 
+use super::row::*;
 use std::net::{IpAddr, Ipv4Addr};
 
 use netlink_packet_netfilter::nftables::{MetaKey, Operator, Verdict};
@@ -1380,19 +1381,19 @@ impl Host for StoreData {
     fn add(&mut self, ns: Resource<NsHandle>, rules: Rules) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = json!({"ns": super::ctx::ns_arg(kind), "rules": rules_arg(&rules)});
-        self.cap("firewall.add", args, |c| c.fw_add(kind, &rules))
+        self.cap(&ADD, args, |c| c.fw_add(kind, &rules))
     }
 
     fn check(&mut self, ns: Resource<NsHandle>, rules: Rules) -> Result<bool, CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = json!({"ns": super::ctx::ns_arg(kind), "rules": rules_arg(&rules)});
-        self.cap("firewall.check", args, |c| c.fw_check(kind, &rules))
+        self.cap(&CHECK, args, |c| c.fw_check(kind, &rules))
     }
 
     fn remove(&mut self, ns: Resource<NsHandle>, kinds: Vec<RuleKind>) -> Result<u32, CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = json!({"ns": super::ctx::ns_arg(kind), "kinds": kinds_arg(&kinds)});
-        self.cap("firewall.remove", args, |c| c.fw_remove(kind, &kinds))
+        self.cap(&REMOVE, args, |c| c.fw_remove(kind, &kinds))
     }
 
     fn collect_garbage(
@@ -1402,11 +1403,60 @@ impl Host for StoreData {
     ) -> Result<u32, CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = json!({"ns": super::ctx::ns_arg(kind), "kinds": kinds_arg(&kinds)});
-        self.cap("firewall.collect-garbage", args, |c| {
-            c.fw_collect(kind, &kinds)
-        })
+        self.cap(&COLLECT_GARBAGE, args, |c| c.fw_collect(kind, &kinds))
     }
 }
+
+// The rows of the capability catalog (`catalog`) for this interface,
+// in WIT order: what each host function may do, the grant it needs,
+// its undo.
+
+/// This interface's rows of the capability catalog, in WIT order.
+pub(super) const ROWS: &[&Entry] = &[&ADD, &CHECK, &REMOVE, &COLLECT_GARBAGE];
+
+/// `firewall.add`.
+pub(super) const ADD: Entry = Entry {
+    call: "firewall.add",
+    authority: "install nftables rules for the attachment in wasmcni's own tables (`inet wasmcni`, `bridge wasmcni`), tagged with it, replacing its rules of the same kind (every address of the attachment, IPv4 and IPv6, in one call), in one batch: port mappings (DNAT entered only through `fib daddr type local`, at nat priority -90 after every iptables nat chain; hairpin/localhost masquerade; `route_localnet=1` on the node interface towards the container and a 127/8 guard there), masquerade, forward marks (and, once per node where an iptables `filter` table exists, the one rule outside wasmcni's tables: `FORWARD -j WASMCNI-FORWARD`, which runs `CNI-ADMIN` and accepts the mark, installed with `iptables`), bridge isolation, MAC spoof checks (`bridge wasmcni`); UDP conntrack entries to mapped ports flushed",
+    policy: "host `firewall.<kind>` (`port-mappings`, `masquerade`, `forward`, `isolation`, `mac-spoof`); ADD only; the container address must be one the attachment owns (an IPAM delegate's result on the runtime's own config in this invocation, an address the attachment's records hold for this incarnation, or one inside the entry's `static-ranges`; never a prevResult's alone, nor what the container's namespace holds), and never a loopback, unspecified, multicast, link-local or IPv4-mapped address; every port mapping must be one of the runtime's `runtimeConfig.portMappings` (host port, container port, protocol, host IP), read by the host from stdin; links: own (isolation: or a bridge its network shares); never a table, chain or handle of the plugin's choosing",
+    undo: "remove the attachment's rules of that kind by tag (and its chains; the tables once empty); the old `route_localnet` written back (a batch whose acknowledgement was lost is looked for and undone too); the static FORWARD rule stays",
+    mutates: true,
+    in_gc: false,
+    needs: &[Grant::FirewallRules("rules")],
+};
+
+/// `firewall.check`.
+pub(super) const CHECK: Entry = Entry {
+    call: "firewall.check",
+    authority: "read wasmcni's nftables rules of the attachment",
+    policy: "host `read`",
+    undo: "none (no side effect)",
+    mutates: false,
+    in_gc: false,
+    needs: READ,
+};
+
+/// `firewall.remove`.
+pub(super) const REMOVE: Entry = Entry {
+    call: "firewall.remove",
+    authority: "delete the attachment's rules of the given kinds (by tag), its chains, and the tables once no attachment has rules left; `route_localnet` back to 0 on an interface whose last port map goes, if wasmcni's first port map there found it 0",
+    policy: "host `firewall.<kind>` for each kind (at most 5); refused during ADD",
+    undo: "none (refused during ADD)",
+    mutates: true,
+    in_gc: false,
+    needs: &[Grant::FirewallKinds("kinds")],
+};
+
+/// `firewall.collect-garbage`.
+pub(super) const COLLECT_GARBAGE: Entry = Entry {
+    call: "firewall.collect-garbage",
+    authority: "delete the rules of the given kinds of this network's attachments that are not in `cni.dev/valid-attachments`",
+    policy: "host `firewall.<kind>` for each kind (at most 5); GC only; only rules tagged with this network",
+    undo: "none (GC only)",
+    mutates: true,
+    in_gc: true,
+    needs: &[Grant::FirewallKinds("kinds")],
+};
 
 #[cfg(test)]
 mod tests {

@@ -2,6 +2,7 @@
 //! the reference host-local layout ([`crate::ipam`]), with its calls,
 //! their inverses ([`IpamUndo`]) and checks in one place.
 
+use super::row::*;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -149,7 +150,7 @@ impl HostStore for StoreData {
     fn open(&mut self, data_dir: Option<String>) -> Result<Resource<StoreHandle>, CapError> {
         let deadline = self.deadline;
         let args = json!({"data-dir": data_dir.as_deref().map(arg_str)});
-        let store = self.cap("ipam-store.[static]store.open", args, |c| {
+        let store = self.cap(&STORE_OPEN, args, |c| {
             if let Some(d) = &data_dir {
                 super::ctx::bounded("data dir", d, 4096)?;
             }
@@ -174,7 +175,7 @@ impl HostStore for StoreData {
             .map_err(|e| CapError::Trap(e.into()))?
             .store;
         let caps = &mut self.caps;
-        super::ctx::StoreData::cap_with(caps, "ipam-store.[method]store.reserve", args, |c| {
+        super::ctx::StoreData::cap_with(caps, &STORE_RESERVE, args, |c| {
             if !ipam::valid_range_id(&range_id) {
                 return Err(ErrorCode::InvalidArgument.into());
             }
@@ -212,20 +213,15 @@ impl HostStore for StoreData {
             .get(&h)
             .map_err(|e| CapError::Trap(e.into()))?
             .store;
-        super::ctx::StoreData::cap_with(
-            &mut self.caps,
-            "ipam-store.[method]store.last-reserved",
-            args,
-            |_| {
-                if !ipam::valid_range_id(&range_id) {
-                    return Err(ErrorCode::InvalidArgument.into());
-                }
-                Ok(store
-                    .last_reserved(&range_id)
-                    .map_err(io_err)?
-                    .map(ip_to_wit))
-            },
-        )
+        super::ctx::StoreData::cap_with(&mut self.caps, &STORE_LAST_RESERVED, args, |_| {
+            if !ipam::valid_range_id(&range_id) {
+                return Err(ErrorCode::InvalidArgument.into());
+            }
+            Ok(store
+                .last_reserved(&range_id)
+                .map_err(io_err)?
+                .map(ip_to_wit))
+        })
     }
 
     fn list(&mut self, h: Resource<StoreHandle>) -> Result<Vec<Reservation>, CapError> {
@@ -234,22 +230,17 @@ impl HostStore for StoreData {
             .get(&h)
             .map_err(|e| CapError::Trap(e.into()))?
             .store;
-        super::ctx::StoreData::cap_with(
-            &mut self.caps,
-            "ipam-store.[method]store.list",
-            json!({}),
-            |_| {
-                Ok(store
-                    .list()
-                    .map_err(io_err)?
-                    .iter()
-                    .map(|(ip, o)| Reservation {
-                        address: ip_to_wit(*ip),
-                        owner: owner_to_wit(o),
-                    })
-                    .collect())
-            },
-        )
+        super::ctx::StoreData::cap_with(&mut self.caps, &STORE_LIST, json!({}), |_| {
+            Ok(store
+                .list()
+                .map_err(io_err)?
+                .iter()
+                .map(|(ip, o)| Reservation {
+                    address: ip_to_wit(*ip),
+                    owner: owner_to_wit(o),
+                })
+                .collect())
+        })
     }
 
     fn owned(&mut self, h: Resource<StoreHandle>) -> Result<Vec<IpAddress>, CapError> {
@@ -258,21 +249,16 @@ impl HostStore for StoreData {
             .get(&h)
             .map_err(|e| CapError::Trap(e.into()))?
             .store;
-        super::ctx::StoreData::cap_with(
-            &mut self.caps,
-            "ipam-store.[method]store.owned",
-            json!({}),
-            |c| {
-                let me = c.attachment.owner();
-                Ok(store
-                    .list()
-                    .map_err(io_err)?
-                    .into_iter()
-                    .filter(|(_, o)| me.holds(o))
-                    .map(|(ip, _)| ip_to_wit(ip))
-                    .collect())
-            },
-        )
+        super::ctx::StoreData::cap_with(&mut self.caps, &STORE_OWNED, json!({}), |c| {
+            let me = c.attachment.owner();
+            Ok(store
+                .list()
+                .map_err(io_err)?
+                .into_iter()
+                .filter(|(_, o)| me.holds(o))
+                .map(|(ip, _)| ip_to_wit(ip))
+                .collect())
+        })
     }
 
     fn release(&mut self, h: Resource<StoreHandle>, address: IpAddress) -> Result<(), CapError> {
@@ -283,27 +269,22 @@ impl HostStore for StoreData {
             .map_err(|e| CapError::Trap(e.into()))?
             .store;
         let args = json!({"address": ip.to_string()});
-        super::ctx::StoreData::cap_with(
-            &mut self.caps,
-            "ipam-store.[method]store.release",
-            args,
-            |c| {
-                let Some(holder) = store.holder(ip).map_err(io_err)? else {
-                    return Ok(());
-                };
-                c.may_release(&holder)?;
-                if c.keeps_for_live_incarnation(&holder, ip) {
-                    return Ok(());
-                }
-                store.release(ip).map_err(io_err)?;
-                c.journal.record(Undo::Ipam(IpamUndo::Rereserve {
-                    dir: store.path().to_path_buf(),
-                    address: ip,
-                    owner: holder,
-                }));
-                Ok(())
-            },
-        )
+        super::ctx::StoreData::cap_with(&mut self.caps, &STORE_RELEASE, args, |c| {
+            let Some(holder) = store.holder(ip).map_err(io_err)? else {
+                return Ok(());
+            };
+            c.may_release(&holder)?;
+            if c.keeps_for_live_incarnation(&holder, ip) {
+                return Ok(());
+            }
+            store.release(ip).map_err(io_err)?;
+            c.journal.record(Undo::Ipam(IpamUndo::Rereserve {
+                dir: store.path().to_path_buf(),
+                address: ip,
+                owner: holder,
+            }));
+            Ok(())
+        })
     }
 
     fn release_owned(&mut self, h: Resource<StoreHandle>) -> Result<(), CapError> {
@@ -312,25 +293,20 @@ impl HostStore for StoreData {
             .get(&h)
             .map_err(|e| CapError::Trap(e.into()))?
             .store;
-        super::ctx::StoreData::cap_with(
-            &mut self.caps,
-            "ipam-store.[method]store.release-owned",
-            json!({}),
-            |c| {
-                let me = c.attachment.owner();
-                for (ip, holder) in store.list().map_err(io_err)? {
-                    if me.holds(&holder) && !c.keeps_for_live_incarnation(&holder, ip) {
-                        store.release(ip).map_err(io_err)?;
-                        c.journal.record(Undo::Ipam(IpamUndo::Rereserve {
-                            dir: store.path().to_path_buf(),
-                            address: ip,
-                            owner: holder,
-                        }));
-                    }
+        super::ctx::StoreData::cap_with(&mut self.caps, &STORE_RELEASE_OWNED, json!({}), |c| {
+            let me = c.attachment.owner();
+            for (ip, holder) in store.list().map_err(io_err)? {
+                if me.holds(&holder) && !c.keeps_for_live_incarnation(&holder, ip) {
+                    store.release(ip).map_err(io_err)?;
+                    c.journal.record(Undo::Ipam(IpamUndo::Rereserve {
+                        dir: store.path().to_path_buf(),
+                        address: ip,
+                        owner: holder,
+                    }));
                 }
-                Ok(())
-            },
-        )
+            }
+            Ok(())
+        })
     }
 
     fn drop(&mut self, h: Resource<StoreHandle>) -> wasmtime::Result<()> {
@@ -339,3 +315,96 @@ impl HostStore for StoreData {
         Ok(())
     }
 }
+
+// The rows of the capability catalog (`catalog`) for this interface,
+// in WIT order: what each host function may do, the grant it needs,
+// its undo.
+
+/// This interface's rows of the capability catalog, in WIT order.
+pub(super) const ROWS: &[&Entry] = &[
+    &STORE_OPEN,
+    &STORE_RESERVE,
+    &STORE_LAST_RESERVED,
+    &STORE_LIST,
+    &STORE_OWNED,
+    &STORE_RELEASE,
+    &STORE_RELEASE_OWNED,
+];
+
+/// `ipam-store.[static]store.open`.
+pub(super) const STORE_OPEN: Entry = Entry {
+    call: "ipam-store.[static]store.open",
+    authority: "open and lock the IPAM state of the config's network (`<data-dir>/<name>`)",
+    policy: "`ipam-roots`: the data dir lies under one of them (default /var/lib/cni/networks)",
+    undo: "none (opening changes nothing; the lock ends with the handle)",
+    mutates: false,
+    in_gc: false,
+    needs: &[Grant::IpamRoot("data-dir")],
+};
+
+/// `ipam-store.[method]store.reserve`.
+pub(super) const STORE_RESERVE: Entry = Entry {
+    call: "ipam-store.[method]store.reserve",
+    authority: "reserve an address for this attachment (a whole file, never partial)",
+    policy: "an open store; the holder is always this attachment",
+    undo: "release it and put the range's last-reserved address back",
+    mutates: true,
+    in_gc: false,
+    needs: &[],
+};
+
+/// `ipam-store.[method]store.last-reserved`.
+pub(super) const STORE_LAST_RESERVED: Entry = Entry {
+    call: "ipam-store.[method]store.last-reserved",
+    authority: "read a range set's last reserved address",
+    policy: "an open store",
+    undo: "none (no side effect)",
+    mutates: false,
+    in_gc: false,
+    needs: &[],
+};
+
+/// `ipam-store.[method]store.list`.
+pub(super) const STORE_LIST: Entry = Entry {
+    call: "ipam-store.[method]store.list",
+    authority: "read the network's reservations",
+    policy: "an open store",
+    undo: "none (no side effect)",
+    mutates: false,
+    in_gc: false,
+    needs: &[],
+};
+
+/// `ipam-store.[method]store.owned`.
+pub(super) const STORE_OWNED: Entry = Entry {
+    call: "ipam-store.[method]store.owned",
+    authority: "read this attachment's reservations",
+    policy: "an open store",
+    undo: "none (no side effect)",
+    mutates: false,
+    in_gc: false,
+    needs: &[],
+};
+
+/// `ipam-store.[method]store.release`.
+pub(super) const STORE_RELEASE: Entry = Entry {
+    call: "ipam-store.[method]store.release",
+    authority: "release one reservation",
+    policy:
+        "an open store; only this attachment's, or in GC one whose holder is not a valid attachment",
+    undo: "reserve it again for its holder",
+    mutates: true,
+    in_gc: true,
+    needs: &[],
+};
+
+/// `ipam-store.[method]store.release-owned`.
+pub(super) const STORE_RELEASE_OWNED: Entry = Entry {
+    call: "ipam-store.[method]store.release-owned",
+    authority: "release every reservation of this attachment",
+    policy: "an open store",
+    undo: "reserve them again",
+    mutates: true,
+    in_gc: false,
+    needs: &[],
+};

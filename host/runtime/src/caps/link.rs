@@ -1,5 +1,6 @@
 //! `wasmcni:plugin/link`.
 
+use super::row::*;
 use std::os::fd::{AsFd, OwnedFd};
 
 use netlink_packet_route::link::{
@@ -515,7 +516,7 @@ impl Host for StoreData {
     fn get_by_name(&mut self, ns: Resource<NsHandle>, name: String) -> Result<LinkInfo, CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(
-            "link.get-by-name",
+            &GET_BY_NAME,
             json!({"ns": ns_arg(kind), "name": arg_str(&name)}),
             |c| {
                 c.require(kind, |g| g.read, "read")?;
@@ -529,7 +530,7 @@ impl Host for StoreData {
     fn get_by_index(&mut self, ns: Resource<NsHandle>, index: u32) -> Result<LinkInfo, CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(
-            "link.get-by-index",
+            &GET_BY_INDEX,
             json!({"ns": ns_arg(kind), "index": index}),
             |c| {
                 c.require(kind, |g| g.read, "read")?;
@@ -541,7 +542,7 @@ impl Host for StoreData {
 
     fn list(&mut self, ns: Resource<NsHandle>) -> Result<Vec<LinkInfo>, CapError> {
         let kind = self.ns_kind(&ns)?;
-        self.cap("link.list", json!({"ns": ns_arg(kind)}), |c| {
+        self.cap(&LIST, json!({"ns": ns_arg(kind)}), |c| {
             c.require(kind, |g| g.read, "read")?;
             let links = c.netlink(kind)?.links()?;
             Ok(links
@@ -562,7 +563,7 @@ impl Host for StoreData {
             DeviceSelector::PciAddress(a) => ("pci-address", a),
         };
         let args = json!({"ns": ns_arg(kind), what: arg_str(value)});
-        self.cap("link.find-devices", args, |c| {
+        self.cap(&FIND_DEVICES, args, |c| {
             c.require(kind, |g| g.read, "read")?;
             if kind != Kind::Host {
                 return Err(ErrorCode::NotSupported.into());
@@ -604,7 +605,7 @@ impl Host for StoreData {
             "peer-name": arg_str(&peer_name), "options": opts_arg(&options),
             "peer-mac": peer_mac.as_deref().map(mac_arg),
         });
-        self.cap("link.create-veth", args, |c| {
+        self.cap(&CREATE_VETH, args, |c| {
             c.require_create(kind, LinkKind::Veth)?;
             c.require_create(peer_kind, LinkKind::Veth)?;
             c.check_new_name(kind, &name)?;
@@ -644,7 +645,7 @@ impl Host for StoreData {
             "ns": ns_arg(kind), "name": arg_str(&name), "options": opts_arg(&options),
             "vlan-filtering": bridge.vlan_filtering,
         });
-        self.cap("link.create-bridge", args, |c| {
+        self.cap(&CREATE_BRIDGE, args, |c| {
             c.require_create(kind, LinkKind::Bridge)?;
             c.check_new_name(kind, &name)?;
             let o = opts(&options)?;
@@ -664,7 +665,7 @@ impl Host for StoreData {
         let kind = self.ns_kind(&ns)?;
         let args =
             json!({"ns": ns_arg(kind), "name": arg_str(&name), "options": opts_arg(&options)});
-        self.cap("link.create-dummy", args, |c| {
+        self.cap(&CREATE_DUMMY, args, |c| {
             c.require_create(kind, LinkKind::Dummy)?;
             c.check_new_name(kind, &name)?;
             let o = opts(&options)?;
@@ -685,7 +686,7 @@ impl Host for StoreData {
         let kind = self.ns_kind(&ns)?;
         let args = json!({"ns": ns_arg(kind), "name": arg_str(&name), "table": table,
                           "options": opts_arg(&options)});
-        self.cap("link.create-vrf", args, |c| {
+        self.cap(&CREATE_VRF, args, |c| {
             // The local and main tables are every link's: a VRF bound to
             // one would capture the namespace's routing.
             if matches!(table, 0 | 254 | 255) {
@@ -738,7 +739,7 @@ impl Host for StoreData {
             "ns": ns_arg(kind), "name": arg_str(&name), "options": opts_arg(&options),
             "multi-queue": tap.multi_queue, "owner": tap.owner, "group": tap.group,
         });
-        self.cap("link.create-tap", args, |c| {
+        self.cap(&CREATE_TAP, args, |c| {
             c.require_create(kind, LinkKind::Tap)?;
             c.check_new_name(kind, &name)?;
             let o = opts(&options)?;
@@ -780,7 +781,7 @@ impl Host for StoreData {
             "master-ns": ns_arg(master_kind), "master": master, "ns": ns_arg(kind),
             "name": arg_str(&name), "mode": format!("{mode:?}"), "options": opts_arg(&options),
         });
-        self.cap("link.create-macvlan", args, |c| {
+        self.cap(&CREATE_MACVLAN, args, |c| {
             if mode == MacvlanMode::Passthru && master_kind == Kind::Host {
                 // A passthru macvlan mirrors its MAC and promiscuity onto
                 // the master: that changes the master.
@@ -825,7 +826,7 @@ impl Host for StoreData {
             "master-ns": ns_arg(master_kind), "master": master, "ns": ns_arg(kind),
             "name": arg_str(&name), "mode": format!("{mode:?}"), "options": opts_arg(&options),
         });
-        self.cap("link.create-ipvlan", args, |c| {
+        self.cap(&CREATE_IPVLAN, args, |c| {
             c.create_sub(
                 master_kind,
                 master,
@@ -853,7 +854,7 @@ impl Host for StoreData {
             "master-ns": ns_arg(master_kind), "master": master, "ns": ns_arg(kind),
             "name": arg_str(&name), "vlan-id": vlan_id, "options": opts_arg(&options),
         });
-        self.cap("link.create-vlan", args, |c| {
+        self.cap(&CREATE_VLAN, args, |c| {
             // 0 is a priority-tagged vlan (802.1p), as the kernel and the
             // reference plugin accept it; 4095 is reserved.
             if vlan_id > MAX_VID {
@@ -884,7 +885,7 @@ impl Host for StoreData {
             "ns": ns_arg(kind), "index": index, "target": ns_arg(target_kind),
             "new-name": new_name.as_deref().map(arg_str),
         });
-        self.cap("link.move-to", args, |c| {
+        self.cap(&MOVE_TO, args, |c| {
             c.require(kind, |g| g.move_links, "move")?;
             c.require(target_kind, |g| g.move_links, "move")?;
             if kind == target_kind {
@@ -969,7 +970,7 @@ impl Host for StoreData {
     fn set_up(&mut self, ns: Resource<NsHandle>, index: u32, up: bool) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(
-            "link.set-up",
+            &SET_UP,
             json!({"ns": ns_arg(kind), "index": index, "up": up}),
             |c| {
                 // A shared bridge may be brought up, never down.
@@ -1018,7 +1019,7 @@ impl Host for StoreData {
     fn set_mtu(&mut self, ns: Resource<NsHandle>, index: u32, mtu: u32) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(
-            "link.set-mtu",
+            &SET_MTU,
             json!({"ns": ns_arg(kind), "index": index, "mtu": mtu}),
             |c| {
                 let l = c.modifiable(kind, index)?;
@@ -1048,7 +1049,7 @@ impl Host for StoreData {
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(
-            "link.set-mac",
+            &SET_MAC,
             json!({"ns": ns_arg(kind), "index": index, "mac": mac_arg(&mac)}),
             |c| {
                 check_mac(&mac)?;
@@ -1088,7 +1089,7 @@ impl Host for StoreData {
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(
-            "link.set-master",
+            &SET_MASTER,
             json!({"ns": ns_arg(kind), "index": index, "master": master}),
             |c| {
                 // Enslaving changes the master too: it must be the
@@ -1164,7 +1165,7 @@ impl Host for StoreData {
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(
-            "link.set-hairpin",
+            &SET_HAIRPIN,
             json!({"ns": ns_arg(kind), "index": index, "on": on}),
             |c| {
                 c.modifiable(kind, index)?;
@@ -1193,7 +1194,7 @@ impl Host for StoreData {
     ) -> Result<Vec<PortVlan>, CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(
-            "link.port-vlans",
+            &PORT_VLANS,
             json!({"ns": ns_arg(kind), "index": index}),
             |c| {
                 c.require(kind, |g| g.read, "read")?;
@@ -1224,7 +1225,7 @@ impl Host for StoreData {
             .collect();
         let args =
             json!({"ns": ns_arg(kind), "index": index, "vlans": listed, "count": vlans.len()});
-        self.cap("link.set-port-vlans", args, |c| {
+        self.cap(&SET_PORT_VLANS, args, |c| {
             if vlans.len() > usize::from(MAX_VID) {
                 return Err(CapError::Limit(format!("{} VLANs", vlans.len())));
             }
@@ -1268,27 +1269,23 @@ impl Host for StoreData {
 
     fn share(&mut self, ns: Resource<NsHandle>, index: u32) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        self.cap(
-            "link.share",
-            json!({"ns": ns_arg(kind), "index": index}),
-            |c| {
-                c.require(kind, |g| g.modify, "modify")?;
-                // Only an ADD hands links to its network (a DEL's would be
-                // left behind, undeletable).
-                if c.command != super::ctx::Command::Add {
-                    return Err(CapError::denied(
-                        "only an ADD hands links to its network (a wasmcni invariant)",
-                    ));
-                }
-                if kind != Kind::Host || !c.journal.created(kind, index) {
-                    return Err(CapError::denied(format!(
-                        "link {index} was not created in the host namespace by this call: \
+        self.cap(&SHARE, json!({"ns": ns_arg(kind), "index": index}), |c| {
+            c.require(kind, |g| g.modify, "modify")?;
+            // Only an ADD hands links to its network (a DEL's would be
+            // left behind, undeletable).
+            if c.command != super::ctx::Command::Add {
+                return Err(CapError::denied(
+                    "only an ADD hands links to its network (a wasmcni invariant)",
+                ));
+            }
+            if kind != Kind::Host || !c.journal.created(kind, index) {
+                return Err(CapError::denied(format!(
+                    "link {index} was not created in the host namespace by this call: \
                          only such a link can be handed to the network (a wasmcni invariant)"
-                    )));
-                }
-                c.mark(kind, index, true)
-            },
-        )
+                )));
+            }
+            c.mark(kind, index, true)
+        })
     }
 
     fn set_promiscuous(
@@ -1299,7 +1296,7 @@ impl Host for StoreData {
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(
-            "link.set-promiscuous",
+            &SET_PROMISCUOUS,
             json!({"ns": ns_arg(kind), "index": index, "on": on}),
             |c| {
                 // A shared bridge may be made promiscuous (the reference
@@ -1329,7 +1326,7 @@ impl Host for StoreData {
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(
-            "link.set-allmulticast",
+            &SET_ALLMULTICAST,
             json!({"ns": ns_arg(kind), "index": index, "on": on}),
             |c| {
                 // A stacked link passes IFF_ALLMULTI to its lower device,
@@ -1358,7 +1355,7 @@ impl Host for StoreData {
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(
-            "link.set-txqlen",
+            &SET_TXQLEN,
             json!({"ns": ns_arg(kind), "index": index, "txqlen": txqlen}),
             |c| {
                 c.change_link(
@@ -1383,7 +1380,7 @@ impl Host for StoreData {
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(
-            "link.set-name",
+            &SET_NAME,
             json!({"ns": ns_arg(kind), "index": index, "name": arg_str(&name)}),
             |c| {
                 c.check_new_name(kind, &name)?;
@@ -1415,7 +1412,7 @@ impl Host for StoreData {
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(
-            "link.set-alias",
+            &SET_ALIAS,
             json!({"ns": ns_arg(kind), "index": index, "alias": arg_str(&alias)}),
             |c| {
                 if kind == Kind::Host {
@@ -1444,38 +1441,388 @@ impl Host for StoreData {
 
     fn delete(&mut self, ns: Resource<NsHandle>, index: u32) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        self.cap(
-            "link.delete",
-            json!({"ns": ns_arg(kind), "index": index}),
-            |c| {
-                c.modifiable(kind, index)?;
-                if c.command == super::ctx::Command::Add && !c.journal.created(kind, index) {
-                    return Err(CapError::denied(
-                        "during ADD a plugin may delete only links it created in the same call, \
+        self.cap(&DELETE, json!({"ns": ns_arg(kind), "index": index}), |c| {
+            c.modifiable(kind, index)?;
+            if c.command == super::ctx::Command::Add && !c.journal.created(kind, index) {
+                return Err(CapError::denied(
+                    "during ADD a plugin may delete only links it created in the same call, \
                          as the deletion could not be undone (a wasmcni invariant)",
-                    ));
-                }
-                if kind == Kind::Container && c.holds(index)? {
-                    return Err(CapError::denied(format!(
-                        "link {index} was taken from the host namespace: it goes back there \
+                ));
+            }
+            if kind == Kind::Container && c.holds(index)? {
+                return Err(CapError::denied(format!(
+                    "link {index} was taken from the host namespace: it goes back there \
                          (link.move-to), never away (a wasmcni invariant)"
-                    )));
-                }
-                if c.command == super::ctx::Command::Add {
-                    c.netlink(kind)?.delete_link(index)?;
-                } else {
-                    // Outside ADD nothing waits on the kernel freeing it.
-                    let ns = c.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
-                    crate::netlink::route::Netlink::delete_link_detached(ns, index)?;
-                }
-                c.journal.forget_link(kind, index);
-                // What the kernel removed with it (a veth's peer, ...)
-                // must leave the created set too.
-                c.refresh_created()
-            },
-        )
+                )));
+            }
+            if c.command == super::ctx::Command::Add {
+                c.netlink(kind)?.delete_link(index)?;
+            } else {
+                // Outside ADD nothing waits on the kernel freeing it.
+                let ns = c.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
+                crate::netlink::route::Netlink::delete_link_detached(ns, index)?;
+            }
+            c.journal.forget_link(kind, index);
+            // What the kernel removed with it (a veth's peer, ...)
+            // must leave the created set too.
+            c.refresh_created()
+        })
     }
 }
+
+// The rows of the capability catalog (`catalog`) for this interface,
+// in WIT order: what each host function may do, the grant it needs,
+// its undo.
+
+/// This interface's rows of the capability catalog, in WIT order.
+pub(super) const ROWS: &[&Entry] = &[
+    &GET_BY_NAME,
+    &GET_BY_INDEX,
+    &LIST,
+    &FIND_DEVICES,
+    &CREATE_VETH,
+    &CREATE_BRIDGE,
+    &CREATE_DUMMY,
+    &CREATE_VRF,
+    &CREATE_TAP,
+    &CREATE_MACVLAN,
+    &CREATE_IPVLAN,
+    &CREATE_VLAN,
+    &MOVE_TO,
+    &SET_UP,
+    &SET_MTU,
+    &SET_MAC,
+    &SET_MASTER,
+    &SET_HAIRPIN,
+    &PORT_VLANS,
+    &SET_PORT_VLANS,
+    &SHARE,
+    &SET_PROMISCUOUS,
+    &SET_ALLMULTICAST,
+    &SET_TXQLEN,
+    &SET_NAME,
+    &SET_ALIAS,
+    &DELETE,
+];
+
+/// `link.get-by-name`.
+pub(super) const GET_BY_NAME: Entry = Entry {
+    call: "link.get-by-name",
+    authority: "read one link",
+    policy: "`read`",
+    undo: "none (no side effect)",
+    mutates: false,
+    in_gc: false,
+    needs: READ,
+};
+
+/// `link.get-by-index`.
+pub(super) const GET_BY_INDEX: Entry = Entry {
+    call: "link.get-by-index",
+    authority: "read one link",
+    policy: "`read`",
+    undo: "none (no side effect)",
+    mutates: false,
+    in_gc: false,
+    needs: READ,
+};
+
+/// `link.list`.
+pub(super) const LIST: Entry = Entry {
+    call: "link.list",
+    authority: "read every link",
+    policy: "`read`",
+    undo: "none (no side effect)",
+    mutates: false,
+    in_gc: false,
+    needs: READ,
+};
+
+/// `link.find-devices`.
+pub(super) const FIND_DEVICES: Entry = Entry {
+    call: "link.find-devices",
+    authority: "read the links a sysfs device path or PCI address names (host only)",
+    policy: "`read`",
+    undo: "none (no side effect)",
+    mutates: false,
+    in_gc: false,
+    needs: READ,
+};
+
+/// `link.create-veth`.
+pub(super) const CREATE_VETH: Entry = Entry {
+    call: "link.create-veth",
+    authority: "create a veth pair, peer born in the other namespace",
+    policy: "`create: [veth]` in both namespaces; host end named per `names`, marked; two more links within `max-links`",
+    undo: "delete the pair",
+    mutates: true,
+    in_gc: false,
+    needs: &[Grant::Right(Ns::Call, Right::Create(LinkKind::Veth)), Grant::NewName("name", Ns::Call), Grant::Right(Ns::Arg("peer-ns"), Right::Create(LinkKind::Veth)), Grant::NewName("peer-name", Ns::Arg("peer-ns"))],
+};
+
+/// `link.create-bridge`.
+pub(super) const CREATE_BRIDGE: Entry = Entry {
+    call: "link.create-bridge",
+    authority: "create a bridge",
+    policy: "`create: [bridge]`; host: named per `names`, marked; within `max-links`",
+    undo: "delete it",
+    mutates: true,
+    in_gc: false,
+    needs: &[
+        Grant::Right(Ns::Call, Right::Create(LinkKind::Bridge)),
+        Grant::NewName("name", Ns::Call),
+    ],
+};
+
+/// `link.create-dummy`.
+pub(super) const CREATE_DUMMY: Entry = Entry {
+    call: "link.create-dummy",
+    authority: "create a dummy link",
+    policy: "`create: [dummy]`; host: named per `names`, marked; within `max-links`",
+    undo: "delete it",
+    mutates: true,
+    in_gc: false,
+    needs: &[
+        Grant::Right(Ns::Call, Right::Create(LinkKind::Dummy)),
+        Grant::NewName("name", Ns::Call),
+    ],
+};
+
+/// `link.create-vrf`.
+pub(super) const CREATE_VRF: Entry = Entry {
+    call: "link.create-vrf",
+    authority: "create a VRF device bound to a routing table (not local or main)",
+    policy: "`create` lists `vrf` for the namespace; host: name per `names`; within `max-links`",
+    undo: "delete it",
+    mutates: true,
+    in_gc: false,
+    needs: &[
+        Grant::Right(Ns::Call, Right::Create(LinkKind::Vrf)),
+        Grant::NewName("name", Ns::Call),
+    ],
+};
+
+/// `link.create-tap`.
+pub(super) const CREATE_TAP: Entry = Entry {
+    call: "link.create-tap",
+    authority: "create a persistent tap (/dev/net/tun)",
+    policy: "`create: [tap]`; host: named per `names`, marked; within `max-links`",
+    undo: "delete it",
+    mutates: true,
+    in_gc: false,
+    needs: &[
+        Grant::Right(Ns::Call, Right::Create(LinkKind::Tap)),
+        Grant::NewName("name", Ns::Call),
+    ],
+};
+
+/// `link.create-macvlan`.
+pub(super) const CREATE_MACVLAN: Entry = Entry {
+    call: "link.create-macvlan",
+    authority: "create a macvlan on a master, born in a namespace",
+    policy:
+        "`create: [macvlan]` where born; host: named per `names`; master: host `masters` (read-only use), own or `links`; within `max-links`",
+    undo: "delete it",
+    mutates: true,
+    in_gc: false,
+    needs: &[Grant::Right(Ns::Call, Right::Create(LinkKind::Macvlan)), Grant::NewName("name", Ns::Call), Grant::NodeLink("master", Ns::Arg("master-ns"), LinkGrant::Masters)],
+};
+
+/// `link.create-ipvlan`.
+pub(super) const CREATE_IPVLAN: Entry = Entry {
+    call: "link.create-ipvlan",
+    authority: "create an ipvlan on a master, born in a namespace",
+    policy: "`create: [ipvlan]` where born; host: named per `names`; master as for macvlan; within `max-links`",
+    undo: "delete it",
+    mutates: true,
+    in_gc: false,
+    needs: &[Grant::Right(Ns::Call, Right::Create(LinkKind::Ipvlan)), Grant::NewName("name", Ns::Call), Grant::NodeLink("master", Ns::Arg("master-ns"), LinkGrant::Masters)],
+};
+
+/// `link.create-vlan`.
+pub(super) const CREATE_VLAN: Entry = Entry {
+    call: "link.create-vlan",
+    authority: "create an 802.1Q vlan on a master, born in a namespace",
+    policy: "`create: [vlan]` where born; host: named per `names`; master as for macvlan; within `max-links`",
+    undo: "delete it",
+    mutates: true,
+    in_gc: false,
+    needs: &[Grant::Right(Ns::Call, Right::Create(LinkKind::Vlan)), Grant::NewName("name", Ns::Call), Grant::NodeLink("master", Ns::Arg("master-ns"), LinkGrant::Masters)],
+};
+
+/// `link.move-to`.
+pub(super) const MOVE_TO: Entry = Entry {
+    call: "link.move-to",
+    authority: "move a link between the two namespaces",
+    policy: "`move` in both; host source: own, `links` or `config-links`; moved into host: named per `names` (or the config's `device`), marked; a link the attachment's ADD took from the host: back under its recorded name",
+    undo: "move it back under its old name and index, then restore its per-link sysctls, MTU, MAC, alias, master, hairpin and port VLANs, promiscuity, admin state, addresses and routes (all tables)",
+    mutates: true,
+    in_gc: false,
+    needs: &[Grant::Right(Ns::Call, Right::Move), Grant::Right(Ns::Arg("target"), Right::Move), Grant::NewName("new-name", Ns::Arg("target")), Grant::NodeLink("index", Ns::Call, LinkGrant::Links)],
+};
+
+/// `link.set-up`.
+pub(super) const SET_UP: Entry = Entry {
+    call: "link.set-up",
+    authority: "set a link up or down",
+    policy: "`modify`; host: own or `links`; a stacked link whose up passes promiscuity to its lower device: lower own or `links`",
+    undo: "restore the old state (and the routes setting it down flushed)",
+    mutates: true,
+    in_gc: false,
+    needs: &[Grant::Right(Ns::Call, Right::Modify), Grant::NodeLink("index", Ns::Call, LinkGrant::SharedIf("up"))],
+};
+
+/// `link.set-mtu`.
+pub(super) const SET_MTU: Entry = Entry {
+    call: "link.set-mtu",
+    authority: "change a link's MTU",
+    policy: "`modify`; host: own or `links`",
+    undo: "restore the old MTU (and the addresses and routes a small MTU drops)",
+    mutates: true,
+    in_gc: false,
+    needs: MODIFY_LINK,
+};
+
+/// `link.set-mac`.
+pub(super) const SET_MAC: Entry = Entry {
+    call: "link.set-mac",
+    authority: "change a link's hardware address",
+    policy: "`modify`; host: own or `links`; passthru macvlan: lower own or `links`",
+    undo: "restore the old address",
+    mutates: true,
+    in_gc: false,
+    needs: MODIFY_LINK,
+};
+
+/// `link.set-master`.
+pub(super) const SET_MASTER: Entry = Entry {
+    call: "link.set-master",
+    authority: "enslave a link to a bridge, or free it",
+    policy: "`modify` on the link and on the master; host: both own or `links`",
+    undo: "restore the old master (a port that left a bridge: then its VLANs)",
+    mutates: true,
+    in_gc: false,
+    needs: &[
+        Grant::Right(Ns::Call, Right::Modify),
+        Grant::NodeLink("index", Ns::Call, LinkGrant::Links),
+        Grant::NodeLink("master", Ns::Call, LinkGrant::Shared),
+    ],
+};
+
+/// `link.set-hairpin`.
+pub(super) const SET_HAIRPIN: Entry = Entry {
+    call: "link.set-hairpin",
+    authority: "set hairpin mode of a bridge port",
+    policy: "`modify`; host: own or `links`",
+    undo: "restore the old mode",
+    mutates: true,
+    in_gc: false,
+    needs: MODIFY_LINK,
+};
+
+/// `link.port-vlans`.
+pub(super) const PORT_VLANS: Entry = Entry {
+    call: "link.port-vlans",
+    authority: "read the VLANs of a bridge port",
+    policy: "`read`",
+    undo: "none (no side effect)",
+    mutates: false,
+    in_gc: false,
+    needs: READ,
+};
+
+/// `link.set-port-vlans`.
+pub(super) const SET_PORT_VLANS: Entry = Entry {
+    call: "link.set-port-vlans",
+    authority: "set the VLANs of a bridge port",
+    policy: "`modify`; host: own or `links` (never a shared link); a VLAN the port is not in: only one the network config names (`vlan`, `vlanTrunk`, VLAN 1 native on a trunk), with `config-vlans`",
+    undo: "put the old VLAN list back",
+    mutates: true,
+    in_gc: false,
+    needs: &[Grant::Right(Ns::Call, Right::Modify), Grant::NodeLink("index", Ns::Call, LinkGrant::Links), Grant::Right(Ns::Call, Right::ConfigVlans)],
+};
+
+/// `link.share`.
+pub(super) const SHARE: Entry = Entry {
+    call: "link.share",
+    authority: "hand a host link this call created to its network (network mark)",
+    policy: "`modify` in the host namespace; only links created in the same call",
+    undo: "none of its own (the link's creation is undone by deleting it)",
+    mutates: true,
+    in_gc: false,
+    needs: MODIFY_LINK,
+};
+
+/// `link.set-promiscuous`.
+pub(super) const SET_PROMISCUOUS: Entry = Entry {
+    call: "link.set-promiscuous",
+    authority: "set or clear IFF_PROMISC",
+    policy: "`modify`; host: own or `links`; a macvlan/ipvlan/vlan: its lower device own or `links` (never a `masters` link)",
+    undo: "restore the old flag",
+    mutates: true,
+    in_gc: false,
+    needs: &[Grant::Right(Ns::Call, Right::Modify), Grant::NodeLink("index", Ns::Call, LinkGrant::SharedIf("on"))],
+};
+
+/// `link.set-allmulticast`.
+pub(super) const SET_ALLMULTICAST: Entry = Entry {
+    call: "link.set-allmulticast",
+    authority: "set or clear IFF_ALLMULTI",
+    policy:
+        "`modify`; host: own or `links`; a macvlan/ipvlan/vlan: its lower device own or `links`",
+    undo: "restore the old flag",
+    mutates: true,
+    in_gc: false,
+    needs: MODIFY_LINK,
+};
+
+/// `link.set-txqlen`.
+pub(super) const SET_TXQLEN: Entry = Entry {
+    call: "link.set-txqlen",
+    authority: "set the transmit queue length (IFLA_TXQLEN)",
+    policy: "`modify`; host: own or `links`",
+    undo: "restore the old length",
+    mutates: true,
+    in_gc: false,
+    needs: MODIFY_LINK,
+};
+
+/// `link.set-name`.
+pub(super) const SET_NAME: Entry = Entry {
+    call: "link.set-name",
+    authority: "rename a link",
+    policy: "`modify`; host: own or `links`, new name per `names`",
+    undo: "restore the old name",
+    mutates: true,
+    in_gc: false,
+    needs: &[
+        Grant::Right(Ns::Call, Right::Modify),
+        Grant::NodeLink("index", Ns::Call, LinkGrant::Links),
+        Grant::NewName("name", Ns::Call),
+    ],
+};
+
+/// `link.set-alias`.
+pub(super) const SET_ALIAS: Entry = Entry {
+    call: "link.set-alias",
+    authority: "set a link's alias",
+    policy: "`modify`; container only (host alias is the mark)",
+    undo: "restore the old alias",
+    mutates: true,
+    in_gc: false,
+    needs: MODIFY_LINK,
+};
+
+/// `link.delete`.
+pub(super) const DELETE: Entry = Entry {
+    call: "link.delete",
+    authority: "delete a link",
+    policy: "`modify`; host: own or `links`; during ADD only links created in the same call (and still there: a link the kernel deleted along with another is forgotten)",
+    undo: "none needed (only links created in this ADD)",
+    mutates: true,
+    in_gc: false,
+    needs: MODIFY_LINK,
+};
 
 #[cfg(test)]
 mod tests {

@@ -37,6 +37,7 @@ mod link;
 mod netns;
 mod owned;
 mod route;
+mod row;
 mod state;
 mod sysctl;
 mod traffic_control;

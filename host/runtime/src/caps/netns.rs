@@ -1,5 +1,6 @@
 //! `wasmcni:plugin/netns`: the two namespace handles.
 
+use super::row::*;
 use serde_json::json;
 use wasmtime::component::Resource;
 
@@ -11,7 +12,7 @@ use crate::netns::{Kind, NetNs};
 
 impl Host for StoreData {
     fn container(&mut self) -> Result<Resource<NsHandle>, CapError> {
-        self.cap("netns.container", json!({}), |c| {
+        self.cap(&CONTAINER, json!({}), |c| {
             if c.container.is_none() {
                 return Err(ErrorCode::NotFound.into());
             }
@@ -25,7 +26,7 @@ impl Host for StoreData {
     }
 
     fn host(&mut self) -> Result<Resource<NsHandle>, CapError> {
-        self.cap("netns.host", json!({}), |c| {
+        self.cap(&HOST, json!({}), |c| {
             if c.grant.host.is_none() {
                 return Err(CapError::denied(format!(
                     "{} is absent: no authority in the host namespace",
@@ -57,3 +58,43 @@ impl HostNetns for StoreData {
         Ok(())
     }
 }
+
+// The rows of the capability catalog (`catalog`) for this interface,
+// in WIT order: what each host function may do, the grant it needs,
+// its undo.
+
+/// This interface's rows of the capability catalog, in WIT order.
+pub(super) const ROWS: &[&Entry] = &[&CONTAINER, &HOST, &NETNS_KIND];
+
+/// `netns.container`.
+pub(super) const CONTAINER: Entry = Entry {
+    call: "netns.container",
+    authority: "handle to the container namespace (CNI_NETNS, verified nsfs, not the host's)",
+    policy: "none (always)",
+    undo: "none (no side effect)",
+    mutates: false,
+    in_gc: false,
+    needs: &[],
+};
+
+/// `netns.host`.
+pub(super) const HOST: Entry = Entry {
+    call: "netns.host",
+    authority: "handle to the node namespace",
+    policy: "`host` entry present",
+    undo: "none (no side effect)",
+    mutates: false,
+    in_gc: false,
+    needs: &[Grant::HostEntry],
+};
+
+/// `netns.[method]netns.kind`.
+pub(super) const NETNS_KIND: Entry = Entry {
+    call: "netns.[method]netns.kind",
+    authority: "none: says which namespace a handle is",
+    policy: "none",
+    undo: "none (no side effect)",
+    mutates: false,
+    in_gc: false,
+    needs: &[],
+};

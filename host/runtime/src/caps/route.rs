@@ -1,5 +1,6 @@
 //! `wasmcni:plugin/route`.
 
+use super::row::*;
 use std::net::IpAddr;
 
 use netlink_packet_route::route::RouteMessage;
@@ -331,7 +332,7 @@ impl Host for StoreData {
     ) -> Result<Vec<Rule>, CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = json!({"ns": ns_arg(kind), "family": family.map(|f| format!("{f:?}"))});
-        self.cap("route.list-rules", args, |c| {
+        self.cap(&LIST_RULES, args, |c| {
             c.require(kind, |g| g.read, "read")?;
             let v4 = family.map(|f| f == IpFamily::Ipv4);
             Ok(c.netlink(kind)?
@@ -345,13 +346,13 @@ impl Host for StoreData {
     fn lock_tables(&mut self, ns: Resource<NsHandle>) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = json!({"ns": ns_arg(kind)});
-        self.cap("route.lock-tables", args, |c| c.lock_tables(kind))
+        self.cap(&LOCK_TABLES, args, |c| c.lock_tables(kind))
     }
 
     fn add_rule(&mut self, ns: Resource<NsHandle>, rule: Rule) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = json!({"ns": ns_arg(kind), "rule": rule_arg(&rule)});
-        self.cap("route.add-rule", args, |c| {
+        self.cap(&ADD_RULE, args, |c| {
             let spec = rule_spec(&rule)?;
             c.rule_target(kind)?;
             let before = c.netlink(kind)?.rules(Some(spec.v4))?;
@@ -375,7 +376,7 @@ impl Host for StoreData {
     fn delete_rule(&mut self, ns: Resource<NsHandle>, rule: Rule) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = json!({"ns": ns_arg(kind), "rule": rule_arg(&rule)});
-        self.cap("route.delete-rule", args, |c| {
+        self.cap(&DELETE_RULE, args, |c| {
             let spec = rule_spec(&rule)?;
             c.rule_target(kind)?;
             let old = c
@@ -407,7 +408,7 @@ impl Host for StoreData {
         let kind = self.ns_kind(&ns)?;
         let args =
             json!({"ns": ns_arg(kind), "family": family.map(|f| format!("{f:?}")), "table": table});
-        self.cap("route.list", args, |c| {
+        self.cap(&LIST, args, |c| {
             c.require(kind, |g| g.read, "read")?;
             let family = family.map(|f| match f {
                 IpFamily::Ipv4 => AddressFamily::Inet,
@@ -430,7 +431,7 @@ impl Host for StoreData {
         let kind = self.ns_kind(&ns)?;
         let spec = to_spec(kind, &route);
         let args = json!({"ns": ns_arg(kind), "route": route_arg(&spec, &route)});
-        self.cap("route.add", args, |c| {
+        self.cap(&ADD, args, |c| {
             let spec = spec?;
             c.route_target(kind, &spec)?;
             c.netlink(kind)?.add_route(&spec, RouteAdd::Exclusive)?;
@@ -443,7 +444,7 @@ impl Host for StoreData {
         let kind = self.ns_kind(&ns)?;
         let spec = to_spec(kind, &route);
         let args = json!({"ns": ns_arg(kind), "route": route_arg(&spec, &route)});
-        self.cap("route.replace", args, |c| {
+        self.cap(&REPLACE, args, |c| {
             let spec = spec?;
             c.route_target(kind, &spec)?;
             // Whatever the kernel would replace, of any type, must be a
@@ -474,7 +475,7 @@ impl Host for StoreData {
         let kind = self.ns_kind(&ns)?;
         let spec = to_spec(kind, &route);
         let args = json!({"ns": ns_arg(kind), "route": route_arg(&spec, &route)});
-        self.cap("route.delete", args, |c| {
+        self.cap(&DELETE, args, |c| {
             let spec = spec?;
             c.require(kind, |g| g.routes, "routes")?;
             let old = c
@@ -498,6 +499,115 @@ impl Host for StoreData {
         })
     }
 }
+
+// The rows of the capability catalog (`catalog`) for this interface,
+// in WIT order: what each host function may do, the grant it needs,
+// its undo.
+
+/// This interface's rows of the capability catalog, in WIT order.
+pub(super) const ROWS: &[&Entry] = &[
+    &LIST,
+    &ADD,
+    &REPLACE,
+    &LIST_RULES,
+    &LOCK_TABLES,
+    &ADD_RULE,
+    &DELETE_RULE,
+    &DELETE,
+];
+
+/// `route.list`.
+pub(super) const LIST: Entry = Entry {
+    call: "route.list",
+    authority: "read routes",
+    policy: "`read`",
+    undo: "none (no side effect)",
+    mutates: false,
+    in_gc: false,
+    needs: READ,
+};
+
+/// `route.add`.
+pub(super) const ADD: Entry = Entry {
+    call: "route.add",
+    authority: "add a route",
+    policy: "`routes`; host: main table, destination inside `prefixes` and covering no other attachment's reservation in any network's IPAM state, through a link own or `links`, marked with protocol 87",
+    undo: "delete it",
+    mutates: true,
+    in_gc: false,
+    needs: &[Grant::Right(Ns::Call, Right::Routes), Grant::Prefix("route.destination"), Grant::NodeLink("route.link-index", Ns::Call, LinkGrant::Links)],
+};
+
+/// `route.replace`.
+pub(super) const REPLACE: Entry = Entry {
+    call: "route.replace",
+    authority: "add or replace a route",
+    policy: "`routes`; host: as add, and only replacing wasmcni's routes",
+    undo: "put the old route back, or delete",
+    mutates: true,
+    in_gc: false,
+    needs: &[
+        Grant::Right(Ns::Call, Right::Routes),
+        Grant::Prefix("route.destination"),
+        Grant::NodeLink("route.link-index", Ns::Call, LinkGrant::Links),
+    ],
+};
+
+/// `route.list-rules`.
+pub(super) const LIST_RULES: Entry = Entry {
+    call: "route.list-rules",
+    authority: "list the to-table policy routing rules",
+    policy: "`read`",
+    undo: "none (no side effect)",
+    mutates: false,
+    in_gc: false,
+    needs: READ,
+};
+
+/// `route.lock-tables`.
+pub(super) const LOCK_TABLES: Entry = Entry {
+    call: "route.lock-tables",
+    authority: "take the namespace's routing-table lock (flock under the run dir, by nsfs inode) to the invocation's end, waiting until its deadline: a concurrent ADD in that namespace waits to choose a table",
+    policy: "`routes` in the container namespace (as add-rule), or `create: [\"vrf\"]`; a no-op in CHECK, GC and STATUS",
+    undo: "none (released when the invocation ends)",
+    mutates: false,
+    in_gc: false,
+    needs: &[Grant::Tables],
+};
+
+/// `route.add-rule`.
+pub(super) const ADD_RULE: Entry = Entry {
+    call: "route.add-rule",
+    authority:
+        "add a policy routing rule sending matching traffic (source, destination prefix) to a table",
+    policy: "`routes`; container namespace only (the host's rules are the node's)",
+    undo: "delete the rule as the kernel made it",
+    mutates: true,
+    in_gc: false,
+    needs: &[Grant::Right(Ns::Call, Right::Routes)],
+};
+
+/// `route.delete-rule`.
+pub(super) const DELETE_RULE: Entry = Entry {
+    call: "route.delete-rule",
+    authority: "delete a policy routing rule",
+    policy: "`routes`; container namespace only",
+    undo: "add it back",
+    mutates: true,
+    in_gc: false,
+    needs: &[Grant::Right(Ns::Call, Right::Routes)],
+};
+
+/// `route.delete`.
+pub(super) const DELETE: Entry = Entry {
+    call: "route.delete",
+    authority: "delete a route",
+    policy: "`routes`; host: only wasmcni's routes",
+    undo: "add it back (beside other routes with the same key)",
+    mutates: true,
+    in_gc: false,
+    needs: &[Grant::Right(Ns::Call, Right::Routes)],
+};
 
 #[cfg(test)]
 mod tests {

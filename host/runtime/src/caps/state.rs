@@ -1,6 +1,7 @@
 //! `wasmcni:plugin/attachment-state`: the plugin's own record for the
 //! attachment it acts for ([`crate::plugin_state`]).
 
+use super::row::*;
 use std::collections::BTreeMap;
 
 use serde_json::json;
@@ -175,7 +176,7 @@ fn check_key(key: &str) -> Result<(), CapError> {
 
 impl Host for StoreData {
     fn get(&mut self, key: String) -> Result<Option<String>, CapError> {
-        self.cap("attachment-state.get", json!({"key": arg_str(&key)}), |c| {
+        self.cap(&GET, json!({"key": arg_str(&key)}), |c| {
             check_key(&key)?;
             let record = c.state_record()?;
             Ok(c.state_load(&record)?.remove(&key))
@@ -183,7 +184,7 @@ impl Host for StoreData {
     }
 
     fn keys(&mut self) -> Result<Vec<String>, CapError> {
-        self.cap("attachment-state.keys", json!({}), |c| {
+        self.cap(&KEYS, json!({}), |c| {
             let record = c.state_record()?;
             Ok(c.state_load(&record)?.into_keys().collect())
         })
@@ -191,7 +192,7 @@ impl Host for StoreData {
 
     fn set(&mut self, key: String, value: String) -> Result<(), CapError> {
         self.cap(
-            "attachment-state.set",
+            &SET,
             json!({"key": arg_str(&key), "bytes": value.len()}),
             |c| {
                 check_key(&key)?;
@@ -215,16 +216,63 @@ impl Host for StoreData {
     }
 
     fn remove(&mut self, key: String) -> Result<(), CapError> {
-        self.cap(
-            "attachment-state.remove",
-            json!({"key": arg_str(&key)}),
-            |c| {
-                check_key(&key)?;
-                c.state_change(|values| {
-                    values.remove(&key);
-                    Ok(())
-                })
-            },
-        )
+        self.cap(&REMOVE, json!({"key": arg_str(&key)}), |c| {
+            check_key(&key)?;
+            c.state_change(|values| {
+                values.remove(&key);
+                Ok(())
+            })
+        })
     }
 }
+
+// The rows of the capability catalog (`catalog`) for this interface,
+// in WIT order: what each host function may do, the grant it needs,
+// its undo.
+
+/// This interface's rows of the capability catalog, in WIT order.
+pub(super) const ROWS: &[&Entry] = &[&GET, &KEYS, &SET, &REMOVE];
+
+/// `attachment-state.get`.
+pub(super) const GET: Entry = Entry {
+    call: "attachment-state.get",
+    authority: "read a value of this plugin's own record for this attachment",
+    policy: "`attachment-state: true`",
+    undo: "none (no side effect)",
+    mutates: false,
+    in_gc: false,
+    needs: ATTACHMENT_STATE,
+};
+
+/// `attachment-state.keys`.
+pub(super) const KEYS: Entry = Entry {
+    call: "attachment-state.keys",
+    authority: "list the keys of this plugin's own record for this attachment",
+    policy: "`attachment-state: true`",
+    undo: "none (no side effect)",
+    mutates: false,
+    in_gc: false,
+    needs: ATTACHMENT_STATE,
+};
+
+/// `attachment-state.set`.
+pub(super) const SET: Entry = Entry {
+    call: "attachment-state.set",
+    authority: "set a value in this plugin's own record for this attachment (at most 32 keys of 64 bytes, values of 4096 bytes; written atomically under the state root)",
+    policy: "`attachment-state: true`; the record is keyed by the runtime's network, container ID and ifname and the plugin's name, never by an argument",
+    undo: "put the record's old values back; the host removes the record after a successful DEL and in GC",
+    mutates: true,
+    in_gc: false,
+    needs: ATTACHMENT_STATE,
+};
+
+/// `attachment-state.remove`.
+pub(super) const REMOVE: Entry = Entry {
+    call: "attachment-state.remove",
+    authority: "remove a key from this plugin's own record for this attachment",
+    policy: "`attachment-state: true`",
+    undo: "put the record's old values back",
+    mutates: true,
+    in_gc: false,
+    needs: ATTACHMENT_STATE,
+};

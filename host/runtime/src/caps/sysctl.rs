@@ -1,5 +1,6 @@
 //! `wasmcni:plugin/sysctl`.
 
+use super::row::*;
 use serde_json::json;
 use wasmtime::component::Resource;
 
@@ -205,7 +206,7 @@ impl Host for StoreData {
     fn get(&mut self, ns: Resource<NsHandle>, key: String) -> Result<String, CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(
-            "sysctl.get",
+            &GET,
             json!({"ns": ns_arg(kind), "key": arg_str(&key)}),
             |c| {
                 c.sysctl_target(kind, &key)?;
@@ -217,7 +218,7 @@ impl Host for StoreData {
     fn set(&mut self, ns: Resource<NsHandle>, key: String, value: String) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = json!({"ns": ns_arg(kind), "key": arg_str(&key), "value": arg_str(&value)});
-        self.cap("sysctl.set", args, |c| {
+        self.cap(&SET, args, |c| {
             let shared = c.sysctl_target(kind, &key)?;
             bounded("sysctl value", &value, MAX_VALUE)?;
             if value.contains(['\n', '\0']) {
@@ -245,6 +246,35 @@ impl Host for StoreData {
         })
     }
 }
+
+// The rows of the capability catalog (`catalog`) for this interface,
+// in WIT order: what each host function may do, the grant it needs,
+// its undo.
+
+/// This interface's rows of the capability catalog, in WIT order.
+pub(super) const ROWS: &[&Entry] = &[&GET, &SET];
+
+/// `sysctl.get`.
+pub(super) const GET: Entry = Entry {
+    call: "sysctl.get",
+    authority: "read a net.* sysctl",
+    policy: "`sysctls` patterns; host per-link keys: link own or `links`",
+    undo: "none (no side effect)",
+    mutates: false,
+    in_gc: false,
+    needs: &[Grant::Sysctl("key", true)],
+};
+
+/// `sysctl.set`.
+pub(super) const SET: Entry = Entry {
+    call: "sysctl.set",
+    authority: "write a net.* sysctl",
+    policy: "`sysctls` patterns; host per-link keys: link own or `links`",
+    undo: "a key of a link created in this ADD: none (the link goes); of another link: its old value, and the addresses and routes it may flush; any other key (`all`, `default`, global): the namespace's whole net. tree, written back parents first; a write that changes nothing is skipped",
+    mutates: true,
+    in_gc: false,
+    needs: &[Grant::Sysctl("key", false)],
+};
 
 #[cfg(test)]
 mod tests {

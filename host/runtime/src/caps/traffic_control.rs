@@ -6,6 +6,7 @@
 //! name and container ID), creates it, and marks it in the host namespace
 //! with the attachment's alias, so only this attachment's DEL removes it.
 
+use super::row::*;
 use serde_json::json;
 use sha2::{Digest, Sha512};
 use wasmtime::component::Resource;
@@ -300,7 +301,7 @@ impl Host for StoreData {
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = json!({"ns": ns_arg(kind), "index": index, "limit": limit_arg(&limit)});
-        self.cap("traffic-control.limit-transmit", args, |c| {
+        self.cap(&LIMIT_TRANSMIT, args, |c| {
             c.limit_transmit(kind, index, &limit)
         })
     }
@@ -313,7 +314,7 @@ impl Host for StoreData {
     ) -> Result<u32, CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = json!({"ns": ns_arg(kind), "index": index, "limit": limit_arg(&limit)});
-        self.cap("traffic-control.limit-receive", args, |c| {
+        self.cap(&LIMIT_RECEIVE, args, |c| {
             c.limit_receive(kind, index, &limit)
         })
     }
@@ -321,9 +322,7 @@ impl Host for StoreData {
     fn limits(&mut self, ns: Resource<NsHandle>, index: u32) -> Result<LinkLimits, CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = json!({"ns": ns_arg(kind), "index": index});
-        self.cap("traffic-control.limits", args, |c| {
-            c.link_limits(kind, index)
-        })
+        self.cap(&LIMITS, args, |c| c.link_limits(kind, index))
     }
 
     fn remove_limits(
@@ -333,19 +332,83 @@ impl Host for StoreData {
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = json!({"ns": ns_arg(kind), "index": index});
-        self.cap("traffic-control.remove-limits", args, |c| {
-            c.remove_limits(kind, index)
-        })
+        self.cap(&REMOVE_LIMITS, args, |c| c.remove_limits(kind, index))
     }
 
     fn collect_garbage(&mut self, ns: Resource<NsHandle>) -> Result<u32, CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = json!({"ns": ns_arg(kind)});
-        self.cap("traffic-control.collect-garbage", args, |c| {
-            c.collect_ifbs(kind)
-        })
+        self.cap(&COLLECT_GARBAGE, args, |c| c.collect_ifbs(kind))
     }
 }
+
+// The rows of the capability catalog (`catalog`) for this interface,
+// in WIT order: what each host function may do, the grant it needs,
+// its undo.
+
+/// This interface's rows of the capability catalog, in WIT order.
+pub(super) const ROWS: &[&Entry] = &[
+    &LIMIT_TRANSMIT,
+    &LIMIT_RECEIVE,
+    &LIMITS,
+    &REMOVE_LIMITS,
+    &COLLECT_GARBAGE,
+];
+
+/// `traffic-control.limit-transmit`.
+pub(super) const LIMIT_TRANSMIT: Entry = Entry {
+    call: "traffic-control.limit-transmit",
+    authority: "install a `tbf` root qdisc (handle `1:`) on a link, sized as the reference bandwidth plugin sizes it",
+    policy: "`traffic-control`; host: link own or `links`; never replaces a qdisc (already-exists); the `ifb` within `max-links`",
+    undo: "delete the qdisc (nothing for a link created in this ADD)",
+    mutates: true,
+    in_gc: false,
+    needs: TRAFFIC_CONTROL,
+};
+
+/// `traffic-control.limit-receive`.
+pub(super) const LIMIT_RECEIVE: Entry = Entry {
+    call: "traffic-control.limit-receive",
+    authority: "create the attachment's `ifb` (`bwp` + hash of network and container ID, marked as the attachment's), put a `tbf` on it, add an `ingress` qdisc and a redirect filter to the link",
+    policy: "`traffic-control`; host: link own or `links`; never replaces a qdisc (already-exists)",
+    undo: "delete the `ingress` qdisc (its filter goes along) and the `ifb`",
+    mutates: true,
+    in_gc: false,
+    needs: TRAFFIC_CONTROL,
+};
+
+/// `traffic-control.limits`.
+pub(super) const LIMITS: Entry = Entry {
+    call: "traffic-control.limits",
+    authority: "read a link's qdiscs, filters and its attachment's `ifb`",
+    policy: "`read`",
+    undo: "none (no side effect)",
+    mutates: false,
+    in_gc: false,
+    needs: READ,
+};
+
+/// `traffic-control.remove-limits`.
+pub(super) const REMOVE_LIMITS: Entry = Entry {
+    call: "traffic-control.remove-limits",
+    authority: "delete a link's root `tbf` (`1:`) and `ingress` qdisc, and the attachment's `ifb`",
+    policy: "`traffic-control`; host: link own or `links`, `ifb` only this attachment's; refused during ADD",
+    undo: "none (refused during ADD)",
+    mutates: true,
+    in_gc: false,
+    needs: TRAFFIC_CONTROL,
+};
+
+/// `traffic-control.collect-garbage`.
+pub(super) const COLLECT_GARBAGE: Entry = Entry {
+    call: "traffic-control.collect-garbage",
+    authority: "delete the `ifb`s of this network's attachments that are not in `cni.dev/valid-attachments`",
+    policy: "`traffic-control`; GC only; only `ifb` links marked for this network under their attachment's `ifb` name",
+    undo: "none (GC only)",
+    mutates: true,
+    in_gc: true,
+    needs: &[Grant::Right(Ns::Call, Right::TrafficControl)],
+};
 
 #[cfg(test)]
 mod tests {
