@@ -3,10 +3,38 @@
 //! the host replays the inverses in reverse order, so both namespaces end
 //! as they were before the ADD. DEL and CHECK are not undone: DEL is
 //! best-effort and idempotent by contract.
+//!
+//! The journal orders the inverses and follows the links they name; it
+//! does not interpret them. What an inverse is, and how it is carried out,
+//! is its interface module's (`caps`): the journal sees it only through
+//! [`Journaled`].
 
-use crate::inverse::Undo;
-use crate::netlink::AddrSpec;
 use crate::netns::Kind;
+
+/// What the journal needs of an inverse: which links it names (to follow
+/// them through moves and deletions), whether it is the inverse of a
+/// link's creation, and whether it moves a link back where it came from.
+pub trait Journaled: Clone {
+    /// The link this inverse is about (namespace, index), if any: the one
+    /// place that says which entries name a link, for reading and for
+    /// remapping.
+    fn link_slot(&mut self) -> Option<(Kind, &mut u32)>;
+    /// The second link it can name: a master.
+    fn master_slot(&mut self) -> Option<(Kind, &mut u32)>;
+    /// Whether it undoes the creation of the link it names.
+    fn creates_link(&self) -> bool;
+    /// If it moves a link back: the namespace it goes back to, and its
+    /// name there.
+    fn moves_back_to(&self) -> Option<(Kind, &str)>;
+    /// The link this inverse is about, if any.
+    fn link(&self) -> Option<(Kind, u32)> {
+        self.clone().link_slot().map(|(ns, index)| (ns, *index))
+    }
+    /// The master it names, if any.
+    fn master(&self) -> Option<(Kind, u32)> {
+        self.clone().master_slot().map(|(ns, index)| (ns, *index))
+    }
+}
 
 /// A link as the journal knows it: an identity that stays with the link
 /// while it moves and its index changes, and is never given to another
@@ -15,16 +43,16 @@ pub type LinkId = u32;
 
 /// One inverse, with the identities of the links it names.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Entry {
+pub struct Entry<U> {
     /// How to take the change back.
-    pub undo: Undo,
-    /// The link it names (`Undo::link`).
+    pub undo: U,
+    /// The link it names ([`Journaled::link`]).
     pub link: Option<LinkId>,
-    /// The master it names (`Undo::master`).
+    /// The master it names ([`Journaled::master`]).
     pub master: Option<LinkId>,
 }
 
-impl Entry {
+impl<U: Journaled> Entry<U> {
     /// Link `id`, which this entry knew at (`ns`, `from`), is at `to` there
     /// now (it came back from a move under another index): make the entry
     /// say so where it names that link at that place.
@@ -46,6 +74,10 @@ impl Entry {
     }
 }
 
+/// A link moved out of a namespace, as [`Journal::moved_out_of`] gives
+/// it: where it is now, its name there, the entries that put it back.
+pub type Moved<U> = ((Kind, u32), String, Vec<Entry<U>>);
+
 /// The undo log of one invocation.
 ///
 /// Entries name links by (namespace, index), which is what the kernel acts
@@ -59,9 +91,9 @@ impl Entry {
 /// identities too, and it follows the kernel's truth: when a link is
 /// deleted, every created link that went with it (a veth's peer, the
 /// macvlans on it) leaves the set ([`Journal::retain_created`]).
-#[derive(Debug, Default)]
-pub struct Journal {
-    entries: Vec<Entry>,
+#[derive(Debug)]
+pub struct Journal<U> {
+    entries: Vec<Entry<U>>,
     /// Where each known link is now.
     places: Vec<(LinkId, Kind, u32)>,
     next_id: LinkId,
@@ -69,7 +101,18 @@ pub struct Journal {
     created: Vec<LinkId>,
 }
 
-impl Journal {
+impl<U> Default for Journal<U> {
+    fn default() -> Self {
+        Journal {
+            entries: Vec::new(),
+            places: Vec::new(),
+            next_id: 0,
+            created: Vec::new(),
+        }
+    }
+}
+
+impl<U: Journaled> Journal<U> {
     /// The identity of the link at (`ns`, `index`), if the journal knows it.
     fn id_at(&self, ns: Kind, index: u32) -> Option<LinkId> {
         self.places
@@ -97,10 +140,11 @@ impl Journal {
     }
 
     /// Records an inverse.
-    pub fn record(&mut self, undo: Undo) {
+    pub fn record(&mut self, undo: impl Into<U>) {
+        let undo = undo.into();
         let link = undo.link().map(|(ns, i)| self.identify(ns, i));
         let master = undo.master().map(|(ns, i)| self.identify(ns, i));
-        if let (Undo::DeleteLink { .. }, Some(id)) = (&undo, link) {
+        if let (true, Some(id)) = (undo.creates_link(), link) {
             self.created.push(id);
         }
         self.entries.push(Entry { undo, link, master });
@@ -162,15 +206,6 @@ impl Journal {
             .collect()
     }
 
-    /// Whether this invocation added address `spec` (it has the inverse).
-    pub fn added_address(&self, ns: Kind, spec: &AddrSpec) -> bool {
-        self.entries.iter().any(|e| {
-            matches!(&e.undo, Undo::DeleteAddress { ns: n, spec: s }
-                if *n == ns && s.index == spec.index && s.addr == spec.addr
-                    && s.prefix_len == spec.prefix_len)
-        })
-    }
-
     /// The link at `from` moved to `to` (namespace, index). A link the
     /// journal knows keeps its identity; whatever it knew at `to` before
     /// is gone (the kernel gives an index to one link at a time).
@@ -197,16 +232,16 @@ impl Journal {
     /// elsewhere now, each as (where it is now, its name in `from`, the
     /// entries that put it back: its move back and every inverse recorded
     /// about it while it was in `from`, oldest first).
-    pub fn moved_out_of(&self, from: Kind) -> Vec<((Kind, u32), String, Vec<Entry>)> {
+    pub fn moved_out_of(&self, from: Kind) -> Vec<Moved<U>> {
         let mut out = Vec::new();
         for e in &self.entries {
-            let (Undo::MoveBack { to, name, .. }, Some(id)) = (&e.undo, e.link) else {
+            let (Some((to, name)), Some(id)) = (e.undo.moves_back_to(), e.link) else {
                 continue;
             };
             let Some(now) = self.place(id).filter(|(ns, _)| *ns != from) else {
                 continue;
             };
-            if *to != from || out.iter().any(|(at, _, _)| *at == now) {
+            if to != from || out.iter().any(|(at, _, _)| *at == now) {
                 continue;
             }
             let restore = self
@@ -214,12 +249,12 @@ impl Journal {
                 .iter()
                 .filter(|x| {
                     x.link == Some(id)
-                        && (matches!(x.undo, Undo::MoveBack { .. })
+                        && (x.undo.moves_back_to().is_some()
                             || x.undo.link().is_some_and(|(ns, _)| ns == from))
                 })
                 .cloned()
                 .collect();
-            out.push((now, name.clone(), restore));
+            out.push((now, name.to_owned(), restore));
         }
         out
     }
@@ -251,18 +286,18 @@ impl Journal {
     }
 
     /// The inverses recorded, oldest first.
-    pub fn undos(&self) -> impl Iterator<Item = &Undo> {
+    pub fn undos(&self) -> impl Iterator<Item = &U> {
         self.entries.iter().map(|e| &e.undo)
     }
 
     /// Takes the entries out, newest first.
-    pub fn drain_reverse(&mut self) -> Vec<Entry> {
+    pub fn drain_reverse(&mut self) -> Vec<Entry<U>> {
         self.drain_reverse_from(0)
     }
 
     /// Takes the entries recorded after the first `mark` out, newest first
     /// (a delegate that failed: its own changes only).
-    pub fn drain_reverse_from(&mut self, mark: usize) -> Vec<Entry> {
+    pub fn drain_reverse_from(&mut self, mark: usize) -> Vec<Entry<U>> {
         let mut v = self.entries.split_off(mark.min(self.entries.len()));
         v.reverse();
         v
@@ -282,164 +317,5 @@ impl Journal {
     /// Whether there is nothing to undo.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::inverse::LinkState;
-
-    fn kinds(v: &[Entry]) -> Vec<&Undo> {
-        v.iter().map(|e| &e.undo).collect()
-    }
-
-    #[test]
-    fn replays_newest_first_and_tracks_created_links() {
-        let mut j = Journal::default();
-        j.record(Undo::DeleteLink {
-            ns: Kind::Host,
-            index: 7,
-        });
-        j.record(Undo::SetUp {
-            ns: Kind::Host,
-            index: 7,
-            up: false,
-        });
-        j.record(Undo::SetSysctl {
-            ns: Kind::Host,
-            key: "net.ipv4.ip_forward".into(),
-            value: "0".into(),
-        });
-        assert!(j.created(Kind::Host, 7));
-        assert!(!j.created(Kind::Container, 7));
-        let order = j.drain_reverse();
-        assert!(matches!(kinds(&order)[0], Undo::SetSysctl { .. }));
-        assert!(matches!(kinds(&order)[2], Undo::DeleteLink { .. }));
-        assert!(j.is_empty());
-    }
-
-    #[test]
-    fn relocating_follows_one_link_and_its_role_as_a_master() {
-        let mut j = Journal::default();
-        j.record(Undo::SetMaster {
-            ns: Kind::Host,
-            index: 4,
-            master: Some(4),
-        });
-        j.record(Undo::SetMtu {
-            ns: Kind::Container,
-            index: 4,
-            mtu: 1500,
-        });
-        let mut v = j.drain_reverse();
-        let id = v[1].link.expect("id");
-        for e in &mut v {
-            e.relocate(id, Kind::Host, 4, 9);
-        }
-        assert_eq!(
-            v[1].undo,
-            Undo::SetMaster {
-                ns: Kind::Host,
-                index: 9,
-                master: Some(9)
-            }
-        );
-        // The container's link 4 is another link: untouched.
-        assert_eq!(v[0].undo.link(), Some((Kind::Container, 4)));
-    }
-
-    #[test]
-    fn deleting_a_created_link_forgets_it() {
-        let mut j = Journal::default();
-        j.record(Undo::DeleteLink {
-            ns: Kind::Container,
-            index: 3,
-        });
-        j.record(Undo::SetMtu {
-            ns: Kind::Container,
-            index: 3,
-            mtu: 1500,
-        });
-        j.record(Undo::SetUp {
-            ns: Kind::Container,
-            index: 1,
-            up: false,
-        });
-        j.forget_link(Kind::Container, 3);
-        assert_eq!(j.len(), 1);
-    }
-
-    #[test]
-    fn moved_links_are_tracked_and_forgotten_through_moves() {
-        let mut j = Journal::default();
-        j.record(Undo::DeleteLink {
-            ns: Kind::Host,
-            index: 9,
-        });
-        j.link_moved((Kind::Host, 9), (Kind::Container, 2));
-        j.record(Undo::MoveBack {
-            ns: Kind::Container,
-            index: 2,
-            to: Kind::Host,
-            from_index: 9,
-            name: "v".into(),
-        });
-        assert!(j.created(Kind::Container, 2));
-        assert!(!j.created(Kind::Host, 9));
-        j.forget_link(Kind::Container, 2);
-        assert!(j.is_empty(), "{j:?}");
-    }
-
-    /// A created link moves away and another link moves into its old
-    /// index: deleting the first forgets nothing of the second.
-    #[test]
-    fn a_reused_index_names_another_link() {
-        let mut j = Journal::default();
-        // e: created in the container at 7, moved to the host as 8.
-        j.record(Undo::DeleteLink {
-            ns: Kind::Container,
-            index: 7,
-        });
-        j.link_moved((Kind::Container, 7), (Kind::Host, 8));
-        j.record(Undo::MoveBack {
-            ns: Kind::Host,
-            index: 8,
-            to: Kind::Container,
-            from_index: 7,
-            name: "e".into(),
-        });
-        // eth1: a node link at host 7, moved into the container, keeps 7.
-        j.record(Undo::RestoreLink {
-            ns: Kind::Host,
-            index: 7,
-            state: LinkState {
-                up: true,
-                mtu: 1500,
-                mac: vec![],
-                alias: String::new(),
-                master: None,
-                port: None,
-                vlans: None,
-                promisc: false,
-                sysctls: vec![],
-            },
-        });
-        j.link_moved((Kind::Host, 7), (Kind::Container, 7));
-        j.record(Undo::MoveBack {
-            ns: Kind::Container,
-            index: 7,
-            to: Kind::Host,
-            from_index: 7,
-            name: "eth1".into(),
-        });
-        assert!(!j.created(Kind::Container, 7), "eth1 is not created");
-        j.forget_link(Kind::Host, 8);
-        let left = j.drain_reverse();
-        assert_eq!(left.len(), 2, "{left:?}");
-        assert!(left
-            .iter()
-            .all(|e| matches!(e.undo, Undo::MoveBack { .. } | Undo::RestoreLink { .. })));
-        assert!(left.iter().all(|e| e.link == left[0].link));
     }
 }

@@ -21,7 +21,6 @@ pub mod engine;
 mod exec;
 mod fault;
 pub mod gc;
-pub mod inverse;
 pub mod ipam;
 pub mod journal;
 pub mod limits;

@@ -178,7 +178,7 @@ pub struct FirewallRules {
     /// The attachment's hash, as the rules' tags carry it.
     pub attachment: String,
     /// Which kinds.
-    pub kinds: Vec<crate::inverse::FwKind>,
+    pub kinds: Vec<FwKind>,
 }
 
 /// The largest intent log written (and read: [`MAX_RECORD`] is more):
@@ -263,7 +263,7 @@ pub struct Borrowed {
     /// The inverses that put it back, oldest first, as the journal held
     /// them: its move back and every change recorded while it was in the
     /// host namespace (its state, addresses and routes).
-    pub restore: Vec<Entry>,
+    pub restore: Vec<Entry<serde_json::Value>>,
 }
 
 /// What tells a link apart from another that later takes its index in
@@ -946,10 +946,25 @@ impl Record {
     }
 }
 
+/// The kinds of rule, as tags and the journal name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FwKind {
+    /// Port mappings.
+    PortMap,
+    /// ipMasq.
+    Masquerade,
+    /// Forward allowance.
+    Forward,
+    /// Bridge isolation.
+    Isolation,
+    /// MAC spoof check.
+    MacSpoof,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inverse::Undo;
     use crate::netns::Kind;
 
     fn attachment(network: &str, cid: &str, ifname: &str) -> Attachment {
@@ -977,13 +992,13 @@ mod tests {
                 ..LinkIdentity::default()
             },
             restore: vec![Entry {
-                undo: Undo::MoveBack {
-                    ns: Kind::Container,
-                    index: 3,
-                    to: Kind::Host,
-                    from_index: 7,
-                    name: "eth9".into(),
-                },
+                undo: serde_json::json!({"move-back": {
+                    "ns": "container",
+                    "index": 3,
+                    "to": "host",
+                    "from-index": 7,
+                    "name": "eth9",
+                }}),
                 link: Some(1),
                 master: None,
             }],

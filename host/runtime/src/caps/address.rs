@@ -1,7 +1,10 @@
 //! `wasmcni:plugin/address`.
 
+use super::ctx::Inverse;
+use super::route::RouteUndo;
 use super::row::*;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use crate::netlink::NlError;
+use std::net::IpAddr;
 
 use netlink_packet_route::address::{AddressFlags, AddressScope};
 use netlink_packet_route::AddressFamily;
@@ -10,67 +13,10 @@ use wasmtime::component::Resource;
 
 use super::bindings::wasmcni::plugin::address::{AddressInfo, AddressOptions, Host};
 use super::bindings::wasmcni::plugin::types::{ErrorCode, IpAddress, IpFamily, IpPrefix, Scope};
-use super::bindings::{CapError, NsHandle};
+use super::bindings::{ip_from_wit, ip_to_wit, prefix_from_wit, scope_value, CapError, NsHandle};
 use super::ctx::{ns_arg, Ctx, StoreData, RTPROT_WASMCNI};
-use crate::inverse::Undo;
 use crate::netlink::{address_flags, address_of, AddrFlags, AddrSpec};
 use crate::netns::Kind;
-
-/// A kernel address as its WIT value.
-pub(crate) fn ip_to_wit(ip: IpAddr) -> IpAddress {
-    match ip {
-        IpAddr::V4(a) => {
-            let o = a.octets();
-            IpAddress::Ipv4((o[0], o[1], o[2], o[3]))
-        }
-        IpAddr::V6(a) => {
-            let s = a.segments();
-            IpAddress::Ipv6((s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]))
-        }
-    }
-}
-
-/// A WIT address as the kernel's.
-pub(crate) fn ip_from_wit(ip: IpAddress) -> IpAddr {
-    match ip {
-        IpAddress::Ipv4((a, b, c, d)) => IpAddr::V4(Ipv4Addr::new(a, b, c, d)),
-        IpAddress::Ipv6((a, b, c, d, e, f, g, h)) => {
-            IpAddr::V6(Ipv6Addr::new(a, b, c, d, e, f, g, h))
-        }
-    }
-}
-
-/// A WIT prefix, checked: the length fits the family.
-pub(crate) fn prefix_from_wit(p: IpPrefix) -> Result<(IpAddr, u8), CapError> {
-    let ip = ip_from_wit(p.address);
-    let max = if ip.is_ipv4() { 32 } else { 128 };
-    if p.prefix_len > max {
-        return Err(ErrorCode::InvalidArgument.into());
-    }
-    Ok((ip, p.prefix_len))
-}
-
-/// `RT_SCOPE_*` value of a WIT scope.
-pub(crate) fn scope_value(s: Scope) -> u8 {
-    match s {
-        Scope::Universe => 0,
-        Scope::Site => 200,
-        Scope::Link => 253,
-        Scope::Host => 254,
-        Scope::Nowhere => 255,
-    }
-}
-
-/// WIT scope of an `RT_SCOPE_*` value.
-pub(crate) fn scope_from_value(v: u8) -> Scope {
-    match v {
-        0 => Scope::Universe,
-        200 => Scope::Site,
-        253 => Scope::Link,
-        254 => Scope::Host,
-        _ => Scope::Nowhere,
-    }
-}
 
 fn prefix_arg(ip: IpAddr, len: u8) -> String {
     format!("{ip}/{len}")
@@ -220,7 +166,8 @@ impl Host for StoreData {
                 },
             };
             c.netlink(kind)?.add_address(&spec)?;
-            c.journal.record(Undo::DeleteAddress { ns: kind, spec });
+            c.journal
+                .record(AddressUndo::DeleteAddress { ns: kind, spec });
             Ok(())
         })
     }
@@ -247,7 +194,7 @@ impl Host for StoreData {
                      deleted (a wasmcni invariant)"
                 )));
             }
-            if shared && !c.journal.added_address(kind, &old) {
+            if shared && !c.added_address(kind, &old) {
                 return Err(CapError::denied(format!(
                     "host address {ip}/{len} is on a bridge the network's attachments share; \
                      only an address this invocation added may be deleted there (a wasmcni \
@@ -260,7 +207,7 @@ impl Host for StoreData {
                     .delete_address(link_index, ip, len)
                     .map_err(CapError::from)
             })?;
-            c.journal.record(Undo::AddAddress {
+            c.journal.record(AddressUndo::AddAddress {
                 ns: kind,
                 spec: old,
             });
@@ -301,6 +248,254 @@ impl Host for StoreData {
             let ns = c.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
             crate::announce::gratuitous_arp(ns, link_index, &l.mac, v4)
                 .map_err(|e| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EINVAL)))
+        })
+    }
+}
+
+/// How a change to a link's addresses is taken back (`address`, and what
+/// a link change makes the kernel flush, [`Ctx::preserve_link_state`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case", rename_all_fields = "kebab-case")]
+pub enum AddressUndo {
+    /// The kernel may add addresses to a link along with a change (a
+    /// second link-local address for a new `addr_gen_mode`): after the
+    /// change is reverted and its addresses are back, delete those not in
+    /// `keep`.
+    PruneAddresses {
+        /// Where.
+        ns: Kind,
+        /// Which link.
+        index: u32,
+        /// Its addresses before the change.
+        keep: Vec<AddrSpec>,
+    },
+    /// An address was added: delete it.
+    DeleteAddress {
+        /// Where.
+        ns: Kind,
+        /// What.
+        spec: AddrSpec,
+    },
+    /// An address was deleted: add it back.
+    AddAddress {
+        /// Where.
+        ns: Kind,
+        /// What.
+        spec: AddrSpec,
+    },
+}
+
+impl Inverse for AddressUndo {
+    fn apply(&self, ctx: &mut Ctx) -> Result<(), CapError> {
+        let nl_err = |e: NlError| CapError::from(&e);
+        match self {
+            AddressUndo::DeleteAddress { ns, spec } => ctx
+                .netlink(*ns)?
+                .delete_address(spec.index, spec.addr, spec.prefix_len)
+                .map_err(nl_err),
+            AddressUndo::AddAddress { ns, spec } => {
+                ctx.netlink(*ns)?.add_address(spec).map_err(nl_err)
+            }
+            AddressUndo::PruneAddresses { ns, index, keep } => {
+                ctx.prune_addresses(*ns, *index, keep)
+            }
+        }
+    }
+
+    fn already_gone(&self, errno: i32) -> bool {
+        match self {
+            AddressUndo::DeleteAddress { .. } => {
+                errno == libc::EADDRNOTAVAIL || errno == libc::ENODEV
+            }
+            // Put back by the kernel already (a link-local address when the
+            // link came up).
+            AddressUndo::AddAddress { .. } => errno == libc::EEXIST,
+            AddressUndo::PruneAddresses { .. } => false,
+        }
+    }
+
+    fn link_slot(&mut self) -> Option<(Kind, &mut u32)> {
+        match self {
+            AddressUndo::PruneAddresses { ns, index, .. } => Some((*ns, index)),
+            AddressUndo::DeleteAddress { ns, spec } | AddressUndo::AddAddress { ns, spec } => {
+                Some((*ns, &mut spec.index))
+            }
+        }
+    }
+
+    fn record(&self) -> Option<serde_json::Value> {
+        serde_json::to_value(self).ok()
+    }
+
+    fn kept_for_other_holders(&self, ctx: &mut Ctx) -> Option<String> {
+        match self {
+            AddressUndo::PruneAddresses {
+                ns: Kind::Host,
+                index,
+                ..
+            } => ctx.shared_link_kept(*index),
+            AddressUndo::DeleteAddress {
+                ns: Kind::Host,
+                spec,
+            } => ctx.shared_link_kept(spec.index),
+            _ => None,
+        }
+    }
+}
+
+impl Ctx {
+    /// Journals what the kernel drops along with some changes to link
+    /// `index` (setting it down flushes its routes, a small MTU drops its
+    /// IPv6 addresses, deleting a primary address drops the secondaries,
+    /// moving it drops both): the unicast routes through it, then its
+    /// addresses, recorded before the change so the undo puts them back
+    /// after reverting it (addresses first, then the routes that need them),
+    /// and last removes addresses the kernel added meanwhile (a new
+    /// `addr_gen_mode` makes a second link-local address). A route through
+    /// the link that could not be put back as it was (multipath, nexthop
+    /// object, source-specific, ...) makes the change refused: what cannot
+    /// be undone is not done.
+    pub(super) fn preserve_link_state(&mut self, kind: Kind, index: u32) -> Result<(), CapError> {
+        let nl = self.netlink(kind)?;
+        let routes = nl.routes(None)?;
+        let addresses = nl.addresses(None)?;
+        if let Some(m) = routes.iter().find(|m| {
+            m.header.kind == netlink_packet_route::route::RouteType::Unicast
+                && crate::netlink::route_uses_link(m, index)
+                && crate::netlink::RouteSpec::from_message(m).is_none()
+        }) {
+            let key = crate::netlink::RouteKey::of_message(m);
+            return Err(CapError::denied_with(
+                format!(
+                    "link {index} carries a route wasmcni could not restore as it is \
+                     (multipath, nexthop object, source-specific or encapsulated), so it may \
+                     not change (a wasmcni invariant)"
+                ),
+                key.map(|k| format!("{}/{} table {}", k.dst, k.dst_len, k.table))
+                    .unwrap_or_default(),
+            ));
+        }
+        let keep: Vec<crate::netlink::AddrSpec> = addresses
+            .iter()
+            .filter_map(crate::netlink::AddrSpec::from_message)
+            .filter(|a| a.index == index)
+            .collect();
+        self.journal.record(AddressUndo::PruneAddresses {
+            ns: kind,
+            index,
+            keep: keep.clone(),
+        });
+        for spec in routes
+            .iter()
+            .filter_map(crate::netlink::RouteSpec::from_message)
+        {
+            if spec.oif == Some(index) {
+                self.journal.record(RouteUndo::AddRoute { ns: kind, spec });
+            }
+        }
+        for spec in keep {
+            self.journal
+                .record(AddressUndo::AddAddress { ns: kind, spec });
+        }
+        Ok(())
+    }
+
+    /// Refuses a change that drops link `index`'s permanent neighbour
+    /// entries (down, move): the journal does not keep them.
+    pub(super) fn check_neighbours(&mut self, kind: Kind, index: u32) -> Result<(), CapError> {
+        let n = self.netlink(kind)?.permanent_neighbours(index)?;
+        if n > 0 {
+            return Err(CapError::denied(format!(
+                "link {index} has {n} permanent neighbour entries the kernel would drop \
+                 and wasmcni could not restore (a wasmcni invariant)"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Journals every address and route of the namespace (a write of a
+    /// setting for all links, like `conf.all.disable_ipv6`, may flush them
+    /// anywhere), to be put back after the settings (each only if missing).
+    pub(super) fn preserve_namespace_state(&mut self, kind: Kind) -> Result<(), CapError> {
+        let nl = self.netlink(kind)?;
+        let routes = nl.routes(None)?;
+        let addresses = nl.addresses(None)?;
+        for spec in routes
+            .iter()
+            .filter_map(crate::netlink::RouteSpec::from_message)
+        {
+            self.journal.record(RouteUndo::AddRoute { ns: kind, spec });
+        }
+        for spec in addresses
+            .iter()
+            .filter_map(crate::netlink::AddrSpec::from_message)
+        {
+            self.journal
+                .record(AddressUndo::AddAddress { ns: kind, spec });
+        }
+        Ok(())
+    }
+
+    /// Runs the kernel change `f` to link `index` after journaling what it
+    /// may flush ([`Ctx::preserve_link_state`]); if `f` fails, nothing
+    /// changed, and what was journaled for it is dropped again.
+    pub(super) fn preserving<T>(
+        &mut self,
+        kind: Kind,
+        index: u32,
+        f: impl FnOnce(&mut Ctx) -> Result<T, CapError>,
+    ) -> Result<T, CapError> {
+        if !self.journaling_for(kind, index) {
+            return f(self);
+        }
+        let mark = self.journal.len();
+        self.preserve_link_state(kind, index)?;
+        let r = f(self);
+        if r.is_err() {
+            self.journal.truncate(mark);
+        }
+        r
+    }
+
+    /// Deletes the addresses of link `index` that are not in `keep`.
+    pub(super) fn prune_addresses(
+        &mut self,
+        kind: crate::netns::Kind,
+        index: u32,
+        keep: &[crate::netlink::AddrSpec],
+    ) -> Result<(), CapError> {
+        let nl_err = |e: crate::netlink::NlError| CapError::from(&e);
+        let nl = self.netlink(kind)?;
+        let now: Vec<crate::netlink::AddrSpec> = nl
+            .addresses(None)
+            .map_err(nl_err)?
+            .iter()
+            .filter_map(crate::netlink::AddrSpec::from_message)
+            .filter(|a| a.index == index)
+            .collect();
+        for a in now {
+            let kept = keep
+                .iter()
+                .any(|k| k.addr == a.addr && k.prefix_len == a.prefix_len);
+            if !kept {
+                match nl.delete_address(index, a.addr, a.prefix_len) {
+                    Ok(()) => {}
+                    Err(e) if e.errno() == libc::EADDRNOTAVAIL => {}
+                    Err(e) => return Err(nl_err(e)),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether this invocation added address `spec` in `ns` (the journal
+    /// has its inverse).
+    pub(super) fn added_address(&self, ns: Kind, spec: &AddrSpec) -> bool {
+        self.journal.undos().any(|u| {
+            matches!(u.as_any().downcast_ref::<AddressUndo>(),
+                Some(AddressUndo::DeleteAddress { ns: n, spec: s })
+                    if *n == ns && s.index == spec.index && s.addr == spec.addr
+                        && s.prefix_len == spec.prefix_len)
         })
     }
 }

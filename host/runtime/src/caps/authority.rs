@@ -55,8 +55,8 @@ use std::path::PathBuf;
 
 use super::bindings::CapError;
 use super::bindings::Link;
-use super::ctx::Incarnations;
 use super::ctx::{Command, Ctx};
+use super::ctx::{Incarnations, Inverse};
 use crate::ipam::{NetworkStore, Owner};
 use crate::netns::Kind;
 
@@ -225,7 +225,7 @@ impl Ctx {
     /// (`network`: its network's; else the node's): has a record or
     /// intent log (an ADD under way writes its intent before it makes
     /// anything) (S16).
-    fn other_holders(&self, network: bool) -> bool {
+    pub(super) fn other_holders(&self, network: bool) -> bool {
         let me = self.owner();
         holders_besides(&me, network)
     }
@@ -286,58 +286,20 @@ impl Ctx {
     /// setting of one, or a node-wide setting (`ip_forward`): the other
     /// attachment relies on it, and its own DEL leaves it as the
     /// reference's does.
-    pub(super) fn kept_for_other_holders(&mut self, u: &crate::inverse::Undo) -> Option<String> {
-        use crate::inverse::Undo;
+    pub(super) fn kept_for_other_holders(&mut self, u: &dyn Inverse) -> Option<String> {
         if self.command != Command::Add {
             return None;
         }
-        let shared_link = |c: &mut Ctx, index: u32| -> Option<String> {
-            let l = c.link(Kind::Host, index).ok()?;
-            (l.alias.as_deref() == Some(c.marks.1.as_str()) && c.other_holders(true))
-                .then(|| format!("{:?} is shared by the network's other attachments", l.name))
-        };
-        match u {
-            Undo::DeleteLink {
-                ns: Kind::Host,
-                index,
-            }
-            | Undo::PruneAddresses {
-                ns: Kind::Host,
-                index,
-                ..
-            } => shared_link(self, *index),
-            Undo::DeleteAddress {
-                ns: Kind::Host,
-                spec,
-            } => shared_link(self, spec.index),
-            Undo::SetSysctl {
-                ns: Kind::Host,
-                key,
-                ..
-            } => {
-                match super::sysctl::key_link(key) {
-                    // The firewall's guards keep their own count.
-                    Some(_) if key.ends_with(".route_localnet") => None,
-                    Some(name) => {
-                        let index = self
-                            .netlink(Kind::Host)
-                            .ok()?
-                            .link_by_name(&name)
-                            .ok()?
-                            .header
-                            .index;
-                        shared_link(self, index)
-                    }
-                    None => self
-                        .other_holders(false)
-                        .then(|| format!("{key} is the node's, and other attachments hold it")),
-                }
-            }
-            Undo::RestoreSysctls { ns: Kind::Host, .. } => self
-                .other_holders(false)
-                .then(|| "the node's settings are held by other attachments".to_owned()),
-            _ => None,
-        }
+        u.kept_for_other_holders(self)
+    }
+
+    /// Why an undo keeps a change to node link `index`: the network's
+    /// shared link, which its other attachments hold
+    /// ([`Ctx::kept_for_other_holders`]).
+    pub(super) fn shared_link_kept(&mut self, index: u32) -> Option<String> {
+        let l = self.link(Kind::Host, index).ok()?;
+        (l.alias.as_deref() == Some(self.marks.1.as_str()) && self.other_holders(true))
+            .then(|| format!("{:?} is shared by the network's other attachments", l.name))
     }
 
     /// The undo of the `l3mdev` rules VRF `vrf` brought to namespace

@@ -35,8 +35,10 @@ mod generated {
 /// Host bindings generated from `wit/` (documented there).
 pub use generated::*;
 
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use wasmcni::plugin::link::{LinkInfo, OperState};
 pub use wasmcni::plugin::types::ErrorCode;
+use wasmcni::plugin::types::{IpAddress, IpPrefix, Scope};
 
 /// The error type of every capability call.
 #[derive(Debug)]
@@ -295,6 +297,62 @@ impl LinkInfo {
             }
         }
         info
+    }
+}
+
+/// A kernel address as its WIT value.
+pub(crate) fn ip_to_wit(ip: IpAddr) -> IpAddress {
+    match ip {
+        IpAddr::V4(a) => {
+            let o = a.octets();
+            IpAddress::Ipv4((o[0], o[1], o[2], o[3]))
+        }
+        IpAddr::V6(a) => {
+            let s = a.segments();
+            IpAddress::Ipv6((s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]))
+        }
+    }
+}
+
+/// A WIT address as the kernel's.
+pub(crate) fn ip_from_wit(ip: IpAddress) -> IpAddr {
+    match ip {
+        IpAddress::Ipv4((a, b, c, d)) => IpAddr::V4(Ipv4Addr::new(a, b, c, d)),
+        IpAddress::Ipv6((a, b, c, d, e, f, g, h)) => {
+            IpAddr::V6(Ipv6Addr::new(a, b, c, d, e, f, g, h))
+        }
+    }
+}
+
+/// A WIT prefix, checked: the length fits the family.
+pub(crate) fn prefix_from_wit(p: IpPrefix) -> Result<(IpAddr, u8), CapError> {
+    let ip = ip_from_wit(p.address);
+    let max = if ip.is_ipv4() { 32 } else { 128 };
+    if p.prefix_len > max {
+        return Err(ErrorCode::InvalidArgument.into());
+    }
+    Ok((ip, p.prefix_len))
+}
+
+/// `RT_SCOPE_*` value of a WIT scope.
+pub(crate) fn scope_value(s: Scope) -> u8 {
+    match s {
+        Scope::Universe => 0,
+        Scope::Site => 200,
+        Scope::Link => 253,
+        Scope::Host => 254,
+        Scope::Nowhere => 255,
+    }
+}
+
+/// WIT scope of an `RT_SCOPE_*` value.
+pub(crate) fn scope_from_value(v: u8) -> Scope {
+    match v {
+        0 => Scope::Universe,
+        200 => Scope::Site,
+        253 => Scope::Link,
+        254 => Scope::Host,
+        _ => Scope::Nowhere,
     }
 }
 

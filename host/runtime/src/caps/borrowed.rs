@@ -23,8 +23,9 @@ use netlink_packet_route::link::LinkAttribute;
 use serde_json::json;
 
 use super::bindings::CapError;
-use super::ctx::Ctx;
+use super::ctx::{Ctx, Inverse};
 use crate::audit::Outcome;
+use crate::journal::{Entry, Moved};
 use crate::netns::Kind;
 use crate::record::{Borrowed, LinkIdentity, Location, Record};
 
@@ -192,7 +193,7 @@ impl Ctx {
     /// with the addresses it established as the attachment's, S13). The
     /// error says why it could not.
     pub fn keep_record(&mut self, done: bool) -> Result<(), String> {
-        let moved: Vec<((Kind, u32), String, Vec<crate::journal::Entry>)> = self
+        let moved: Vec<Moved<Box<dyn Inverse>>> = self
             .journal
             .moved_out_of(Kind::Host)
             .into_iter()
@@ -217,6 +218,19 @@ impl Ctx {
             let mut borrowed = Vec::new();
             for ((_, index), name, restore) in moved {
                 let identity = self.identity(index).map_err(|e| format!("{e:?}"))?;
+                let restore = restore
+                    .into_iter()
+                    .map(|e| {
+                        let undo = e.undo.record().ok_or_else(|| {
+                            format!("{} cannot be kept in a record", e.undo.describe())
+                        })?;
+                        Ok(Entry {
+                            undo,
+                            link: e.link,
+                            master: e.master,
+                        })
+                    })
+                    .collect::<Result<Vec<_>, String>>()?;
                 borrowed.push(Borrowed {
                     name,
                     index,
@@ -477,7 +491,23 @@ impl Ctx {
         // The host namespace is wasmcni's own: it returns the link there
         // even for a plugin that never asked for a handle to it.
         self.open_host()?;
-        let mut entries = b.restore.clone();
+        let mut entries = b
+            .restore
+            .iter()
+            .map(|e| {
+                let undo = super::undo::from_record(&e.undo).ok_or_else(|| {
+                    CapError::Incomplete(format!(
+                        "the record holds an inverse wasmcni cannot read: {}",
+                        e.undo
+                    ))
+                })?;
+                Ok(Entry {
+                    undo,
+                    link: e.link,
+                    master: e.master,
+                })
+            })
+            .collect::<Result<Vec<_>, CapError>>()?;
         entries.reverse();
         let failures = self.replay(entries, "record.restore");
         if !failures.is_empty() {

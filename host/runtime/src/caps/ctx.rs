@@ -16,13 +16,13 @@ use super::row::Entry;
 use crate::attachment::Attachment;
 use crate::audit::{Audit, Outcome};
 use crate::cni_error::CniError;
-use crate::inverse::Undo;
-use crate::journal::Journal;
+use crate::journal::{Journal, Journaled};
 use crate::limits::Limiter;
 use crate::netlink::Netlink;
 use crate::netns::{Kind, NetNs};
 use crate::plugins::Plugin;
 use crate::policy::{Grant, NsGrant};
+use crate::record::Owned;
 use crate::session::{Output, Resolved, Runtime};
 
 /// The routing protocol number (`rtm_protocol`) of routes wasmcni creates
@@ -42,7 +42,7 @@ pub struct Ctx {
     pub(super) container: Option<NetNs>,
     pub(super) host: Option<NetNs>,
     pub(super) sockets: HashMap<Kind, Netlink>,
-    pub(super) journal: Journal,
+    pub(super) journal: Journal<Box<dyn Inverse>>,
     pub(super) audit: Audit,
     pub(super) calls: u64,
     pub(super) attachment: Attachment,
@@ -320,117 +320,6 @@ impl Ctx {
         Ok(Link::from_message(msg))
     }
 
-    /// Journals what the kernel drops along with some changes to link
-    /// `index` (setting it down flushes its routes, a small MTU drops its
-    /// IPv6 addresses, deleting a primary address drops the secondaries,
-    /// moving it drops both): the unicast routes through it, then its
-    /// addresses, recorded before the change so the undo puts them back
-    /// after reverting it (addresses first, then the routes that need them),
-    /// and last removes addresses the kernel added meanwhile (a new
-    /// `addr_gen_mode` makes a second link-local address). A route through
-    /// the link that could not be put back as it was (multipath, nexthop
-    /// object, source-specific, ...) makes the change refused: what cannot
-    /// be undone is not done.
-    pub(super) fn preserve_link_state(&mut self, kind: Kind, index: u32) -> Result<(), CapError> {
-        let nl = self.netlink(kind)?;
-        let routes = nl.routes(None)?;
-        let addresses = nl.addresses(None)?;
-        if let Some(m) = routes.iter().find(|m| {
-            m.header.kind == netlink_packet_route::route::RouteType::Unicast
-                && crate::netlink::route_uses_link(m, index)
-                && crate::netlink::RouteSpec::from_message(m).is_none()
-        }) {
-            let key = crate::netlink::RouteKey::of_message(m);
-            return Err(CapError::denied_with(
-                format!(
-                    "link {index} carries a route wasmcni could not restore as it is \
-                     (multipath, nexthop object, source-specific or encapsulated), so it may \
-                     not change (a wasmcni invariant)"
-                ),
-                key.map(|k| format!("{}/{} table {}", k.dst, k.dst_len, k.table))
-                    .unwrap_or_default(),
-            ));
-        }
-        let keep: Vec<crate::netlink::AddrSpec> = addresses
-            .iter()
-            .filter_map(crate::netlink::AddrSpec::from_message)
-            .filter(|a| a.index == index)
-            .collect();
-        self.journal.record(Undo::PruneAddresses {
-            ns: kind,
-            index,
-            keep: keep.clone(),
-        });
-        for spec in routes
-            .iter()
-            .filter_map(crate::netlink::RouteSpec::from_message)
-        {
-            if spec.oif == Some(index) {
-                self.journal.record(Undo::AddRoute { ns: kind, spec });
-            }
-        }
-        for spec in keep {
-            self.journal.record(Undo::AddAddress { ns: kind, spec });
-        }
-        Ok(())
-    }
-
-    /// Refuses a change that drops link `index`'s permanent neighbour
-    /// entries (down, move): the journal does not keep them.
-    pub(super) fn check_neighbours(&mut self, kind: Kind, index: u32) -> Result<(), CapError> {
-        let n = self.netlink(kind)?.permanent_neighbours(index)?;
-        if n > 0 {
-            return Err(CapError::denied(format!(
-                "link {index} has {n} permanent neighbour entries the kernel would drop \
-                 and wasmcni could not restore (a wasmcni invariant)"
-            )));
-        }
-        Ok(())
-    }
-
-    /// Journals every address and route of the namespace (a write of a
-    /// setting for all links, like `conf.all.disable_ipv6`, may flush them
-    /// anywhere), to be put back after the settings (each only if missing).
-    pub(super) fn preserve_namespace_state(&mut self, kind: Kind) -> Result<(), CapError> {
-        let nl = self.netlink(kind)?;
-        let routes = nl.routes(None)?;
-        let addresses = nl.addresses(None)?;
-        for spec in routes
-            .iter()
-            .filter_map(crate::netlink::RouteSpec::from_message)
-        {
-            self.journal.record(Undo::AddRoute { ns: kind, spec });
-        }
-        for spec in addresses
-            .iter()
-            .filter_map(crate::netlink::AddrSpec::from_message)
-        {
-            self.journal.record(Undo::AddAddress { ns: kind, spec });
-        }
-        Ok(())
-    }
-
-    /// Runs the kernel change `f` to link `index` after journaling what it
-    /// may flush ([`Ctx::preserve_link_state`]); if `f` fails, nothing
-    /// changed, and what was journaled for it is dropped again.
-    pub(super) fn preserving<T>(
-        &mut self,
-        kind: Kind,
-        index: u32,
-        f: impl FnOnce(&mut Ctx) -> Result<T, CapError>,
-    ) -> Result<T, CapError> {
-        if !self.journaling_for(kind, index) {
-            return f(self);
-        }
-        let mark = self.journal.len();
-        self.preserve_link_state(kind, index)?;
-        let r = f(self);
-        if r.is_err() {
-            self.journal.truncate(mark);
-        }
-        r
-    }
-
     /// Whether a change to link `index` needs an inverse: only in ADD (the
     /// only command undone), and not for a link created in the same call
     /// (the undo deletes it, and all its state with it).
@@ -440,7 +329,7 @@ impl Ctx {
 
     /// Records `undo`, an inverse of a change to link `index`, if it is
     /// needed ([`Ctx::journaling_for`]).
-    pub(super) fn record_for(&mut self, kind: Kind, index: u32, undo: Undo) {
+    pub(super) fn record_for(&mut self, kind: Kind, index: u32, undo: impl Inverse) {
         if self.journaling_for(kind, index) {
             self.journal.record(undo);
         }
@@ -720,5 +609,133 @@ impl TypesHost for StoreData {
                 _ => Ok(ErrorCode::Other),
             },
         }
+    }
+}
+
+/// How one change is taken back: an inverse, recorded in the journal
+/// ([`Journal`], which orders them and follows the links they name without
+/// interpreting them) and carried out by the undo (`undo`). Each interface
+/// module defines its inverses (one enum per interface) beside the host
+/// functions that record them, and says here how each is carried out,
+/// which links it names, and what the authority model and the attachment's
+/// records make of it. Adding an undoable host call touches its interface
+/// module only.
+pub trait Inverse: std::fmt::Debug + InverseBase + Send + 'static {
+    /// Carries it out.
+    fn apply(&self, ctx: &mut Ctx) -> Result<(), CapError>;
+
+    /// Whether `errno`, from [`Inverse::apply`], means the change was
+    /// taken back already (the link is gone, the kernel put the address
+    /// back itself).
+    fn already_gone(&self, _errno: i32) -> bool {
+        false
+    }
+
+    /// The link it names (namespace, index), if any: the one place that
+    /// says which inverses name a link, for reading and for remapping.
+    fn link_slot(&mut self) -> Option<(Kind, &mut u32)> {
+        None
+    }
+
+    /// The second link it can name: a master.
+    fn master_slot(&mut self) -> Option<(Kind, &mut u32)> {
+        None
+    }
+
+    /// Whether it undoes the creation of the link it names.
+    fn creates_link(&self) -> bool {
+        false
+    }
+
+    /// If it moves a link back where it came from: that namespace, the
+    /// link's name and its index there.
+    fn moves_back(&self) -> Option<(Kind, &str, u32)> {
+        None
+    }
+
+    /// A short description, for the audit log and errors.
+    fn describe(&self) -> String {
+        format!("{self:?}")
+    }
+
+    /// Its form in an attachment record (the inverses that put back a link
+    /// the ADD took from the node), or none if it is never kept past this
+    /// process; `undo::from_record` reads it back.
+    fn record(&self) -> Option<serde_json::Value> {
+        None
+    }
+
+    /// Why a failed ADD's undo leaves this change in place: another
+    /// attachment relies on what it changed (`authority`).
+    fn kept_for_other_holders(&self, _ctx: &mut Ctx) -> Option<String> {
+        None
+    }
+
+    /// What of `attachment`'s own it leaves for the attachment's record to
+    /// stand for (a reservation, firewall rules), if any (`owned`).
+    fn owned(&self, _attachment: &Attachment) -> Option<Owned> {
+        None
+    }
+
+    /// Whether the host's record-driven DEL could not take it back
+    /// (`owned`): by default, as the link it names says.
+    fn uncovered(&self, _ctx: &mut Ctx, _owned: &Owned) -> Uncovered {
+        Uncovered::ByLink
+    }
+}
+
+/// What [`Inverse::uncovered`] says of one inverse.
+pub enum Uncovered {
+    /// As the link it names says: one the ADD made, or one of the node's
+    /// the attachment does not own.
+    ByLink,
+    /// The attachment's record stands for it.
+    No,
+    /// Only the plugin's DEL takes it back: what it is.
+    Yes(String),
+}
+
+/// What every inverse has without writing it: a copy, and a view for the
+/// few callers that look at one interface's inverses.
+pub trait InverseBase {
+    /// A copy.
+    fn clone_box(&self) -> Box<dyn Inverse>;
+    /// The inverse as [`std::any::Any`].
+    fn as_any(&self) -> &dyn std::any::Any;
+}
+
+impl<T: Inverse + Clone> InverseBase for T {
+    fn clone_box(&self) -> Box<dyn Inverse> {
+        Box::new(self.clone())
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl Clone for Box<dyn Inverse> {
+    fn clone(&self) -> Self {
+        self.clone_box()
+    }
+}
+
+impl<T: Inverse> From<T> for Box<dyn Inverse> {
+    fn from(t: T) -> Self {
+        Box::new(t)
+    }
+}
+
+impl Journaled for Box<dyn Inverse> {
+    fn link_slot(&mut self) -> Option<(Kind, &mut u32)> {
+        (**self).link_slot()
+    }
+    fn master_slot(&mut self) -> Option<(Kind, &mut u32)> {
+        (**self).master_slot()
+    }
+    fn creates_link(&self) -> bool {
+        (**self).creates_link()
+    }
+    fn moves_back_to(&self) -> Option<(Kind, &str)> {
+        (**self).moves_back().map(|(to, name, _)| (to, name))
     }
 }

@@ -10,7 +10,9 @@
 //! the policy lists it) is executed as the reference does; its ADD is
 //! undone by running its DEL.
 
+use super::ctx::{Inverse, Uncovered};
 use super::row::*;
+use crate::record::Owned;
 use std::io::{Read, Write};
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -24,7 +26,6 @@ use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::bindings::CapError;
 use super::ctx::{arg_str, Command, Ctx, CtxParams, MakeCtx, StoreData};
 use crate::cni_error::{CniError, Code};
-use crate::inverse::{NativeCall, Undo};
 use crate::plugins::{self, LookupError};
 use crate::session::{explain_denials, Output, Resolved, Runtime};
 
@@ -374,11 +375,11 @@ impl Ctx {
             if self.runs_on_runtime_word(config) {
                 self.own_addresses(result_addresses(&stdout));
             }
-            self.journal.record(Undo::NativeDel(NativeCall {
+            self.journal.record(NativeCall {
                 path,
                 env,
                 config: config.to_vec(),
-            }));
+            });
         }
         Ok(Ok(text))
     }
@@ -405,6 +406,32 @@ impl Host for StoreData {
                 e.code().unwrap_or(ErrorCode::Other),
             ))),
         }
+    }
+}
+
+/// A native delegate's invocation, kept to run its DEL when the ADD that
+/// ran it fails.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NativeCall {
+    /// The executable.
+    pub path: PathBuf,
+    /// Its environment (`CNI_*`, and `PATH`).
+    pub env: Vec<(String, String)>,
+    /// The config on its stdin.
+    pub config: Vec<u8>,
+}
+
+impl Inverse for NativeCall {
+    fn describe(&self) -> String {
+        format!("NativeDel({self:?})")
+    }
+
+    fn apply(&self, _ctx: &mut Ctx) -> Result<(), CapError> {
+        self.run_del()
+    }
+
+    fn uncovered(&self, _ctx: &mut Ctx, _owned: &Owned) -> Uncovered {
+        Uncovered::Yes(format!("a native delegate's ADD ({})", self.path.display()))
     }
 }
 

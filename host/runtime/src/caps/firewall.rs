@@ -11,7 +11,12 @@
 //! rules left) in one batch, computed against the ruleset generation it
 //! read, retried if another writer got in between.
 
+use super::ctx::Inverse;
 use super::row::*;
+use super::sysctl::SysctlUndo;
+use crate::attachment::Attachment;
+use crate::record::FwKind;
+use crate::record::{FirewallRules, Owned};
 use std::net::{IpAddr, Ipv4Addr};
 
 use netlink_packet_netfilter::nftables::{MetaKey, Operator, Verdict};
@@ -19,14 +24,13 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use wasmtime::component::Resource;
 
-use super::address::{ip_from_wit, prefix_from_wit};
 use super::bindings::wasmcni::plugin::firewall::{
     Condition, Host, MacSpoof, NameMatch, PortMapping, PrefixMatch, Protocol, RuleKind, Rules,
 };
 use super::bindings::wasmcni::plugin::types::ErrorCode;
+use super::bindings::{ip_from_wit, prefix_from_wit};
 use super::bindings::{CapError, NsHandle};
 use super::ctx::{Command, Ctx, StoreData};
-use crate::inverse::{FwKind, Undo};
 use crate::netlink::nft::{expr, BaseChain, Batch, Dumped, Family, HookPoint, NewRule, Nft};
 use crate::netns::Kind;
 
@@ -814,7 +818,7 @@ impl Ctx {
                 plan.rules[at].comment = self.fw_comment(kind, &digest, Some((&ifname, was)));
                 if !on {
                     crate::sysctl::write(ns, &key, "1")?;
-                    self.journal.record(Undo::SetSysctl {
+                    self.journal.record(SysctlUndo::SetSysctl {
                         ns: Kind::Host,
                         key,
                         value: old.trim().to_owned(),
@@ -836,7 +840,7 @@ impl Ctx {
             // A batch whose acknowledgement was lost may have been applied:
             // then it is journaled like one that succeeded.
             if self.fw_installed_any(kind, &plan, &att) {
-                self.journal.record(Undo::FirewallRemove {
+                self.journal.record(FirewallUndo::FirewallRemove {
                     attachment: att,
                     kinds: vec![kind],
                 });
@@ -846,7 +850,7 @@ impl Ctx {
             self.undo_from(mark);
             return Err(e);
         }
-        self.journal.record(Undo::FirewallRemove {
+        self.journal.record(FirewallUndo::FirewallRemove {
             attachment: att,
             kinds: vec![kind],
         });
@@ -1404,6 +1408,45 @@ impl Host for StoreData {
         let kind = self.ns_kind(&ns)?;
         let args = json!({"ns": super::ctx::ns_arg(kind), "kinds": kinds_arg(&kinds)});
         self.cap(&COLLECT_GARBAGE, args, |c| c.fw_collect(kind, &kinds))
+    }
+}
+
+/// How firewall rules are taken back (`firewall`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case", rename_all_fields = "kebab-case")]
+pub enum FirewallUndo {
+    /// Firewall rules were installed for an attachment: remove its rules
+    /// of these kinds, found by their tag (no handle is kept, so the entry
+    /// stays valid in another process), with the attachment's chains, and
+    /// the tables once no attachment has rules left.
+    FirewallRemove {
+        /// The attachment's hash, as its rules' tags carry it.
+        attachment: String,
+        /// Which kinds.
+        kinds: Vec<FwKind>,
+    },
+}
+
+impl Inverse for FirewallUndo {
+    fn apply(&self, ctx: &mut Ctx) -> Result<(), CapError> {
+        let FirewallUndo::FirewallRemove { attachment, kinds } = self;
+        ctx.firewall_remove_where(|t| t.att == *attachment && kinds.contains(&t.kind))
+            .map(|_| ())
+    }
+
+    fn record(&self) -> Option<serde_json::Value> {
+        serde_json::to_value(self).ok()
+    }
+
+    fn owned(&self, _attachment: &Attachment) -> Option<Owned> {
+        let FirewallUndo::FirewallRemove { attachment, kinds } = self;
+        Some(Owned {
+            firewall: vec![FirewallRules {
+                attachment: attachment.clone(),
+                kinds: kinds.clone(),
+            }],
+            ..Owned::default()
+        })
     }
 }
 

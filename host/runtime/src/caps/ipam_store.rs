@@ -2,19 +2,22 @@
 //! the reference host-local layout ([`crate::ipam`]), with its calls,
 //! their inverses ([`IpamUndo`]) and checks in one place.
 
+use super::ctx::{Inverse, Uncovered};
 use super::row::*;
+use crate::attachment::Attachment;
+use crate::record::{Owned, Reservation as RecordReservation};
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 use wasmtime::component::Resource;
 
-use super::address::{ip_from_wit, ip_to_wit};
 use super::bindings::wasmcni::plugin::ipam_store::{Host, HostStore, Owner, Reservation};
 use super::bindings::wasmcni::plugin::types::{ErrorCode, IpAddress};
+use super::bindings::{ip_from_wit, ip_to_wit};
 use super::bindings::{CapError, StoreHandle};
 use super::ctx::{arg_str, Ctx, StoreData};
-use crate::inverse::{IpamUndo, Undo};
 use crate::ipam::{self, NetworkStore, StoreError};
 
 impl IpamUndo {
@@ -191,13 +194,13 @@ impl HostStore for StoreData {
             if !store.reserve(ip, &owner, &range_id).map_err(io_err)? {
                 return Ok(false);
             }
-            c.journal.record(Undo::Ipam(IpamUndo::Unreserve {
+            c.journal.record(IpamUndo::Unreserve {
                 dir: store.path().to_path_buf(),
                 address: ip,
                 owner,
                 range_id,
                 last,
-            }));
+            });
             Ok(true)
         })
     }
@@ -278,11 +281,11 @@ impl HostStore for StoreData {
                 return Ok(());
             }
             store.release(ip).map_err(io_err)?;
-            c.journal.record(Undo::Ipam(IpamUndo::Rereserve {
+            c.journal.record(IpamUndo::Rereserve {
                 dir: store.path().to_path_buf(),
                 address: ip,
                 owner: holder,
-            }));
+            });
             Ok(())
         })
     }
@@ -298,11 +301,11 @@ impl HostStore for StoreData {
             for (ip, holder) in store.list().map_err(io_err)? {
                 if me.holds(&holder) && !c.keeps_for_live_incarnation(&holder, ip) {
                     store.release(ip).map_err(io_err)?;
-                    c.journal.record(Undo::Ipam(IpamUndo::Rereserve {
+                    c.journal.record(IpamUndo::Rereserve {
                         dir: store.path().to_path_buf(),
                         address: ip,
                         owner: holder,
-                    }));
+                    });
                 }
             }
             Ok(())
@@ -313,6 +316,82 @@ impl HostStore for StoreData {
         // Dropping the handle closes the lock file, which releases the lock.
         self.table.delete(h)?;
         Ok(())
+    }
+}
+
+/// How the journal takes an IPAM change back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IpamUndo {
+    /// An address was reserved: release it (if its holder is still the
+    /// one that reserved it) and put the range's last-reserved address
+    /// back.
+    Unreserve {
+        /// The network's state directory.
+        dir: PathBuf,
+        /// The address.
+        address: IpAddr,
+        /// Who reserved it.
+        owner: crate::ipam::Owner,
+        /// The range set.
+        range_id: String,
+        /// Its last-reserved address before.
+        last: Option<IpAddr>,
+    },
+    /// An address was released: reserve it again for its holder.
+    Rereserve {
+        /// The network's state directory.
+        dir: PathBuf,
+        /// The address.
+        address: IpAddr,
+        /// Its holder.
+        owner: crate::ipam::Owner,
+    },
+}
+
+impl Inverse for IpamUndo {
+    fn describe(&self) -> String {
+        format!("Ipam({self:?})")
+    }
+
+    fn apply(&self, _ctx: &mut Ctx) -> Result<(), CapError> {
+        IpamUndo::apply(self)
+    }
+
+    fn owned(&self, attachment: &Attachment) -> Option<Owned> {
+        match self {
+            IpamUndo::Unreserve {
+                dir,
+                address,
+                owner,
+                ..
+            } if owner.container_id == attachment.container_id
+                && owner.ifname == attachment.ifname =>
+            {
+                Some(Owned {
+                    reservations: vec![RecordReservation {
+                        dir: dir.clone(),
+                        address: *address,
+                    }],
+                    ..Owned::default()
+                })
+            }
+            _ => None,
+        }
+    }
+
+    fn uncovered(&self, ctx: &mut Ctx, _owned: &Owned) -> Uncovered {
+        match self {
+            IpamUndo::Rereserve { address, .. } => {
+                Uncovered::Yes(format!("a release of {address}"))
+            }
+            IpamUndo::Unreserve { owner, address, .. }
+                if owner.container_id != ctx.attachment.container_id
+                    || owner.ifname != ctx.attachment.ifname =>
+            {
+                Uncovered::Yes(format!("a reservation of {address} for another holder"))
+            }
+            IpamUndo::Unreserve { .. } => Uncovered::ByLink,
+        }
     }
 }
 

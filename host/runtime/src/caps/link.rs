@@ -1,5 +1,7 @@
 //! `wasmcni:plugin/link`.
 
+use super::ctx::Inverse;
+use super::route::RouteUndo;
 use super::row::*;
 use std::os::fd::{AsFd, OwnedFd};
 
@@ -17,7 +19,6 @@ use super::bindings::wasmcni::plugin::link::{
 use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::bindings::{CapError, Link, NsHandle};
 use super::ctx::{arg_str, bounded, ns_arg, Ctx, StoreData, MAX_ALIAS};
-use crate::inverse::{LinkState, Undo};
 use crate::netlink::{LinkOpts, Netlink, NlError, SubKind};
 use crate::netns::Kind;
 use crate::policy::{LinkKind, DEFAULT_HOST_NAMES};
@@ -132,7 +133,8 @@ impl Ctx {
         let msg = self.netlink(kind)?.link_by_name(name)?;
         let index = msg.header.index;
         let link_kind = Link::from_message(msg).kind;
-        self.journal.record(Undo::DeleteLink { ns: kind, index });
+        self.journal
+            .record(LinkUndo::DeleteLink { ns: kind, index });
         // Deleted again at once on a failure below (its peer goes with it).
         let undo_now = |c: &mut Ctx, peer: Option<(Kind, &str, u32)>, e: CapError| {
             if let Ok(nl) = c.netlink(kind) {
@@ -180,7 +182,7 @@ impl Ctx {
         kind: Kind,
         index: u32,
         set: impl FnOnce(&mut Netlink) -> Result<(), NlError>,
-        undo: impl FnOnce(Link) -> Undo,
+        undo: impl FnOnce(Link) -> LinkUndo,
     ) -> Result<(), CapError> {
         self.change_link_as(kind, index, false, set, undo)
     }
@@ -193,7 +195,7 @@ impl Ctx {
         index: u32,
         shared_ok: bool,
         set: impl FnOnce(&mut Netlink) -> Result<(), NlError>,
-        undo: impl FnOnce(Link) -> Undo,
+        undo: impl FnOnce(Link) -> LinkUndo,
     ) -> Result<(), CapError> {
         let l = self.modifiable_or_shared(kind, index, shared_ok)?;
         set(self.netlink(kind)?)?;
@@ -716,7 +718,7 @@ impl Host for StoreData {
             // Per family: only the rules this VRF brought are its undo's.
             let (v4, v6) = (has.0 && !had.0, has.1 && !had.1);
             if (v4 || v6) && c.command == super::ctx::Command::Add {
-                c.journal.record(Undo::DeleteL3mdevRules {
+                c.journal.record(RouteUndo::DeleteL3mdevRules {
                     ns: kind,
                     vrf: index,
                     v4,
@@ -920,7 +922,7 @@ impl Host for StoreData {
             }
             c.preserving(kind, index, |c| {
                 if let Some(state) = state {
-                    c.journal.record(Undo::RestoreLink {
+                    c.journal.record(LinkUndo::RestoreLink {
                         ns: kind,
                         index,
                         state,
@@ -933,7 +935,7 @@ impl Host for StoreData {
             let now = c.index_of(target_kind, new_name.as_deref().unwrap_or(&l.name))?;
             // The link keeps its identity in the journal at its new place.
             c.journal.link_moved((kind, index), (target_kind, now));
-            c.journal.record(Undo::MoveBack {
+            c.journal.record(LinkUndo::MoveBack {
                 ns: target_kind,
                 index: now,
                 to: kind,
@@ -941,7 +943,7 @@ impl Host for StoreData {
                 name: l.name.clone(),
             });
             if target_kind == Kind::Host {
-                c.journal.record(Undo::SetAlias {
+                c.journal.record(LinkUndo::SetAlias {
                     ns: target_kind,
                     index: now,
                     alias: l.alias.clone().unwrap_or_default(),
@@ -1005,7 +1007,7 @@ impl Host for StoreData {
                 c.record_for(
                     kind,
                     index,
-                    Undo::SetUp {
+                    LinkUndo::SetUp {
                         ns: kind,
                         index,
                         up: l.up,
@@ -1030,7 +1032,7 @@ impl Host for StoreData {
                 c.record_for(
                     kind,
                     index,
-                    Undo::SetMtu {
+                    LinkUndo::SetMtu {
                         ns: kind,
                         index,
                         mtu: l.mtu,
@@ -1071,7 +1073,7 @@ impl Host for StoreData {
                     index,
                     true,
                     |nl| nl.set_mac(index, &mac),
-                    |l| Undo::SetMac {
+                    |l| LinkUndo::SetMac {
                         ns: kind,
                         index,
                         mac: l.mac,
@@ -1118,7 +1120,7 @@ impl Host for StoreData {
                     // (Recorded first, so undone after the master.)
                     let mark = c.journal.len();
                     if let Some(vlans) = c.vlans_to_keep(kind, index, master)? {
-                        c.journal.record(Undo::SetPortVlans {
+                        c.journal.record(LinkUndo::SetPortVlans {
                             ns: kind,
                             index,
                             vlans,
@@ -1128,7 +1130,7 @@ impl Host for StoreData {
                         kind,
                         index,
                         |nl| nl.set_master(index, master),
-                        |l| Undo::SetMaster {
+                        |l| LinkUndo::SetMaster {
                             ns: kind,
                             index,
                             master: l.master,
@@ -1176,7 +1178,7 @@ impl Host for StoreData {
                     .ok_or(CapError::Code(ErrorCode::NotSupported))?;
                 nl.set_hairpin(index, on)?;
                 if journaling {
-                    c.journal.record(Undo::SetHairpin {
+                    c.journal.record(LinkUndo::SetHairpin {
                         ns: kind,
                         index,
                         on: old,
@@ -1256,7 +1258,7 @@ impl Host for StoreData {
             c.record_for(
                 kind,
                 index,
-                Undo::SetPortVlans {
+                LinkUndo::SetPortVlans {
                     ns: kind,
                     index,
                     vlans: old,
@@ -1308,7 +1310,7 @@ impl Host for StoreData {
                     index,
                     on,
                     |nl| nl.set_promisc(index, on),
-                    |l| Undo::SetPromisc {
+                    |l| LinkUndo::SetPromisc {
                         ns: kind,
                         index,
                         on: l.promiscuous,
@@ -1337,7 +1339,7 @@ impl Host for StoreData {
                     kind,
                     index,
                     |nl| nl.set_allmulti(index, on),
-                    |l| Undo::SetAllmulti {
+                    |l| LinkUndo::SetAllmulti {
                         ns: kind,
                         index,
                         on: l.allmulticast,
@@ -1362,7 +1364,7 @@ impl Host for StoreData {
                     kind,
                     index,
                     |nl| nl.set_txqlen(index, txqlen),
-                    |l| Undo::SetTxqlen {
+                    |l| LinkUndo::SetTxqlen {
                         ns: kind,
                         index,
                         txqlen: l.txqlen,
@@ -1394,7 +1396,7 @@ impl Host for StoreData {
                     kind,
                     index,
                     |nl| nl.set_name(index, &name),
-                    |l| Undo::SetName {
+                    |l| LinkUndo::SetName {
                         ns: kind,
                         index,
                         name: l.name,
@@ -1429,7 +1431,7 @@ impl Host for StoreData {
                     kind,
                     index,
                     |nl| nl.set_alias(index, &alias),
-                    |l| Undo::SetAlias {
+                    |l| LinkUndo::SetAlias {
                         ns: kind,
                         index,
                         alias: l.alias.unwrap_or_default(),
@@ -1467,6 +1469,400 @@ impl Host for StoreData {
             // must leave the created set too.
             c.refresh_created()
         })
+    }
+}
+
+/// How a change to a link is taken back (`link`). Links are named by
+/// (namespace, index); these are kept in an attachment record when the
+/// link is one the ADD took from the node ([`crate::record::Borrowed`]),
+/// in the same form as ever.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case", rename_all_fields = "kebab-case")]
+pub enum LinkUndo {
+    /// A link was created: delete it (a veth takes its peer along).
+    DeleteLink {
+        /// Where it is.
+        ns: Kind,
+        /// Its index there.
+        index: u32,
+    },
+    /// A link was set up or down: restore.
+    SetUp {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old state.
+        up: bool,
+    },
+    /// The MTU changed: restore.
+    SetMtu {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old MTU.
+        mtu: u32,
+    },
+    /// The hardware address changed: restore.
+    SetMac {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old address.
+        mac: Vec<u8>,
+    },
+    /// The master changed: restore.
+    SetMaster {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old master.
+        master: Option<u32>,
+    },
+    /// Hairpin mode changed: restore.
+    SetHairpin {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old mode.
+        on: bool,
+    },
+    /// A bridge port's VLANs changed: put the old list back.
+    SetPortVlans {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old VLANs.
+        vlans: Vec<crate::netlink::PortVlan>,
+    },
+    /// `IFF_PROMISC` changed: restore.
+    SetPromisc {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old flag.
+        on: bool,
+    },
+    /// Renamed: restore the name.
+    SetName {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old name.
+        name: String,
+    },
+    /// The alias changed: restore (empty clears).
+    SetAlias {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old alias.
+        alias: String,
+    },
+    /// Moved to another namespace: move back under the old name.
+    MoveBack {
+        /// Where it is now.
+        ns: Kind,
+        /// Its index there.
+        index: u32,
+        /// Where it came from.
+        to: Kind,
+        /// Its index there.
+        from_index: u32,
+        /// Its name there.
+        name: String,
+    },
+    /// A link was moved out of its namespace, which resets what the kernel
+    /// keeps per namespace: once it is back, restore its state as it was.
+    RestoreLink {
+        /// Where it is once back.
+        ns: Kind,
+        /// Its index there.
+        index: u32,
+        /// Its state before the move.
+        state: LinkState,
+    },
+    /// `IFF_ALLMULTI` changed: restore.
+    SetAllmulti {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old flag.
+        on: bool,
+    },
+    /// The transmit queue length changed: restore.
+    SetTxqlen {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old length.
+        txqlen: u32,
+    },
+}
+
+/// What the kernel resets when a link moves to another namespace (it is
+/// closed, leaves its master, and its per-link settings are recreated from
+/// the new namespace's defaults), recorded before the move.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct LinkState {
+    /// Administratively up.
+    pub up: bool,
+    /// MTU.
+    pub mtu: u32,
+    /// Hardware address.
+    pub mac: Vec<u8>,
+    /// `IFLA_IFALIAS` (empty: none).
+    pub alias: String,
+    /// The master (bridge) it was enslaved to.
+    pub master: Option<u32>,
+    /// Its bridge port settings (hairpin, learning, ...), if it was a port.
+    pub port: Option<crate::netlink::PortOptions>,
+    /// Its VLANs, if it was a bridge port (absent in records written
+    /// before they were kept: left as the kernel makes them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vlans: Option<Vec<crate::netlink::PortVlan>>,
+    /// `IFF_PROMISC`.
+    pub promisc: bool,
+    /// Its per-link settings (`net.*.conf.<name>.*`, `net.*.neigh.<name>.*`).
+    pub sysctls: Vec<(String, String)>,
+}
+
+impl Inverse for LinkUndo {
+    fn apply(&self, ctx: &mut Ctx) -> Result<(), CapError> {
+        let nl_err = |e: NlError| CapError::from(&e);
+        match self {
+            LinkUndo::DeleteLink { ns, index } => ctx.undo_create(*ns, *index),
+            LinkUndo::SetUp { ns, index, up } => {
+                ctx.netlink(*ns)?.set_link_up(*index, *up).map_err(nl_err)
+            }
+            LinkUndo::SetMtu { ns, index, mtu } => {
+                ctx.netlink(*ns)?.set_mtu(*index, *mtu).map_err(nl_err)
+            }
+            LinkUndo::SetMac { ns, index, mac } => {
+                ctx.netlink(*ns)?.set_mac(*index, mac).map_err(nl_err)
+            }
+            LinkUndo::SetMaster { ns, index, master } => ctx
+                .netlink(*ns)?
+                .set_master(*index, *master)
+                .map_err(nl_err),
+            LinkUndo::SetHairpin { ns, index, on } => {
+                ctx.netlink(*ns)?.set_hairpin(*index, *on).map_err(nl_err)
+            }
+            LinkUndo::SetPortVlans { ns, index, vlans } => ctx
+                .netlink(*ns)?
+                .set_port_vlans(*index, vlans)
+                .map_err(nl_err),
+            LinkUndo::SetPromisc { ns, index, on } => {
+                ctx.netlink(*ns)?.set_promisc(*index, *on).map_err(nl_err)
+            }
+            LinkUndo::SetAllmulti { ns, index, on } => {
+                ctx.netlink(*ns)?.set_allmulti(*index, *on).map_err(nl_err)
+            }
+            LinkUndo::SetTxqlen { ns, index, txqlen } => ctx
+                .netlink(*ns)?
+                .set_txqlen(*index, *txqlen)
+                .map_err(nl_err),
+            LinkUndo::SetName { ns, index, name } => {
+                ctx.netlink(*ns)?.set_name(*index, name).map_err(nl_err)
+            }
+            LinkUndo::SetAlias { ns, index, alias } => {
+                ctx.netlink(*ns)?.set_alias(*index, alias).map_err(nl_err)
+            }
+            LinkUndo::MoveBack {
+                ns,
+                index,
+                to,
+                from_index,
+                name,
+            } => {
+                let fd = ctx.ns_fd(*to)?;
+                let nl = ctx.netlink(*ns)?;
+                // Back under its old index if it is free; else wherever the
+                // kernel puts it (the replay remaps the older entries).
+                match nl.set_netns(*index, fd.as_fd(), Some(name), Some(*from_index)) {
+                    Ok(()) => Ok(()),
+                    Err(_) => nl
+                        .set_netns(*index, fd.as_fd(), Some(name), None)
+                        .map_err(nl_err),
+                }
+            }
+            LinkUndo::RestoreLink { ns, index, state } => ctx.restore_link(*ns, *index, state),
+        }
+    }
+
+    fn already_gone(&self, errno: i32) -> bool {
+        matches!(self, LinkUndo::DeleteLink { .. })
+            && (errno == libc::ENODEV || errno == libc::ENOENT)
+    }
+
+    fn link_slot(&mut self) -> Option<(Kind, &mut u32)> {
+        match self {
+            LinkUndo::DeleteLink { ns, index }
+            | LinkUndo::SetUp { ns, index, .. }
+            | LinkUndo::SetMtu { ns, index, .. }
+            | LinkUndo::SetMac { ns, index, .. }
+            | LinkUndo::SetMaster { ns, index, .. }
+            | LinkUndo::SetHairpin { ns, index, .. }
+            | LinkUndo::SetPortVlans { ns, index, .. }
+            | LinkUndo::SetPromisc { ns, index, .. }
+            | LinkUndo::SetAllmulti { ns, index, .. }
+            | LinkUndo::SetTxqlen { ns, index, .. }
+            | LinkUndo::SetName { ns, index, .. }
+            | LinkUndo::SetAlias { ns, index, .. }
+            | LinkUndo::MoveBack { ns, index, .. }
+            | LinkUndo::RestoreLink { ns, index, .. } => Some((*ns, index)),
+        }
+    }
+
+    fn master_slot(&mut self) -> Option<(Kind, &mut u32)> {
+        match self {
+            LinkUndo::SetMaster {
+                ns,
+                master: Some(m),
+                ..
+            } => Some((*ns, m)),
+            LinkUndo::RestoreLink { ns, state, .. } => state.master.as_mut().map(|m| (*ns, m)),
+            _ => None,
+        }
+    }
+
+    fn creates_link(&self) -> bool {
+        matches!(self, LinkUndo::DeleteLink { .. })
+    }
+
+    fn moves_back(&self) -> Option<(Kind, &str, u32)> {
+        match self {
+            LinkUndo::MoveBack {
+                to,
+                name,
+                from_index,
+                ..
+            } => Some((*to, name, *from_index)),
+            _ => None,
+        }
+    }
+
+    fn record(&self) -> Option<serde_json::Value> {
+        serde_json::to_value(self).ok()
+    }
+
+    fn kept_for_other_holders(&self, ctx: &mut Ctx) -> Option<String> {
+        match self {
+            LinkUndo::DeleteLink {
+                ns: Kind::Host,
+                index,
+            } => ctx.shared_link_kept(*index),
+            _ => None,
+        }
+    }
+}
+
+impl Ctx {
+    /// Puts a link that came back from another namespace into the state it
+    /// had before it left: MTU first (it resets the IPv6 MTU setting), its
+    /// per-link settings (they decide what happens when it comes up), then
+    /// address, alias, master, bridge port settings and VLANs, promiscuity, and
+    /// last the admin state (the routes restored after this need it up).
+    /// Only what differs is written; a step that fails does not stop the
+    /// others, and the error names every one that failed.
+    pub(super) fn restore_link(
+        &mut self,
+        kind: crate::netns::Kind,
+        index: u32,
+        state: &LinkState,
+    ) -> Result<(), CapError> {
+        let now = self.link(kind, index)?;
+        let mut failed: Vec<String> = Vec::new();
+        let step =
+            |failed: &mut Vec<String>, what: &str, r: Result<(), crate::netlink::NlError>| {
+                if let Err(e) = r {
+                    failed.push(format!("{what}: {e}"));
+                }
+            };
+        let nl = self.netlink(kind)?;
+        if now.mtu != state.mtu {
+            step(&mut failed, "mtu", nl.set_mtu(index, state.mtu));
+        }
+        let ns = self.ns(kind).ok_or(CapError::Kernel(libc::ENOENT))?;
+        match crate::sysctl::restore(ns, &state.sysctls) {
+            Ok(keys) if keys.is_empty() => {}
+            Ok(keys) => failed.push(format!("settings {}", keys.join(", "))),
+            Err(e) => failed.push(format!("settings: {e}")),
+        }
+        let nl = self.netlink(kind)?;
+        if now.mac != state.mac && !state.mac.is_empty() {
+            step(&mut failed, "mac", nl.set_mac(index, &state.mac));
+        }
+        if now.alias.as_deref().unwrap_or("") != state.alias {
+            step(&mut failed, "alias", nl.set_alias(index, &state.alias));
+        }
+        if now.master != state.master {
+            step(&mut failed, "master", nl.set_master(index, state.master));
+        }
+        if let Some(port) = &state.port {
+            step(&mut failed, "bridge port", nl.set_bridge_port(index, port));
+        }
+        // Joining the bridge again gave it the bridge's default VLAN only.
+        if let Some(vlans) = &state.vlans {
+            step(&mut failed, "port vlans", nl.set_port_vlans(index, vlans));
+        }
+        if now.promiscuous != state.promisc {
+            step(&mut failed, "promisc", nl.set_promisc(index, state.promisc));
+        }
+        if now.up != state.up {
+            step(&mut failed, "up", nl.set_link_up(index, state.up));
+        }
+        if failed.is_empty() {
+            Ok(())
+        } else {
+            Err(CapError::Incomplete(failed.join("; ")))
+        }
+    }
+
+    /// Deletes a link this invocation created; but a bridge created for
+    /// the network stays if another attachment's link joined it meanwhile
+    /// (checked under the network lock, which enslaving also takes).
+    pub(super) fn undo_create(
+        &mut self,
+        kind: crate::netns::Kind,
+        index: u32,
+    ) -> Result<(), CapError> {
+        let nl_err = |e: crate::netlink::NlError| CapError::from(&e);
+        let l = self.link(kind, index)?;
+        let _lock = if kind == crate::netns::Kind::Host
+            && l.alias.as_deref() == Some(self.marks.1.as_str())
+        {
+            let lock = crate::netlock::lock(&self.attachment.network);
+            let ports = self
+                .netlink(kind)?
+                .links()
+                .map_err(nl_err)?
+                .into_iter()
+                .filter(|m| super::bindings::Link::from_message(m.clone()).master == Some(index))
+                .count();
+            if ports > 0 {
+                log::info!(
+                    "kept bridge {:?}: {ports} link(s) of other attachments joined it",
+                    l.name
+                );
+                return Ok(());
+            }
+            lock
+        } else {
+            None
+        };
+        self.netlink(kind)?.delete_link(index).map_err(nl_err)
     }
 }
 

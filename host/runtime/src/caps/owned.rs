@@ -16,12 +16,12 @@
 use serde_json::json;
 
 use super::bindings::CapError;
-use super::ctx::Ctx;
+use super::ctx::{Ctx, Inverse, Uncovered};
 use crate::audit::Outcome;
-use crate::inverse::Undo;
 use crate::ipam::{NetworkStore, Owner};
+use crate::journal::Journaled;
 use crate::netns::Kind;
-use crate::record::{FirewallRules, Location, Owned, OwnedLink, Record, Reservation};
+use crate::record::{Location, Owned, OwnedLink, Record};
 
 /// The fewest links the host deletes as one kernel batch
 /// ([`Ctx::delete_links`]): fewer go one by one, as a batch costs two dumps
@@ -70,31 +70,8 @@ impl Ctx {
             }
         }
         for undo in self.journal.undos() {
-            match undo {
-                Undo::Ipam(crate::inverse::IpamUndo::Unreserve {
-                    dir,
-                    address,
-                    owner,
-                    ..
-                }) if owner.container_id == self.attachment.container_id
-                    && owner.ifname == self.attachment.ifname =>
-                {
-                    let r = Reservation {
-                        dir: dir.clone(),
-                        address: *address,
-                    };
-                    if !owned.reservations.contains(&r) {
-                        owned.reservations.push(r);
-                    }
-                }
-                Undo::FirewallRemove { attachment, kinds } => owned.merge(Owned {
-                    firewall: vec![FirewallRules {
-                        attachment: attachment.clone(),
-                        kinds: kinds.clone(),
-                    }],
-                    ..Owned::default()
-                }),
-                _ => {}
+            if let Some(o) = undo.owned(&self.attachment) {
+                owned.merge(o);
             }
         }
         owned
@@ -125,53 +102,15 @@ impl Ctx {
     /// so a failed DEL must stand ([`Ctx::finish_del`]).
     pub(super) fn uncovered(&mut self, owned: &Owned) -> Vec<String> {
         let mark = self.attachment.mark();
-        let undos: Vec<Undo> = self.journal.undos().cloned().collect();
+        let undos: Vec<Box<dyn Inverse>> = self.journal.undos().cloned().collect();
         let mut out = Vec::new();
         // One lookup per node link, however many entries name it.
         let mut foreign: std::collections::HashMap<u32, bool> = std::collections::HashMap::new();
         for u in &undos {
-            let why = match u {
-                Undo::NativeDel(c) => {
-                    Some(format!("a native delegate's ADD ({})", c.path.display()))
-                }
-                Undo::Ipam(crate::inverse::IpamUndo::Rereserve { address, .. }) => {
-                    Some(format!("a release of {address}"))
-                }
-                Undo::Ipam(crate::inverse::IpamUndo::Unreserve { owner, address, .. })
-                    if owner.container_id != self.attachment.container_id
-                        || owner.ifname != self.attachment.ifname =>
-                {
-                    Some(format!("a reservation of {address} for another holder"))
-                }
-                Undo::DeleteRule { ns: Kind::Host, .. }
-                | Undo::AddRule { ns: Kind::Host, .. }
-                | Undo::DeleteL3mdevRules { ns: Kind::Host, .. } => {
-                    Some("a policy routing rule in the node".to_owned())
-                }
-                Undo::SetSysctl {
-                    ns: Kind::Host,
-                    key,
-                    ..
-                } => {
-                    // A link's own setting goes with the link.
-                    match super::sysctl::key_link(key) {
-                        // One of the attachment's own links: goes with it.
-                        Some(name)
-                            if owned
-                                .links
-                                .iter()
-                                .any(|l| l.ns == Kind::Host && l.name == name) =>
-                        {
-                            None
-                        }
-                        Some(name) => self
-                            .node_link_is_foreign(None, Some(&name), &mark)
-                            .then(|| format!("setting {key} of node link {name}")),
-                        // Namespace-wide: shared by the network.
-                        None => None,
-                    }
-                }
-                _ => match u.link() {
+            let why = match u.uncovered(self, owned) {
+                Uncovered::Yes(why) => Some(why),
+                Uncovered::No => None,
+                Uncovered::ByLink => match u.link() {
                     // A link this ADD made carries the attachment's mark
                     // or the network's: covered, no lookup needed.
                     Some((Kind::Host, index)) if self.journal.created(Kind::Host, index) => None,
@@ -200,7 +139,12 @@ impl Ctx {
 
     /// Whether the node link at `index` (or named `name`) exists and is
     /// neither the attachment's (`mark`) nor the network's.
-    fn node_link_is_foreign(&mut self, index: Option<u32>, name: Option<&str>, mark: &str) -> bool {
+    pub(super) fn node_link_is_foreign(
+        &mut self,
+        index: Option<u32>,
+        name: Option<&str>,
+        mark: &str,
+    ) -> bool {
         let Ok(nl) = self.netlink(Kind::Host) else {
             return true;
         };

@@ -1,6 +1,9 @@
 //! `wasmcni:plugin/route`.
 
+use super::ctx::{Inverse, Uncovered};
 use super::row::*;
+use crate::netlink::NlError;
+use crate::record::Owned;
 use std::net::IpAddr;
 
 use netlink_packet_route::route::RouteMessage;
@@ -8,12 +11,11 @@ use netlink_packet_route::AddressFamily;
 use serde_json::json;
 use wasmtime::component::Resource;
 
-use super::address::{ip_from_wit, ip_to_wit, prefix_from_wit, scope_from_value, scope_value};
 use super::bindings::wasmcni::plugin::route::{Host, Route, RouteInfo, Rule};
 use super::bindings::wasmcni::plugin::types::{IpFamily, IpPrefix, Scope};
+use super::bindings::{ip_from_wit, ip_to_wit, prefix_from_wit, scope_from_value, scope_value};
 use super::bindings::{CapError, NsHandle};
 use super::ctx::{ns_arg, Command, Ctx, StoreData, RTPROT_BOOT, RTPROT_WASMCNI};
-use crate::inverse::Undo;
 use crate::netlink::{RouteAdd, RouteKey, RouteSpec, RuleSpec};
 use crate::netns::Kind;
 use crate::policy::LinkKind;
@@ -365,7 +367,7 @@ impl Host for StoreData {
                 .into_iter()
                 .find(|r| !before.contains(r) && r.src == spec.src && r.dst == spec.dst)
                 .unwrap_or(spec);
-            c.journal.record(Undo::DeleteRule {
+            c.journal.record(RouteUndo::DeleteRule {
                 ns: kind,
                 spec: made,
             });
@@ -391,7 +393,7 @@ impl Host for StoreData {
                 })
                 .ok_or(CapError::Kernel(libc::ENOENT))?;
             c.netlink(kind)?.delete_rule(&old)?;
-            c.journal.record(Undo::AddRule {
+            c.journal.record(RouteUndo::AddRule {
                 ns: kind,
                 spec: old,
             });
@@ -435,7 +437,7 @@ impl Host for StoreData {
             let spec = spec?;
             c.route_target(kind, &spec)?;
             c.netlink(kind)?.add_route(&spec, RouteAdd::Exclusive)?;
-            c.journal.record(Undo::DeleteRoute { ns: kind, spec });
+            c.journal.record(RouteUndo::DeleteRoute { ns: kind, spec });
             Ok(())
         })
     }
@@ -461,11 +463,11 @@ impl Host for StoreData {
             }
             c.netlink(kind)?.add_route(&spec, RouteAdd::Replace)?;
             c.journal.record(match old {
-                Some(old) => Undo::RestoreRoute {
+                Some(old) => RouteUndo::RestoreRoute {
                     ns: kind,
                     spec: old,
                 },
-                None => Undo::DeleteRoute { ns: kind, spec },
+                None => RouteUndo::DeleteRoute { ns: kind, spec },
             });
             Ok(())
         })
@@ -491,13 +493,143 @@ impl Host for StoreData {
                 .ok_or(CapError::Kernel(libc::ESRCH))?;
             c.replaceable(kind, &raw)?;
             c.netlink(kind)?.delete_route(&old)?;
-            c.journal.record(Undo::AddRoute {
+            c.journal.record(RouteUndo::AddRoute {
                 ns: kind,
                 spec: old,
             });
             Ok(())
         })
     }
+}
+
+/// How a change to routes and policy rules is taken back (`route`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case", rename_all_fields = "kebab-case")]
+pub enum RouteUndo {
+    /// A route was added: delete it.
+    DeleteRoute {
+        /// Where.
+        ns: Kind,
+        /// What.
+        spec: RouteSpec,
+    },
+    /// A route was deleted, or the kernel flushed it with a change to its
+    /// link: add it back beside any other route with the same key (an
+    /// IPv6 `fe80::/64` of another link must not be replaced).
+    AddRoute {
+        /// Where.
+        ns: Kind,
+        /// The route.
+        spec: RouteSpec,
+    },
+    /// A route was replaced: put the old one back (replace).
+    RestoreRoute {
+        /// Where.
+        ns: Kind,
+        /// The old route (a replacement has the same key, so putting the
+        /// old one back with `replace` removes the new one).
+        spec: RouteSpec,
+    },
+    /// A policy routing rule was added: delete it.
+    DeleteRule {
+        /// Where.
+        ns: Kind,
+        /// The rule as the kernel made it.
+        spec: crate::netlink::RuleSpec,
+    },
+    /// A policy routing rule was deleted: add it back.
+    AddRule {
+        /// Where.
+        ns: Kind,
+        /// The rule as it was.
+        spec: crate::netlink::RuleSpec,
+    },
+    /// The namespace had no `l3mdev` rules before this ADD made VRF
+    /// `vrf` (the kernel added them, or the host did): delete them, unless
+    /// another VRF of the namespace is there then (it needs them).
+    DeleteL3mdevRules {
+        /// Where.
+        ns: Kind,
+        /// The index of the VRF that brought them (0 in an intent log of
+        /// an older wasmcni: no VRF is exempt).
+        #[serde(default)]
+        vrf: u32,
+        /// Whether the IPv4 rule came with it (an older log: both did).
+        #[serde(default = "yes")]
+        v4: bool,
+        /// Whether the IPv6 rule came with it.
+        #[serde(default = "yes")]
+        v6: bool,
+    },
+}
+
+impl Inverse for RouteUndo {
+    fn apply(&self, ctx: &mut Ctx) -> Result<(), CapError> {
+        let nl_err = |e: NlError| CapError::from(&e);
+        match self {
+            RouteUndo::DeleteRoute { ns, spec } => {
+                ctx.netlink(*ns)?.delete_route(spec).map_err(nl_err)
+            }
+            RouteUndo::AddRoute { ns, spec } => ctx
+                .netlink(*ns)?
+                .add_route(spec, RouteAdd::Append)
+                .map_err(nl_err),
+            RouteUndo::RestoreRoute { ns, spec } => ctx
+                .netlink(*ns)?
+                .add_route(spec, RouteAdd::Replace)
+                .map_err(nl_err),
+            RouteUndo::DeleteRule { ns, spec } => {
+                ctx.netlink(*ns)?.delete_rule(spec).map_err(nl_err)
+            }
+            RouteUndo::AddRule { ns, spec } => ctx.netlink(*ns)?.add_rule(spec).map_err(nl_err),
+            RouteUndo::DeleteL3mdevRules { ns, vrf, v4, v6 } => {
+                ctx.delete_l3mdev_rules(*ns, *vrf, *v4, *v6)
+            }
+        }
+    }
+
+    fn already_gone(&self, errno: i32) -> bool {
+        match self {
+            RouteUndo::DeleteRoute { .. } => errno == libc::ESRCH || errno == libc::ENODEV,
+            RouteUndo::DeleteRule { .. } => errno == libc::ENOENT,
+            RouteUndo::AddRule { .. } => errno == libc::EEXIST,
+            // Put back by the kernel already (a prefix route with its
+            // address).
+            RouteUndo::AddRoute { .. } => errno == libc::EEXIST,
+            RouteUndo::RestoreRoute { .. } | RouteUndo::DeleteL3mdevRules { .. } => false,
+        }
+    }
+
+    fn link_slot(&mut self) -> Option<(Kind, &mut u32)> {
+        match self {
+            RouteUndo::DeleteRoute { ns, spec }
+            | RouteUndo::AddRoute { ns, spec }
+            | RouteUndo::RestoreRoute { ns, spec } => spec.oif.as_mut().map(|oif| (*ns, oif)),
+            RouteUndo::DeleteRule { .. }
+            | RouteUndo::AddRule { .. }
+            | RouteUndo::DeleteL3mdevRules { .. } => None,
+        }
+    }
+
+    fn record(&self) -> Option<serde_json::Value> {
+        serde_json::to_value(self).ok()
+    }
+
+    fn uncovered(&self, _ctx: &mut Ctx, _owned: &Owned) -> Uncovered {
+        match self {
+            RouteUndo::DeleteRule { ns: Kind::Host, .. }
+            | RouteUndo::AddRule { ns: Kind::Host, .. }
+            | RouteUndo::DeleteL3mdevRules { ns: Kind::Host, .. } => {
+                Uncovered::Yes("a policy routing rule in the node".to_owned())
+            }
+            _ => Uncovered::ByLink,
+        }
+    }
+}
+
+/// serde's default for a flag that older logs did not write and meant.
+fn yes() -> bool {
+    true
 }
 
 // The rows of the capability catalog (`catalog`) for this interface,

@@ -1,6 +1,7 @@
 //! `wasmcni:plugin/attachment-state`: the plugin's own record for the
 //! attachment it acts for ([`crate::plugin_state`]).
 
+use super::ctx::Inverse;
 use super::row::*;
 use std::collections::BTreeMap;
 
@@ -10,7 +11,6 @@ use super::bindings::wasmcni::plugin::attachment_state::Host;
 use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::bindings::CapError;
 use super::ctx::{arg_str, Ctx, StoreData};
-use crate::inverse::{StateUndo, Undo};
 use crate::plugin_state::{self, Key, Record, MAX_KEYS, MAX_VALUE};
 
 impl StateUndo {
@@ -72,10 +72,10 @@ impl Ctx {
             return Ok(());
         }
         if self.command == super::ctx::Command::Add {
-            self.journal.record(Undo::State(StateUndo {
+            self.journal.record(StateUndo {
                 record: record.clone(),
                 values: old,
-            }));
+            });
         }
         record.store(&new).map_err(CapError::from)
     }
@@ -223,6 +223,23 @@ impl Host for StoreData {
                 Ok(())
             })
         })
+    }
+}
+
+/// How to put a record back as it was before an ADD wrote it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateUndo {
+    pub(crate) record: crate::plugin_state::Record,
+    pub(crate) values: std::collections::BTreeMap<String, String>,
+}
+
+impl Inverse for StateUndo {
+    fn describe(&self) -> String {
+        format!("State({self:?})")
+    }
+
+    fn apply(&self, _ctx: &mut Ctx) -> Result<(), CapError> {
+        StateUndo::apply(self)
     }
 }
 

@@ -1,6 +1,8 @@
 //! `wasmcni:plugin/sysctl`.
 
+use super::ctx::{Inverse, Uncovered};
 use super::row::*;
+use crate::record::Owned;
 use serde_json::json;
 use wasmtime::component::Resource;
 
@@ -8,7 +10,6 @@ use super::bindings::wasmcni::plugin::sysctl::Host;
 use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::bindings::{CapError, NsHandle};
 use super::ctx::{arg_str, bounded, ns_arg, Ctx, StoreData};
-use crate::inverse::Undo;
 use crate::netns::Kind;
 
 /// The longest key accepted.
@@ -135,7 +136,7 @@ impl Ctx {
                 let index = self.netlink(kind)?.link_by_name(&name)?.header.index;
                 if journaling && !self.journal.created(kind, index) {
                     self.preserve_link_state(kind, index)?;
-                    self.journal.record(Undo::SetSysctl {
+                    self.journal.record(SysctlUndo::SetSysctl {
                         ns: kind,
                         key: key.to_owned(),
                         value: old,
@@ -175,7 +176,7 @@ impl Ctx {
             let after = crate::sysctl::snapshot(ns).map_err(io)?;
             let changes = crate::sysctl::changes(&before, &after);
             self.journal
-                .record(Undo::RestoreSysctls { ns: kind, changes });
+                .record(SysctlUndo::RestoreSysctls { ns: kind, changes });
         }
         Ok(())
     }
@@ -244,6 +245,147 @@ impl Host for StoreData {
             }
             c.sysctl_write(kind, &key, old, &value)
         })
+    }
+}
+
+/// How a settings write is taken back (`sysctl`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case", rename_all_fields = "kebab-case")]
+pub enum SysctlUndo {
+    /// A sysctl the kernel propagates (`conf.all.*`, `conf.default.*`,
+    /// `ip_forward`, any key that is not one link's) was written: every
+    /// setting of the namespace that write changed, before and after.
+    /// Undone by compare-and-restore: only settings still as the write left
+    /// them are written back (parents first, see
+    /// [`crate::sysctl::restore_changes`]); what someone else changed since
+    /// is kept.
+    RestoreSysctls {
+        /// Where.
+        ns: Kind,
+        /// What the write changed.
+        changes: Vec<crate::sysctl::Change>,
+    },
+    /// A sysctl was written: write the old value back.
+    SetSysctl {
+        /// Where.
+        ns: Kind,
+        /// The dotted key.
+        key: String,
+        /// The old value.
+        value: String,
+    },
+}
+
+impl Inverse for SysctlUndo {
+    fn apply(&self, ctx: &mut Ctx) -> Result<(), CapError> {
+        let io_err = |e: std::io::Error| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO));
+        match self {
+            SysctlUndo::RestoreSysctls { ns, changes } => {
+                let ns = ctx.ns(*ns).ok_or(CapError::Kernel(libc::ENOENT))?;
+                let differing = crate::sysctl::restore_changes(ns, changes).map_err(io_err)?;
+                if differing.is_empty() {
+                    Ok(())
+                } else {
+                    Err(CapError::Incomplete(format!(
+                        "settings not restored: {}",
+                        differing.join(", ")
+                    )))
+                }
+            }
+            SysctlUndo::SetSysctl { ns, key, value } => {
+                let ns = ctx.ns(*ns).ok_or(CapError::Kernel(libc::ENOENT))?;
+                crate::sysctl::write(ns, key, value).map_err(io_err)
+            }
+        }
+    }
+
+    /// A settings snapshot by its size, not its thousands of values.
+    fn describe(&self) -> String {
+        match self {
+            SysctlUndo::RestoreSysctls { ns, changes } => {
+                let keys: Vec<&str> = changes.iter().map(|c| c.key.as_str()).take(8).collect();
+                format!(
+                    "RestoreSysctls {{ ns: {ns:?}, {} settings: {}{} }}",
+                    changes.len(),
+                    keys.join(", "),
+                    if changes.len() > keys.len() {
+                        ", ..."
+                    } else {
+                        ""
+                    }
+                )
+            }
+            _ => format!("{self:?}"),
+        }
+    }
+
+    fn record(&self) -> Option<serde_json::Value> {
+        serde_json::to_value(self).ok()
+    }
+
+    fn kept_for_other_holders(&self, ctx: &mut Ctx) -> Option<String> {
+        match self {
+            SysctlUndo::SetSysctl {
+                ns: Kind::Host,
+                key,
+                ..
+            } => {
+                match key_link(key) {
+                    // The firewall's guards keep their own count.
+                    Some(_) if key.ends_with(".route_localnet") => None,
+                    Some(name) => {
+                        let index = ctx
+                            .netlink(Kind::Host)
+                            .ok()?
+                            .link_by_name(&name)
+                            .ok()?
+                            .header
+                            .index;
+                        ctx.shared_link_kept(index)
+                    }
+                    None => ctx
+                        .other_holders(false)
+                        .then(|| format!("{key} is the node's, and other attachments hold it")),
+                }
+            }
+            SysctlUndo::RestoreSysctls { ns: Kind::Host, .. } => ctx
+                .other_holders(false)
+                .then(|| "the node's settings are held by other attachments".to_owned()),
+            _ => None,
+        }
+    }
+
+    fn uncovered(&self, ctx: &mut Ctx, owned: &Owned) -> Uncovered {
+        let SysctlUndo::SetSysctl {
+            ns: Kind::Host,
+            key,
+            ..
+        } = self
+        else {
+            return Uncovered::ByLink;
+        };
+        // A link's own setting goes with the link.
+        match key_link(key) {
+            // One of the attachment's own links: goes with it.
+            Some(name)
+                if owned
+                    .links
+                    .iter()
+                    .any(|l| l.ns == Kind::Host && l.name == name) =>
+            {
+                Uncovered::No
+            }
+            Some(name) => {
+                let mark = ctx.attachment.mark();
+                if ctx.node_link_is_foreign(None, Some(&name), &mark) {
+                    Uncovered::Yes(format!("setting {key} of node link {name}"))
+                } else {
+                    Uncovered::No
+                }
+            }
+            // Namespace-wide: shared by the network.
+            None => Uncovered::No,
+        }
     }
 }
 

@@ -6,6 +6,7 @@
 //! name and container ID), creates it, and marks it in the host namespace
 //! with the attachment's alias, so only this attachment's DEL removes it.
 
+use super::ctx::Inverse;
 use super::row::*;
 use serde_json::json;
 use sha2::{Digest, Sha512};
@@ -16,7 +17,6 @@ use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::bindings::Link;
 use super::bindings::{CapError, NsHandle};
 use super::ctx::{ns_arg, Command, Ctx, StoreData};
-use crate::inverse::Undo;
 use crate::netlink::tc::{Tbf, INGRESS_HANDLE, TBF_HANDLE};
 use crate::netlink::LinkOpts;
 use crate::netns::Kind;
@@ -93,7 +93,7 @@ impl Ctx {
         self.record_for(
             kind,
             index,
-            Undo::DeleteQdisc {
+            QdiscUndo::DeleteQdisc {
                 ns: kind,
                 index,
                 ingress: false,
@@ -138,7 +138,7 @@ impl Ctx {
             self.record_for(
                 kind,
                 index,
-                Undo::DeleteQdisc {
+                QdiscUndo::DeleteQdisc {
                     ns: kind,
                     index,
                     ingress: true,
@@ -339,6 +339,56 @@ impl Host for StoreData {
         let kind = self.ns_kind(&ns)?;
         let args = json!({"ns": ns_arg(kind)});
         self.cap(&COLLECT_GARBAGE, args, |c| c.collect_ifbs(kind))
+    }
+}
+
+/// How a traffic-control change is taken back (`traffic-control`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case", rename_all_fields = "kebab-case")]
+pub enum QdiscUndo {
+    /// A qdisc was added to a link (`traffic-control`): delete it (an
+    /// `ingress` qdisc takes its filters along).
+    DeleteQdisc {
+        /// Where.
+        ns: Kind,
+        /// Which link.
+        index: u32,
+        /// The link's `ingress` qdisc (`ffff:`), or else its root `tbf` (`1:`).
+        ingress: bool,
+    },
+}
+
+impl Inverse for QdiscUndo {
+    fn apply(&self, ctx: &mut Ctx) -> Result<(), CapError> {
+        let QdiscUndo::DeleteQdisc { ns, index, ingress } = self;
+        let (parent, handle) = if *ingress {
+            (
+                netlink_packet_route::tc::TcHandle::INGRESS,
+                crate::netlink::tc::INGRESS_HANDLE,
+            )
+        } else {
+            (
+                netlink_packet_route::tc::TcHandle::ROOT,
+                crate::netlink::tc::TBF_HANDLE,
+            )
+        };
+        ctx.netlink(*ns)?
+            .delete_qdisc(*index, parent, handle)
+            .map_err(|e| CapError::from(&e))
+    }
+
+    /// The qdisc, or its link, is gone already.
+    fn already_gone(&self, errno: i32) -> bool {
+        errno == libc::ENOENT || errno == libc::ENODEV || errno == libc::EINVAL
+    }
+
+    fn link_slot(&mut self) -> Option<(Kind, &mut u32)> {
+        let QdiscUndo::DeleteQdisc { ns, index, .. } = self;
+        Some((*ns, index))
+    }
+
+    fn record(&self) -> Option<serde_json::Value> {
+        serde_json::to_value(self).ok()
     }
 }
 

@@ -1,35 +1,21 @@
-//! Replaying the journal: how each [`Undo`] is carried out.
-
-use std::os::fd::AsFd;
+//! Replaying the journal: the inverses of a failed ADD (or of a link an
+//! attachment record returns), newest first, each carried out as its
+//! interface module says ([`Inverse`]); and reading an inverse back from
+//! a record ([`from_record`]).
 
 use serde_json::json;
 
+use super::address::AddressUndo;
 use super::bindings::CapError;
-use super::ctx::Ctx;
+use super::ctx::{Ctx, Inverse};
+use super::firewall::FirewallUndo;
+use super::link::LinkUndo;
+use super::route::RouteUndo;
+use super::sysctl::SysctlUndo;
+use super::traffic_control::QdiscUndo;
 use crate::audit::Outcome;
 use crate::cni_error::{CniError, Code};
-use crate::inverse::Undo;
-use crate::netlink::RouteAdd;
 use crate::session::Output;
-
-/// Errnos that mean "already undone".
-fn already_gone(kind: &Undo, errno: i32) -> bool {
-    match kind {
-        Undo::DeleteLink { .. } => errno == libc::ENODEV || errno == libc::ENOENT,
-        Undo::DeleteAddress { .. } => errno == libc::EADDRNOTAVAIL || errno == libc::ENODEV,
-        Undo::DeleteRoute { .. } => errno == libc::ESRCH || errno == libc::ENODEV,
-        Undo::DeleteRule { .. } => errno == libc::ENOENT,
-        Undo::AddRule { .. } => errno == libc::EEXIST,
-        // The qdisc, or its link, is gone already.
-        Undo::DeleteQdisc { .. } => {
-            errno == libc::ENOENT || errno == libc::ENODEV || errno == libc::EINVAL
-        }
-        // Put back by the kernel already (a prefix route with its address,
-        // a link-local address when the link came up).
-        Undo::AddAddress { .. } | Undo::AddRoute { .. } => errno == libc::EEXIST,
-        _ => false,
-    }
-}
 
 impl Ctx {
     /// Undoes every change of this invocation, newest first, each step
@@ -86,7 +72,7 @@ impl Ctx {
     /// follow it.
     pub(super) fn replay(
         &mut self,
-        mut entries: Vec<crate::journal::Entry>,
+        mut entries: Vec<crate::journal::Entry<Box<dyn Inverse>>>,
         label: &str,
     ) -> Vec<String> {
         let mut failures = Vec::new();
@@ -100,7 +86,7 @@ impl Ctx {
         }
         for i in 0..entries.len() {
             let entry = entries[i].clone();
-            let u = &entry.undo;
+            let u = &*entry.undo;
             if let Some(why) = self.kept_for_other_holders(u) {
                 self.audit.record(
                     label,
@@ -109,27 +95,19 @@ impl Ctx {
                 );
                 continue;
             }
-            let result = match self.apply(u) {
-                Err(CapError::Kernel(e)) if already_gone(u, e) => Ok(()),
+            let result = match u.apply(self) {
+                Err(CapError::Kernel(e)) if u.already_gone(e) => Ok(()),
                 r => r,
             };
             // A link moved back keeps the index it had where it was, if
             // that is free here: the older entries about it must follow.
-            if let (
-                Ok(()),
-                Undo::MoveBack {
-                    to,
-                    from_index,
-                    name,
-                    ..
-                },
-                Some(id),
-            ) = (&result, u, entry.link)
+            if let (Ok(()), Some((to, name, from_index)), Some(id)) =
+                (&result, u.moves_back(), entry.link)
             {
-                if let Ok(now) = self.link_index(*to, name) {
-                    if now != *from_index {
+                if let Ok(now) = self.link_index(to, name) {
+                    if now != from_index {
                         for older in &mut entries[i + 1..] {
-                            older.relocate(id, *to, *from_index, now);
+                            older.relocate(id, to, from_index, now);
                         }
                     }
                 }
@@ -156,250 +134,199 @@ impl Ctx {
             .map(|m| m.header.index)
             .map_err(CapError::from)
     }
-
-    fn apply(&mut self, u: &Undo) -> Result<(), CapError> {
-        let nl_err = |e: crate::netlink::NlError| CapError::from(&e);
-        let io_err = |e: std::io::Error| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO));
-        match u {
-            Undo::DeleteLink { ns, index } => self.undo_create(*ns, *index),
-            Undo::SetUp { ns, index, up } => {
-                self.netlink(*ns)?.set_link_up(*index, *up).map_err(nl_err)
-            }
-            Undo::SetMtu { ns, index, mtu } => {
-                self.netlink(*ns)?.set_mtu(*index, *mtu).map_err(nl_err)
-            }
-            Undo::SetMac { ns, index, mac } => {
-                self.netlink(*ns)?.set_mac(*index, mac).map_err(nl_err)
-            }
-            Undo::SetMaster { ns, index, master } => self
-                .netlink(*ns)?
-                .set_master(*index, *master)
-                .map_err(nl_err),
-            Undo::SetHairpin { ns, index, on } => {
-                self.netlink(*ns)?.set_hairpin(*index, *on).map_err(nl_err)
-            }
-            Undo::SetPortVlans { ns, index, vlans } => self
-                .netlink(*ns)?
-                .set_port_vlans(*index, vlans)
-                .map_err(nl_err),
-            Undo::SetPromisc { ns, index, on } => {
-                self.netlink(*ns)?.set_promisc(*index, *on).map_err(nl_err)
-            }
-            Undo::SetAllmulti { ns, index, on } => {
-                self.netlink(*ns)?.set_allmulti(*index, *on).map_err(nl_err)
-            }
-            Undo::SetTxqlen { ns, index, txqlen } => self
-                .netlink(*ns)?
-                .set_txqlen(*index, *txqlen)
-                .map_err(nl_err),
-            Undo::SetName { ns, index, name } => {
-                self.netlink(*ns)?.set_name(*index, name).map_err(nl_err)
-            }
-            Undo::SetAlias { ns, index, alias } => {
-                self.netlink(*ns)?.set_alias(*index, alias).map_err(nl_err)
-            }
-            Undo::MoveBack {
-                ns,
-                index,
-                to,
-                from_index,
-                name,
-            } => {
-                let fd = self.ns_fd(*to)?;
-                let nl = self.netlink(*ns)?;
-                // Back under its old index if it is free; else wherever the
-                // kernel puts it (the caller remaps the older entries).
-                match nl.set_netns(*index, fd.as_fd(), Some(name), Some(*from_index)) {
-                    Ok(()) => Ok(()),
-                    Err(_) => nl
-                        .set_netns(*index, fd.as_fd(), Some(name), None)
-                        .map_err(nl_err),
-                }
-            }
-            Undo::DeleteAddress { ns, spec } => self
-                .netlink(*ns)?
-                .delete_address(spec.index, spec.addr, spec.prefix_len)
-                .map_err(nl_err),
-            Undo::AddAddress { ns, spec } => self.netlink(*ns)?.add_address(spec).map_err(nl_err),
-            Undo::DeleteRoute { ns, spec } => self.netlink(*ns)?.delete_route(spec).map_err(nl_err),
-            Undo::AddRoute { ns, spec } => self
-                .netlink(*ns)?
-                .add_route(spec, RouteAdd::Append)
-                .map_err(nl_err),
-            Undo::RestoreRoute { ns, spec } => self
-                .netlink(*ns)?
-                .add_route(spec, RouteAdd::Replace)
-                .map_err(nl_err),
-            Undo::RestoreLink { ns, index, state } => self.restore_link(*ns, *index, state),
-            Undo::PruneAddresses { ns, index, keep } => self.prune_addresses(*ns, *index, keep),
-            Undo::Ipam(u) => u.apply(),
-            Undo::State(u) => u.apply(),
-            Undo::DeleteRule { ns, spec } => self.netlink(*ns)?.delete_rule(spec).map_err(nl_err),
-            Undo::AddRule { ns, spec } => self.netlink(*ns)?.add_rule(spec).map_err(nl_err),
-            Undo::DeleteL3mdevRules { ns, vrf, v4, v6 } => {
-                self.delete_l3mdev_rules(*ns, *vrf, *v4, *v6)
-            }
-            Undo::NativeDel(call) => call.run_del(),
-            Undo::RestoreSysctls { ns, changes } => {
-                let ns = self.ns(*ns).ok_or(CapError::Kernel(libc::ENOENT))?;
-                let differing = crate::sysctl::restore_changes(ns, changes).map_err(io_err)?;
-                if differing.is_empty() {
-                    Ok(())
-                } else {
-                    Err(CapError::Incomplete(format!(
-                        "settings not restored: {}",
-                        differing.join(", ")
-                    )))
-                }
-            }
-            Undo::DeleteQdisc { ns, index, ingress } => {
-                let (parent, handle) = if *ingress {
-                    (
-                        netlink_packet_route::tc::TcHandle::INGRESS,
-                        crate::netlink::tc::INGRESS_HANDLE,
-                    )
-                } else {
-                    (
-                        netlink_packet_route::tc::TcHandle::ROOT,
-                        crate::netlink::tc::TBF_HANDLE,
-                    )
-                };
-                self.netlink(*ns)?
-                    .delete_qdisc(*index, parent, handle)
-                    .map_err(nl_err)
-            }
-            Undo::FirewallRemove { attachment, kinds } => self
-                .firewall_remove_where(|t| t.att == *attachment && kinds.contains(&t.kind))
-                .map(|_| ()),
-            Undo::SetSysctl { ns, key, value } => {
-                let ns = self.ns(*ns).ok_or(CapError::Kernel(libc::ENOENT))?;
-                crate::sysctl::write(ns, key, value).map_err(io_err)
-            }
-        }
-    }
 }
 
-impl Ctx {
-    /// Puts a link that came back from another namespace into the state it
-    /// had before it left: MTU first (it resets the IPv6 MTU setting), its
-    /// per-link settings (they decide what happens when it comes up), then
-    /// address, alias, master, bridge port settings and VLANs, promiscuity, and
-    /// last the admin state (the routes restored after this need it up).
-    /// Only what differs is written; a step that fails does not stop the
-    /// others, and the error names every one that failed.
-    fn restore_link(
-        &mut self,
-        kind: crate::netns::Kind,
-        index: u32,
-        state: &crate::inverse::LinkState,
-    ) -> Result<(), CapError> {
-        let now = self.link(kind, index)?;
-        let mut failed: Vec<String> = Vec::new();
-        let step =
-            |failed: &mut Vec<String>, what: &str, r: Result<(), crate::netlink::NlError>| {
-                if let Err(e) = r {
-                    failed.push(format!("{what}: {e}"));
-                }
-            };
-        let nl = self.netlink(kind)?;
-        if now.mtu != state.mtu {
-            step(&mut failed, "mtu", nl.set_mtu(index, state.mtu));
-        }
-        let ns = self.ns(kind).ok_or(CapError::Kernel(libc::ENOENT))?;
-        match crate::sysctl::restore(ns, &state.sysctls) {
-            Ok(keys) if keys.is_empty() => {}
-            Ok(keys) => failed.push(format!("settings {}", keys.join(", "))),
-            Err(e) => failed.push(format!("settings: {e}")),
-        }
-        let nl = self.netlink(kind)?;
-        if now.mac != state.mac && !state.mac.is_empty() {
-            step(&mut failed, "mac", nl.set_mac(index, &state.mac));
-        }
-        if now.alias.as_deref().unwrap_or("") != state.alias {
-            step(&mut failed, "alias", nl.set_alias(index, &state.alias));
-        }
-        if now.master != state.master {
-            step(&mut failed, "master", nl.set_master(index, state.master));
-        }
-        if let Some(port) = &state.port {
-            step(&mut failed, "bridge port", nl.set_bridge_port(index, port));
-        }
-        // Joining the bridge again gave it the bridge's default VLAN only.
-        if let Some(vlans) = &state.vlans {
-            step(&mut failed, "port vlans", nl.set_port_vlans(index, vlans));
-        }
-        if now.promiscuous != state.promisc {
-            step(&mut failed, "promisc", nl.set_promisc(index, state.promisc));
-        }
-        if now.up != state.up {
-            step(&mut failed, "up", nl.set_link_up(index, state.up));
-        }
-        if failed.is_empty() {
-            Ok(())
-        } else {
-            Err(CapError::Incomplete(failed.join("; ")))
-        }
+impl Ctx {}
+
+/// An inverse read back from its form in an attachment record
+/// ([`Inverse::record`]): the interfaces whose inverses a record keeps
+/// (those that name a link the ADD took from the node).
+pub(super) fn from_record(v: &serde_json::Value) -> Option<Box<dyn Inverse>> {
+    fn parse<T: Inverse + serde::de::DeserializeOwned>(
+        v: &serde_json::Value,
+    ) -> Option<Box<dyn Inverse>> {
+        T::deserialize(v)
+            .ok()
+            .map(|t| Box::new(t) as Box<dyn Inverse>)
+    }
+    parse::<LinkUndo>(v)
+        .or_else(|| parse::<AddressUndo>(v))
+        .or_else(|| parse::<RouteUndo>(v))
+        .or_else(|| parse::<SysctlUndo>(v))
+        .or_else(|| parse::<QdiscUndo>(v))
+        .or_else(|| parse::<FirewallUndo>(v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::link::LinkState;
+    use super::*;
+    use crate::journal::{Entry, Journal, Journaled};
+    use crate::netns::Kind;
+
+    type J = Journal<Box<dyn Inverse>>;
+
+    fn link_undo(u: &dyn Inverse) -> Option<&LinkUndo> {
+        u.as_any().downcast_ref::<LinkUndo>()
     }
 
-    /// Deletes the addresses of link `index` that are not in `keep`.
-    fn prune_addresses(
-        &mut self,
-        kind: crate::netns::Kind,
-        index: u32,
-        keep: &[crate::netlink::AddrSpec],
-    ) -> Result<(), CapError> {
-        let nl_err = |e: crate::netlink::NlError| CapError::from(&e);
-        let nl = self.netlink(kind)?;
-        let now: Vec<crate::netlink::AddrSpec> = nl
-            .addresses(None)
-            .map_err(nl_err)?
-            .iter()
-            .filter_map(crate::netlink::AddrSpec::from_message)
-            .filter(|a| a.index == index)
-            .collect();
-        for a in now {
-            let kept = keep
-                .iter()
-                .any(|k| k.addr == a.addr && k.prefix_len == a.prefix_len);
-            if !kept {
-                match nl.delete_address(index, a.addr, a.prefix_len) {
-                    Ok(()) => {}
-                    Err(e) if e.errno() == libc::EADDRNOTAVAIL => {}
-                    Err(e) => return Err(nl_err(e)),
-                }
-            }
-        }
-        Ok(())
+    fn kinds(v: &[Entry<Box<dyn Inverse>>]) -> Vec<&dyn Inverse> {
+        v.iter().map(|e| &*e.undo).collect()
     }
 
-    /// Deletes a link this invocation created; but a bridge created for
-    /// the network stays if another attachment's link joined it meanwhile
-    /// (checked under the network lock, which enslaving also takes).
-    fn undo_create(&mut self, kind: crate::netns::Kind, index: u32) -> Result<(), CapError> {
-        let nl_err = |e: crate::netlink::NlError| CapError::from(&e);
-        let l = self.link(kind, index)?;
-        let _lock = if kind == crate::netns::Kind::Host
-            && l.alias.as_deref() == Some(self.marks.1.as_str())
-        {
-            let lock = crate::netlock::lock(&self.attachment.network);
-            let ports = self
-                .netlink(kind)?
-                .links()
-                .map_err(nl_err)?
-                .into_iter()
-                .filter(|m| super::bindings::Link::from_message(m.clone()).master == Some(index))
-                .count();
-            if ports > 0 {
-                log::info!(
-                    "kept bridge {:?}: {ports} link(s) of other attachments joined it",
-                    l.name
-                );
-                return Ok(());
-            }
-            lock
-        } else {
-            None
-        };
-        self.netlink(kind)?.delete_link(index).map_err(nl_err)
+    #[test]
+    fn replays_newest_first_and_tracks_created_links() {
+        let mut j = J::default();
+        j.record(LinkUndo::DeleteLink {
+            ns: Kind::Host,
+            index: 7,
+        });
+        j.record(LinkUndo::SetUp {
+            ns: Kind::Host,
+            index: 7,
+            up: false,
+        });
+        j.record(SysctlUndo::SetSysctl {
+            ns: Kind::Host,
+            key: "net.ipv4.ip_forward".into(),
+            value: "0".into(),
+        });
+        assert!(j.created(Kind::Host, 7));
+        assert!(!j.created(Kind::Container, 7));
+        let order = j.drain_reverse();
+        assert!(matches!(
+            kinds(&order)[0].as_any().downcast_ref::<SysctlUndo>(),
+            Some(SysctlUndo::SetSysctl { .. })
+        ));
+        assert!(matches!(
+            link_undo(kinds(&order)[2]),
+            Some(LinkUndo::DeleteLink { .. })
+        ));
+        assert!(j.is_empty());
+    }
+
+    #[test]
+    fn relocating_follows_one_link_and_its_role_as_a_master() {
+        let mut j = J::default();
+        j.record(LinkUndo::SetMaster {
+            ns: Kind::Host,
+            index: 4,
+            master: Some(4),
+        });
+        j.record(LinkUndo::SetMtu {
+            ns: Kind::Container,
+            index: 4,
+            mtu: 1500,
+        });
+        let mut v = j.drain_reverse();
+        let id = v[1].link.expect("id");
+        for e in &mut v {
+            e.relocate(id, Kind::Host, 4, 9);
+        }
+        assert_eq!(
+            link_undo(&*v[1].undo),
+            Some(&LinkUndo::SetMaster {
+                ns: Kind::Host,
+                index: 9,
+                master: Some(9)
+            })
+        );
+        // The container's link 4 is another link: untouched.
+        assert_eq!(v[0].undo.link(), Some((Kind::Container, 4)));
+    }
+
+    #[test]
+    fn deleting_a_created_link_forgets_it() {
+        let mut j = J::default();
+        j.record(LinkUndo::DeleteLink {
+            ns: Kind::Container,
+            index: 3,
+        });
+        j.record(LinkUndo::SetMtu {
+            ns: Kind::Container,
+            index: 3,
+            mtu: 1500,
+        });
+        j.record(LinkUndo::SetUp {
+            ns: Kind::Container,
+            index: 1,
+            up: false,
+        });
+        j.forget_link(Kind::Container, 3);
+        assert_eq!(j.len(), 1);
+    }
+
+    #[test]
+    fn moved_links_are_tracked_and_forgotten_through_moves() {
+        let mut j = J::default();
+        j.record(LinkUndo::DeleteLink {
+            ns: Kind::Host,
+            index: 9,
+        });
+        j.link_moved((Kind::Host, 9), (Kind::Container, 2));
+        j.record(LinkUndo::MoveBack {
+            ns: Kind::Container,
+            index: 2,
+            to: Kind::Host,
+            from_index: 9,
+            name: "v".into(),
+        });
+        assert!(j.created(Kind::Container, 2));
+        assert!(!j.created(Kind::Host, 9));
+        j.forget_link(Kind::Container, 2);
+        assert!(j.is_empty(), "{j:?}");
+    }
+
+    /// A created link moves away and another link moves into its old
+    /// index: deleting the first forgets nothing of the second.
+    #[test]
+    fn a_reused_index_names_another_link() {
+        let mut j = J::default();
+        // e: created in the container at 7, moved to the host as 8.
+        j.record(LinkUndo::DeleteLink {
+            ns: Kind::Container,
+            index: 7,
+        });
+        j.link_moved((Kind::Container, 7), (Kind::Host, 8));
+        j.record(LinkUndo::MoveBack {
+            ns: Kind::Host,
+            index: 8,
+            to: Kind::Container,
+            from_index: 7,
+            name: "e".into(),
+        });
+        // eth1: a node link at host 7, moved into the container, keeps 7.
+        j.record(LinkUndo::RestoreLink {
+            ns: Kind::Host,
+            index: 7,
+            state: LinkState {
+                up: true,
+                mtu: 1500,
+                mac: vec![],
+                alias: String::new(),
+                master: None,
+                port: None,
+                vlans: None,
+                promisc: false,
+                sysctls: vec![],
+            },
+        });
+        j.link_moved((Kind::Host, 7), (Kind::Container, 7));
+        j.record(LinkUndo::MoveBack {
+            ns: Kind::Container,
+            index: 7,
+            to: Kind::Host,
+            from_index: 7,
+            name: "eth1".into(),
+        });
+        assert!(!j.created(Kind::Container, 7), "eth1 is not created");
+        j.forget_link(Kind::Host, 8);
+        let left = j.drain_reverse();
+        assert_eq!(left.len(), 2, "{left:?}");
+        assert!(left.iter().all(|e| matches!(
+            link_undo(&*e.undo),
+            Some(LinkUndo::MoveBack { .. } | LinkUndo::RestoreLink { .. })
+        )));
+        assert!(left.iter().all(|e| e.link == left[0].link));
     }
 }
