@@ -2,17 +2,22 @@
 """The import circles between the modules of one crate (issue 25: none
 inside a crate either; cargo rules out circles between crates).
 
-usage: host/module-cycles.py SRC_DIR [-v]      (make cycles: every host crate)
+usage: host/module-cycles.py SRC_DIR [-v] [-m]  (make cycles: every host crate)
 
 An edge A -> B is a `crate::`, `super::` or `self::` path (in a `use` or
 inline) in A's file naming module B or an item in it, or, in a mod.rs or
 lib.rs, a path through one of its child modules; a file's own
 `#[cfg(test)] mod tests` is left out. Prints each strongly connected
 component of more than one module (-v: with its edges). A parent and a
-child that use each other are a circle. Exits 0: a report, not a check,
-until the runtime has none."""
+child that use each other are a circle. Exits 0: a report, not a check.
+
+-m (make cycles-methods): also an edge A -> B where A's file calls, on a
+receiver named self, c, ctx, caps, child or parent, a method whose name is
+defined in B's file only (an approximation: the files of the capability
+layer share one context type, Ctx, whose methods are spread over them,
+and a call between them is a dependency no `use` shows)."""
 import os, re, sys
-src = sys.argv[1].rstrip('/'); verbose = '-v' in sys.argv
+src = sys.argv[1].rstrip('/'); verbose = '-v' in sys.argv; methods = '-m' in sys.argv
 mods = {}
 for dp, _, fs in os.walk(src):
     for f in fs:
@@ -107,6 +112,19 @@ for m, f in mods.items():
         for p in re.findall(r'\b([a-z_][a-z0-9_]*)::[A-Za-z_]', t):
             k = '::'.join(here + [p])
             if k in mods and k != m: edges[m].add(k)
+STD_METHODS = {'clone', 'fmt', 'eq', 'ne', 'default', 'from', 'into', 'drop', 'deref', 'hash', 'cmp', 'partial_cmp', 'next'}
+if methods:
+    bodies = {m: re.split(r'#\[cfg\(test\)\]\s*mod\s+tests\b', strip(open(f).read()))[0] for m, f in mods.items()}
+    defined = {}
+    for m, t in bodies.items():
+        for name in set(re.findall(r'\bfn ([a-z_][a-z0-9_]*)', t)):
+            defined.setdefault(name, set()).add(m)
+    for m, t in bodies.items():
+        for name in re.findall(r'\b(?:self|c|ctx|caps|child|parent)\.([a-z_][a-z0-9_]*)\(', t):
+            if name in STD_METHODS: continue
+            owners = defined.get(name, set())
+            if len(owners) == 1 and m not in owners:
+                edges[m].add(next(iter(owners)))
 # tarjan
 idx = {}; low = {}; st = []; on = set(); sccs = []; c = [0]
 sys.setrecursionlimit(10000)
