@@ -562,6 +562,16 @@ fn cases() -> Vec<Case> {
             undo_setup: false,
         },
         Case {
+            call: "link.set-port-isolated",
+            grant: w(),
+            ops: host(
+                "link.set-port-isolated",
+                json!({"link": "uplink", "on": true}),
+            ),
+            command: "ADD",
+            undo_setup: false,
+        },
+        Case {
             call: "link.set-promiscuous",
             grant: w(),
             ops: host(
@@ -1196,6 +1206,7 @@ fn s6_ops() -> Value {
         {"call": "link.move-to", "ns": "container", "link": "renamed0", "target": "host", "new-name": "cnitestmv0"},
         {"call": "link.set-master", "ns": "host", "link": "cnitestpre", "master": "cnitest0"},
         {"call": "link.set-hairpin", "ns": "host", "link": "cnitestpre", "on": true},
+        {"call": "link.set-port-isolated", "ns": "host", "link": "cnitestpre", "on": true},
         {"call": "link.set-mtu", "ns": "host", "link": "cnitestpre", "mtu": 1300},
         {"call": "sysctl.set", "ns": "host", "key": "net.ipv4.conf.cnitestpre.forwarding", "value": "1"},
         {"call": "address.add", "ns": "host", "link": "cnitestpre", "prefix": "10.78.0.1/24"},
@@ -1346,6 +1357,60 @@ fn s6_a_failed_add_is_undone_after_every_host_call() {
         .audit()
         .iter()
         .any(|r| r["call"] == "journal.undo" && r["outcome"] == "ok"));
+}
+
+/// Whether node link `name` is an isolated bridge port.
+fn isolated(world: &World, name: &str) -> bool {
+    let out = world.node.ip(&["-j", "-d", "link", "show", name]);
+    let v: Value = serde_json::from_str(&out).expect("ip -j");
+    v[0]["linkinfo"]["info_slave_data"]["isolated"] == json!(true)
+}
+
+/// `link.set-port-isolated` (added in one commit touching only its WIT
+/// file, its interface module, the SDK and this test, issue 25): it
+/// isolates a node bridge port the grant names, and a failed ADD frees
+/// it again.
+#[test]
+fn a_bridge_port_is_isolated_and_a_failed_adds_undo_frees_it() {
+    let world = World::new("iso");
+    world
+        .node
+        .ip(&["link", "add", "cnitestbr9", "type", "bridge"]);
+    world
+        .node
+        .ip(&["link", "set", "cnitestpre", "master", "cnitestbr9"]);
+    assert!(!isolated(&world, "cnitestpre"));
+    let policy = policy_with(wide());
+    let conf = |exit: i32| {
+        json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "exit": exit, "ops": [
+            {"call": "link.set-port-isolated", "ns": "host", "link": "cnitestpre", "on": true},
+        ]})
+    };
+    let failed = world.run("ADD", &policy, &conf(1), &[]);
+    assert_ne!(failed.code, 0, "{failed:?}");
+    assert!(
+        !isolated(&world, "cnitestpre"),
+        "the failed ADD's undo left the port isolated"
+    );
+    let ok = world.run("ADD", &policy, &conf(0), &[]);
+    assert_eq!(ok.code, 0, "{ok:?}");
+    assert!(isolated(&world, "cnitestpre"), "{ok:?}");
+    // Not a bridge port: the kernel's answer, and nothing changes.
+    let not_a_port = world.run(
+        "ADD",
+        &policy,
+        &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
+            {"call": "link.set-port-isolated", "ns": "host", "link": "cnitestbr9", "on": true},
+        ]}),
+        &[],
+    );
+    let report = not_a_port.json();
+    let last = report["results"].as_array().and_then(|r| r.last()).cloned();
+    assert_eq!(
+        last.unwrap_or(Value::Null)["error"],
+        "not-supported",
+        "{not_a_port:?}"
+    );
 }
 
 #[test]

@@ -449,6 +449,13 @@ impl Netns {
             .map_err(self.err("link.set-hairpin", format_args!("link #{index}")))
     }
 
+    /// Isolates a bridge port, or frees it (`IFLA_BRPORT_ISOLATED`): an
+    /// isolated port exchanges frames only with ports that are not.
+    pub fn set_port_isolated(&self, index: u32, on: bool) -> Result<(), HostError> {
+        link::set_port_isolated(&self.inner, index, on)
+            .map_err(self.err("link.set-port-isolated", format_args!("link #{index}")))
+    }
+
     /// Sets or clears promiscuous mode.
     pub fn set_promiscuous(&self, index: u32, on: bool) -> Result<(), HostError> {
         link::set_promiscuous(&self.inner, index, on)

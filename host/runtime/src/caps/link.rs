@@ -29,6 +29,16 @@ const MAX_VID: u16 = 4094;
 /// The longest hardware address accepted (`MAX_ADDR_LEN`).
 const MAX_MAC: usize = 32;
 
+/// `IFLA_BRPORT_ISOLATED`: a bridge port's isolation flag.
+const IFLA_BRPORT_ISOLATED: u16 = 33;
+
+/// Whether a bridge port's settings ([`Netlink::bridge_port`]) say it is
+/// isolated.
+fn port_isolated(port: &[(u16, Vec<u8>)]) -> bool {
+    port.iter()
+        .any(|(kind, value)| *kind == IFLA_BRPORT_ISOLATED && value.first() == Some(&1))
+}
+
 /// The device under a stacked link (see [`Ctx::lower_of`]).
 struct Lower {
     /// Its namespace, if it is one of the plugin's two.
@@ -1189,6 +1199,34 @@ impl Host for StoreData {
         )
     }
 
+    fn set_port_isolated(
+        &mut self,
+        ns: Resource<NsHandle>,
+        index: u32,
+        on: bool,
+    ) -> Result<(), CapError> {
+        let kind = self.ns_kind(&ns)?;
+        self.cap(
+            &SET_PORT_ISOLATED,
+            json!({"ns": ns_arg(kind), "index": index, "on": on}),
+            |c| {
+                c.modifiable(kind, index)?;
+                let journaling = c.journaling_for(kind, index);
+                let nl = c.netlink(kind)?;
+                let old = port_isolated(&nl.bridge_port(index)?.ok_or(ErrorCode::NotSupported)?);
+                nl.set_bridge_port(index, &[(IFLA_BRPORT_ISOLATED, vec![u8::from(on)])])?;
+                if journaling {
+                    c.journal.record(LinkUndo::SetPortIsolated {
+                        ns: kind,
+                        index,
+                        on: old,
+                    });
+                }
+                Ok(())
+            },
+        )
+    }
+
     fn port_vlans(
         &mut self,
         ns: Resource<NsHandle>,
@@ -1531,6 +1569,15 @@ pub enum LinkUndo {
         /// The old mode.
         on: bool,
     },
+    /// A bridge port's isolation changed: restore.
+    SetPortIsolated {
+        /// Where.
+        ns: Kind,
+        /// Which.
+        index: u32,
+        /// The old flag.
+        on: bool,
+    },
     /// A bridge port's VLANs changed: put the old list back.
     SetPortVlans {
         /// Where.
@@ -1659,6 +1706,10 @@ impl Inverse for LinkUndo {
             LinkUndo::SetHairpin { ns, index, on } => {
                 ctx.netlink(*ns)?.set_hairpin(*index, *on).map_err(nl_err)
             }
+            LinkUndo::SetPortIsolated { ns, index, on } => ctx
+                .netlink(*ns)?
+                .set_bridge_port(*index, &[(IFLA_BRPORT_ISOLATED, vec![u8::from(*on)])])
+                .map_err(nl_err),
             LinkUndo::SetPortVlans { ns, index, vlans } => ctx
                 .netlink(*ns)?
                 .set_port_vlans(*index, vlans)
@@ -1714,6 +1765,7 @@ impl Inverse for LinkUndo {
             | LinkUndo::SetMac { ns, index, .. }
             | LinkUndo::SetMaster { ns, index, .. }
             | LinkUndo::SetHairpin { ns, index, .. }
+            | LinkUndo::SetPortIsolated { ns, index, .. }
             | LinkUndo::SetPortVlans { ns, index, .. }
             | LinkUndo::SetPromisc { ns, index, .. }
             | LinkUndo::SetAllmulti { ns, index, .. }
@@ -1890,6 +1942,7 @@ pub(super) const ROWS: &[&Entry] = &[
     &SET_MAC,
     &SET_MASTER,
     &SET_HAIRPIN,
+    &SET_PORT_ISOLATED,
     &PORT_VLANS,
     &SET_PORT_VLANS,
     &SHARE,
@@ -2111,6 +2164,17 @@ pub(super) const SET_HAIRPIN: Entry = Entry {
     authority: "set hairpin mode of a bridge port",
     policy: "`modify`; host: own or `links`",
     undo: "restore the old mode",
+    mutates: true,
+    in_gc: false,
+    needs: MODIFY_LINK,
+};
+
+/// `link.set-port-isolated`.
+pub(super) const SET_PORT_ISOLATED: Entry = Entry {
+    call: "link.set-port-isolated",
+    authority: "isolate a bridge port from the bridge's other isolated ports, or free it",
+    policy: "`modify`; host: own or `links`",
+    undo: "restore the old flag",
     mutates: true,
     in_gc: false,
     needs: MODIFY_LINK,
