@@ -241,6 +241,38 @@ fn breach2_3_a_delegate_on_a_config_the_plugin_wrote_gives_it_no_address() {
     assert_eq!(world.run("DEL", &attacker_policy(), &del, &[]).code, 0);
 }
 
+/// The addresses an attachment owns stay its own when a later delegate
+/// cannot even be loaded (it imports an interface wasmcni refuses): the
+/// plugin goes on with its CNI error, and its address is still the
+/// attachment's.
+#[test]
+fn a_delegate_that_cannot_load_takes_no_address_from_its_caller() {
+    let world = World::new("az3l");
+    let mut g = attacker_grant();
+    g["delegates"] = json!(["static", "sockets"]);
+    let policy = json!({"plugins": {"scripted": g}});
+    let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+        "ipam": {"type": "static", "addresses": [{"address": "10.24.0.9/24"}]},
+        "ops": [
+            {"call": "delegate.run", "type": "static", "command": "ADD", "config": "@stdin"},
+            {"call": "delegate.run", "type": "sockets", "command": "ADD", "config": "@stdin"},
+            {"call": "firewall.add", "ns": "host", "rules": {"forward": ["10.24.0.9"]}}]});
+    let run = world.run("ADD", &policy, &conf, &[]);
+    let r = results(&run);
+    assert!(r[0].get("ok").is_some(), "{r:?}");
+    assert!(
+        r[1].get("ok").is_none(),
+        "a delegate importing wasi:sockets ran: {r:?}"
+    );
+    assert!(
+        r[2].get("ok").is_some(),
+        "the runtime's own static address after a delegate that could not load: {r:?}"
+    );
+    let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
+        {"call": "firewall.remove", "ns": "host", "kinds": ["forward"]}]});
+    assert_eq!(world.run("DEL", &policy, &del, &[]).code, 0);
+}
+
 /// Breach 4 (S14): a delegate runs under its caller's network, whatever
 /// its config says: a GC of the attacker's own network that delegates
 /// host-local's GC with `"name": "vnet"` and no valid attachments

@@ -1536,6 +1536,81 @@ fn s9_limits_end_the_plugin_with_a_cni_error_and_undo() {
     }
 }
 
+/// Waits for `running` at most `limit`; a run still going then is killed
+/// and the test fails: a plugin that spins past its deadline must not
+/// hang the suite.
+fn finish_within(running: support::Running, limit: Duration, what: &str) -> support::Run {
+    let pid = running.pid();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(running.wait());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(run) => run,
+        Err(_) => {
+            // SAFETY: signals a process this test started.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("{what}: still running after {limit:?}, killed");
+        }
+    }
+}
+
+/// A deadline shorter than the plugin's first compile (an empty artifact
+/// cache) still ends a plugin that spins in wasm: the deadline starts once
+/// the component is loaded. (Armed before the load, the timer fired during
+/// the compile, before the plugin's store existed, and the store, whose
+/// epoch deadline counts from then, never trapped.)
+#[test]
+fn a_deadline_shorter_than_the_first_compile_still_ends_a_spinning_plugin() {
+    let world = World::new("dlc");
+    let cache = tempfile::tempdir().expect("tempdir");
+    let mut g = wide();
+    g["deadline-ms"] = json!(5);
+    let running = world.spawn(
+        "ADD",
+        &policy_with(g),
+        &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
+            {"call": "link.list", "ns": "container"}],
+            "fail": {"after": 1, "how": "loop"}}),
+        &[("WASMCNI_CACHE_DIR", &cache.path().display().to_string())],
+    );
+    let run = finish_within(running, Duration::from_secs(60), "a cold first run");
+    run.assert_cni_error(101, "deadline of 5 ms");
+}
+
+/// A delegate whose store is made after the process's deadline passed
+/// (its first compile took longer than what was left) traps at once: its
+/// epoch deadline would count from the epoch the timer already advanced,
+/// and it would spin forever.
+#[test]
+fn a_delegate_made_after_the_deadline_passed_does_not_run_on() {
+    let world = World::new("dld");
+    let cache = tempfile::tempdir().expect("tempdir");
+    let mut g = wide();
+    g["delegates"] = json!(["hostile"]);
+    g["deadline-ms"] = json!(100);
+    let policy = json!({"plugins": {"scripted": g, "hostile": {}}});
+    let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
+        {"call": "delegate.run", "type": "hostile", "command": "ADD", "config": "@stdin"}]});
+    let cache_dir = cache.path().display().to_string();
+    // The scripted plugin's own artifact, so that its run starts at once.
+    let warm = world.run(
+        "DEL",
+        &policy,
+        &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": []}),
+        &[("WASMCNI_CACHE_DIR", &cache_dir)],
+    );
+    assert_eq!(warm.code, 0, "{warm:?}");
+    let running = world.spawn(
+        "ADD",
+        &policy,
+        &conf,
+        &[("WASMCNI_CACHE_DIR", &cache_dir), ("CNI_ARGS", "MODE=loop")],
+    );
+    let run = finish_within(running, Duration::from_secs(60), "a late delegate");
+    run.assert_cni_error(101, "deadline");
+}
+
 #[test]
 fn a_pinned_plugin_runs_only_with_its_sha256() {
     let world = World::new("pin");

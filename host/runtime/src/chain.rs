@@ -190,7 +190,7 @@ pub fn invoke(
         core: Some(&exec::CORE),
     });
     exec::adopt_records(&mut caps, &command, Untrusted::Ignore)?;
-    exec::in_session(&rt, deadline, || {
+    exec::in_session(&rt, Some(deadline), || {
         let outcome = run(&command, &conf, &list, &members, &mut caps);
         let outcome = exec::finish(&command, outcome, &mut caps, NAME);
         // As for one plugin: the process exits right after this.

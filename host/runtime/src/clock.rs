@@ -116,17 +116,29 @@ impl monotonic_clock::Host for DeadlineClock<'_> {
 /// The engine whose epoch the deadline timer advances.
 static DEADLINE_ENGINE: std::sync::OnceLock<Engine> = std::sync::OnceLock::new();
 
+/// Whether the deadline has passed (the timer fired, or a clock wait
+/// reached it): a store made after that must trap at once, since its epoch
+/// deadline counts from the epoch the timer already advanced.
+static PASSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Whether the process's deadline has passed ([`arm_deadline`]).
+pub(crate) fn deadline_passed() -> bool {
+    PASSED.load(std::sync::atomic::Ordering::SeqCst)
+}
+
 /// The deadline has passed: advance the epoch now (what the timer's
 /// signal does), so the plugin traps at its next epoch check.
 pub(crate) fn expire_deadline() {
+    PASSED.store(true, std::sync::atomic::Ordering::SeqCst);
     if let Some(engine) = DEADLINE_ENGINE.get() {
         engine.increment_epoch();
     }
 }
 
 extern "C" fn on_deadline(_: libc::c_int) {
-    // Signal-safe: an atomic load, then an atomic increment (wasmtime
-    // documents `increment_epoch` as signal-safe).
+    // Signal-safe: an atomic store, an atomic load, then an atomic
+    // increment (wasmtime documents `increment_epoch` as signal-safe).
+    PASSED.store(true, std::sync::atomic::Ordering::SeqCst);
     if let Some(engine) = DEADLINE_ENGINE.get() {
         engine.increment_epoch();
     }
@@ -165,6 +177,7 @@ pub(crate) fn arm_deadline(engine: &Engine, deadline: Duration) {
         let ticker = engine.weak();
         std::thread::spawn(move || {
             std::thread::sleep(deadline);
+            PASSED.store(true, std::sync::atomic::Ordering::SeqCst);
             if let Some(e) = ticker.upgrade() {
                 e.increment_epoch();
             }

@@ -52,7 +52,7 @@ impl RunPlugin for Core {
         config: &[u8],
         ctx: MakeCtx<'_>,
     ) -> Result<(Result<Output, CniError>, Ctx), CniError> {
-        run_plugin(rt, plugin, resolved, command, env, config, ctx)
+        run_plugin(rt, plugin, resolved, command, env, config, None, ctx)
     }
 }
 
@@ -61,7 +61,10 @@ impl RunPlugin for Core {
 /// makes its capability context with `ctx` from its grant and its audit
 /// log, and executes it. The outcome, and the context (whose journal holds
 /// the inverses of what it did); `Err` if it could not be loaded, or `ctx`
-/// refused (no context was made). The caller is [`in_session`].
+/// refused (no context was made). The caller is [`in_session`]; a top-level
+/// run arms the process's deadline here (`arm`), just before its plugin
+/// runs.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn run_plugin(
     rt: &Runtime,
     plugin: &Plugin,
@@ -69,11 +72,17 @@ pub(crate) fn run_plugin(
     command: &str,
     env: &[(String, String)],
     config: &[u8],
+    arm: Option<Duration>,
     ctx: impl FnOnce(Grant, Audit) -> Result<Ctx, CniError>,
 ) -> Result<(Result<Output, CniError>, Ctx), CniError> {
     let (component, imports) = prepare(rt, plugin)?;
     let audit = Audit::new(identity(env, plugin, command), rt.sink.clone());
     let caps = ctx(resolved.entry.grant(), audit)?;
+    // A top-level run's deadline starts now, its component loaded and its
+    // records reconciled (a nested run's is its caller's, never re-armed).
+    if let Some(deadline) = arm {
+        clock::arm_deadline(&rt.engine, deadline);
+    }
     let ran = execute(
         rt,
         &component,
@@ -111,18 +120,21 @@ pub(crate) fn runtime(
     }))
 }
 
-/// Runs a top-level run's `body`: with the deadline armed (`deadline`
-/// from now: a plugin that runs past it traps) and a current-thread Tokio
-/// runtime entered (wasmtime-wasi's synchronous streams block on futures
-/// through the ambient runtime, and start a multi-threaded one, a thread
-/// per core and cgroup probing, if there is none; start-up is every CNI
-/// call's hot path).
+/// Runs a top-level run's `body` with a current-thread Tokio runtime
+/// entered (wasmtime-wasi's synchronous streams block on futures through
+/// the ambient runtime, and start a multi-threaded one, a thread per core
+/// and cgroup probing, if there is none; start-up is every CNI call's hot
+/// path), and the deadline armed first if `arm` says so (`deadline` from
+/// now: a plugin that runs past it traps; the chain runner's, whose members
+/// load in its body; one plugin's is armed by [`run_plugin`]).
 pub(crate) fn in_session<T>(
     rt: &Runtime,
-    deadline: Duration,
+    arm: Option<Duration>,
     body: impl FnOnce() -> T,
 ) -> Result<T, CniError> {
-    clock::arm_deadline(&rt.engine, deadline);
+    if let Some(deadline) = arm {
+        clock::arm_deadline(&rt.engine, deadline);
+    }
     let tokio_rt = current_thread_runtime()?;
     let out = {
         let _entered = tokio_rt.enter();
@@ -381,6 +393,12 @@ pub(crate) fn execute(
     let mut store = Store::new(&rt.engine, data);
     store.limiter(|s| &mut s.limiter);
     store.set_epoch_deadline(1);
+    // The deadline counts from the epoch now: if the timer already advanced
+    // it (a delegate or chain member made after the process's deadline), one
+    // more tick would never come, so the store traps at once.
+    if clock::deadline_passed() {
+        store.set_epoch_deadline(0);
+    }
     store.epoch_deadline_trap();
     let t0 = std::time::Instant::now();
     let result = linker(&rt.engine, imports).and_then(|linker| {

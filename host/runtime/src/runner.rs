@@ -163,7 +163,7 @@ fn run_loaded(
     let t1 = std::time::Instant::now();
     let rt = exec::runtime(policy, env, t0, resolved.limits.deadline)?;
     log::debug!("timing: netns {:?}, engine {:?}", t1 - t0, t1.elapsed());
-    exec::in_session(&rt, resolved.limits.deadline, || {
+    exec::in_session(&rt, None, || {
         let ran = exec::run_plugin(
             &rt,
             &plugin,
@@ -171,6 +171,7 @@ fn run_loaded(
             command,
             &rt.env,
             stdin,
+            Some(resolved.limits.deadline),
             |grant, audit| {
                 let mut caps = caps::Ctx::new(caps::CtxParams {
                     grant,

@@ -274,14 +274,18 @@ impl Ctx {
             Some(ns) => Some(ns.try_clone()?),
             None => None,
         };
-        // A delegate run with the runtime's own config acts on the
-        // runtime's word: its result is the attachment's (S13).
-        let (attachment, own_config) = self.nested_attachment(&env, config, member);
-        let on_runtime_word = !member && own_config;
+        let mut on_runtime_word = false;
         let mut mark = 0;
         let mut earlier = None;
         let parent = &mut *self;
+        // Made only once the plugin is loaded: what the child takes from
+        // its caller (the attachment's addresses, the journal) stays the
+        // caller's if it never runs.
         let make: MakeCtx<'_> = Box::new(|grant, audit| {
+            // A delegate run with the runtime's own config acts on the
+            // runtime's word: its result is the attachment's (S13).
+            let (attachment, own_config) = parent.nested_attachment(&env, config, member);
+            on_runtime_word = !member && own_config;
             let mut child = Ctx::new(CtxParams {
                 grant,
                 container,
