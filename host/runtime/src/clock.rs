@@ -116,14 +116,18 @@ impl monotonic_clock::Host for DeadlineClock<'_> {
 /// The engine whose epoch the deadline timer advances.
 static DEADLINE_ENGINE: std::sync::OnceLock<Engine> = std::sync::OnceLock::new();
 
-/// Whether the deadline has passed (the timer fired, or a clock wait
-/// reached it): a store made after that must trap at once, since its epoch
-/// deadline counts from the epoch the timer already advanced.
+/// Whether the deadline armed for [`DEADLINE_ENGINE`] has passed (its
+/// timer fired, or a clock wait reached it): a store of that engine made
+/// after that must trap at once, since its epoch deadline counts from the
+/// epoch the timer already advanced.
 static PASSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
-/// Whether the process's deadline has passed ([`arm_deadline`]).
-pub(crate) fn deadline_passed() -> bool {
+/// Whether the deadline armed for `engine` ([`arm_deadline`]) has passed.
+pub(crate) fn deadline_passed(engine: &Engine) -> bool {
     PASSED.load(std::sync::atomic::Ordering::SeqCst)
+        && DEADLINE_ENGINE
+            .get()
+            .is_some_and(|e| Engine::same(e, engine))
 }
 
 /// The deadline has passed: advance the epoch now (what the timer's
@@ -151,6 +155,9 @@ extern "C" fn on_deadline(_: libc::c_int) {
 /// to a thread if the process already armed the timer for another engine.
 pub(crate) fn arm_deadline(engine: &Engine, deadline: Duration) {
     let ours = DEADLINE_ENGINE.get_or_init(|| engine.clone());
+    if Engine::same(ours, engine) {
+        PASSED.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
     let armed = Engine::same(ours, engine) && {
         // SAFETY: installs a handler that only touches atomics, and arms a
         // one-shot timer; both calls take pointers to initialised locals.
@@ -177,7 +184,6 @@ pub(crate) fn arm_deadline(engine: &Engine, deadline: Duration) {
         let ticker = engine.weak();
         std::thread::spawn(move || {
             std::thread::sleep(deadline);
-            PASSED.store(true, std::sync::atomic::Ordering::SeqCst);
             if let Some(e) = ticker.upgrade() {
                 e.increment_epoch();
             }

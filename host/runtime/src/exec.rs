@@ -396,7 +396,7 @@ pub(crate) fn execute(
     // The deadline counts from the epoch now: if the timer already advanced
     // it (a delegate or chain member made after the process's deadline), one
     // more tick would never come, so the store traps at once.
-    if clock::deadline_passed() {
+    if clock::deadline_passed(&rt.engine) {
         store.set_epoch_deadline(0);
     }
     store.epoch_deadline_trap();
