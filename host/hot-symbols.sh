@@ -11,11 +11,24 @@
 #
 # Needs root (a network namespace for the plugin) and valgrind. Usage:
 #   host/hot-symbols.sh        (from the workspace root; `make hot-symbols`)
+#   host/hot-symbols.sh --instructions BIN
+#                              the same runs of wasmcni BIN, printing each warm
+#                              run's instruction count (callgrind: repeatable on
+#                              these noisy machines, where wall-clock medians move
+#                              by 10%) and writing no list: for A/B comparisons
+#                              of two builds, both built in this checkout (the
+#                              hot-symbol order depends on the path)
 set -euo pipefail
+counts=
+if [ "${1:-}" = --instructions ]; then counts=$(realpath "${2:?usage: $0 --instructions BIN}"); fi
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 1; }
-cargo build --release -p wasmcni
-bin=target/release/wasmcni
+if [ -n "$counts" ]; then
+  bin=$counts
+else
+  cargo build --release -p wasmcni
+  bin=target/release/wasmcni
+fi
 # Under target/: the policy file must sit in directories only root can write.
 mkdir -p target
 work=$(mktemp -d "$PWD/target/hot-symbols.XXXXXX")
@@ -52,6 +65,12 @@ run bridge bridge.json "$ctr" eth0 ADD bcold.out
 run bridge bridge.json "$ctr" eth0 DEL bdel0.out
 run bridge bridge.json "$ctr" eth0 ADD badd.out
 run bridge bridge.json "$ctr" eth0 DEL bdel.out
+if [ -n "$counts" ]; then
+  for r in add check del badd bdel; do
+    echo "$r $(sed -n 's/^summary: //p' "$work/$r.out")"
+  done
+  exit 0
+fi
 python3 - "$bin" "$work"/add.out "$work"/check.out "$work"/del.out "$work"/badd.out "$work"/bdel.out > host/hot-symbols.txt <<'PY'
 import re, subprocess, sys
 names = set()

@@ -190,7 +190,10 @@ pub fn invoke(
         core: Some(&exec::CORE),
     });
     exec::adopt_records(&mut caps, &command, Untrusted::Ignore)?;
-    exec::in_session(&rt, Some(deadline), || {
+    // The members load in the session: the chain's one deadline covers
+    // them (a nested run's store made after it passed traps at once).
+    crate::clock::arm_deadline(&rt.engine, deadline);
+    exec::in_session(|| {
         let outcome = run(&command, &conf, &list, &members, &mut caps);
         let outcome = exec::finish(&command, outcome, &mut caps, NAME);
         // As for one plugin: the process exits right after this.

@@ -1,10 +1,10 @@
 //! The one place a plugin runs: for the runner (the plugin a runtime
 //! executed), the chain runner's members and delegates (which the
-//! capability layer reaches through [`caps::delegate::RunPlugin`]).
+//! capability layer reaches through [`caps::ctx::RunPlugin`]).
 //! [`run_plugin`] loads a plugin's component (its artifact, or a compile),
 //! checks its imports, makes its capability context from its grant and
 //! executes it in a fresh store with its limits; [`runtime`] and
-//! [`in_session`] set up what a top-level run shares (engine, deadline,
+//! [`in_session`] set up what a top-level run shares (engine,
 //! Tokio), [`adopt_records`] what it owes the state root first, and
 //! [`finish`] the host's part after it: undo a failed ADD, record a
 //! successful one, stand in for what a DEL left, collect a GC's garbage.
@@ -124,17 +124,8 @@ pub(crate) fn runtime(
 /// entered (wasmtime-wasi's synchronous streams block on futures through
 /// the ambient runtime, and start a multi-threaded one, a thread per core
 /// and cgroup probing, if there is none; start-up is every CNI call's hot
-/// path), and the deadline armed first if `arm` says so (`deadline` from
-/// now: a plugin that runs past it traps; the chain runner's, whose members
-/// load in its body; one plugin's is armed by [`run_plugin`]).
-pub(crate) fn in_session<T>(
-    rt: &Runtime,
-    arm: Option<Duration>,
-    body: impl FnOnce() -> T,
-) -> Result<T, CniError> {
-    if let Some(deadline) = arm {
-        clock::arm_deadline(&rt.engine, deadline);
-    }
+/// path).
+pub(crate) fn in_session<T>(body: impl FnOnce() -> T) -> Result<T, CniError> {
     let tokio_rt = current_thread_runtime()?;
     let out = {
         let _entered = tokio_rt.enter();

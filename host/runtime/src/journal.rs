@@ -141,9 +141,13 @@ impl<U: Journaled> Journal<U> {
 
     /// Records an inverse.
     pub fn record(&mut self, undo: impl Into<U>) {
-        let undo = undo.into();
-        let link = undo.link().map(|(ns, i)| self.identify(ns, i));
-        let master = undo.master().map(|(ns, i)| self.identify(ns, i));
+        // Read through the slots of the entry itself (it is ours): no copy
+        // of it, on every journaled call.
+        let mut undo = undo.into();
+        let link = undo.link_slot().map(|(ns, i)| (ns, *i));
+        let master = undo.master_slot().map(|(ns, i)| (ns, *i));
+        let link = link.map(|(ns, i)| self.identify(ns, i));
+        let master = master.map(|(ns, i)| self.identify(ns, i));
         if let (true, Some(id)) = (undo.creates_link(), link) {
             self.created.push(id);
         }

@@ -17,12 +17,11 @@ use crate::exec::{self, del_without_plugin, finish, finish_del, Untrusted};
 use crate::plugins::{self, Plugin};
 use crate::policy::Policy;
 use crate::session::{
-    cni_env, container_netns, explain_denials, lookup, lookup_error, Resolved, MAX_STDIN,
+    cni_env, container_netns, explain_denials, lookup, lookup_error, Output, Resolved, MAX_STDIN,
 };
 
-pub use crate::exec::{check_imports, imports, refused_imports};
-pub use crate::limits::{Limits, DEFAULT_DEADLINE, DEFAULT_MEMORY_CAP};
-pub use crate::session::{Output, Runtime, MAX_STDOUT};
+pub use crate::exec::{imports, refused_imports};
+pub use crate::limits::{DEFAULT_DEADLINE, DEFAULT_MEMORY_CAP};
 
 /// Which plugin to run.
 #[derive(Debug, Clone)]
@@ -163,7 +162,7 @@ fn run_loaded(
     let t1 = std::time::Instant::now();
     let rt = exec::runtime(policy, env, t0, resolved.limits.deadline)?;
     log::debug!("timing: netns {:?}, engine {:?}", t1 - t0, t1.elapsed());
-    exec::in_session(&rt, None, || {
+    exec::in_session(|| {
         let ran = exec::run_plugin(
             &rt,
             &plugin,
