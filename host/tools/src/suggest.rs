@@ -1241,7 +1241,7 @@ mod tests {
         let e = parsed(&[
             ok(
                 "attachment-state.set",
-                json!({"key": "restore", "bytes": 12}),
+                json!({"key": "restore", "value": {"bytes": 12}}),
             ),
             ok(
                 "link.set-txqlen",

@@ -8,18 +8,25 @@ use std::net::IpAddr;
 
 use netlink_packet_route::address::{AddressFlags, AddressScope};
 use netlink_packet_route::AddressFamily;
-use serde_json::json;
+use serde_json::Value;
 use wasmtime::component::Resource;
 
+use super::args::{fields, AuditArg, Named};
 use super::bindings::wasmcni::plugin::address::{AddressInfo, AddressOptions, Host};
 use super::bindings::wasmcni::plugin::types::{ErrorCode, IpAddress, IpFamily, IpPrefix, Scope};
 use super::bindings::{ip_from_wit, ip_to_wit, prefix_from_wit, scope_value, CapError, NsHandle};
-use super::ctx::{ns_arg, Ctx, StoreData, RTPROT_WASMCNI};
+use super::ctx::{Ctx, StoreData, RTPROT_WASMCNI};
 use crate::netlink::{address_flags, address_of, AddrFlags, AddrSpec};
 use crate::netns::Kind;
 
-fn prefix_arg(ip: IpAddr, len: u8) -> String {
-    format!("{ip}/{len}")
+impl AuditArg for AddressOptions {
+    fn audit(&self) -> Value {
+        fields([
+            ("no-dad", self.no_dad.audit()),
+            ("no-prefix-route", self.no_prefix_route.audit()),
+            ("scope", self.scope.map(Named).audit()),
+        ])
+    }
 }
 
 impl Ctx {
@@ -83,7 +90,7 @@ impl Host for StoreData {
         family: Option<IpFamily>,
     ) -> Result<Vec<AddressInfo>, CapError> {
         let kind = self.ns_kind(&ns)?;
-        let args = json!({"ns": ns_arg(kind), "link-index": link_index, "family": family.map(|f| format!("{f:?}"))});
+        let args = (kind, link_index, family);
         self.cap(&LIST, args, |c| {
             c.require(kind, |g| g.read, "read")?;
             let nl = c.netlink(kind)?;
@@ -132,13 +139,7 @@ impl Host for StoreData {
         options: AddressOptions,
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        let (ip, len) = (ip_from_wit(prefix.address), prefix.prefix_len);
-        let args = json!({
-            "ns": ns_arg(kind), "link-index": link_index, "prefix": prefix_arg(ip, len),
-            "no-dad": options.no_dad, "no-prefix-route": options.no_prefix_route,
-            "scope": options.scope.map(|s| format!("{s:?}")),
-        });
-        self.cap(&ADD, args, |c| {
+        self.cap(&ADD, (kind, link_index, prefix, &options), |c| {
             let (ip, len) = prefix_from_wit(prefix)?;
             let shared = c.address_target(kind, link_index)?;
             if kind == Kind::Host {
@@ -179,9 +180,7 @@ impl Host for StoreData {
         prefix: IpPrefix,
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        let (ip, len) = (ip_from_wit(prefix.address), prefix.prefix_len);
-        let args =
-            json!({"ns": ns_arg(kind), "link-index": link_index, "prefix": prefix_arg(ip, len)});
+        let args = (kind, link_index, prefix);
         self.cap(&DELETE, args, |c| {
             let (ip, len) = prefix_from_wit(prefix)?;
             let shared = c.address_target(kind, link_index)?;
@@ -223,7 +222,7 @@ impl Host for StoreData {
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         let ip = ip_from_wit(address);
-        let args = json!({"ns": ns_arg(kind), "link-index": link_index, "address": ip.to_string()});
+        let args = (kind, link_index, address);
         self.cap(&ANNOUNCE, args, |c| {
             c.require(kind, |g| g.announce, "announce")?;
             let l = c.link(kind, link_index)?;
@@ -510,6 +509,7 @@ pub(super) const ROWS: &[&Entry] = &[&LIST, &ADD, &DELETE, &ANNOUNCE];
 /// `address.list`.
 pub(super) const LIST: Entry = Entry {
     call: "address.list",
+    args: &["ns", "link-index", "family"],
     authority: "read addresses",
     policy: "`read`",
     undo: "none (no side effect)",
@@ -521,6 +521,7 @@ pub(super) const LIST: Entry = Entry {
 /// `address.add`.
 pub(super) const ADD: Entry = Entry {
     call: "address.add",
+    args: &["ns", "link-index", "prefix", "options"],
     authority: "add an address to a link",
     policy: "`addresses`; the address never another attachment's reservation in any network's IPAM state; host: link own or `links`, address inside `prefixes`, and on an own link no connected prefix covering another attachment's reservation; marked IFA_PROTO 87",
     undo: "delete it",
@@ -532,6 +533,7 @@ pub(super) const ADD: Entry = Entry {
 /// `address.delete`.
 pub(super) const DELETE: Entry = Entry {
     call: "address.delete",
+    args: &["ns", "link-index", "prefix"],
     authority: "delete an address of a link",
     policy:
         "`addresses`; host: link own or `links`, and only addresses wasmcni added (IFA_PROTO 87)",
@@ -547,6 +549,7 @@ pub(super) const DELETE: Entry = Entry {
 /// `address.announce`.
 pub(super) const ANNOUNCE: Entry = Entry {
     call: "address.announce",
+    args: &["ns", "link-index", "address"],
     authority: "send one gratuitous ARP from a link",
     policy: "`announce`; host: link own or `links`",
     undo: "none (a packet)",

@@ -112,6 +112,12 @@ mod tests {
     /// Every function of every interface the plugin world imports, read
     /// from `wit/` itself.
     fn wit_functions() -> Vec<String> {
+        wit_signatures().into_iter().map(|(f, _)| f).collect()
+    }
+
+    /// Every function of every interface the plugin world imports, with
+    /// its parameters (a method's `self` aside), read from `wit/` itself.
+    fn wit_signatures() -> Vec<(String, Vec<String>)> {
         let mut resolve = wit_parser::Resolve::default();
         let (pkg, _) = resolve.push_dir(root().join("wit")).expect("wit parses");
         let world = resolve
@@ -122,8 +128,14 @@ mod tests {
             if let wit_parser::WorldItem::Interface { id, .. } = item {
                 let iface = &resolve.interfaces[*id];
                 let name = iface.name.clone().unwrap_or_default();
-                for f in iface.functions.keys() {
-                    out.push(format!("{name}.{f}"));
+                for (f, func) in &iface.functions {
+                    let params = func
+                        .params
+                        .iter()
+                        .map(|p| p.name.clone())
+                        .filter(|p| !(p == "self" && f.starts_with("[method]")))
+                        .collect();
+                    out.push((format!("{name}.{f}"), params));
                 }
             }
         }
@@ -211,6 +223,21 @@ mod tests {
             stale.is_empty(),
             "catalog entries for no WIT function: {stale:?}"
         );
+    }
+
+    /// A call's audit record names its arguments as the WIT function
+    /// names its parameters, all of them and in order.
+    #[test]
+    fn every_row_names_the_parameters_of_its_wit_function() {
+        let mut wrong = Vec::new();
+        for (call, params) in wit_signatures() {
+            if let Some(e) = entry(&call) {
+                if e.args != params.as_slice() {
+                    wrong.push(format!("{call}: row {:?}, WIT {params:?}", e.args));
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
     }
 
     #[test]

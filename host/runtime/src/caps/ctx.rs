@@ -10,6 +10,7 @@ use serde_json::Value;
 use wasmtime::component::{HasSelf, Linker, Resource, ResourceTable};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
+use super::args::AuditArgs;
 use super::bindings::wasmcni::plugin::types::{ErrorCode, Host as TypesHost};
 use super::bindings::{self, BudgetExceeded, CapError, Link, NsHandle};
 use super::row::Entry;
@@ -384,11 +385,12 @@ impl WasiView for StoreData {
 
 impl StoreData {
     /// Runs one capability call: budget, then `f` (checks and action),
-    /// then the audit record.
+    /// then the audit record. `args` are the call's arguments in WIT
+    /// order; the record names them as the row does ([`super::args`]).
     pub(super) fn cap<T>(
         &mut self,
         row: &'static Entry,
-        args: Value,
+        args: impl AuditArgs,
         f: impl FnOnce(&mut Ctx) -> Result<T, CapError>,
     ) -> Result<T, CapError> {
         Self::cap_with(&mut self.caps, row, args, f)
@@ -396,12 +398,14 @@ impl StoreData {
 
     /// [`StoreData::cap`] on the context alone, for calls that also borrow
     /// a resource from the table.
-    pub(super) fn cap_with<T>(
+    pub(super) fn cap_with<T, A: AuditArgs>(
         caps: &mut Ctx,
         row: &'static Entry,
-        args: Value,
+        args: A,
         f: impl FnOnce(&mut Ctx) -> Result<T, CapError>,
     ) -> Result<T, CapError> {
+        debug_assert_eq!(A::LEN, row.args.len(), "{}: arguments", row.call);
+        let args = args.audit(row);
         let call = row.call;
         caps.calls += 1;
         if caps.calls > caps.grant.host_calls {
@@ -543,23 +547,6 @@ pub(super) fn bounded<'a>(what: &str, s: &'a str, max: usize) -> Result<&'a str,
         )));
     }
     Ok(s)
-}
-
-/// A JSON value for a string argument, truncated for the audit log.
-pub(super) fn arg_str(s: &str) -> Value {
-    const MAX: usize = 256;
-    if s.len() <= MAX {
-        return Value::from(s);
-    }
-    let mut end = MAX;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    Value::from(format!("{}... ({} bytes)", &s[..end], s.len()))
-}
-
-pub(super) fn ns_arg(kind: Kind) -> Value {
-    Value::from(kind_name(kind))
 }
 
 /// What the attachment's records (this boot's) say of its incarnations

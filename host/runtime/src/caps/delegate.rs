@@ -19,12 +19,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command as Process, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
+use super::args::Size;
 use super::bindings::wasmcni::plugin::delegate::{DelegateError, Host};
 use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::bindings::CapError;
-use super::ctx::{arg_str, Command, Ctx, CtxParams, MakeCtx, StoreData};
+use super::ctx::{Command, Ctx, CtxParams, MakeCtx, StoreData};
 use crate::cni_error::{CniError, Code};
 use crate::plugins::{self, LookupError};
 use crate::session::{explain_denials, Output, Resolved, Runtime};
@@ -396,10 +397,7 @@ impl Host for StoreData {
         command: String,
         config: String,
     ) -> wasmtime::Result<Result<String, DelegateError>> {
-        let args = json!({
-            "plugin-type": arg_str(&plugin_type), "command": arg_str(&command),
-            "config-bytes": config.len(),
-        });
+        let args = (&plugin_type, &command, Size(config.len()));
         match self.cap(&RUN, args, |c| {
             c.delegate(&plugin_type, &command, config.as_bytes())
         }) {
@@ -449,6 +447,7 @@ pub(super) const ROWS: &[&Entry] = &[&RUN];
 /// `delegate.run`.
 pub(super) const RUN: Entry = Entry {
     call: "delegate.run",
+    args: &["plugin-type", "command", "config"],
     authority: "run another plugin (IPAM) with this invocation's environment and a config: wasm in-process under its own policy, or a native binary from CNI_PATH",
     policy: "`delegates` (wasm) or `native-delegates` (native) names it; the same command as the plugin's own, or DEL during ADD; it runs under the caller's network, GC valid list, devices and port mappings whatever its config says, and its ADD result is the attachment's only if its config is the runtime's own",
     undo: "a wasm delegate's changes join the journal; a native delegate's ADD is undone by running its DEL",

@@ -24,6 +24,7 @@ use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use wasmtime::component::Resource;
 
+use super::args::AuditArg;
 use super::bindings::wasmcni::plugin::firewall::{
     Condition, Host, MacSpoof, NameMatch, PortMapping, PrefixMatch, Protocol, RuleKind, Rules,
 };
@@ -341,6 +342,12 @@ fn protocol_number(p: Protocol) -> u8 {
 }
 
 /// The audit log's view of a rule request.
+impl AuditArg for Rules {
+    fn audit(&self) -> Value {
+        rules_arg(self)
+    }
+}
+
 fn rules_arg(r: &Rules) -> Value {
     let prefix = |p: &super::bindings::wasmcni::plugin::types::IpPrefix| {
         format!("{}/{}", ip_from_wit(p.address), p.prefix_len)
@@ -378,8 +385,14 @@ fn rules_arg(r: &Rules) -> Value {
         Rules::Isolation(i) => json!({ "isolation": { "link": i } }),
         Rules::MacSpoof(m) => json!({ "mac-spoof": {
             "link": m.link,
-            "mac": super::ctx::arg_str(&hex::encode(&m.mac)),
+            "mac": super::args::arg_str(&hex::encode(&m.mac)),
         } }),
+    }
+}
+
+impl AuditArg for Vec<RuleKind> {
+    fn audit(&self) -> Value {
+        kinds_arg(self)
     }
 }
 
@@ -1384,19 +1397,19 @@ fn condition(c: &Condition, v6: bool) -> Result<Vec<crate::netlink::nft::Expr>, 
 impl Host for StoreData {
     fn add(&mut self, ns: Resource<NsHandle>, rules: Rules) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        let args = json!({"ns": super::ctx::ns_arg(kind), "rules": rules_arg(&rules)});
+        let args = (kind, &rules);
         self.cap(&ADD, args, |c| c.fw_add(kind, &rules))
     }
 
     fn check(&mut self, ns: Resource<NsHandle>, rules: Rules) -> Result<bool, CapError> {
         let kind = self.ns_kind(&ns)?;
-        let args = json!({"ns": super::ctx::ns_arg(kind), "rules": rules_arg(&rules)});
+        let args = (kind, &rules);
         self.cap(&CHECK, args, |c| c.fw_check(kind, &rules))
     }
 
     fn remove(&mut self, ns: Resource<NsHandle>, kinds: Vec<RuleKind>) -> Result<u32, CapError> {
         let kind = self.ns_kind(&ns)?;
-        let args = json!({"ns": super::ctx::ns_arg(kind), "kinds": kinds_arg(&kinds)});
+        let args = (kind, &kinds);
         self.cap(&REMOVE, args, |c| c.fw_remove(kind, &kinds))
     }
 
@@ -1406,7 +1419,7 @@ impl Host for StoreData {
         kinds: Vec<RuleKind>,
     ) -> Result<u32, CapError> {
         let kind = self.ns_kind(&ns)?;
-        let args = json!({"ns": super::ctx::ns_arg(kind), "kinds": kinds_arg(&kinds)});
+        let args = (kind, &kinds);
         self.cap(&COLLECT_GARBAGE, args, |c| c.fw_collect(kind, &kinds))
     }
 }
@@ -1460,6 +1473,7 @@ pub(super) const ROWS: &[&Entry] = &[&ADD, &CHECK, &REMOVE, &COLLECT_GARBAGE];
 /// `firewall.add`.
 pub(super) const ADD: Entry = Entry {
     call: "firewall.add",
+    args: &["ns", "rules"],
     authority: "install nftables rules for the attachment in wasmcni's own tables (`inet wasmcni`, `bridge wasmcni`), tagged with it, replacing its rules of the same kind (every address of the attachment, IPv4 and IPv6, in one call), in one batch: port mappings (DNAT entered only through `fib daddr type local`, at nat priority -90 after every iptables nat chain; hairpin/localhost masquerade; `route_localnet=1` on the node interface towards the container and a 127/8 guard there), masquerade, forward marks (and, once per node where an iptables `filter` table exists, the one rule outside wasmcni's tables: `FORWARD -j WASMCNI-FORWARD`, which runs `CNI-ADMIN` and accepts the mark, installed with `iptables`), bridge isolation, MAC spoof checks (`bridge wasmcni`); UDP conntrack entries to mapped ports flushed",
     policy: "host `firewall.<kind>` (`port-mappings`, `masquerade`, `forward`, `isolation`, `mac-spoof`); ADD only; the container address must be one the attachment owns (an IPAM delegate's result on the runtime's own config in this invocation, an address the attachment's records hold for this incarnation, or one inside the entry's `static-ranges`; never a prevResult's alone, nor what the container's namespace holds), and never a loopback, unspecified, multicast, link-local or IPv4-mapped address; every port mapping must be one of the runtime's `runtimeConfig.portMappings` (host port, container port, protocol, host IP), read by the host from stdin; links: own (isolation: or a bridge its network shares); never a table, chain or handle of the plugin's choosing",
     undo: "remove the attachment's rules of that kind by tag (and its chains; the tables once empty); the old `route_localnet` written back (a batch whose acknowledgement was lost is looked for and undone too); the static FORWARD rule stays",
@@ -1471,6 +1485,7 @@ pub(super) const ADD: Entry = Entry {
 /// `firewall.check`.
 pub(super) const CHECK: Entry = Entry {
     call: "firewall.check",
+    args: &["ns", "rules"],
     authority: "read wasmcni's nftables rules of the attachment",
     policy: "host `read`",
     undo: "none (no side effect)",
@@ -1482,6 +1497,7 @@ pub(super) const CHECK: Entry = Entry {
 /// `firewall.remove`.
 pub(super) const REMOVE: Entry = Entry {
     call: "firewall.remove",
+    args: &["ns", "kinds"],
     authority: "delete the attachment's rules of the given kinds (by tag), its chains, and the tables once no attachment has rules left; `route_localnet` back to 0 on an interface whose last port map goes, if wasmcni's first port map there found it 0",
     policy: "host `firewall.<kind>` for each kind (at most 5); refused during ADD",
     undo: "none (refused during ADD)",
@@ -1493,6 +1509,7 @@ pub(super) const REMOVE: Entry = Entry {
 /// `firewall.collect-garbage`.
 pub(super) const COLLECT_GARBAGE: Entry = Entry {
     call: "firewall.collect-garbage",
+    args: &["ns", "kinds"],
     authority: "delete the rules of the given kinds of this network's attachments that are not in `cni.dev/valid-attachments`",
     policy: "host `firewall.<kind>` for each kind (at most 5); GC only; only rules tagged with this network",
     undo: "none (GC only)",

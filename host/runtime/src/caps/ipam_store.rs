@@ -10,14 +10,13 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
 use wasmtime::component::Resource;
 
 use super::bindings::wasmcni::plugin::ipam_store::{Host, HostStore, Owner, Reservation};
 use super::bindings::wasmcni::plugin::types::{ErrorCode, IpAddress};
 use super::bindings::{ip_from_wit, ip_to_wit};
 use super::bindings::{CapError, StoreHandle};
-use super::ctx::{arg_str, Ctx, StoreData};
+use super::ctx::{Ctx, StoreData};
 use crate::ipam::{self, NetworkStore, StoreError};
 
 impl IpamUndo {
@@ -152,7 +151,7 @@ impl Host for StoreData {}
 impl HostStore for StoreData {
     fn open(&mut self, data_dir: Option<String>) -> Result<Resource<StoreHandle>, CapError> {
         let deadline = self.deadline;
-        let args = json!({"data-dir": data_dir.as_deref().map(arg_str)});
+        let args = (&data_dir,);
         let store = self.cap(&STORE_OPEN, args, |c| {
             if let Some(d) = &data_dir {
                 super::ctx::bounded("data dir", d, 4096)?;
@@ -171,7 +170,7 @@ impl HostStore for StoreData {
         range_id: String,
     ) -> Result<bool, CapError> {
         let ip = ip_from_wit(address);
-        let args = json!({"address": ip.to_string(), "range-id": arg_str(&range_id)});
+        let args = (address, &range_id);
         let store = &self
             .table
             .get(&h)
@@ -198,7 +197,7 @@ impl HostStore for StoreData {
                 dir: store.path().to_path_buf(),
                 address: ip,
                 owner,
-                range_id,
+                range_id: range_id.clone(),
                 last,
             });
             Ok(true)
@@ -210,7 +209,7 @@ impl HostStore for StoreData {
         h: Resource<StoreHandle>,
         range_id: String,
     ) -> Result<Option<IpAddress>, CapError> {
-        let args = json!({"range-id": arg_str(&range_id)});
+        let args = (&range_id,);
         let store = &self
             .table
             .get(&h)
@@ -233,7 +232,7 @@ impl HostStore for StoreData {
             .get(&h)
             .map_err(|e| CapError::Trap(e.into()))?
             .store;
-        super::ctx::StoreData::cap_with(&mut self.caps, &STORE_LIST, json!({}), |_| {
+        super::ctx::StoreData::cap_with(&mut self.caps, &STORE_LIST, (), |_| {
             Ok(store
                 .list()
                 .map_err(io_err)?
@@ -252,7 +251,7 @@ impl HostStore for StoreData {
             .get(&h)
             .map_err(|e| CapError::Trap(e.into()))?
             .store;
-        super::ctx::StoreData::cap_with(&mut self.caps, &STORE_OWNED, json!({}), |c| {
+        super::ctx::StoreData::cap_with(&mut self.caps, &STORE_OWNED, (), |c| {
             let me = c.attachment.owner();
             Ok(store
                 .list()
@@ -271,7 +270,7 @@ impl HostStore for StoreData {
             .get(&h)
             .map_err(|e| CapError::Trap(e.into()))?
             .store;
-        let args = json!({"address": ip.to_string()});
+        let args = (address,);
         super::ctx::StoreData::cap_with(&mut self.caps, &STORE_RELEASE, args, |c| {
             let Some(holder) = store.holder(ip).map_err(io_err)? else {
                 return Ok(());
@@ -296,7 +295,7 @@ impl HostStore for StoreData {
             .get(&h)
             .map_err(|e| CapError::Trap(e.into()))?
             .store;
-        super::ctx::StoreData::cap_with(&mut self.caps, &STORE_RELEASE_OWNED, json!({}), |c| {
+        super::ctx::StoreData::cap_with(&mut self.caps, &STORE_RELEASE_OWNED, (), |c| {
             let me = c.attachment.owner();
             for (ip, holder) in store.list().map_err(io_err)? {
                 if me.holds(&holder) && !c.keeps_for_live_incarnation(&holder, ip) {
@@ -413,6 +412,7 @@ pub(super) const ROWS: &[&Entry] = &[
 /// `ipam-store.[static]store.open`.
 pub(super) const STORE_OPEN: Entry = Entry {
     call: "ipam-store.[static]store.open",
+    args: &["data-dir"],
     authority: "open and lock the IPAM state of the config's network (`<data-dir>/<name>`)",
     policy: "`ipam-roots`: the data dir lies under one of them (default /var/lib/cni/networks)",
     undo: "none (opening changes nothing; the lock ends with the handle)",
@@ -424,6 +424,7 @@ pub(super) const STORE_OPEN: Entry = Entry {
 /// `ipam-store.[method]store.reserve`.
 pub(super) const STORE_RESERVE: Entry = Entry {
     call: "ipam-store.[method]store.reserve",
+    args: &["address", "range-id"],
     authority: "reserve an address for this attachment (a whole file, never partial)",
     policy: "an open store; the holder is always this attachment",
     undo: "release it and put the range's last-reserved address back",
@@ -435,6 +436,7 @@ pub(super) const STORE_RESERVE: Entry = Entry {
 /// `ipam-store.[method]store.last-reserved`.
 pub(super) const STORE_LAST_RESERVED: Entry = Entry {
     call: "ipam-store.[method]store.last-reserved",
+    args: &["range-id"],
     authority: "read a range set's last reserved address",
     policy: "an open store",
     undo: "none (no side effect)",
@@ -446,6 +448,7 @@ pub(super) const STORE_LAST_RESERVED: Entry = Entry {
 /// `ipam-store.[method]store.list`.
 pub(super) const STORE_LIST: Entry = Entry {
     call: "ipam-store.[method]store.list",
+    args: &[],
     authority: "read the network's reservations",
     policy: "an open store",
     undo: "none (no side effect)",
@@ -457,6 +460,7 @@ pub(super) const STORE_LIST: Entry = Entry {
 /// `ipam-store.[method]store.owned`.
 pub(super) const STORE_OWNED: Entry = Entry {
     call: "ipam-store.[method]store.owned",
+    args: &[],
     authority: "read this attachment's reservations",
     policy: "an open store",
     undo: "none (no side effect)",
@@ -468,6 +472,7 @@ pub(super) const STORE_OWNED: Entry = Entry {
 /// `ipam-store.[method]store.release`.
 pub(super) const STORE_RELEASE: Entry = Entry {
     call: "ipam-store.[method]store.release",
+    args: &["address"],
     authority: "release one reservation",
     policy:
         "an open store; only this attachment's, or in GC one whose holder is not a valid attachment",
@@ -480,6 +485,7 @@ pub(super) const STORE_RELEASE: Entry = Entry {
 /// `ipam-store.[method]store.release-owned`.
 pub(super) const STORE_RELEASE_OWNED: Entry = Entry {
     call: "ipam-store.[method]store.release-owned",
+    args: &[],
     authority: "release every reservation of this attachment",
     policy: "an open store",
     undo: "reserve them again",

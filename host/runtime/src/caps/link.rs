@@ -9,16 +9,17 @@ use netlink_packet_route::link::{
     InfoData, InfoKind, InfoMacVlan, InfoMacVtap, LinkAttribute, LinkFlags, LinkInfo as NlInfo,
     MacVlanMode, MacVtapMode,
 };
-use serde_json::{json, Value};
+use serde_json::Value;
 use wasmtime::component::Resource;
 
+use super::args::{fields, AuditArg, Named};
 use super::bindings::wasmcni::plugin::link::{
     BridgeOptions, DeviceSelector, Host, IpvlanMode, LinkInfo, LinkOptions, MacvlanMode, PortVlan,
     TapOptions, VethPair,
 };
 use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::bindings::{CapError, Link, NsHandle};
-use super::ctx::{arg_str, bounded, ns_arg, Ctx, StoreData, MAX_ALIAS};
+use super::ctx::{bounded, Ctx, StoreData, MAX_ALIAS};
 use crate::netlink::{LinkOpts, Netlink, NlError, SubKind};
 use crate::netns::Kind;
 use crate::policy::{LinkKind, DEFAULT_HOST_NAMES};
@@ -88,8 +89,65 @@ fn opts(o: &LinkOptions) -> Result<LinkOpts, CapError> {
     })
 }
 
-fn opts_arg(o: &LinkOptions) -> serde_json::Value {
-    json!({"mtu": o.mtu, "mac": o.mac.as_deref().map(mac_arg), "txqlen": o.txqlen})
+impl AuditArg for LinkOptions {
+    fn audit(&self) -> Value {
+        fields([
+            ("mtu", self.mtu.audit()),
+            ("mac", self.mac.as_deref().map(Mac).audit()),
+            ("txqlen", self.txqlen.audit()),
+        ])
+    }
+}
+
+impl AuditArg for BridgeOptions {
+    fn audit(&self) -> Value {
+        fields([("vlan-filtering", self.vlan_filtering.audit())])
+    }
+}
+
+impl AuditArg for TapOptions {
+    fn audit(&self) -> Value {
+        fields([
+            ("multi-queue", self.multi_queue.audit()),
+            ("owner", self.owner.audit()),
+            ("group", self.group.audit()),
+        ])
+    }
+}
+
+impl AuditArg for DeviceSelector {
+    fn audit(&self) -> Value {
+        match self {
+            DeviceSelector::KernelPath(p) => fields([("kernel-path", p.audit())]),
+            DeviceSelector::PciAddress(a) => fields([("pci-address", a.audit())]),
+        }
+    }
+}
+
+/// A bridge port's VLANs: the first 16, and how many.
+impl AuditArg for Vec<PortVlan> {
+    fn audit(&self) -> Value {
+        let shown = self.iter().take(16).map(|v| {
+            fields([
+                ("vid", v.vid.audit()),
+                ("pvid", v.pvid.audit()),
+                ("untagged", v.untagged.audit()),
+            ])
+        });
+        fields([
+            ("shown", Value::Array(shown.collect())),
+            ("count", self.len().audit()),
+        ])
+    }
+}
+
+/// A MAC address, as `aa:bb:…` (at most the first 32 bytes).
+struct Mac<'a>(&'a [u8]);
+
+impl AuditArg for Mac<'_> {
+    fn audit(&self) -> Value {
+        Value::from(mac_arg(self.0))
+    }
 }
 
 impl Ctx {
@@ -527,34 +585,26 @@ impl Ctx {
 impl Host for StoreData {
     fn get_by_name(&mut self, ns: Resource<NsHandle>, name: String) -> Result<LinkInfo, CapError> {
         let kind = self.ns_kind(&ns)?;
-        self.cap(
-            &GET_BY_NAME,
-            json!({"ns": ns_arg(kind), "name": arg_str(&name)}),
-            |c| {
-                c.require(kind, |g| g.read, "read")?;
-                check_name(&name)?;
-                let msg = c.netlink(kind)?.link_by_name(&name)?;
-                Ok(c.with_owned(kind, LinkInfo::from_message(msg)))
-            },
-        )
+        self.cap(&GET_BY_NAME, (kind, &name), |c| {
+            c.require(kind, |g| g.read, "read")?;
+            check_name(&name)?;
+            let msg = c.netlink(kind)?.link_by_name(&name)?;
+            Ok(c.with_owned(kind, LinkInfo::from_message(msg)))
+        })
     }
 
     fn get_by_index(&mut self, ns: Resource<NsHandle>, index: u32) -> Result<LinkInfo, CapError> {
         let kind = self.ns_kind(&ns)?;
-        self.cap(
-            &GET_BY_INDEX,
-            json!({"ns": ns_arg(kind), "index": index}),
-            |c| {
-                c.require(kind, |g| g.read, "read")?;
-                let l = c.link(kind, index)?;
-                Ok(c.with_owned(kind, l))
-            },
-        )
+        self.cap(&GET_BY_INDEX, (kind, index), |c| {
+            c.require(kind, |g| g.read, "read")?;
+            let l = c.link(kind, index)?;
+            Ok(c.with_owned(kind, l))
+        })
     }
 
     fn list(&mut self, ns: Resource<NsHandle>) -> Result<Vec<LinkInfo>, CapError> {
         let kind = self.ns_kind(&ns)?;
-        self.cap(&LIST, json!({"ns": ns_arg(kind)}), |c| {
+        self.cap(&LIST, (kind,), |c| {
             c.require(kind, |g| g.read, "read")?;
             let links = c.netlink(kind)?.links()?;
             Ok(links
@@ -570,12 +620,7 @@ impl Host for StoreData {
         selector: DeviceSelector,
     ) -> Result<Vec<LinkInfo>, CapError> {
         let kind = self.ns_kind(&ns)?;
-        let (what, value) = match &selector {
-            DeviceSelector::KernelPath(p) => ("kernel-path", p),
-            DeviceSelector::PciAddress(a) => ("pci-address", a),
-        };
-        let args = json!({"ns": ns_arg(kind), what: arg_str(value)});
-        self.cap(&FIND_DEVICES, args, |c| {
+        self.cap(&FIND_DEVICES, (kind, &selector), |c| {
             c.require(kind, |g| g.read, "read")?;
             if kind != Kind::Host {
                 return Err(ErrorCode::NotSupported.into());
@@ -612,11 +657,14 @@ impl Host for StoreData {
     ) -> Result<VethPair, CapError> {
         let kind = self.ns_kind(&ns)?;
         let peer_kind = self.ns_kind(&peer_ns)?;
-        let args = json!({
-            "ns": ns_arg(kind), "name": arg_str(&name), "peer-ns": ns_arg(peer_kind),
-            "peer-name": arg_str(&peer_name), "options": opts_arg(&options),
-            "peer-mac": peer_mac.as_deref().map(mac_arg),
-        });
+        let args = (
+            kind,
+            &name,
+            peer_kind,
+            &peer_name,
+            &options,
+            peer_mac.as_deref().map(Mac),
+        );
         self.cap(&CREATE_VETH, args, |c| {
             c.require_create(kind, LinkKind::Veth)?;
             c.require_create(peer_kind, LinkKind::Veth)?;
@@ -653,11 +701,7 @@ impl Host for StoreData {
         bridge: BridgeOptions,
     ) -> Result<u32, CapError> {
         let kind = self.ns_kind(&ns)?;
-        let args = json!({
-            "ns": ns_arg(kind), "name": arg_str(&name), "options": opts_arg(&options),
-            "vlan-filtering": bridge.vlan_filtering,
-        });
-        self.cap(&CREATE_BRIDGE, args, |c| {
+        self.cap(&CREATE_BRIDGE, (kind, &name, &options, &bridge), |c| {
             c.require_create(kind, LinkKind::Bridge)?;
             c.check_new_name(kind, &name)?;
             let o = opts(&options)?;
@@ -675,9 +719,7 @@ impl Host for StoreData {
         options: LinkOptions,
     ) -> Result<u32, CapError> {
         let kind = self.ns_kind(&ns)?;
-        let args =
-            json!({"ns": ns_arg(kind), "name": arg_str(&name), "options": opts_arg(&options)});
-        self.cap(&CREATE_DUMMY, args, |c| {
+        self.cap(&CREATE_DUMMY, (kind, &name, &options), |c| {
             c.require_create(kind, LinkKind::Dummy)?;
             c.check_new_name(kind, &name)?;
             let o = opts(&options)?;
@@ -696,9 +738,7 @@ impl Host for StoreData {
         options: LinkOptions,
     ) -> Result<u32, CapError> {
         let kind = self.ns_kind(&ns)?;
-        let args = json!({"ns": ns_arg(kind), "name": arg_str(&name), "table": table,
-                          "options": opts_arg(&options)});
-        self.cap(&CREATE_VRF, args, |c| {
+        self.cap(&CREATE_VRF, (kind, &name, table, &options), |c| {
             // The local and main tables are every link's: a VRF bound to
             // one would capture the namespace's routing.
             if matches!(table, 0 | 254 | 255) {
@@ -747,11 +787,7 @@ impl Host for StoreData {
         tap: TapOptions,
     ) -> Result<u32, CapError> {
         let kind = self.ns_kind(&ns)?;
-        let args = json!({
-            "ns": ns_arg(kind), "name": arg_str(&name), "options": opts_arg(&options),
-            "multi-queue": tap.multi_queue, "owner": tap.owner, "group": tap.group,
-        });
-        self.cap(&CREATE_TAP, args, |c| {
+        self.cap(&CREATE_TAP, (kind, &name, &options, &tap), |c| {
             c.require_create(kind, LinkKind::Tap)?;
             c.check_new_name(kind, &name)?;
             let o = opts(&options)?;
@@ -789,10 +825,7 @@ impl Host for StoreData {
             MacvlanMode::Bridge => 4,
             MacvlanMode::Passthru => 8,
         };
-        let args = json!({
-            "master-ns": ns_arg(master_kind), "master": master, "ns": ns_arg(kind),
-            "name": arg_str(&name), "mode": format!("{mode:?}"), "options": opts_arg(&options),
-        });
+        let args = (master_kind, master, kind, &name, Named(mode), &options);
         self.cap(&CREATE_MACVLAN, args, |c| {
             if mode == MacvlanMode::Passthru && master_kind == Kind::Host {
                 // A passthru macvlan mirrors its MAC and promiscuity onto
@@ -834,10 +867,7 @@ impl Host for StoreData {
             IpvlanMode::L3 => 1,
             IpvlanMode::L3s => 2,
         };
-        let args = json!({
-            "master-ns": ns_arg(master_kind), "master": master, "ns": ns_arg(kind),
-            "name": arg_str(&name), "mode": format!("{mode:?}"), "options": opts_arg(&options),
-        });
+        let args = (master_kind, master, kind, &name, Named(mode), &options);
         self.cap(&CREATE_IPVLAN, args, |c| {
             c.create_sub(
                 master_kind,
@@ -862,10 +892,7 @@ impl Host for StoreData {
     ) -> Result<u32, CapError> {
         let master_kind = self.ns_kind(&master_ns)?;
         let kind = self.ns_kind(&ns)?;
-        let args = json!({
-            "master-ns": ns_arg(master_kind), "master": master, "ns": ns_arg(kind),
-            "name": arg_str(&name), "vlan-id": vlan_id, "options": opts_arg(&options),
-        });
+        let args = (master_kind, master, kind, &name, vlan_id, &options);
         self.cap(&CREATE_VLAN, args, |c| {
             // 0 is a priority-tagged vlan (802.1p), as the kernel and the
             // reference plugin accept it; 4095 is reserved.
@@ -893,10 +920,7 @@ impl Host for StoreData {
     ) -> Result<u32, CapError> {
         let kind = self.ns_kind(&ns)?;
         let target_kind = self.ns_kind(&target)?;
-        let args = json!({
-            "ns": ns_arg(kind), "index": index, "target": ns_arg(target_kind),
-            "new-name": new_name.as_deref().map(arg_str),
-        });
+        let args = (kind, index, target_kind, &new_name);
         self.cap(&MOVE_TO, args, |c| {
             c.require(kind, |g| g.move_links, "move")?;
             c.require(target_kind, |g| g.move_links, "move")?;
@@ -981,76 +1005,68 @@ impl Host for StoreData {
 
     fn set_up(&mut self, ns: Resource<NsHandle>, index: u32, up: bool) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        self.cap(
-            &SET_UP,
-            json!({"ns": ns_arg(kind), "index": index, "up": up}),
-            |c| {
-                // A shared bridge may be brought up, never down.
-                let l = c.modifiable_or_shared(kind, index, up)?;
-                if up && !l.up {
-                    // Bringing a stacked link up passes its promiscuity and
-                    // allmulti (a passthru macvlan: its state) to the lower.
-                    let flags = c.netlink(kind)?.link_by_index(index)?.header.flags;
-                    // A master (a bridge, a bond) makes its ports
-                    // promiscuous, and the port passes it on.
-                    let passes = flags.intersects(LinkFlags::Promisc | LinkFlags::Allmulti)
-                        || l.master.is_some()
-                        || c.lower_of(kind, index)?.is_some_and(|lw| lw.passthru);
-                    if passes {
-                        c.check_lower(kind, index, "bringing up")?;
-                    }
+        self.cap(&SET_UP, (kind, index, up), |c| {
+            // A shared bridge may be brought up, never down.
+            let l = c.modifiable_or_shared(kind, index, up)?;
+            if up && !l.up {
+                // Bringing a stacked link up passes its promiscuity and
+                // allmulti (a passthru macvlan: its state) to the lower.
+                let flags = c.netlink(kind)?.link_by_index(index)?.header.flags;
+                // A master (a bridge, a bond) makes its ports
+                // promiscuous, and the port passes it on.
+                let passes = flags.intersects(LinkFlags::Promisc | LinkFlags::Allmulti)
+                    || l.master.is_some()
+                    || c.lower_of(kind, index)?.is_some_and(|lw| lw.passthru);
+                if passes {
+                    c.check_lower(kind, index, "bringing up")?;
                 }
-                let set = |c: &mut Ctx| {
-                    c.netlink(kind)?
-                        .set_link_up(index, up)
-                        .map_err(CapError::from)
-                };
-                if !up && l.up {
-                    // Down flushes the link's routes and neighbours.
-                    if c.command == super::ctx::Command::Add {
-                        c.check_neighbours(kind, index)?;
-                    }
-                    c.preserving(kind, index, set)?;
-                } else {
-                    set(c)?;
+            }
+            let set = |c: &mut Ctx| {
+                c.netlink(kind)?
+                    .set_link_up(index, up)
+                    .map_err(CapError::from)
+            };
+            if !up && l.up {
+                // Down flushes the link's routes and neighbours.
+                if c.command == super::ctx::Command::Add {
+                    c.check_neighbours(kind, index)?;
                 }
-                c.record_for(
-                    kind,
+                c.preserving(kind, index, set)?;
+            } else {
+                set(c)?;
+            }
+            c.record_for(
+                kind,
+                index,
+                LinkUndo::SetUp {
+                    ns: kind,
                     index,
-                    LinkUndo::SetUp {
-                        ns: kind,
-                        index,
-                        up: l.up,
-                    },
-                );
-                Ok(())
-            },
-        )
+                    up: l.up,
+                },
+            );
+            Ok(())
+        })
     }
 
     fn set_mtu(&mut self, ns: Resource<NsHandle>, index: u32, mtu: u32) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        self.cap(
-            &SET_MTU,
-            json!({"ns": ns_arg(kind), "index": index, "mtu": mtu}),
-            |c| {
-                let l = c.modifiable(kind, index)?;
-                // A small MTU drops IPv6 (< 1280) or IPv4 (< 68) config.
-                c.preserving(kind, index, |c| {
-                    c.netlink(kind)?.set_mtu(index, mtu).map_err(CapError::from)
-                })?;
-                c.record_for(
-                    kind,
+        self.cap(&SET_MTU, (kind, index, mtu), |c| {
+            let l = c.modifiable(kind, index)?;
+            // A small MTU drops IPv6 (< 1280) or IPv4 (< 68) config.
+            c.preserving(kind, index, |c| {
+                c.netlink(kind)?.set_mtu(index, mtu).map_err(CapError::from)
+            })?;
+            c.record_for(
+                kind,
+                index,
+                LinkUndo::SetMtu {
+                    ns: kind,
                     index,
-                    LinkUndo::SetMtu {
-                        ns: kind,
-                        index,
-                        mtu: l.mtu,
-                    },
-                );
-                Ok(())
-            },
-        )
+                    mtu: l.mtu,
+                },
+            );
+            Ok(())
+        })
     }
 
     fn set_mac(
@@ -1060,37 +1076,33 @@ impl Host for StoreData {
         mac: Vec<u8>,
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        self.cap(
-            &SET_MAC,
-            json!({"ns": ns_arg(kind), "index": index, "mac": mac_arg(&mac)}),
-            |c| {
-                check_mac(&mac)?;
-                // On a shared bridge only its own address: that pins it
-                // (as the reference bridge does), changing nothing else.
-                let l = c.modifiable_or_shared(kind, index, true)?;
-                if c.check_host_link(kind, &l).is_err() && l.mac != mac {
-                    return Err(CapError::denied(format!(
-                        "host bridge {:?} is shared by the network's attachments: its address \
+        self.cap(&SET_MAC, (kind, index, Mac(&mac)), |c| {
+            check_mac(&mac)?;
+            // On a shared bridge only its own address: that pins it
+            // (as the reference bridge does), changing nothing else.
+            let l = c.modifiable_or_shared(kind, index, true)?;
+            if c.check_host_link(kind, &l).is_err() && l.mac != mac {
+                return Err(CapError::denied(format!(
+                    "host bridge {:?} is shared by the network's attachments: its address \
                          may only be pinned to its current value (a wasmcni invariant)",
-                        l.name
-                    )));
-                }
-                if c.lower_of(kind, index)?.is_some_and(|lw| lw.passthru) {
-                    c.check_lower(kind, index, "the hardware address")?;
-                }
-                c.change_link_as(
-                    kind,
+                    l.name
+                )));
+            }
+            if c.lower_of(kind, index)?.is_some_and(|lw| lw.passthru) {
+                c.check_lower(kind, index, "the hardware address")?;
+            }
+            c.change_link_as(
+                kind,
+                index,
+                true,
+                |nl| nl.set_mac(index, &mac),
+                |l| LinkUndo::SetMac {
+                    ns: kind,
                     index,
-                    true,
-                    |nl| nl.set_mac(index, &mac),
-                    |l| LinkUndo::SetMac {
-                        ns: kind,
-                        index,
-                        mac: l.mac,
-                    },
-                )
-            },
-        )
+                    mac: l.mac,
+                },
+            )
+        })
     }
 
     fn set_master(
@@ -1100,73 +1112,69 @@ impl Host for StoreData {
         master: Option<u32>,
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        self.cap(
-            &SET_MASTER,
-            json!({"ns": ns_arg(kind), "index": index, "master": master}),
-            |c| {
-                // Enslaving changes the master too: it must be the
-                // plugin's, or a bridge its network shares.
-                let mut joins_vrf = false;
-                let shared = match master {
-                    Some(m) => {
-                        let ml = c.modifiable_or_shared(kind, m, true)?;
-                        joins_vrf = ml.kind.as_deref() == Some("vrf");
-                        c.check_host_link(kind, &ml).is_err()
-                    }
-                    None => false,
-                };
-                // A master makes its ports promiscuous: a stacked link must
-                // not pass that on to a lower device it may only use.
-                if master.is_some() {
-                    c.check_lower(kind, index, "enslaving")?;
+        self.cap(&SET_MASTER, (kind, index, master), |c| {
+            // Enslaving changes the master too: it must be the
+            // plugin's, or a bridge its network shares.
+            let mut joins_vrf = false;
+            let shared = match master {
+                Some(m) => {
+                    let ml = c.modifiable_or_shared(kind, m, true)?;
+                    joins_vrf = ml.kind.as_deref() == Some("vrf");
+                    c.check_host_link(kind, &ml).is_err()
                 }
-                // Against the undo of a concurrent ADD that created the
-                // shared bridge (it keeps a bridge that has ports).
-                let _lock = shared.then(|| crate::netlock::lock(&c.attachment.network));
-                let change = |c: &mut Ctx| {
-                    // Leaving a bridge drops the port's VLANs, and joining
-                    // it again gives it only the bridge's default: the
-                    // undo puts them back once the master is.
-                    // (Recorded first, so undone after the master.)
-                    let mark = c.journal.len();
-                    if let Some(vlans) = c.vlans_to_keep(kind, index, master)? {
-                        c.journal.record(LinkUndo::SetPortVlans {
-                            ns: kind,
-                            index,
-                            vlans,
-                        });
-                    }
-                    let r = c.change_link(
-                        kind,
+                None => false,
+            };
+            // A master makes its ports promiscuous: a stacked link must
+            // not pass that on to a lower device it may only use.
+            if master.is_some() {
+                c.check_lower(kind, index, "enslaving")?;
+            }
+            // Against the undo of a concurrent ADD that created the
+            // shared bridge (it keeps a bridge that has ports).
+            let _lock = shared.then(|| crate::netlock::lock(&c.attachment.network));
+            let change = |c: &mut Ctx| {
+                // Leaving a bridge drops the port's VLANs, and joining
+                // it again gives it only the bridge's default: the
+                // undo puts them back once the master is.
+                // (Recorded first, so undone after the master.)
+                let mark = c.journal.len();
+                if let Some(vlans) = c.vlans_to_keep(kind, index, master)? {
+                    c.journal.record(LinkUndo::SetPortVlans {
+                        ns: kind,
                         index,
-                        |nl| nl.set_master(index, master),
-                        |l| LinkUndo::SetMaster {
-                            ns: kind,
-                            index,
-                            master: l.master,
-                        },
-                    );
-                    if r.is_err() {
-                        c.journal.truncate(mark);
-                    }
-                    r
-                };
-                // Joining or leaving a VRF cycles the link, and the kernel
-                // drops its routes and IPv6 addresses: in ADD (the only
-                // command undone) the undo puts them back.
-                let vrf = c.journaling_for(kind, index)
-                    && (joins_vrf
-                        || match c.link(kind, index)?.master {
-                            Some(m) => c.link(kind, m)?.kind.as_deref() == Some("vrf"),
-                            None => false,
-                        });
-                if vrf {
-                    c.preserving(kind, index, change)
-                } else {
-                    change(c)
+                        vlans,
+                    });
                 }
-            },
-        )
+                let r = c.change_link(
+                    kind,
+                    index,
+                    |nl| nl.set_master(index, master),
+                    |l| LinkUndo::SetMaster {
+                        ns: kind,
+                        index,
+                        master: l.master,
+                    },
+                );
+                if r.is_err() {
+                    c.journal.truncate(mark);
+                }
+                r
+            };
+            // Joining or leaving a VRF cycles the link, and the kernel
+            // drops its routes and IPv6 addresses: in ADD (the only
+            // command undone) the undo puts them back.
+            let vrf = c.journaling_for(kind, index)
+                && (joins_vrf
+                    || match c.link(kind, index)?.master {
+                        Some(m) => c.link(kind, m)?.kind.as_deref() == Some("vrf"),
+                        None => false,
+                    });
+            if vrf {
+                c.preserving(kind, index, change)
+            } else {
+                change(c)
+            }
+        })
     }
 
     fn set_hairpin(
@@ -1176,27 +1184,23 @@ impl Host for StoreData {
         on: bool,
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        self.cap(
-            &SET_HAIRPIN,
-            json!({"ns": ns_arg(kind), "index": index, "on": on}),
-            |c| {
-                c.modifiable(kind, index)?;
-                let journaling = c.journaling_for(kind, index);
-                let nl = c.netlink(kind)?;
-                let old = nl
-                    .hairpin(index)?
-                    .ok_or(CapError::Code(ErrorCode::NotSupported))?;
-                nl.set_hairpin(index, on)?;
-                if journaling {
-                    c.journal.record(LinkUndo::SetHairpin {
-                        ns: kind,
-                        index,
-                        on: old,
-                    });
-                }
-                Ok(())
-            },
-        )
+        self.cap(&SET_HAIRPIN, (kind, index, on), |c| {
+            c.modifiable(kind, index)?;
+            let journaling = c.journaling_for(kind, index);
+            let nl = c.netlink(kind)?;
+            let old = nl
+                .hairpin(index)?
+                .ok_or(CapError::Code(ErrorCode::NotSupported))?;
+            nl.set_hairpin(index, on)?;
+            if journaling {
+                c.journal.record(LinkUndo::SetHairpin {
+                    ns: kind,
+                    index,
+                    on: old,
+                });
+            }
+            Ok(())
+        })
     }
 
     fn set_port_isolated(
@@ -1206,25 +1210,21 @@ impl Host for StoreData {
         on: bool,
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        self.cap(
-            &SET_PORT_ISOLATED,
-            json!({"ns": ns_arg(kind), "index": index, "on": on}),
-            |c| {
-                c.modifiable(kind, index)?;
-                let journaling = c.journaling_for(kind, index);
-                let nl = c.netlink(kind)?;
-                let old = port_isolated(&nl.bridge_port(index)?.ok_or(ErrorCode::NotSupported)?);
-                nl.set_bridge_port(index, &[(IFLA_BRPORT_ISOLATED, vec![u8::from(on)])])?;
-                if journaling {
-                    c.journal.record(LinkUndo::SetPortIsolated {
-                        ns: kind,
-                        index,
-                        on: old,
-                    });
-                }
-                Ok(())
-            },
-        )
+        self.cap(&SET_PORT_ISOLATED, (kind, index, on), |c| {
+            c.modifiable(kind, index)?;
+            let journaling = c.journaling_for(kind, index);
+            let nl = c.netlink(kind)?;
+            let old = port_isolated(&nl.bridge_port(index)?.ok_or(ErrorCode::NotSupported)?);
+            nl.set_bridge_port(index, &[(IFLA_BRPORT_ISOLATED, vec![u8::from(on)])])?;
+            if journaling {
+                c.journal.record(LinkUndo::SetPortIsolated {
+                    ns: kind,
+                    index,
+                    on: old,
+                });
+            }
+            Ok(())
+        })
     }
 
     fn port_vlans(
@@ -1233,22 +1233,18 @@ impl Host for StoreData {
         index: u32,
     ) -> Result<Vec<PortVlan>, CapError> {
         let kind = self.ns_kind(&ns)?;
-        self.cap(
-            &PORT_VLANS,
-            json!({"ns": ns_arg(kind), "index": index}),
-            |c| {
-                c.require(kind, |g| g.read, "read")?;
-                let vlans = c.netlink(kind)?.port_vlans(index)?;
-                Ok(vlans
-                    .into_iter()
-                    .map(|v| PortVlan {
-                        vid: v.vid,
-                        pvid: v.pvid,
-                        untagged: v.untagged,
-                    })
-                    .collect())
-            },
-        )
+        self.cap(&PORT_VLANS, (kind, index), |c| {
+            c.require(kind, |g| g.read, "read")?;
+            let vlans = c.netlink(kind)?.port_vlans(index)?;
+            Ok(vlans
+                .into_iter()
+                .map(|v| PortVlan {
+                    vid: v.vid,
+                    pvid: v.pvid,
+                    untagged: v.untagged,
+                })
+                .collect())
+        })
     }
 
     fn set_port_vlans(
@@ -1258,14 +1254,7 @@ impl Host for StoreData {
         vlans: Vec<PortVlan>,
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        let listed: Vec<Value> = vlans
-            .iter()
-            .take(16)
-            .map(|v| json!({"vid": v.vid, "pvid": v.pvid, "untagged": v.untagged}))
-            .collect();
-        let args =
-            json!({"ns": ns_arg(kind), "index": index, "vlans": listed, "count": vlans.len()});
-        self.cap(&SET_PORT_VLANS, args, |c| {
+        self.cap(&SET_PORT_VLANS, (kind, index, &vlans), |c| {
             if vlans.len() > usize::from(MAX_VID) {
                 return Err(CapError::Limit(format!("{} VLANs", vlans.len())));
             }
@@ -1309,7 +1298,7 @@ impl Host for StoreData {
 
     fn share(&mut self, ns: Resource<NsHandle>, index: u32) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        self.cap(&SHARE, json!({"ns": ns_arg(kind), "index": index}), |c| {
+        self.cap(&SHARE, (kind, index), |c| {
             c.require(kind, |g| g.modify, "modify")?;
             // Only an ADD hands links to its network (a DEL's would be
             // left behind, undeletable).
@@ -1335,27 +1324,23 @@ impl Host for StoreData {
         on: bool,
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        self.cap(
-            &SET_PROMISCUOUS,
-            json!({"ns": ns_arg(kind), "index": index, "on": on}),
-            |c| {
-                // A shared bridge may be made promiscuous (the reference
-                // bridge's promiscMode), never the reverse.
-                c.modifiable_or_shared(kind, index, on)?;
-                c.check_lower(kind, index, "promiscuity")?;
-                c.change_link_as(
-                    kind,
+        self.cap(&SET_PROMISCUOUS, (kind, index, on), |c| {
+            // A shared bridge may be made promiscuous (the reference
+            // bridge's promiscMode), never the reverse.
+            c.modifiable_or_shared(kind, index, on)?;
+            c.check_lower(kind, index, "promiscuity")?;
+            c.change_link_as(
+                kind,
+                index,
+                on,
+                |nl| nl.set_promisc(index, on),
+                |l| LinkUndo::SetPromisc {
+                    ns: kind,
                     index,
-                    on,
-                    |nl| nl.set_promisc(index, on),
-                    |l| LinkUndo::SetPromisc {
-                        ns: kind,
-                        index,
-                        on: l.promiscuous,
-                    },
-                )
-            },
-        )
+                    on: l.promiscuous,
+                },
+            )
+        })
     }
 
     fn set_allmulticast(
@@ -1365,26 +1350,22 @@ impl Host for StoreData {
         on: bool,
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        self.cap(
-            &SET_ALLMULTICAST,
-            json!({"ns": ns_arg(kind), "index": index, "on": on}),
-            |c| {
-                // A stacked link passes IFF_ALLMULTI to its lower device,
-                // as it does promiscuity.
-                c.modifiable(kind, index)?;
-                c.check_lower(kind, index, "all-multicast mode")?;
-                c.change_link(
-                    kind,
+        self.cap(&SET_ALLMULTICAST, (kind, index, on), |c| {
+            // A stacked link passes IFF_ALLMULTI to its lower device,
+            // as it does promiscuity.
+            c.modifiable(kind, index)?;
+            c.check_lower(kind, index, "all-multicast mode")?;
+            c.change_link(
+                kind,
+                index,
+                |nl| nl.set_allmulti(index, on),
+                |l| LinkUndo::SetAllmulti {
+                    ns: kind,
                     index,
-                    |nl| nl.set_allmulti(index, on),
-                    |l| LinkUndo::SetAllmulti {
-                        ns: kind,
-                        index,
-                        on: l.allmulticast,
-                    },
-                )
-            },
-        )
+                    on: l.allmulticast,
+                },
+            )
+        })
     }
 
     fn set_txqlen(
@@ -1394,22 +1375,18 @@ impl Host for StoreData {
         txqlen: u32,
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        self.cap(
-            &SET_TXQLEN,
-            json!({"ns": ns_arg(kind), "index": index, "txqlen": txqlen}),
-            |c| {
-                c.change_link(
-                    kind,
+        self.cap(&SET_TXQLEN, (kind, index, txqlen), |c| {
+            c.change_link(
+                kind,
+                index,
+                |nl| nl.set_txqlen(index, txqlen),
+                |l| LinkUndo::SetTxqlen {
+                    ns: kind,
                     index,
-                    |nl| nl.set_txqlen(index, txqlen),
-                    |l| LinkUndo::SetTxqlen {
-                        ns: kind,
-                        index,
-                        txqlen: l.txqlen,
-                    },
-                )
-            },
-        )
+                    txqlen: l.txqlen,
+                },
+            )
+        })
     }
 
     fn set_name(
@@ -1419,29 +1396,25 @@ impl Host for StoreData {
         name: String,
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        self.cap(
-            &SET_NAME,
-            json!({"ns": ns_arg(kind), "index": index, "name": arg_str(&name)}),
-            |c| {
-                c.check_new_name(kind, &name)?;
-                if c.journal.created(kind, index) {
-                    // This ADD's link, under its new name from now on
-                    // (named once the call may go ahead).
-                    let k = c.modifiable(kind, index)?.kind;
-                    c.intend_links(&[(kind, &name, &k.unwrap_or_default())])?;
-                }
-                c.change_link(
-                    kind,
+        self.cap(&SET_NAME, (kind, index, &name), |c| {
+            c.check_new_name(kind, &name)?;
+            if c.journal.created(kind, index) {
+                // This ADD's link, under its new name from now on
+                // (named once the call may go ahead).
+                let k = c.modifiable(kind, index)?.kind;
+                c.intend_links(&[(kind, &name, &k.unwrap_or_default())])?;
+            }
+            c.change_link(
+                kind,
+                index,
+                |nl| nl.set_name(index, &name),
+                |l| LinkUndo::SetName {
+                    ns: kind,
                     index,
-                    |nl| nl.set_name(index, &name),
-                    |l| LinkUndo::SetName {
-                        ns: kind,
-                        index,
-                        name: l.name,
-                    },
-                )
-            },
-        )
+                    name: l.name,
+                },
+            )
+        })
     }
 
     fn set_alias(
@@ -1451,37 +1424,33 @@ impl Host for StoreData {
         alias: String,
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        self.cap(
-            &SET_ALIAS,
-            json!({"ns": ns_arg(kind), "index": index, "alias": arg_str(&alias)}),
-            |c| {
-                if kind == Kind::Host {
-                    return Err(CapError::denied(
-                        "in the host namespace the alias is wasmcni's ownership mark (a wasmcni \
+        self.cap(&SET_ALIAS, (kind, index, &alias), |c| {
+            if kind == Kind::Host {
+                return Err(CapError::denied(
+                    "in the host namespace the alias is wasmcni's ownership mark (a wasmcni \
                          invariant)",
-                    ));
-                }
-                bounded("alias", &alias, MAX_ALIAS)?;
-                if alias.contains('\0') {
-                    return Err(ErrorCode::InvalidArgument.into());
-                }
-                c.change_link(
-                    kind,
+                ));
+            }
+            bounded("alias", &alias, MAX_ALIAS)?;
+            if alias.contains('\0') {
+                return Err(ErrorCode::InvalidArgument.into());
+            }
+            c.change_link(
+                kind,
+                index,
+                |nl| nl.set_alias(index, &alias),
+                |l| LinkUndo::SetAlias {
+                    ns: kind,
                     index,
-                    |nl| nl.set_alias(index, &alias),
-                    |l| LinkUndo::SetAlias {
-                        ns: kind,
-                        index,
-                        alias: l.alias.unwrap_or_default(),
-                    },
-                )
-            },
-        )
+                    alias: l.alias.unwrap_or_default(),
+                },
+            )
+        })
     }
 
     fn delete(&mut self, ns: Resource<NsHandle>, index: u32) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        self.cap(&DELETE, json!({"ns": ns_arg(kind), "index": index}), |c| {
+        self.cap(&DELETE, (kind, index), |c| {
             c.modifiable(kind, index)?;
             if c.command == super::ctx::Command::Add && !c.journal.created(kind, index) {
                 return Err(CapError::denied(
@@ -1957,6 +1926,7 @@ pub(super) const ROWS: &[&Entry] = &[
 /// `link.get-by-name`.
 pub(super) const GET_BY_NAME: Entry = Entry {
     call: "link.get-by-name",
+    args: &["ns", "name"],
     authority: "read one link",
     policy: "`read`",
     undo: "none (no side effect)",
@@ -1968,6 +1938,7 @@ pub(super) const GET_BY_NAME: Entry = Entry {
 /// `link.get-by-index`.
 pub(super) const GET_BY_INDEX: Entry = Entry {
     call: "link.get-by-index",
+    args: &["ns", "index"],
     authority: "read one link",
     policy: "`read`",
     undo: "none (no side effect)",
@@ -1979,6 +1950,7 @@ pub(super) const GET_BY_INDEX: Entry = Entry {
 /// `link.list`.
 pub(super) const LIST: Entry = Entry {
     call: "link.list",
+    args: &["ns"],
     authority: "read every link",
     policy: "`read`",
     undo: "none (no side effect)",
@@ -1990,6 +1962,7 @@ pub(super) const LIST: Entry = Entry {
 /// `link.find-devices`.
 pub(super) const FIND_DEVICES: Entry = Entry {
     call: "link.find-devices",
+    args: &["ns", "selector"],
     authority: "read the links a sysfs device path or PCI address names (host only)",
     policy: "`read`",
     undo: "none (no side effect)",
@@ -2001,6 +1974,7 @@ pub(super) const FIND_DEVICES: Entry = Entry {
 /// `link.create-veth`.
 pub(super) const CREATE_VETH: Entry = Entry {
     call: "link.create-veth",
+    args: &["ns", "name", "peer-ns", "peer-name", "options", "peer-mac"],
     authority: "create a veth pair, peer born in the other namespace",
     policy: "`create: [veth]` in both namespaces; host end named per `names`, marked; two more links within `max-links`",
     undo: "delete the pair",
@@ -2012,6 +1986,7 @@ pub(super) const CREATE_VETH: Entry = Entry {
 /// `link.create-bridge`.
 pub(super) const CREATE_BRIDGE: Entry = Entry {
     call: "link.create-bridge",
+    args: &["ns", "name", "options", "bridge"],
     authority: "create a bridge",
     policy: "`create: [bridge]`; host: named per `names`, marked; within `max-links`",
     undo: "delete it",
@@ -2026,6 +2001,7 @@ pub(super) const CREATE_BRIDGE: Entry = Entry {
 /// `link.create-dummy`.
 pub(super) const CREATE_DUMMY: Entry = Entry {
     call: "link.create-dummy",
+    args: &["ns", "name", "options"],
     authority: "create a dummy link",
     policy: "`create: [dummy]`; host: named per `names`, marked; within `max-links`",
     undo: "delete it",
@@ -2040,6 +2016,7 @@ pub(super) const CREATE_DUMMY: Entry = Entry {
 /// `link.create-vrf`.
 pub(super) const CREATE_VRF: Entry = Entry {
     call: "link.create-vrf",
+    args: &["ns", "name", "table", "options"],
     authority: "create a VRF device bound to a routing table (not local or main)",
     policy: "`create` lists `vrf` for the namespace; host: name per `names`; within `max-links`",
     undo: "delete it",
@@ -2054,6 +2031,7 @@ pub(super) const CREATE_VRF: Entry = Entry {
 /// `link.create-tap`.
 pub(super) const CREATE_TAP: Entry = Entry {
     call: "link.create-tap",
+    args: &["ns", "name", "options", "tap"],
     authority: "create a persistent tap (/dev/net/tun)",
     policy: "`create: [tap]`; host: named per `names`, marked; within `max-links`",
     undo: "delete it",
@@ -2068,6 +2046,7 @@ pub(super) const CREATE_TAP: Entry = Entry {
 /// `link.create-macvlan`.
 pub(super) const CREATE_MACVLAN: Entry = Entry {
     call: "link.create-macvlan",
+    args: &["master-ns", "master", "ns", "name", "mode", "options"],
     authority: "create a macvlan on a master, born in a namespace",
     policy:
         "`create: [macvlan]` where born; host: named per `names`; master: host `masters` (read-only use), own or `links`; within `max-links`",
@@ -2080,6 +2059,7 @@ pub(super) const CREATE_MACVLAN: Entry = Entry {
 /// `link.create-ipvlan`.
 pub(super) const CREATE_IPVLAN: Entry = Entry {
     call: "link.create-ipvlan",
+    args: &["master-ns", "master", "ns", "name", "mode", "options"],
     authority: "create an ipvlan on a master, born in a namespace",
     policy: "`create: [ipvlan]` where born; host: named per `names`; master as for macvlan; within `max-links`",
     undo: "delete it",
@@ -2091,6 +2071,7 @@ pub(super) const CREATE_IPVLAN: Entry = Entry {
 /// `link.create-vlan`.
 pub(super) const CREATE_VLAN: Entry = Entry {
     call: "link.create-vlan",
+    args: &["master-ns", "master", "ns", "name", "vlan-id", "options"],
     authority: "create an 802.1Q vlan on a master, born in a namespace",
     policy: "`create: [vlan]` where born; host: named per `names`; master as for macvlan; within `max-links`",
     undo: "delete it",
@@ -2102,6 +2083,7 @@ pub(super) const CREATE_VLAN: Entry = Entry {
 /// `link.move-to`.
 pub(super) const MOVE_TO: Entry = Entry {
     call: "link.move-to",
+    args: &["ns", "index", "target", "new-name"],
     authority: "move a link between the two namespaces",
     policy: "`move` in both; host source: own, `links` or `config-links`; moved into host: named per `names` (or the config's `device`), marked; a link the attachment's ADD took from the host: back under its recorded name",
     undo: "move it back under its old name and index, then restore its per-link sysctls, MTU, MAC, alias, master, hairpin and port VLANs, promiscuity, admin state, addresses and routes (all tables)",
@@ -2113,6 +2095,7 @@ pub(super) const MOVE_TO: Entry = Entry {
 /// `link.set-up`.
 pub(super) const SET_UP: Entry = Entry {
     call: "link.set-up",
+    args: &["ns", "index", "up"],
     authority: "set a link up or down",
     policy: "`modify`; host: own or `links`; a stacked link whose up passes promiscuity to its lower device: lower own or `links`",
     undo: "restore the old state (and the routes setting it down flushed)",
@@ -2124,6 +2107,7 @@ pub(super) const SET_UP: Entry = Entry {
 /// `link.set-mtu`.
 pub(super) const SET_MTU: Entry = Entry {
     call: "link.set-mtu",
+    args: &["ns", "index", "mtu"],
     authority: "change a link's MTU",
     policy: "`modify`; host: own or `links`",
     undo: "restore the old MTU (and the addresses and routes a small MTU drops)",
@@ -2135,6 +2119,7 @@ pub(super) const SET_MTU: Entry = Entry {
 /// `link.set-mac`.
 pub(super) const SET_MAC: Entry = Entry {
     call: "link.set-mac",
+    args: &["ns", "index", "mac"],
     authority: "change a link's hardware address",
     policy: "`modify`; host: own or `links`; passthru macvlan: lower own or `links`",
     undo: "restore the old address",
@@ -2146,6 +2131,7 @@ pub(super) const SET_MAC: Entry = Entry {
 /// `link.set-master`.
 pub(super) const SET_MASTER: Entry = Entry {
     call: "link.set-master",
+    args: &["ns", "index", "master"],
     authority: "enslave a link to a bridge, or free it",
     policy: "`modify` on the link and on the master; host: both own or `links`",
     undo: "restore the old master (a port that left a bridge: then its VLANs)",
@@ -2161,6 +2147,7 @@ pub(super) const SET_MASTER: Entry = Entry {
 /// `link.set-hairpin`.
 pub(super) const SET_HAIRPIN: Entry = Entry {
     call: "link.set-hairpin",
+    args: &["ns", "index", "on"],
     authority: "set hairpin mode of a bridge port",
     policy: "`modify`; host: own or `links`",
     undo: "restore the old mode",
@@ -2172,6 +2159,7 @@ pub(super) const SET_HAIRPIN: Entry = Entry {
 /// `link.set-port-isolated`.
 pub(super) const SET_PORT_ISOLATED: Entry = Entry {
     call: "link.set-port-isolated",
+    args: &["ns", "index", "on"],
     authority: "isolate a bridge port from the bridge's other isolated ports, or free it",
     policy: "`modify`; host: own or `links`",
     undo: "restore the old flag",
@@ -2183,6 +2171,7 @@ pub(super) const SET_PORT_ISOLATED: Entry = Entry {
 /// `link.port-vlans`.
 pub(super) const PORT_VLANS: Entry = Entry {
     call: "link.port-vlans",
+    args: &["ns", "index"],
     authority: "read the VLANs of a bridge port",
     policy: "`read`",
     undo: "none (no side effect)",
@@ -2194,6 +2183,7 @@ pub(super) const PORT_VLANS: Entry = Entry {
 /// `link.set-port-vlans`.
 pub(super) const SET_PORT_VLANS: Entry = Entry {
     call: "link.set-port-vlans",
+    args: &["ns", "index", "vlans"],
     authority: "set the VLANs of a bridge port",
     policy: "`modify`; host: own or `links` (never a shared link); a VLAN the port is not in: only one the network config names (`vlan`, `vlanTrunk`, VLAN 1 native on a trunk), with `config-vlans`",
     undo: "put the old VLAN list back",
@@ -2205,6 +2195,7 @@ pub(super) const SET_PORT_VLANS: Entry = Entry {
 /// `link.share`.
 pub(super) const SHARE: Entry = Entry {
     call: "link.share",
+    args: &["ns", "index"],
     authority: "hand a host link this call created to its network (network mark)",
     policy: "`modify` in the host namespace; only links created in the same call",
     undo: "none of its own (the link's creation is undone by deleting it)",
@@ -2216,6 +2207,7 @@ pub(super) const SHARE: Entry = Entry {
 /// `link.set-promiscuous`.
 pub(super) const SET_PROMISCUOUS: Entry = Entry {
     call: "link.set-promiscuous",
+    args: &["ns", "index", "on"],
     authority: "set or clear IFF_PROMISC",
     policy: "`modify`; host: own or `links`; a macvlan/ipvlan/vlan: its lower device own or `links` (never a `masters` link)",
     undo: "restore the old flag",
@@ -2227,6 +2219,7 @@ pub(super) const SET_PROMISCUOUS: Entry = Entry {
 /// `link.set-allmulticast`.
 pub(super) const SET_ALLMULTICAST: Entry = Entry {
     call: "link.set-allmulticast",
+    args: &["ns", "index", "on"],
     authority: "set or clear IFF_ALLMULTI",
     policy:
         "`modify`; host: own or `links`; a macvlan/ipvlan/vlan: its lower device own or `links`",
@@ -2239,6 +2232,7 @@ pub(super) const SET_ALLMULTICAST: Entry = Entry {
 /// `link.set-txqlen`.
 pub(super) const SET_TXQLEN: Entry = Entry {
     call: "link.set-txqlen",
+    args: &["ns", "index", "txqlen"],
     authority: "set the transmit queue length (IFLA_TXQLEN)",
     policy: "`modify`; host: own or `links`",
     undo: "restore the old length",
@@ -2250,6 +2244,7 @@ pub(super) const SET_TXQLEN: Entry = Entry {
 /// `link.set-name`.
 pub(super) const SET_NAME: Entry = Entry {
     call: "link.set-name",
+    args: &["ns", "index", "name"],
     authority: "rename a link",
     policy: "`modify`; host: own or `links`, new name per `names`",
     undo: "restore the old name",
@@ -2265,6 +2260,7 @@ pub(super) const SET_NAME: Entry = Entry {
 /// `link.set-alias`.
 pub(super) const SET_ALIAS: Entry = Entry {
     call: "link.set-alias",
+    args: &["ns", "index", "alias"],
     authority: "set a link's alias",
     policy: "`modify`; container only (host alias is the mark)",
     undo: "restore the old alias",
@@ -2276,6 +2272,7 @@ pub(super) const SET_ALIAS: Entry = Entry {
 /// `link.delete`.
 pub(super) const DELETE: Entry = Entry {
     call: "link.delete",
+    args: &["ns", "index"],
     authority: "delete a link",
     policy: "`modify`; host: own or `links`; during ADD only links created in the same call (and still there: a link the kernel deleted along with another is forgotten)",
     undo: "none needed (only links created in this ADD)",

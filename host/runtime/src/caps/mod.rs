@@ -25,6 +25,7 @@
 //! declares them and names what the rest of the host uses.
 
 mod address;
+mod args;
 pub mod authority;
 pub mod bindings;
 mod borrowed;

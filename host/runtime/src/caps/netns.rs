@@ -1,7 +1,6 @@
 //! `wasmcni:plugin/netns`: the two namespace handles.
 
 use super::row::*;
-use serde_json::json;
 use wasmtime::component::Resource;
 
 use super::bindings::wasmcni::plugin::netns::{Host, HostNetns, NetnsKind};
@@ -12,7 +11,7 @@ use crate::netns::{Kind, NetNs};
 
 impl Host for StoreData {
     fn container(&mut self) -> Result<Resource<NsHandle>, CapError> {
-        self.cap(&CONTAINER, json!({}), |c| {
+        self.cap(&CONTAINER, (), |c| {
             if c.container.is_none() {
                 return Err(ErrorCode::NotFound.into());
             }
@@ -26,7 +25,7 @@ impl Host for StoreData {
     }
 
     fn host(&mut self) -> Result<Resource<NsHandle>, CapError> {
-        self.cap(&HOST, json!({}), |c| {
+        self.cap(&HOST, (), |c| {
             if c.grant.host.is_none() {
                 return Err(CapError::denied(format!(
                     "{} is absent: no authority in the host namespace",
@@ -69,6 +68,7 @@ pub(super) const ROWS: &[&Entry] = &[&CONTAINER, &HOST, &NETNS_KIND];
 /// `netns.container`.
 pub(super) const CONTAINER: Entry = Entry {
     call: "netns.container",
+    args: &[],
     authority: "handle to the container namespace (CNI_NETNS, verified nsfs, not the host's)",
     policy: "none (always)",
     undo: "none (no side effect)",
@@ -80,6 +80,7 @@ pub(super) const CONTAINER: Entry = Entry {
 /// `netns.host`.
 pub(super) const HOST: Entry = Entry {
     call: "netns.host",
+    args: &[],
     authority: "handle to the node namespace",
     policy: "`host` entry present",
     undo: "none (no side effect)",
@@ -91,6 +92,7 @@ pub(super) const HOST: Entry = Entry {
 /// `netns.[method]netns.kind`.
 pub(super) const NETNS_KIND: Entry = Entry {
     call: "netns.[method]netns.kind",
+    args: &[],
     authority: "none: says which namespace a handle is",
     policy: "none",
     undo: "none (no side effect)",

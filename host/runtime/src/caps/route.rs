@@ -8,14 +8,15 @@ use std::net::IpAddr;
 
 use netlink_packet_route::route::RouteMessage;
 use netlink_packet_route::AddressFamily;
-use serde_json::json;
+use serde_json::{json, Value};
 use wasmtime::component::Resource;
 
+use super::args::AuditArg;
 use super::bindings::wasmcni::plugin::route::{Host, Route, RouteInfo, Rule};
 use super::bindings::wasmcni::plugin::types::{IpFamily, IpPrefix, Scope};
 use super::bindings::{ip_from_wit, ip_to_wit, prefix_from_wit, scope_from_value, scope_value};
 use super::bindings::{CapError, NsHandle};
-use super::ctx::{ns_arg, Command, Ctx, StoreData, RTPROT_BOOT, RTPROT_WASMCNI};
+use super::ctx::{Command, Ctx, StoreData, RTPROT_BOOT, RTPROT_WASMCNI};
 use crate::netlink::{RouteAdd, RouteKey, RouteSpec, RuleSpec};
 use crate::netns::Kind;
 use crate::policy::LinkKind;
@@ -102,16 +103,23 @@ fn to_wit(s: &RouteSpec) -> Route {
     }
 }
 
-fn route_arg(s: &Result<RouteSpec, CapError>, r: &Route) -> serde_json::Value {
-    match s {
-        Ok(s) => json!({
-            "destination": format!("{}/{}", s.dst, s.dst_len),
-            "gateway": s.gateway.map(|g| g.to_string()),
-            "link-index": s.oif, "table": s.table, "metric": s.metric, "scope": s.scope,
-            "source": s.source.map(|g| g.to_string()), "mtu": s.mtu, "on-link": s.onlink,
-            "protocol": s.protocol,
-        }),
-        Err(_) => json!({"destination": format!("{:?}", r.destination), "invalid": true}),
+/// A route as the audit record shows it: as the host read it (its spec),
+/// or, if it is invalid, its destination as given.
+struct RouteArg<'a>(Kind, &'a Route);
+
+impl AuditArg for RouteArg<'_> {
+    fn audit(&self) -> Value {
+        let RouteArg(kind, r) = *self;
+        match to_spec(kind, r) {
+            Ok(s) => json!({
+                "destination": format!("{}/{}", s.dst, s.dst_len),
+                "gateway": s.gateway.map(|g| g.to_string()),
+                "link-index": s.oif, "table": s.table, "metric": s.metric, "scope": s.scope,
+                "source": s.source.map(|g| g.to_string()), "mtu": s.mtu, "on-link": s.onlink,
+                "protocol": s.protocol,
+            }),
+            Err(_) => json!({"destination": format!("{:?}", r.destination), "invalid": true}),
+        }
     }
 }
 
@@ -246,13 +254,16 @@ fn rule_to_wit(s: &RuleSpec) -> Rule {
     }
 }
 
-fn rule_arg(r: &Rule) -> serde_json::Value {
-    let p = |x: &Option<IpPrefix>| {
-        x.and_then(|p| prefix_from_wit(p).ok())
-            .map(|(ip, len)| format!("{ip}/{len}"))
-    };
-    json!({"family": format!("{:?}", r.family), "priority": r.priority,
-           "source": p(&r.source), "destination": p(&r.destination), "table": r.table})
+impl AuditArg for Rule {
+    fn audit(&self) -> Value {
+        let p = |x: &Option<IpPrefix>| {
+            x.and_then(|p| prefix_from_wit(p).ok())
+                .map(|(ip, len)| format!("{ip}/{len}"))
+        };
+        json!({"family": format!("{:?}", self.family), "priority": self.priority,
+               "source": p(&self.source), "destination": p(&self.destination),
+               "table": self.table})
+    }
 }
 
 impl Ctx {
@@ -333,7 +344,7 @@ impl Host for StoreData {
         family: Option<IpFamily>,
     ) -> Result<Vec<Rule>, CapError> {
         let kind = self.ns_kind(&ns)?;
-        let args = json!({"ns": ns_arg(kind), "family": family.map(|f| format!("{f:?}"))});
+        let args = (kind, family);
         self.cap(&LIST_RULES, args, |c| {
             c.require(kind, |g| g.read, "read")?;
             let v4 = family.map(|f| f == IpFamily::Ipv4);
@@ -347,13 +358,13 @@ impl Host for StoreData {
 
     fn lock_tables(&mut self, ns: Resource<NsHandle>) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        let args = json!({"ns": ns_arg(kind)});
+        let args = (kind,);
         self.cap(&LOCK_TABLES, args, |c| c.lock_tables(kind))
     }
 
     fn add_rule(&mut self, ns: Resource<NsHandle>, rule: Rule) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        let args = json!({"ns": ns_arg(kind), "rule": rule_arg(&rule)});
+        let args = (kind, &rule);
         self.cap(&ADD_RULE, args, |c| {
             let spec = rule_spec(&rule)?;
             c.rule_target(kind)?;
@@ -377,7 +388,7 @@ impl Host for StoreData {
 
     fn delete_rule(&mut self, ns: Resource<NsHandle>, rule: Rule) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        let args = json!({"ns": ns_arg(kind), "rule": rule_arg(&rule)});
+        let args = (kind, &rule);
         self.cap(&DELETE_RULE, args, |c| {
             let spec = rule_spec(&rule)?;
             c.rule_target(kind)?;
@@ -408,8 +419,7 @@ impl Host for StoreData {
         table: Option<u32>,
     ) -> Result<Vec<RouteInfo>, CapError> {
         let kind = self.ns_kind(&ns)?;
-        let args =
-            json!({"ns": ns_arg(kind), "family": family.map(|f| format!("{f:?}")), "table": table});
+        let args = (kind, family, table);
         self.cap(&LIST, args, |c| {
             c.require(kind, |g| g.read, "read")?;
             let family = family.map(|f| match f {
@@ -431,10 +441,9 @@ impl Host for StoreData {
 
     fn add(&mut self, ns: Resource<NsHandle>, route: Route) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        let spec = to_spec(kind, &route);
-        let args = json!({"ns": ns_arg(kind), "route": route_arg(&spec, &route)});
+        let args = (kind, RouteArg(kind, &route));
         self.cap(&ADD, args, |c| {
-            let spec = spec?;
+            let spec = to_spec(kind, &route)?;
             c.route_target(kind, &spec)?;
             c.netlink(kind)?.add_route(&spec, RouteAdd::Exclusive)?;
             c.journal.record(RouteUndo::DeleteRoute { ns: kind, spec });
@@ -444,10 +453,9 @@ impl Host for StoreData {
 
     fn replace(&mut self, ns: Resource<NsHandle>, route: Route) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        let spec = to_spec(kind, &route);
-        let args = json!({"ns": ns_arg(kind), "route": route_arg(&spec, &route)});
+        let args = (kind, RouteArg(kind, &route));
         self.cap(&REPLACE, args, |c| {
-            let spec = spec?;
+            let spec = to_spec(kind, &route)?;
             c.route_target(kind, &spec)?;
             // Whatever the kernel would replace, of any type, must be a
             // route the plugin may replace and the journal can restore.
@@ -475,10 +483,9 @@ impl Host for StoreData {
 
     fn delete(&mut self, ns: Resource<NsHandle>, route: Route) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        let spec = to_spec(kind, &route);
-        let args = json!({"ns": ns_arg(kind), "route": route_arg(&spec, &route)});
+        let args = (kind, RouteArg(kind, &route));
         self.cap(&DELETE, args, |c| {
-            let spec = spec?;
+            let spec = to_spec(kind, &route)?;
             c.require(kind, |g| g.routes, "routes")?;
             let old = c
                 .routes_raw(kind, spec.dst.is_ipv4())?
@@ -651,6 +658,7 @@ pub(super) const ROWS: &[&Entry] = &[
 /// `route.list`.
 pub(super) const LIST: Entry = Entry {
     call: "route.list",
+    args: &["ns", "family", "table"],
     authority: "read routes",
     policy: "`read`",
     undo: "none (no side effect)",
@@ -662,6 +670,7 @@ pub(super) const LIST: Entry = Entry {
 /// `route.add`.
 pub(super) const ADD: Entry = Entry {
     call: "route.add",
+    args: &["ns", "route"],
     authority: "add a route",
     policy: "`routes`; host: main table, destination inside `prefixes` and covering no other attachment's reservation in any network's IPAM state, through a link own or `links`, marked with protocol 87",
     undo: "delete it",
@@ -673,6 +682,7 @@ pub(super) const ADD: Entry = Entry {
 /// `route.replace`.
 pub(super) const REPLACE: Entry = Entry {
     call: "route.replace",
+    args: &["ns", "route"],
     authority: "add or replace a route",
     policy: "`routes`; host: as add, and only replacing wasmcni's routes",
     undo: "put the old route back, or delete",
@@ -688,6 +698,7 @@ pub(super) const REPLACE: Entry = Entry {
 /// `route.list-rules`.
 pub(super) const LIST_RULES: Entry = Entry {
     call: "route.list-rules",
+    args: &["ns", "family"],
     authority: "list the to-table policy routing rules",
     policy: "`read`",
     undo: "none (no side effect)",
@@ -699,6 +710,7 @@ pub(super) const LIST_RULES: Entry = Entry {
 /// `route.lock-tables`.
 pub(super) const LOCK_TABLES: Entry = Entry {
     call: "route.lock-tables",
+    args: &["ns"],
     authority: "take the namespace's routing-table lock (flock under the run dir, by nsfs inode) to the invocation's end, waiting until its deadline: a concurrent ADD in that namespace waits to choose a table",
     policy: "`routes` in the container namespace (as add-rule), or `create: [\"vrf\"]`; a no-op in CHECK, GC and STATUS",
     undo: "none (released when the invocation ends)",
@@ -710,6 +722,7 @@ pub(super) const LOCK_TABLES: Entry = Entry {
 /// `route.add-rule`.
 pub(super) const ADD_RULE: Entry = Entry {
     call: "route.add-rule",
+    args: &["ns", "rule"],
     authority:
         "add a policy routing rule sending matching traffic (source, destination prefix) to a table",
     policy: "`routes`; container namespace only (the host's rules are the node's)",
@@ -722,6 +735,7 @@ pub(super) const ADD_RULE: Entry = Entry {
 /// `route.delete-rule`.
 pub(super) const DELETE_RULE: Entry = Entry {
     call: "route.delete-rule",
+    args: &["ns", "rule"],
     authority: "delete a policy routing rule",
     policy: "`routes`; container namespace only",
     undo: "add it back",
@@ -733,6 +747,7 @@ pub(super) const DELETE_RULE: Entry = Entry {
 /// `route.delete`.
 pub(super) const DELETE: Entry = Entry {
     call: "route.delete",
+    args: &["ns", "route"],
     authority: "delete a route",
     policy: "`routes`; host: only wasmcni's routes",
     undo: "add it back (beside other routes with the same key)",

@@ -11,6 +11,9 @@ use crate::policy::LinkKind;
 pub struct Entry {
     /// `interface.function`, as in the audit log.
     pub call: &'static str,
+    /// Its parameters, as the WIT function names them (a method's
+    /// `self` aside): the keys of its audit record's `args`.
+    pub args: &'static [&'static str],
     /// What it can do to the kernel.
     pub authority: &'static str,
     /// The policy field(s) that grant it, and the invariants on top.

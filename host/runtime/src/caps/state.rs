@@ -7,10 +7,11 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
+use super::args::Size;
 use super::bindings::wasmcni::plugin::attachment_state::Host;
 use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::bindings::CapError;
-use super::ctx::{arg_str, Ctx, StoreData};
+use super::ctx::{Ctx, StoreData};
 use crate::plugin_state::{self, Key, Record, MAX_KEYS, MAX_VALUE};
 
 impl StateUndo {
@@ -176,7 +177,7 @@ fn check_key(key: &str) -> Result<(), CapError> {
 
 impl Host for StoreData {
     fn get(&mut self, key: String) -> Result<Option<String>, CapError> {
-        self.cap(&GET, json!({"key": arg_str(&key)}), |c| {
+        self.cap(&GET, (&key,), |c| {
             check_key(&key)?;
             let record = c.state_record()?;
             Ok(c.state_load(&record)?.remove(&key))
@@ -184,39 +185,35 @@ impl Host for StoreData {
     }
 
     fn keys(&mut self) -> Result<Vec<String>, CapError> {
-        self.cap(&KEYS, json!({}), |c| {
+        self.cap(&KEYS, (), |c| {
             let record = c.state_record()?;
             Ok(c.state_load(&record)?.into_keys().collect())
         })
     }
 
     fn set(&mut self, key: String, value: String) -> Result<(), CapError> {
-        self.cap(
-            &SET,
-            json!({"key": arg_str(&key), "bytes": value.len()}),
-            |c| {
-                check_key(&key)?;
-                if value.len() > MAX_VALUE {
+        self.cap(&SET, (&key, Size(value.len())), |c| {
+            check_key(&key)?;
+            if value.len() > MAX_VALUE {
+                return Err(CapError::Limit(format!(
+                    "a value of {} bytes (at most {MAX_VALUE})",
+                    value.len()
+                )));
+            }
+            c.state_change(|values| {
+                if !values.contains_key(&key) && values.len() >= MAX_KEYS {
                     return Err(CapError::Limit(format!(
-                        "a value of {} bytes (at most {MAX_VALUE})",
-                        value.len()
+                        "a record holds at most {MAX_KEYS} keys"
                     )));
                 }
-                c.state_change(|values| {
-                    if !values.contains_key(&key) && values.len() >= MAX_KEYS {
-                        return Err(CapError::Limit(format!(
-                            "a record holds at most {MAX_KEYS} keys"
-                        )));
-                    }
-                    values.insert(key, value);
-                    Ok(())
-                })
-            },
-        )
+                values.insert(key.clone(), value);
+                Ok(())
+            })
+        })
     }
 
     fn remove(&mut self, key: String) -> Result<(), CapError> {
-        self.cap(&REMOVE, json!({"key": arg_str(&key)}), |c| {
+        self.cap(&REMOVE, (&key,), |c| {
             check_key(&key)?;
             c.state_change(|values| {
                 values.remove(&key);
@@ -253,6 +250,7 @@ pub(super) const ROWS: &[&Entry] = &[&GET, &KEYS, &SET, &REMOVE];
 /// `attachment-state.get`.
 pub(super) const GET: Entry = Entry {
     call: "attachment-state.get",
+    args: &["key"],
     authority: "read a value of this plugin's own record for this attachment",
     policy: "`attachment-state: true`",
     undo: "none (no side effect)",
@@ -264,6 +262,7 @@ pub(super) const GET: Entry = Entry {
 /// `attachment-state.keys`.
 pub(super) const KEYS: Entry = Entry {
     call: "attachment-state.keys",
+    args: &[],
     authority: "list the keys of this plugin's own record for this attachment",
     policy: "`attachment-state: true`",
     undo: "none (no side effect)",
@@ -275,6 +274,7 @@ pub(super) const KEYS: Entry = Entry {
 /// `attachment-state.set`.
 pub(super) const SET: Entry = Entry {
     call: "attachment-state.set",
+    args: &["key", "value"],
     authority: "set a value in this plugin's own record for this attachment (at most 32 keys of 64 bytes, values of 4096 bytes; written atomically under the state root)",
     policy: "`attachment-state: true`; the record is keyed by the runtime's network, container ID and ifname and the plugin's name, never by an argument",
     undo: "put the record's old values back; the host removes the record after a successful DEL and in GC",
@@ -286,6 +286,7 @@ pub(super) const SET: Entry = Entry {
 /// `attachment-state.remove`.
 pub(super) const REMOVE: Entry = Entry {
     call: "attachment-state.remove",
+    args: &["key"],
     authority: "remove a key from this plugin's own record for this attachment",
     policy: "`attachment-state: true`",
     undo: "put the record's old values back",

@@ -3,13 +3,12 @@
 use super::ctx::{Inverse, Uncovered};
 use super::row::*;
 use crate::record::Owned;
-use serde_json::json;
 use wasmtime::component::Resource;
 
 use super::bindings::wasmcni::plugin::sysctl::Host;
 use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::bindings::{CapError, NsHandle};
-use super::ctx::{arg_str, bounded, ns_arg, Ctx, StoreData};
+use super::ctx::{bounded, Ctx, StoreData};
 use crate::netns::Kind;
 
 /// The longest key accepted.
@@ -206,19 +205,15 @@ impl Ctx {
 impl Host for StoreData {
     fn get(&mut self, ns: Resource<NsHandle>, key: String) -> Result<String, CapError> {
         let kind = self.ns_kind(&ns)?;
-        self.cap(
-            &GET,
-            json!({"ns": ns_arg(kind), "key": arg_str(&key)}),
-            |c| {
-                c.sysctl_target(kind, &key)?;
-                c.sysctl_read(kind, &key)
-            },
-        )
+        self.cap(&GET, (kind, &key), |c| {
+            c.sysctl_target(kind, &key)?;
+            c.sysctl_read(kind, &key)
+        })
     }
 
     fn set(&mut self, ns: Resource<NsHandle>, key: String, value: String) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        let args = json!({"ns": ns_arg(kind), "key": arg_str(&key), "value": arg_str(&value)});
+        let args = (kind, &key, &value);
         self.cap(&SET, args, |c| {
             let shared = c.sysctl_target(kind, &key)?;
             bounded("sysctl value", &value, MAX_VALUE)?;
@@ -399,6 +394,7 @@ pub(super) const ROWS: &[&Entry] = &[&GET, &SET];
 /// `sysctl.get`.
 pub(super) const GET: Entry = Entry {
     call: "sysctl.get",
+    args: &["ns", "key"],
     authority: "read a net.* sysctl",
     policy: "`sysctls` patterns; host per-link keys: link own or `links`",
     undo: "none (no side effect)",
@@ -410,6 +406,7 @@ pub(super) const GET: Entry = Entry {
 /// `sysctl.set`.
 pub(super) const SET: Entry = Entry {
     call: "sysctl.set",
+    args: &["ns", "key", "value"],
     authority: "write a net.* sysctl",
     policy: "`sysctls` patterns; host per-link keys: link own or `links`",
     undo: "a key of a link created in this ADD: none (the link goes); of another link: its old value, and the addresses and routes it may flush; any other key (`all`, `default`, global): the namespace's whole net. tree, written back parents first; a write that changes nothing is skipped",

@@ -8,15 +8,16 @@
 
 use super::ctx::Inverse;
 use super::row::*;
-use serde_json::json;
+use serde_json::Value;
 use sha2::{Digest, Sha512};
 use wasmtime::component::Resource;
 
+use super::args::{fields, AuditArg};
 use super::bindings::wasmcni::plugin::traffic_control::{Host, LinkLimits, RateLimit, Shaping};
 use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::bindings::Link;
 use super::bindings::{CapError, NsHandle};
-use super::ctx::{ns_arg, Command, Ctx, StoreData};
+use super::ctx::{Command, Ctx, StoreData};
 use crate::netlink::tc::{Tbf, INGRESS_HANDLE, TBF_HANDLE};
 use crate::netlink::LinkOpts;
 use crate::netns::Kind;
@@ -36,8 +37,10 @@ fn bucket(limit: &RateLimit) -> Result<Tbf, CapError> {
     Tbf::sized(limit.rate, limit.burst).ok_or(CapError::Code(ErrorCode::InvalidArgument))
 }
 
-fn limit_arg(limit: &RateLimit) -> serde_json::Value {
-    json!({"rate": limit.rate, "burst": limit.burst})
+impl AuditArg for RateLimit {
+    fn audit(&self) -> Value {
+        fields([("rate", self.rate.audit()), ("burst", self.burst.audit())])
+    }
 }
 
 impl Ctx {
@@ -300,7 +303,7 @@ impl Host for StoreData {
         limit: RateLimit,
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        let args = json!({"ns": ns_arg(kind), "index": index, "limit": limit_arg(&limit)});
+        let args = (kind, index, &limit);
         self.cap(&LIMIT_TRANSMIT, args, |c| {
             c.limit_transmit(kind, index, &limit)
         })
@@ -313,7 +316,7 @@ impl Host for StoreData {
         limit: RateLimit,
     ) -> Result<u32, CapError> {
         let kind = self.ns_kind(&ns)?;
-        let args = json!({"ns": ns_arg(kind), "index": index, "limit": limit_arg(&limit)});
+        let args = (kind, index, &limit);
         self.cap(&LIMIT_RECEIVE, args, |c| {
             c.limit_receive(kind, index, &limit)
         })
@@ -321,7 +324,7 @@ impl Host for StoreData {
 
     fn limits(&mut self, ns: Resource<NsHandle>, index: u32) -> Result<LinkLimits, CapError> {
         let kind = self.ns_kind(&ns)?;
-        let args = json!({"ns": ns_arg(kind), "index": index});
+        let args = (kind, index);
         self.cap(&LIMITS, args, |c| c.link_limits(kind, index))
     }
 
@@ -331,13 +334,13 @@ impl Host for StoreData {
         index: Option<u32>,
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        let args = json!({"ns": ns_arg(kind), "index": index});
+        let args = (kind, index);
         self.cap(&REMOVE_LIMITS, args, |c| c.remove_limits(kind, index))
     }
 
     fn collect_garbage(&mut self, ns: Resource<NsHandle>) -> Result<u32, CapError> {
         let kind = self.ns_kind(&ns)?;
-        let args = json!({"ns": ns_arg(kind)});
+        let args = (kind,);
         self.cap(&COLLECT_GARBAGE, args, |c| c.collect_ifbs(kind))
     }
 }
@@ -408,6 +411,7 @@ pub(super) const ROWS: &[&Entry] = &[
 /// `traffic-control.limit-transmit`.
 pub(super) const LIMIT_TRANSMIT: Entry = Entry {
     call: "traffic-control.limit-transmit",
+    args: &["ns", "index", "limit"],
     authority: "install a `tbf` root qdisc (handle `1:`) on a link, sized as the reference bandwidth plugin sizes it",
     policy: "`traffic-control`; host: link own or `links`; never replaces a qdisc (already-exists); the `ifb` within `max-links`",
     undo: "delete the qdisc (nothing for a link created in this ADD)",
@@ -419,6 +423,7 @@ pub(super) const LIMIT_TRANSMIT: Entry = Entry {
 /// `traffic-control.limit-receive`.
 pub(super) const LIMIT_RECEIVE: Entry = Entry {
     call: "traffic-control.limit-receive",
+    args: &["ns", "index", "limit"],
     authority: "create the attachment's `ifb` (`bwp` + hash of network and container ID, marked as the attachment's), put a `tbf` on it, add an `ingress` qdisc and a redirect filter to the link",
     policy: "`traffic-control`; host: link own or `links`; never replaces a qdisc (already-exists)",
     undo: "delete the `ingress` qdisc (its filter goes along) and the `ifb`",
@@ -430,6 +435,7 @@ pub(super) const LIMIT_RECEIVE: Entry = Entry {
 /// `traffic-control.limits`.
 pub(super) const LIMITS: Entry = Entry {
     call: "traffic-control.limits",
+    args: &["ns", "index"],
     authority: "read a link's qdiscs, filters and its attachment's `ifb`",
     policy: "`read`",
     undo: "none (no side effect)",
@@ -441,6 +447,7 @@ pub(super) const LIMITS: Entry = Entry {
 /// `traffic-control.remove-limits`.
 pub(super) const REMOVE_LIMITS: Entry = Entry {
     call: "traffic-control.remove-limits",
+    args: &["ns", "index"],
     authority: "delete a link's root `tbf` (`1:`) and `ingress` qdisc, and the attachment's `ifb`",
     policy: "`traffic-control`; host: link own or `links`, `ifb` only this attachment's; refused during ADD",
     undo: "none (refused during ADD)",
@@ -452,6 +459,7 @@ pub(super) const REMOVE_LIMITS: Entry = Entry {
 /// `traffic-control.collect-garbage`.
 pub(super) const COLLECT_GARBAGE: Entry = Entry {
     call: "traffic-control.collect-garbage",
+    args: &["ns"],
     authority: "delete the `ifb`s of this network's attachments that are not in `cni.dev/valid-attachments`",
     policy: "`traffic-control`; GC only; only `ifb` links marked for this network under their attachment's `ifb` name",
     undo: "none (GC only)",
