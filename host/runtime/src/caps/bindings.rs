@@ -207,6 +207,14 @@ impl From<NlError> for CapError {
     }
 }
 
+/// A handle the plugin passed that is not in its resource table: the
+/// guest broke the component model's rules, so the call traps.
+impl From<wasmtime::component::ResourceTableError> for CapError {
+    fn from(e: wasmtime::component::ResourceTableError) -> Self {
+        CapError::Trap(e.into())
+    }
+}
+
 impl From<std::io::Error> for CapError {
     fn from(e: std::io::Error) -> Self {
         CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO))
