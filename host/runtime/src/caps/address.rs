@@ -82,6 +82,164 @@ impl Ctx {
     }
 }
 
+/// The host functions' work, one method per call.
+impl Ctx {
+    /// The addresses of the namespace, of one link if `link_index` names one.
+    fn list_addresses(
+        &mut self,
+        kind: Kind,
+        link_index: Option<u32>,
+        family: Option<IpFamily>,
+    ) -> Result<Vec<AddressInfo>, CapError> {
+        self.require(kind, |g| g.read, "read")?;
+        let nl = self.netlink(kind)?;
+        if let Some(index) = link_index {
+            nl.link_by_index(index)?;
+        }
+        let family = family.map(|f| match f {
+            IpFamily::Ipv4 => AddressFamily::Inet,
+            IpFamily::Ipv6 => AddressFamily::Inet6,
+        });
+        let msgs = nl.addresses_of(family, link_index)?;
+        let mut out = Vec::with_capacity(msgs.len());
+        for m in msgs {
+            if link_index.is_some_and(|i| i != m.header.index) {
+                continue;
+            }
+            let Some(ip) = address_of(&m) else { continue };
+            let flags = address_flags(&m);
+            out.push(AddressInfo {
+                link_index: m.header.index,
+                prefix: IpPrefix {
+                    address: ip_to_wit(ip),
+                    prefix_len: m.header.prefix_len,
+                },
+                scope: match m.header.scope {
+                    AddressScope::Universe => Scope::Universe,
+                    AddressScope::Site => Scope::Site,
+                    AddressScope::Link => Scope::Link,
+                    AddressScope::Host => Scope::Host,
+                    _ => Scope::Nowhere,
+                },
+                permanent: flags.contains(AddressFlags::Permanent),
+                tentative: flags.contains(AddressFlags::Tentative),
+                dad_failed: flags.contains(AddressFlags::Dadfailed),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Adds an address to a link the plugin may give one, journaling its removal.
+    fn add_address(
+        &mut self,
+        kind: Kind,
+        link_index: u32,
+        prefix: IpPrefix,
+        options: &AddressOptions,
+    ) -> Result<(), CapError> {
+        let (ip, len) = prefix_from_wit(prefix)?;
+        let shared = self.address_target(kind, link_index)?;
+        if kind == Kind::Host {
+            self.check_host_address(ip, len)?;
+        }
+        // Another attachment's address would take its traffic (S13).
+        let own_link = !shared && !self.network_link(kind, link_index);
+        self.check_not_foreign_address(kind, ip, len, own_link)?;
+        let spec = AddrSpec {
+            index: link_index,
+            addr: ip,
+            prefix_len: len,
+            flags: AddrFlags {
+                no_dad: options.no_dad,
+                no_prefix_route: options.no_prefix_route,
+            },
+            scope: options.scope.map(scope_value).unwrap_or(0),
+            broadcast: AddrSpec::default_broadcast(ip, len),
+            // Marks the host addresses wasmcni adds: only those may
+            // be deleted there.
+            protocol: if kind == Kind::Host {
+                RTPROT_WASMCNI
+            } else {
+                0
+            },
+        };
+        self.netlink(kind)?.add_address(&spec)?;
+        self.journal
+            .record(AddressUndo::DeleteAddress { ns: kind, spec });
+        Ok(())
+    }
+
+    /// Deletes an address the plugin may delete, journaling its return.
+    fn delete_address(
+        &mut self,
+        kind: Kind,
+        link_index: u32,
+        prefix: IpPrefix,
+    ) -> Result<(), CapError> {
+        let (ip, len) = prefix_from_wit(prefix)?;
+        let shared = self.address_target(kind, link_index)?;
+        let old = self
+            .find_address(kind, link_index, ip, len)?
+            .ok_or(CapError::Kernel(libc::EADDRNOTAVAIL))?;
+        if kind == Kind::Host && old.protocol != RTPROT_WASMCNI {
+            return Err(CapError::denied(format!(
+                "host address {ip}/{len} was not added by wasmcni, so it may not be \
+                     deleted (a wasmcni invariant)"
+            )));
+        }
+        if shared && !self.added_address(kind, &old) {
+            return Err(CapError::denied(format!(
+                "host address {ip}/{len} is on a bridge the network's attachments share; \
+                     only an address this invocation added may be deleted there (a wasmcni \
+                     invariant)"
+            )));
+        }
+        // A primary address takes its secondaries and their routes along.
+        self.preserving(kind, link_index, |c| {
+            c.netlink(kind)?
+                .delete_address(link_index, ip, len)
+                .map_err(CapError::from)
+        })?;
+        self.journal.record(AddressUndo::AddAddress {
+            ns: kind,
+            spec: old,
+        });
+        Ok(())
+    }
+
+    /// Sends a gratuitous ARP for an IPv4 address the link carries.
+    fn announce_address(
+        &mut self,
+        kind: Kind,
+        link_index: u32,
+        ip: IpAddr,
+    ) -> Result<(), CapError> {
+        self.require(kind, |g| g.announce, "announce")?;
+        let l = self.link(kind, link_index)?;
+        if !self.shared(kind, &l) {
+            self.check_host_link(kind, &l)?;
+        }
+        let IpAddr::V4(v4) = ip else {
+            return Err(ErrorCode::NotSupported.into());
+        };
+        if l.mac.len() != 6 {
+            return Err(ErrorCode::NotSupported.into());
+        }
+        let msgs = self
+            .netlink(kind)?
+            .addresses_of(Some(AddressFamily::Inet), Some(link_index))?;
+        let carries = msgs
+            .iter()
+            .any(|m| m.header.index == link_index && address_of(m) == Some(ip));
+        if !carries {
+            return Err(CapError::Kernel(libc::EADDRNOTAVAIL));
+        }
+        let ns = self.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
+        crate::announce::gratuitous_arp(ns, link_index, &l.mac, v4)
+            .map_err(|e| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EINVAL)))
+    }
+}
+
 impl Host for StoreData {
     fn list(
         &mut self,
@@ -91,44 +249,7 @@ impl Host for StoreData {
     ) -> Result<Vec<AddressInfo>, CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = (kind, link_index, family);
-        self.cap(&LIST, args, |c| {
-            c.require(kind, |g| g.read, "read")?;
-            let nl = c.netlink(kind)?;
-            if let Some(index) = link_index {
-                nl.link_by_index(index)?;
-            }
-            let family = family.map(|f| match f {
-                IpFamily::Ipv4 => AddressFamily::Inet,
-                IpFamily::Ipv6 => AddressFamily::Inet6,
-            });
-            let msgs = nl.addresses_of(family, link_index)?;
-            let mut out = Vec::with_capacity(msgs.len());
-            for m in msgs {
-                if link_index.is_some_and(|i| i != m.header.index) {
-                    continue;
-                }
-                let Some(ip) = address_of(&m) else { continue };
-                let flags = address_flags(&m);
-                out.push(AddressInfo {
-                    link_index: m.header.index,
-                    prefix: IpPrefix {
-                        address: ip_to_wit(ip),
-                        prefix_len: m.header.prefix_len,
-                    },
-                    scope: match m.header.scope {
-                        AddressScope::Universe => Scope::Universe,
-                        AddressScope::Site => Scope::Site,
-                        AddressScope::Link => Scope::Link,
-                        AddressScope::Host => Scope::Host,
-                        _ => Scope::Nowhere,
-                    },
-                    permanent: flags.contains(AddressFlags::Permanent),
-                    tentative: flags.contains(AddressFlags::Tentative),
-                    dad_failed: flags.contains(AddressFlags::Dadfailed),
-                });
-            }
-            Ok(out)
-        })
+        self.cap(&LIST, args, |c| c.list_addresses(kind, link_index, family))
     }
 
     fn add(
@@ -140,36 +261,7 @@ impl Host for StoreData {
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(&ADD, (kind, link_index, prefix, &options), |c| {
-            let (ip, len) = prefix_from_wit(prefix)?;
-            let shared = c.address_target(kind, link_index)?;
-            if kind == Kind::Host {
-                c.check_host_address(ip, len)?;
-            }
-            // Another attachment's address would take its traffic (S13).
-            let own_link = !shared && !c.network_link(kind, link_index);
-            c.check_not_foreign_address(kind, ip, len, own_link)?;
-            let spec = AddrSpec {
-                index: link_index,
-                addr: ip,
-                prefix_len: len,
-                flags: AddrFlags {
-                    no_dad: options.no_dad,
-                    no_prefix_route: options.no_prefix_route,
-                },
-                scope: options.scope.map(scope_value).unwrap_or(0),
-                broadcast: AddrSpec::default_broadcast(ip, len),
-                // Marks the host addresses wasmcni adds: only those may
-                // be deleted there.
-                protocol: if kind == Kind::Host {
-                    RTPROT_WASMCNI
-                } else {
-                    0
-                },
-            };
-            c.netlink(kind)?.add_address(&spec)?;
-            c.journal
-                .record(AddressUndo::DeleteAddress { ns: kind, spec });
-            Ok(())
+            c.add_address(kind, link_index, prefix, &options)
         })
     }
 
@@ -182,35 +274,7 @@ impl Host for StoreData {
         let kind = self.ns_kind(&ns)?;
         let args = (kind, link_index, prefix);
         self.cap(&DELETE, args, |c| {
-            let (ip, len) = prefix_from_wit(prefix)?;
-            let shared = c.address_target(kind, link_index)?;
-            let old = c
-                .find_address(kind, link_index, ip, len)?
-                .ok_or(CapError::Kernel(libc::EADDRNOTAVAIL))?;
-            if kind == Kind::Host && old.protocol != RTPROT_WASMCNI {
-                return Err(CapError::denied(format!(
-                    "host address {ip}/{len} was not added by wasmcni, so it may not be \
-                     deleted (a wasmcni invariant)"
-                )));
-            }
-            if shared && !c.added_address(kind, &old) {
-                return Err(CapError::denied(format!(
-                    "host address {ip}/{len} is on a bridge the network's attachments share; \
-                     only an address this invocation added may be deleted there (a wasmcni \
-                     invariant)"
-                )));
-            }
-            // A primary address takes its secondaries and their routes along.
-            c.preserving(kind, link_index, |c| {
-                c.netlink(kind)?
-                    .delete_address(link_index, ip, len)
-                    .map_err(CapError::from)
-            })?;
-            c.journal.record(AddressUndo::AddAddress {
-                ns: kind,
-                spec: old,
-            });
-            Ok(())
+            c.delete_address(kind, link_index, prefix)
         })
     }
 
@@ -224,29 +288,7 @@ impl Host for StoreData {
         let ip = ip_from_wit(address);
         let args = (kind, link_index, address);
         self.cap(&ANNOUNCE, args, |c| {
-            c.require(kind, |g| g.announce, "announce")?;
-            let l = c.link(kind, link_index)?;
-            if !c.shared(kind, &l) {
-                c.check_host_link(kind, &l)?;
-            }
-            let IpAddr::V4(v4) = ip else {
-                return Err(ErrorCode::NotSupported.into());
-            };
-            if l.mac.len() != 6 {
-                return Err(ErrorCode::NotSupported.into());
-            }
-            let msgs = c
-                .netlink(kind)?
-                .addresses_of(Some(AddressFamily::Inet), Some(link_index))?;
-            let carries = msgs
-                .iter()
-                .any(|m| m.header.index == link_index && address_of(m) == Some(ip));
-            if !carries {
-                return Err(CapError::Kernel(libc::EADDRNOTAVAIL));
-            }
-            let ns = c.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
-            crate::announce::gratuitous_arp(ns, link_index, &l.mac, v4)
-                .map_err(|e| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EINVAL)))
+            c.announce_address(kind, link_index, ip)
         })
     }
 }

@@ -74,10 +74,6 @@ fn store_err(e: StoreError) -> CapError {
     }
 }
 
-fn io_err(e: std::io::Error) -> CapError {
-    CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO))
-}
-
 fn owner_to_wit(o: &ipam::Owner) -> Owner {
     Owner {
         container_id: o.container_id.clone(),
@@ -148,6 +144,86 @@ impl Ctx {
 
 impl Host for StoreData {}
 
+/// The host functions' work, one method per call.
+impl Ctx {
+    /// Reserves an address for this attachment, journaling its release.
+    fn reserve_address(
+        &mut self,
+        store: &NetworkStore,
+        ip: IpAddr,
+        range_id: &str,
+    ) -> Result<bool, CapError> {
+        if !ipam::valid_range_id(range_id) {
+            return Err(ErrorCode::InvalidArgument.into());
+        }
+        let owner = self.attachment.owner();
+        let last = store.last_reserved(range_id)?;
+        self.intend(crate::record::Owned {
+            reservations: vec![crate::record::Reservation {
+                dir: store.path().to_path_buf(),
+                address: ip,
+            }],
+            ..crate::record::Owned::default()
+        })?;
+        if !store.reserve(ip, &owner, range_id)? {
+            return Ok(false);
+        }
+        self.journal.record(IpamUndo::Unreserve {
+            dir: store.path().to_path_buf(),
+            address: ip,
+            owner,
+            range_id: range_id.to_owned(),
+            last,
+        });
+        Ok(true)
+    }
+
+    /// The addresses this attachment holds in the store.
+    fn reservations_held(&mut self, store: &NetworkStore) -> Result<Vec<IpAddress>, CapError> {
+        let me = self.attachment.owner();
+        Ok(store
+            .list()?
+            .into_iter()
+            .filter(|(_, o)| me.holds(o))
+            .map(|(ip, _)| ip_to_wit(ip))
+            .collect())
+    }
+
+    /// Releases an address this attachment holds, journaling its return.
+    fn release_address(&mut self, store: &NetworkStore, ip: IpAddr) -> Result<(), CapError> {
+        let Some(holder) = store.holder(ip)? else {
+            return Ok(());
+        };
+        self.may_release(&holder)?;
+        if self.keeps_for_live_incarnation(&holder, ip) {
+            return Ok(());
+        }
+        store.release(ip)?;
+        self.journal.record(IpamUndo::Rereserve {
+            dir: store.path().to_path_buf(),
+            address: ip,
+            owner: holder,
+        });
+        Ok(())
+    }
+
+    /// Releases every address this attachment holds, journaling their return.
+    fn release_all_owned(&mut self, store: &NetworkStore) -> Result<(), CapError> {
+        let me = self.attachment.owner();
+        for (ip, holder) in store.list()? {
+            if me.holds(&holder) && !self.keeps_for_live_incarnation(&holder, ip) {
+                store.release(ip)?;
+                self.journal.record(IpamUndo::Rereserve {
+                    dir: store.path().to_path_buf(),
+                    address: ip,
+                    owner: holder,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
 impl HostStore for StoreData {
     fn open(&mut self, data_dir: Option<String>) -> Result<Resource<StoreHandle>, CapError> {
         let deadline = self.deadline;
@@ -158,9 +234,7 @@ impl HostStore for StoreData {
             }
             c.open_store(data_dir.as_deref(), deadline)
         })?;
-        self.table
-            .push(StoreHandle { store })
-            .map_err(|e| CapError::Trap(e.into()))
+        Ok(self.table.push(StoreHandle { store })?)
     }
 
     fn reserve(
@@ -171,36 +245,10 @@ impl HostStore for StoreData {
     ) -> Result<bool, CapError> {
         let ip = ip_from_wit(address);
         let args = (address, &range_id);
-        let store = &self
-            .table
-            .get(&h)
-            .map_err(|e| CapError::Trap(e.into()))?
-            .store;
+        let store = &self.table.get(&h)?.store;
         let caps = &mut self.caps;
         super::ctx::StoreData::cap_with(caps, &STORE_RESERVE, args, |c| {
-            if !ipam::valid_range_id(&range_id) {
-                return Err(ErrorCode::InvalidArgument.into());
-            }
-            let owner = c.attachment.owner();
-            let last = store.last_reserved(&range_id).map_err(io_err)?;
-            c.intend(crate::record::Owned {
-                reservations: vec![crate::record::Reservation {
-                    dir: store.path().to_path_buf(),
-                    address: ip,
-                }],
-                ..crate::record::Owned::default()
-            })?;
-            if !store.reserve(ip, &owner, &range_id).map_err(io_err)? {
-                return Ok(false);
-            }
-            c.journal.record(IpamUndo::Unreserve {
-                dir: store.path().to_path_buf(),
-                address: ip,
-                owner,
-                range_id: range_id.clone(),
-                last,
-            });
-            Ok(true)
+            c.reserve_address(store, ip, &range_id)
         })
     }
 
@@ -210,32 +258,20 @@ impl HostStore for StoreData {
         range_id: String,
     ) -> Result<Option<IpAddress>, CapError> {
         let args = (&range_id,);
-        let store = &self
-            .table
-            .get(&h)
-            .map_err(|e| CapError::Trap(e.into()))?
-            .store;
+        let store = &self.table.get(&h)?.store;
         super::ctx::StoreData::cap_with(&mut self.caps, &STORE_LAST_RESERVED, args, |_| {
             if !ipam::valid_range_id(&range_id) {
                 return Err(ErrorCode::InvalidArgument.into());
             }
-            Ok(store
-                .last_reserved(&range_id)
-                .map_err(io_err)?
-                .map(ip_to_wit))
+            Ok(store.last_reserved(&range_id)?.map(ip_to_wit))
         })
     }
 
     fn list(&mut self, h: Resource<StoreHandle>) -> Result<Vec<Reservation>, CapError> {
-        let store = &self
-            .table
-            .get(&h)
-            .map_err(|e| CapError::Trap(e.into()))?
-            .store;
+        let store = &self.table.get(&h)?.store;
         super::ctx::StoreData::cap_with(&mut self.caps, &STORE_LIST, (), |_| {
             Ok(store
-                .list()
-                .map_err(io_err)?
+                .list()?
                 .iter()
                 .map(|(ip, o)| Reservation {
                     address: ip_to_wit(*ip),
@@ -246,68 +282,25 @@ impl HostStore for StoreData {
     }
 
     fn owned(&mut self, h: Resource<StoreHandle>) -> Result<Vec<IpAddress>, CapError> {
-        let store = &self
-            .table
-            .get(&h)
-            .map_err(|e| CapError::Trap(e.into()))?
-            .store;
+        let store = &self.table.get(&h)?.store;
         super::ctx::StoreData::cap_with(&mut self.caps, &STORE_OWNED, (), |c| {
-            let me = c.attachment.owner();
-            Ok(store
-                .list()
-                .map_err(io_err)?
-                .into_iter()
-                .filter(|(_, o)| me.holds(o))
-                .map(|(ip, _)| ip_to_wit(ip))
-                .collect())
+            c.reservations_held(store)
         })
     }
 
     fn release(&mut self, h: Resource<StoreHandle>, address: IpAddress) -> Result<(), CapError> {
         let ip = ip_from_wit(address);
-        let store = &self
-            .table
-            .get(&h)
-            .map_err(|e| CapError::Trap(e.into()))?
-            .store;
+        let store = &self.table.get(&h)?.store;
         let args = (address,);
         super::ctx::StoreData::cap_with(&mut self.caps, &STORE_RELEASE, args, |c| {
-            let Some(holder) = store.holder(ip).map_err(io_err)? else {
-                return Ok(());
-            };
-            c.may_release(&holder)?;
-            if c.keeps_for_live_incarnation(&holder, ip) {
-                return Ok(());
-            }
-            store.release(ip).map_err(io_err)?;
-            c.journal.record(IpamUndo::Rereserve {
-                dir: store.path().to_path_buf(),
-                address: ip,
-                owner: holder,
-            });
-            Ok(())
+            c.release_address(store, ip)
         })
     }
 
     fn release_owned(&mut self, h: Resource<StoreHandle>) -> Result<(), CapError> {
-        let store = &self
-            .table
-            .get(&h)
-            .map_err(|e| CapError::Trap(e.into()))?
-            .store;
+        let store = &self.table.get(&h)?.store;
         super::ctx::StoreData::cap_with(&mut self.caps, &STORE_RELEASE_OWNED, (), |c| {
-            let me = c.attachment.owner();
-            for (ip, holder) in store.list().map_err(io_err)? {
-                if me.holds(&holder) && !c.keeps_for_live_incarnation(&holder, ip) {
-                    store.release(ip).map_err(io_err)?;
-                    c.journal.record(IpamUndo::Rereserve {
-                        dir: store.path().to_path_buf(),
-                        address: ip,
-                        owner: holder,
-                    });
-                }
-            }
-            Ok(())
+            c.release_all_owned(store)
         })
     }
 

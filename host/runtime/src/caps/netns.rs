@@ -6,41 +6,46 @@ use wasmtime::component::Resource;
 use super::bindings::wasmcni::plugin::netns::{Host, HostNetns, NetnsKind};
 use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::bindings::{CapError, NsHandle};
-use super::ctx::StoreData;
+use super::ctx::{Ctx, StoreData};
 use crate::netns::{Kind, NetNs};
+
+/// The host functions' work, one method per call.
+impl Ctx {
+    /// The node namespace, opened on first use, if the grant has a `host` entry.
+    fn open_host_ns(&mut self) -> Result<(), CapError> {
+        if self.grant.host.is_none() {
+            return Err(CapError::denied(format!(
+                "{} is absent: no authority in the host namespace",
+                self.entry_field("host")
+            )));
+        }
+        if self.host.is_none() {
+            let ns = NetNs::open_host().map_err(|_| CapError::Code(ErrorCode::Other))?;
+            self.host = Some(ns);
+        }
+        Ok(())
+    }
+
+    /// Whether the invocation has a container namespace.
+    fn check_container_ns(&mut self) -> Result<(), CapError> {
+        if self.container.is_none() {
+            return Err(ErrorCode::NotFound.into());
+        }
+        Ok(())
+    }
+}
 
 impl Host for StoreData {
     fn container(&mut self) -> Result<Resource<NsHandle>, CapError> {
-        self.cap(&CONTAINER, (), |c| {
-            if c.container.is_none() {
-                return Err(ErrorCode::NotFound.into());
-            }
-            Ok(())
-        })?;
-        self.table
-            .push(NsHandle {
-                kind: Kind::Container,
-            })
-            .map_err(|e| CapError::Trap(e.into()))
+        self.cap(&CONTAINER, (), |c| c.check_container_ns())?;
+        Ok(self.table.push(NsHandle {
+            kind: Kind::Container,
+        })?)
     }
 
     fn host(&mut self) -> Result<Resource<NsHandle>, CapError> {
-        self.cap(&HOST, (), |c| {
-            if c.grant.host.is_none() {
-                return Err(CapError::denied(format!(
-                    "{} is absent: no authority in the host namespace",
-                    c.entry_field("host")
-                )));
-            }
-            if c.host.is_none() {
-                let ns = NetNs::open_host().map_err(|_| CapError::Code(ErrorCode::Other))?;
-                c.host = Some(ns);
-            }
-            Ok(())
-        })?;
-        self.table
-            .push(NsHandle { kind: Kind::Host })
-            .map_err(|e| CapError::Trap(e.into()))
+        self.cap(&HOST, (), |c| c.open_host_ns())?;
+        Ok(self.table.push(NsHandle { kind: Kind::Host })?)
     }
 }
 

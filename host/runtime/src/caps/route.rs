@@ -337,6 +337,150 @@ impl Ctx {
     }
 }
 
+/// The host functions' work, one method per call.
+impl Ctx {
+    /// The namespace's routing rules, of one family if `family` names one.
+    fn route_rules(&mut self, kind: Kind, family: Option<IpFamily>) -> Result<Vec<Rule>, CapError> {
+        self.require(kind, |g| g.read, "read")?;
+        let v4 = family.map(|f| f == IpFamily::Ipv4);
+        Ok(self
+            .netlink(kind)?
+            .rules(v4)?
+            .iter()
+            .map(rule_to_wit)
+            .collect())
+    }
+
+    /// Adds a routing rule in the container namespace, journaling its removal.
+    fn add_route_rule(&mut self, kind: Kind, rule: &Rule) -> Result<(), CapError> {
+        let spec = rule_spec(rule)?;
+        self.rule_target(kind)?;
+        let before = self.netlink(kind)?.rules(Some(spec.v4))?;
+        self.netlink(kind)?.add_rule(&spec)?;
+        // The rule as the kernel made it (its priority, if it chose
+        // one): the undo deletes exactly that one.
+        let made = self
+            .netlink(kind)?
+            .rules(Some(spec.v4))?
+            .into_iter()
+            .find(|r| !before.contains(r) && r.src == spec.src && r.dst == spec.dst)
+            .unwrap_or(spec);
+        self.journal.record(RouteUndo::DeleteRule {
+            ns: kind,
+            spec: made,
+        });
+        Ok(())
+    }
+
+    /// Deletes a routing rule in the container namespace, journaling its return.
+    fn delete_route_rule(&mut self, kind: Kind, rule: &Rule) -> Result<(), CapError> {
+        let spec = rule_spec(rule)?;
+        self.rule_target(kind)?;
+        let old = self
+            .netlink(kind)?
+            .rules(Some(spec.v4))?
+            .into_iter()
+            .find(|r| {
+                r.table == spec.table
+                    && r.src == spec.src
+                    && r.dst == spec.dst
+                    && spec.priority.is_none_or(|p| r.priority == Some(p))
+            })
+            .ok_or(CapError::Kernel(libc::ENOENT))?;
+        self.netlink(kind)?.delete_rule(&old)?;
+        self.journal.record(RouteUndo::AddRule {
+            ns: kind,
+            spec: old,
+        });
+        Ok(())
+    }
+
+    /// The namespace's routes, of one family and table if named.
+    fn list_routes(
+        &mut self,
+        kind: Kind,
+        family: Option<IpFamily>,
+        table: Option<u32>,
+    ) -> Result<Vec<RouteInfo>, CapError> {
+        self.require(kind, |g| g.read, "read")?;
+        let family = family.map(|f| match f {
+            IpFamily::Ipv4 => AddressFamily::Inet,
+            IpFamily::Ipv6 => AddressFamily::Inet6,
+        });
+        let msgs = self.netlink(kind)?.routes(family)?;
+        Ok(msgs
+            .iter()
+            .filter_map(RouteSpec::from_message)
+            .filter(|s| table.is_none_or(|t| t == s.table))
+            .map(|s| RouteInfo {
+                route: to_wit(&s),
+                owned: kind == Kind::Host && s.protocol == RTPROT_WASMCNI,
+            })
+            .collect())
+    }
+
+    /// Adds a route the plugin may add, journaling its removal.
+    fn add_route(&mut self, kind: Kind, route: &Route) -> Result<(), CapError> {
+        let spec = to_spec(kind, route)?;
+        self.route_target(kind, &spec)?;
+        self.netlink(kind)?.add_route(&spec, RouteAdd::Exclusive)?;
+        self.journal
+            .record(RouteUndo::DeleteRoute { ns: kind, spec });
+        Ok(())
+    }
+
+    /// Adds or replaces a route, journaling what it replaced.
+    fn replace_route(&mut self, kind: Kind, route: &Route) -> Result<(), CapError> {
+        let spec = to_spec(kind, route)?;
+        self.route_target(kind, &spec)?;
+        // Whatever the kernel would replace, of any type, must be a
+        // route the plugin may replace and the journal can restore.
+        let key = RouteKey::of_spec(&spec);
+        let in_the_way: Vec<RouteMessage> = self
+            .routes_raw(kind, spec.dst.is_ipv4())?
+            .into_iter()
+            .filter(|m| RouteKey::of_message(m) == Some(key))
+            .collect();
+        let mut old = None;
+        for m in &in_the_way {
+            old = Some(self.replaceable(kind, m)?);
+        }
+        self.netlink(kind)?.add_route(&spec, RouteAdd::Replace)?;
+        self.journal.record(match old {
+            Some(old) => RouteUndo::RestoreRoute {
+                ns: kind,
+                spec: old,
+            },
+            None => RouteUndo::DeleteRoute { ns: kind, spec },
+        });
+        Ok(())
+    }
+
+    /// Deletes a route the plugin may delete, journaling its return.
+    fn delete_route(&mut self, kind: Kind, route: &Route) -> Result<(), CapError> {
+        let spec = to_spec(kind, route)?;
+        self.require(kind, |g| g.routes, "routes")?;
+        let old = self
+            .routes_raw(kind, spec.dst.is_ipv4())?
+            .iter()
+            .filter_map(RouteSpec::from_message)
+            .find(|k| matches_delete(&spec, k))
+            .ok_or(CapError::Kernel(libc::ESRCH))?;
+        let raw = self
+            .routes_raw(kind, spec.dst.is_ipv4())?
+            .into_iter()
+            .find(|m| RouteSpec::from_message(m).as_ref() == Some(&old))
+            .ok_or(CapError::Kernel(libc::ESRCH))?;
+        self.replaceable(kind, &raw)?;
+        self.netlink(kind)?.delete_route(&old)?;
+        self.journal.record(RouteUndo::AddRoute {
+            ns: kind,
+            spec: old,
+        });
+        Ok(())
+    }
+}
+
 impl Host for StoreData {
     fn list_rules(
         &mut self,
@@ -345,15 +489,7 @@ impl Host for StoreData {
     ) -> Result<Vec<Rule>, CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = (kind, family);
-        self.cap(&LIST_RULES, args, |c| {
-            c.require(kind, |g| g.read, "read")?;
-            let v4 = family.map(|f| f == IpFamily::Ipv4);
-            Ok(c.netlink(kind)?
-                .rules(v4)?
-                .iter()
-                .map(rule_to_wit)
-                .collect())
-        })
+        self.cap(&LIST_RULES, args, |c| c.route_rules(kind, family))
     }
 
     fn lock_tables(&mut self, ns: Resource<NsHandle>) -> Result<(), CapError> {
@@ -365,51 +501,13 @@ impl Host for StoreData {
     fn add_rule(&mut self, ns: Resource<NsHandle>, rule: Rule) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = (kind, &rule);
-        self.cap(&ADD_RULE, args, |c| {
-            let spec = rule_spec(&rule)?;
-            c.rule_target(kind)?;
-            let before = c.netlink(kind)?.rules(Some(spec.v4))?;
-            c.netlink(kind)?.add_rule(&spec)?;
-            // The rule as the kernel made it (its priority, if it chose
-            // one): the undo deletes exactly that one.
-            let made = c
-                .netlink(kind)?
-                .rules(Some(spec.v4))?
-                .into_iter()
-                .find(|r| !before.contains(r) && r.src == spec.src && r.dst == spec.dst)
-                .unwrap_or(spec);
-            c.journal.record(RouteUndo::DeleteRule {
-                ns: kind,
-                spec: made,
-            });
-            Ok(())
-        })
+        self.cap(&ADD_RULE, args, |c| c.add_route_rule(kind, &rule))
     }
 
     fn delete_rule(&mut self, ns: Resource<NsHandle>, rule: Rule) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = (kind, &rule);
-        self.cap(&DELETE_RULE, args, |c| {
-            let spec = rule_spec(&rule)?;
-            c.rule_target(kind)?;
-            let old = c
-                .netlink(kind)?
-                .rules(Some(spec.v4))?
-                .into_iter()
-                .find(|r| {
-                    r.table == spec.table
-                        && r.src == spec.src
-                        && r.dst == spec.dst
-                        && spec.priority.is_none_or(|p| r.priority == Some(p))
-                })
-                .ok_or(CapError::Kernel(libc::ENOENT))?;
-            c.netlink(kind)?.delete_rule(&old)?;
-            c.journal.record(RouteUndo::AddRule {
-                ns: kind,
-                spec: old,
-            });
-            Ok(())
-        })
+        self.cap(&DELETE_RULE, args, |c| c.delete_route_rule(kind, &rule))
     }
 
     fn list(
@@ -420,92 +518,25 @@ impl Host for StoreData {
     ) -> Result<Vec<RouteInfo>, CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = (kind, family, table);
-        self.cap(&LIST, args, |c| {
-            c.require(kind, |g| g.read, "read")?;
-            let family = family.map(|f| match f {
-                IpFamily::Ipv4 => AddressFamily::Inet,
-                IpFamily::Ipv6 => AddressFamily::Inet6,
-            });
-            let msgs = c.netlink(kind)?.routes(family)?;
-            Ok(msgs
-                .iter()
-                .filter_map(RouteSpec::from_message)
-                .filter(|s| table.is_none_or(|t| t == s.table))
-                .map(|s| RouteInfo {
-                    route: to_wit(&s),
-                    owned: kind == Kind::Host && s.protocol == RTPROT_WASMCNI,
-                })
-                .collect())
-        })
+        self.cap(&LIST, args, |c| c.list_routes(kind, family, table))
     }
 
     fn add(&mut self, ns: Resource<NsHandle>, route: Route) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = (kind, RouteArg(kind, &route));
-        self.cap(&ADD, args, |c| {
-            let spec = to_spec(kind, &route)?;
-            c.route_target(kind, &spec)?;
-            c.netlink(kind)?.add_route(&spec, RouteAdd::Exclusive)?;
-            c.journal.record(RouteUndo::DeleteRoute { ns: kind, spec });
-            Ok(())
-        })
+        self.cap(&ADD, args, |c| c.add_route(kind, &route))
     }
 
     fn replace(&mut self, ns: Resource<NsHandle>, route: Route) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = (kind, RouteArg(kind, &route));
-        self.cap(&REPLACE, args, |c| {
-            let spec = to_spec(kind, &route)?;
-            c.route_target(kind, &spec)?;
-            // Whatever the kernel would replace, of any type, must be a
-            // route the plugin may replace and the journal can restore.
-            let key = RouteKey::of_spec(&spec);
-            let in_the_way: Vec<RouteMessage> = c
-                .routes_raw(kind, spec.dst.is_ipv4())?
-                .into_iter()
-                .filter(|m| RouteKey::of_message(m) == Some(key))
-                .collect();
-            let mut old = None;
-            for m in &in_the_way {
-                old = Some(c.replaceable(kind, m)?);
-            }
-            c.netlink(kind)?.add_route(&spec, RouteAdd::Replace)?;
-            c.journal.record(match old {
-                Some(old) => RouteUndo::RestoreRoute {
-                    ns: kind,
-                    spec: old,
-                },
-                None => RouteUndo::DeleteRoute { ns: kind, spec },
-            });
-            Ok(())
-        })
+        self.cap(&REPLACE, args, |c| c.replace_route(kind, &route))
     }
 
     fn delete(&mut self, ns: Resource<NsHandle>, route: Route) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = (kind, RouteArg(kind, &route));
-        self.cap(&DELETE, args, |c| {
-            let spec = to_spec(kind, &route)?;
-            c.require(kind, |g| g.routes, "routes")?;
-            let old = c
-                .routes_raw(kind, spec.dst.is_ipv4())?
-                .iter()
-                .filter_map(RouteSpec::from_message)
-                .find(|k| matches_delete(&spec, k))
-                .ok_or(CapError::Kernel(libc::ESRCH))?;
-            let raw = c
-                .routes_raw(kind, spec.dst.is_ipv4())?
-                .into_iter()
-                .find(|m| RouteSpec::from_message(m).as_ref() == Some(&old))
-                .ok_or(CapError::Kernel(libc::ESRCH))?;
-            c.replaceable(kind, &raw)?;
-            c.netlink(kind)?.delete_route(&old)?;
-            c.journal.record(RouteUndo::AddRoute {
-                ns: kind,
-                spec: old,
-            });
-            Ok(())
-        })
+        self.cap(&DELETE, args, |c| c.delete_route(kind, &route))
     }
 }
 

@@ -175,6 +175,29 @@ fn check_key(key: &str) -> Result<(), CapError> {
     }
 }
 
+/// The host functions' work, one method per call.
+impl Ctx {
+    /// Sets a key of the attachment's state record.
+    fn set_state(&mut self, key: &str, value: String) -> Result<(), CapError> {
+        check_key(key)?;
+        if value.len() > MAX_VALUE {
+            return Err(CapError::Limit(format!(
+                "a value of {} bytes (at most {MAX_VALUE})",
+                value.len()
+            )));
+        }
+        self.state_change(|values| {
+            if !values.contains_key(key) && values.len() >= MAX_KEYS {
+                return Err(CapError::Limit(format!(
+                    "a record holds at most {MAX_KEYS} keys"
+                )));
+            }
+            values.insert(key.to_owned(), value);
+            Ok(())
+        })
+    }
+}
+
 impl Host for StoreData {
     fn get(&mut self, key: String) -> Result<Option<String>, CapError> {
         self.cap(&GET, (&key,), |c| {
@@ -193,22 +216,7 @@ impl Host for StoreData {
 
     fn set(&mut self, key: String, value: String) -> Result<(), CapError> {
         self.cap(&SET, (&key, Size(value.len())), |c| {
-            check_key(&key)?;
-            if value.len() > MAX_VALUE {
-                return Err(CapError::Limit(format!(
-                    "a value of {} bytes (at most {MAX_VALUE})",
-                    value.len()
-                )));
-            }
-            c.state_change(|values| {
-                if !values.contains_key(&key) && values.len() >= MAX_KEYS {
-                    return Err(CapError::Limit(format!(
-                        "a record holds at most {MAX_KEYS} keys"
-                    )));
-                }
-                values.insert(key.clone(), value);
-                Ok(())
-            })
+            c.set_state(&key, value)
         })
     }
 

@@ -202,6 +202,37 @@ impl Ctx {
     }
 }
 
+/// The host functions' work, one method per call.
+impl Ctx {
+    /// Writes a sysctl the plugin may write, journaling the old value.
+    fn set_sysctl(&mut self, kind: Kind, key: &str, value: &str) -> Result<(), CapError> {
+        let shared = self.sysctl_target(kind, key)?;
+        bounded("sysctl value", value, MAX_VALUE)?;
+        if value.contains(['\n', '\0']) {
+            return Err(ErrorCode::InvalidArgument.into());
+        }
+        // One trip into the namespace when nothing needs journaling:
+        // a key of a link this call created, or outside ADD.
+        if !shared && self.needs_no_journal(kind, key)? {
+            let ns = self.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
+            crate::sysctl::exchange(ns, key, value)?;
+            return Ok(());
+        }
+        let old = self.sysctl_read(kind, key)?;
+        if old == value {
+            // Nothing changes, so there is nothing to undo.
+            return Ok(());
+        }
+        if shared {
+            return Err(CapError::denied(format!(
+                "{key} belongs to a bridge the network's attachments share: it may not \
+                     change (a wasmcni invariant)"
+            )));
+        }
+        self.sysctl_write(kind, key, old, value)
+    }
+}
+
 impl Host for StoreData {
     fn get(&mut self, ns: Resource<NsHandle>, key: String) -> Result<String, CapError> {
         let kind = self.ns_kind(&ns)?;
@@ -214,32 +245,7 @@ impl Host for StoreData {
     fn set(&mut self, ns: Resource<NsHandle>, key: String, value: String) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = (kind, &key, &value);
-        self.cap(&SET, args, |c| {
-            let shared = c.sysctl_target(kind, &key)?;
-            bounded("sysctl value", &value, MAX_VALUE)?;
-            if value.contains(['\n', '\0']) {
-                return Err(ErrorCode::InvalidArgument.into());
-            }
-            // One trip into the namespace when nothing needs journaling:
-            // a key of a link this call created, or outside ADD.
-            if !shared && c.needs_no_journal(kind, &key)? {
-                let ns = c.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
-                crate::sysctl::exchange(ns, &key, &value)?;
-                return Ok(());
-            }
-            let old = c.sysctl_read(kind, &key)?;
-            if old == value {
-                // Nothing changes, so there is nothing to undo.
-                return Ok(());
-            }
-            if shared {
-                return Err(CapError::denied(format!(
-                    "{key} belongs to a bridge the network's attachments share: it may not \
-                     change (a wasmcni invariant)"
-                )));
-            }
-            c.sysctl_write(kind, &key, old, &value)
-        })
+        self.cap(&SET, args, |c| c.set_sysctl(kind, &key, &value))
     }
 }
 
