@@ -582,36 +582,802 @@ impl Ctx {
     }
 }
 
+impl Ctx {
+    /// The link named `name` in a namespace the plugin may read.
+    fn link_info_by_name(&mut self, kind: Kind, name: &str) -> Result<LinkInfo, CapError> {
+        self.require(kind, |g| g.read, "read")?;
+        check_name(name)?;
+        let msg = self.netlink(kind)?.link_by_name(name)?;
+        Ok(self.with_owned(kind, LinkInfo::from_message(msg)))
+    }
+
+    /// Link `index` of a namespace the plugin may read.
+    fn link_info_by_index(&mut self, kind: Kind, index: u32) -> Result<LinkInfo, CapError> {
+        self.require(kind, |g| g.read, "read")?;
+        let l = self.link(kind, index)?;
+        Ok(self.with_owned(kind, l))
+    }
+
+    /// Every link of a namespace the plugin may read.
+    fn link_infos(&mut self, kind: Kind) -> Result<Vec<LinkInfo>, CapError> {
+        self.require(kind, |g| g.read, "read")?;
+        let links = self.netlink(kind)?.links()?;
+        Ok(links
+            .into_iter()
+            .map(|m| self.with_owned(kind, LinkInfo::from_message(m)))
+            .collect())
+    }
+
+    /// The host links of the device a selector names (a kernel path, a PCI address).
+    fn find_device_links(
+        &mut self,
+        kind: Kind,
+        selector: &DeviceSelector,
+    ) -> Result<Vec<LinkInfo>, CapError> {
+        self.require(kind, |g| g.read, "read")?;
+        if kind != Kind::Host {
+            return Err(ErrorCode::NotSupported.into());
+        }
+        let names = match selector {
+            DeviceSelector::KernelPath(p) => crate::devices::of_kernel_path(p),
+            DeviceSelector::PciAddress(a) => crate::devices::of_pci_address(a),
+        }
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidInput => CapError::Code(ErrorCode::InvalidArgument),
+            std::io::ErrorKind::NotFound => CapError::Code(ErrorCode::NotFound),
+            _ => CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO)),
+        })?;
+        let mut out = Vec::new();
+        for name in names.iter().filter(|n| valid_ifname(n)) {
+            match self.netlink(kind)?.link_by_name(name) {
+                Ok(msg) => out.push(self.with_owned(kind, LinkInfo::from_message(msg))),
+                Err(e) if e.errno() == libc::ENODEV => {}
+                Err(e) => return Err(CapError::from(&e)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Creates a veth pair, each end in its namespace, and marks both as created.
+    fn create_veth_pair(
+        &mut self,
+        kind: Kind,
+        name: &str,
+        peer_kind: Kind,
+        peer_name: &str,
+        options: &LinkOptions,
+        peer_mac: Option<&[u8]>,
+    ) -> Result<VethPair, CapError> {
+        self.require_create(kind, LinkKind::Veth)?;
+        self.require_create(peer_kind, LinkKind::Veth)?;
+        self.check_new_name(kind, name)?;
+        self.check_new_name(peer_kind, peer_name)?;
+        let o = opts(options)?;
+        if let Some(m) = peer_mac {
+            check_mac(m)?;
+        }
+        let peer_fd = self.ns_fd(peer_kind)?;
+        self.require_room(2)?;
+        self.intend_links(&[(kind, name, "veth"), (peer_kind, peer_name, "veth")])?;
+        self.netlink(kind)?
+            .create_veth(name, &o, peer_name, peer_fd.as_fd(), peer_mac)?;
+        // The peer goes with its end; it only needs the mark and to
+        // count as created (so ADD may delete it).
+        let (index, peer_index) =
+            self.created_with_peer(kind, name, false, Some((peer_kind, peer_name)))?;
+        let peer_index = peer_index.ok_or(CapError::Code(ErrorCode::Other))?;
+        Ok(VethPair { index, peer_index })
+    }
+
+    /// Creates a bridge, shared with the network's attachments.
+    fn create_bridge_link(
+        &mut self,
+        kind: Kind,
+        name: &str,
+        options: &LinkOptions,
+        bridge: &BridgeOptions,
+    ) -> Result<u32, CapError> {
+        self.require_create(kind, LinkKind::Bridge)?;
+        self.check_new_name(kind, name)?;
+        let o = opts(options)?;
+        self.require_room(1)?;
+        self.netlink(kind)?
+            .create_bridge(name, &o, bridge.vlan_filtering)?;
+        self.created(kind, name, true)
+    }
+
+    /// Creates a dummy link.
+    fn create_dummy_link(
+        &mut self,
+        kind: Kind,
+        name: &str,
+        options: &LinkOptions,
+    ) -> Result<u32, CapError> {
+        self.require_create(kind, LinkKind::Dummy)?;
+        self.check_new_name(kind, name)?;
+        let o = opts(options)?;
+        self.require_room(1)?;
+        self.intend_links(&[(kind, name, "dummy")])?;
+        self.netlink(kind)?.create_dummy(name, &o)?;
+        self.created(kind, name, false)
+    }
+
+    /// Creates a VRF bound to `table`, with the l3mdev rules it needs.
+    fn create_vrf_link(
+        &mut self,
+        kind: Kind,
+        name: &str,
+        table: u32,
+        options: &LinkOptions,
+    ) -> Result<u32, CapError> {
+        // The local and main tables are every link's: a VRF bound to
+        // one would capture the namespace's routing.
+        if matches!(table, 0 | 254 | 255) {
+            return Err(ErrorCode::InvalidArgument.into());
+        }
+        self.require_create(kind, LinkKind::Vrf)?;
+        self.check_new_name(kind, name)?;
+        let o = opts(options)?;
+        self.require_room(1)?;
+        // The first VRF of a namespace brings the kernel's l3mdev
+        // rules, which outlive it; the kernel adds them once in a
+        // namespace's life, so where they are missing after the VRF
+        // is made (an undo took them), the host adds them. In ADD, the
+        // undo takes them back if they came with this VRF: checked
+        // under the namespace's l3mdev lock, so that of two ADDs
+        // making VRFs at once only the one whose VRF brought them
+        // counts them as its own (and its undo keeps them while
+        // another VRF is there: authority.rs).
+        let ino = self
+            .ns(kind)
+            .ok_or(CapError::Code(ErrorCode::NotFound))?
+            .ino();
+        let _lock = crate::netlock::l3mdev_lock(ino);
+        let had = self.netlink(kind)?.l3mdev_families()?;
+        self.intend_links(&[(kind, name, "vrf")])?;
+        self.netlink(kind)?.create_vrf(name, table, &o)?;
+        let index = self.created(kind, name, false)?;
+        self.netlink(kind)?.add_l3mdev_rules()?;
+        let has = self.netlink(kind)?.l3mdev_families()?;
+        // Per family: only the rules this VRF brought are its undo's.
+        let (v4, v6) = (has.0 && !had.0, has.1 && !had.1);
+        if (v4 || v6) && self.command == super::ctx::Command::Add {
+            self.journal.record(RouteUndo::DeleteL3mdevRules {
+                ns: kind,
+                vrf: index,
+                v4,
+                v6,
+            });
+        }
+        Ok(index)
+    }
+
+    /// Creates a tap device, then sets its MTU and address.
+    fn create_tap_link(
+        &mut self,
+        kind: Kind,
+        name: &str,
+        options: &LinkOptions,
+        tap: &TapOptions,
+    ) -> Result<u32, CapError> {
+        self.require_create(kind, LinkKind::Tap)?;
+        self.check_new_name(kind, name)?;
+        let o = opts(options)?;
+        self.require_room(1)?;
+        self.intend_links(&[(kind, name, "tun")])?;
+        let ns = self.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
+        crate::tuntap::create_tap(ns, name, tap.multi_queue, tap.owner, tap.group)
+            .map_err(|e| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EINVAL)))?;
+        let index = self.created(kind, name, false)?;
+        let nl = self.netlink(kind)?;
+        if let Some(mtu) = o.mtu {
+            nl.set_mtu(index, mtu)?;
+        }
+        if let Some(mac) = &o.mac {
+            nl.set_mac(index, mac)?;
+        }
+        Ok(index)
+    }
+
+    /// Creates a macvlan on `master` (a passthru one only on a master the plugin may change).
+    fn create_macvlan_link(
+        &mut self,
+        master_kind: Kind,
+        master: u32,
+        kind: Kind,
+        name: &str,
+        mode: MacvlanMode,
+        options: &LinkOptions,
+    ) -> Result<u32, CapError> {
+        let mode_value = match mode {
+            MacvlanMode::Private => 1,
+            MacvlanMode::Vepa => 2,
+            MacvlanMode::Bridge => 4,
+            MacvlanMode::Passthru => 8,
+        };
+        if mode == MacvlanMode::Passthru && master_kind == Kind::Host {
+            // A passthru macvlan mirrors its MAC and promiscuity onto
+            // the master: that changes the master.
+            let m = self.link(master_kind, master)?;
+            self.check_host_link(master_kind, &m).map_err(|_| {
+                CapError::denied(format!(
+                    "a passthru macvlan changes its master; host link {:?} may only be \
+                     used as a master (a wasmcni invariant)",
+                    m.name
+                ))
+            })?;
+        }
+        self.create_sub(
+            master_kind,
+            master,
+            kind,
+            LinkKind::Macvlan,
+            SubKind::Macvlan(mode_value),
+            name,
+            options,
+        )
+    }
+
+    /// Creates an ipvlan on `master`.
+    fn create_ipvlan_link(
+        &mut self,
+        master_kind: Kind,
+        master: u32,
+        kind: Kind,
+        name: &str,
+        mode: IpvlanMode,
+        options: &LinkOptions,
+    ) -> Result<u32, CapError> {
+        let mode_value = match mode {
+            IpvlanMode::L2 => 0,
+            IpvlanMode::L3 => 1,
+            IpvlanMode::L3s => 2,
+        };
+        self.create_sub(
+            master_kind,
+            master,
+            kind,
+            LinkKind::Ipvlan,
+            SubKind::Ipvlan(mode_value),
+            name,
+            options,
+        )
+    }
+
+    /// Creates a VLAN link with ID `vlan_id` on `master`.
+    fn create_vlan_link(
+        &mut self,
+        master_kind: Kind,
+        master: u32,
+        kind: Kind,
+        name: &str,
+        vlan_id: u16,
+        options: &LinkOptions,
+    ) -> Result<u32, CapError> {
+        // 0 is a priority-tagged vlan (802.1p), as the kernel and the
+        // reference plugin accept it; 4095 is reserved.
+        if vlan_id > MAX_VID {
+            return Err(ErrorCode::InvalidArgument.into());
+        }
+        self.create_sub(
+            master_kind,
+            master,
+            kind,
+            LinkKind::Vlan,
+            SubKind::Vlan(vlan_id),
+            name,
+            options,
+        )
+    }
+
+    /// Moves a link to the other namespace (maybe renamed), journaling how it comes back.
+    fn move_link(
+        &mut self,
+        kind: Kind,
+        index: u32,
+        target_kind: Kind,
+        new_name: Option<&str>,
+    ) -> Result<u32, CapError> {
+        self.require(kind, |g| g.move_links, "move")?;
+        self.require(target_kind, |g| g.move_links, "move")?;
+        if kind == target_kind {
+            return Err(ErrorCode::InvalidArgument.into());
+        }
+        // A link this attachment's ADD took from the host goes back
+        // exactly as it was.
+        if target_kind == Kind::Host {
+            if let Some(at) = self.return_borrowed(index, new_name)? {
+                return Ok(at);
+            }
+        }
+        let l = self.link(kind, index)?;
+        self.check_host_link(kind, &l)?;
+        self.check_new_name(target_kind, new_name.unwrap_or(&l.name))?;
+        let fd = self.ns_fd(target_kind)?;
+        // Moving flushes the link's addresses and routes, takes it down,
+        // out of its master, and resets its per-link settings: once
+        // moved back, the journal restores its state, then addresses,
+        // then routes (which need it up).
+        let state = match self.command {
+            super::ctx::Command::Add => {
+                self.check_neighbours(kind, index)?;
+                Some(self.link_state(kind, &l)?)
+            }
+            _ => None,
+        };
+        if self.journal.created(kind, index) {
+            // This ADD's link, in its new place from now on.
+            let k = l.kind.clone().unwrap_or_default();
+            self.intend_links(&[(target_kind, new_name.unwrap_or(&l.name), &k)])?;
+        }
+        self.preserving(kind, index, |c| {
+            if let Some(state) = state {
+                c.journal.record(LinkUndo::RestoreLink {
+                    ns: kind,
+                    index,
+                    state,
+                });
+            }
+            c.netlink(kind)?
+                .set_netns(index, fd.as_fd(), new_name, None)
+                .map_err(CapError::from)
+        })?;
+        let now = self.index_of(target_kind, new_name.unwrap_or(&l.name))?;
+        // The link keeps its identity in the journal at its new place.
+        self.journal.link_moved((kind, index), (target_kind, now));
+        self.journal.record(LinkUndo::MoveBack {
+            ns: target_kind,
+            index: now,
+            to: kind,
+            from_index: index,
+            name: l.name.clone(),
+        });
+        if target_kind == Kind::Host {
+            self.journal.record(LinkUndo::SetAlias {
+                ns: target_kind,
+                index: now,
+                alias: l.alias.clone().unwrap_or_default(),
+            });
+            if self.journal.created(target_kind, now) {
+                // Where this ADD's link is now, before it is marked.
+                let name = new_name.unwrap_or(&l.name);
+                self.intend_made(&[(target_kind, name, l.kind.clone(), now)])?;
+            }
+            self.mark(target_kind, now, false)?;
+        } else if self.command == super::ctx::Command::Add {
+            // A host link is out only with the record that brings it
+            // back, written now: a process killed later in the ADD
+            // leaves it too. (If it cannot be written, the call fails
+            // and the journal, which has the move, undoes it with the
+            // ADD.)
+            self.keep_record(false).map_err(|why| {
+                log::warn!("{why}");
+                CapError::Kernel(libc::EIO)
+            })?;
+        }
+        Ok(now)
+    }
+
+    /// Brings a link up or down.
+    fn set_link_admin_up(&mut self, kind: Kind, index: u32, up: bool) -> Result<(), CapError> {
+        // A shared bridge may be brought up, never down.
+        let l = self.modifiable_or_shared(kind, index, up)?;
+        if up && !l.up {
+            // Bringing a stacked link up passes its promiscuity and
+            // allmulti (a passthru macvlan: its state) to the lower.
+            let flags = self.netlink(kind)?.link_by_index(index)?.header.flags;
+            // A master (a bridge, a bond) makes its ports
+            // promiscuous, and the port passes it on.
+            let passes = flags.intersects(LinkFlags::Promisc | LinkFlags::Allmulti)
+                || l.master.is_some()
+                || self.lower_of(kind, index)?.is_some_and(|lw| lw.passthru);
+            if passes {
+                self.check_lower(kind, index, "bringing up")?;
+            }
+        }
+        let set = |c: &mut Ctx| {
+            c.netlink(kind)?
+                .set_link_up(index, up)
+                .map_err(CapError::from)
+        };
+        if !up && l.up {
+            // Down flushes the link's routes and neighbours.
+            if self.command == super::ctx::Command::Add {
+                self.check_neighbours(kind, index)?;
+            }
+            self.preserving(kind, index, set)?;
+        } else {
+            set(self)?;
+        }
+        self.record_for(
+            kind,
+            index,
+            LinkUndo::SetUp {
+                ns: kind,
+                index,
+                up: l.up,
+            },
+        );
+        Ok(())
+    }
+
+    /// Sets a link's MTU.
+    fn set_link_mtu(&mut self, kind: Kind, index: u32, mtu: u32) -> Result<(), CapError> {
+        let l = self.modifiable(kind, index)?;
+        // A small MTU drops IPv6 (< 1280) or IPv4 (< 68) config.
+        self.preserving(kind, index, |c| {
+            c.netlink(kind)?.set_mtu(index, mtu).map_err(CapError::from)
+        })?;
+        self.record_for(
+            kind,
+            index,
+            LinkUndo::SetMtu {
+                ns: kind,
+                index,
+                mtu: l.mtu,
+            },
+        );
+        Ok(())
+    }
+
+    /// Sets a link's hardware address (a shared bridge's only to its own).
+    fn set_link_mac(&mut self, kind: Kind, index: u32, mac: &[u8]) -> Result<(), CapError> {
+        check_mac(mac)?;
+        // On a shared bridge only its own address: that pins it
+        // (as the reference bridge does), changing nothing else.
+        let l = self.modifiable_or_shared(kind, index, true)?;
+        if self.check_host_link(kind, &l).is_err() && l.mac != mac {
+            return Err(CapError::denied(format!(
+                "host bridge {:?} is shared by the network's attachments: its address \
+                     may only be pinned to its current value (a wasmcni invariant)",
+                l.name
+            )));
+        }
+        if self.lower_of(kind, index)?.is_some_and(|lw| lw.passthru) {
+            self.check_lower(kind, index, "the hardware address")?;
+        }
+        self.change_link_as(
+            kind,
+            index,
+            true,
+            |nl| nl.set_mac(index, mac),
+            |l| LinkUndo::SetMac {
+                ns: kind,
+                index,
+                mac: l.mac,
+            },
+        )
+    }
+
+    /// Enslaves a link to `master`, or frees it (`None`).
+    fn set_link_master(
+        &mut self,
+        kind: Kind,
+        index: u32,
+        master: Option<u32>,
+    ) -> Result<(), CapError> {
+        // Enslaving changes the master too: it must be the
+        // plugin's, or a bridge its network shares.
+        let mut joins_vrf = false;
+        let shared = match master {
+            Some(m) => {
+                let ml = self.modifiable_or_shared(kind, m, true)?;
+                joins_vrf = ml.kind.as_deref() == Some("vrf");
+                self.check_host_link(kind, &ml).is_err()
+            }
+            None => false,
+        };
+        // A master makes its ports promiscuous: a stacked link must
+        // not pass that on to a lower device it may only use.
+        if master.is_some() {
+            self.check_lower(kind, index, "enslaving")?;
+        }
+        // Against the undo of a concurrent ADD that created the
+        // shared bridge (it keeps a bridge that has ports).
+        let _lock = shared.then(|| crate::netlock::lock(&self.attachment.network));
+        let change = |c: &mut Ctx| {
+            // Leaving a bridge drops the port's VLANs, and joining
+            // it again gives it only the bridge's default: the
+            // undo puts them back once the master is.
+            // (Recorded first, so undone after the master.)
+            let mark = c.journal.len();
+            if let Some(vlans) = c.vlans_to_keep(kind, index, master)? {
+                c.journal.record(LinkUndo::SetPortVlans {
+                    ns: kind,
+                    index,
+                    vlans,
+                });
+            }
+            let r = c.change_link(
+                kind,
+                index,
+                |nl| nl.set_master(index, master),
+                |l| LinkUndo::SetMaster {
+                    ns: kind,
+                    index,
+                    master: l.master,
+                },
+            );
+            if r.is_err() {
+                c.journal.truncate(mark);
+            }
+            r
+        };
+        // Joining or leaving a VRF cycles the link, and the kernel
+        // drops its routes and IPv6 addresses: in ADD (the only
+        // command undone) the undo puts them back.
+        let vrf = self.journaling_for(kind, index)
+            && (joins_vrf
+                || match self.link(kind, index)?.master {
+                    Some(m) => self.link(kind, m)?.kind.as_deref() == Some("vrf"),
+                    None => false,
+                });
+        if vrf {
+            self.preserving(kind, index, change)
+        } else {
+            change(self)
+        }
+    }
+
+    /// Turns a bridge port's hairpin mode on or off.
+    fn set_port_hairpin(&mut self, kind: Kind, index: u32, on: bool) -> Result<(), CapError> {
+        self.modifiable(kind, index)?;
+        let journaling = self.journaling_for(kind, index);
+        let nl = self.netlink(kind)?;
+        let old = nl
+            .hairpin(index)?
+            .ok_or(CapError::Code(ErrorCode::NotSupported))?;
+        nl.set_hairpin(index, on)?;
+        if journaling {
+            self.journal.record(LinkUndo::SetHairpin {
+                ns: kind,
+                index,
+                on: old,
+            });
+        }
+        Ok(())
+    }
+
+    /// Turns a bridge port's isolation on or off.
+    fn set_port_isolation(&mut self, kind: Kind, index: u32, on: bool) -> Result<(), CapError> {
+        self.modifiable(kind, index)?;
+        let journaling = self.journaling_for(kind, index);
+        let nl = self.netlink(kind)?;
+        let old = port_isolated(&nl.bridge_port(index)?.ok_or(ErrorCode::NotSupported)?);
+        nl.set_bridge_port(index, &[(IFLA_BRPORT_ISOLATED, vec![u8::from(on)])])?;
+        if journaling {
+            self.journal.record(LinkUndo::SetPortIsolated {
+                ns: kind,
+                index,
+                on: old,
+            });
+        }
+        Ok(())
+    }
+
+    /// The VLANs of a bridge port.
+    fn read_port_vlans(&mut self, kind: Kind, index: u32) -> Result<Vec<PortVlan>, CapError> {
+        self.require(kind, |g| g.read, "read")?;
+        let vlans = self.netlink(kind)?.port_vlans(index)?;
+        Ok(vlans
+            .into_iter()
+            .map(|v| PortVlan {
+                vid: v.vid,
+                pvid: v.pvid,
+                untagged: v.untagged,
+            })
+            .collect())
+    }
+
+    /// Replaces a bridge port's VLANs with `vlans`.
+    fn replace_port_vlans(
+        &mut self,
+        kind: Kind,
+        index: u32,
+        vlans: &[PortVlan],
+    ) -> Result<(), CapError> {
+        if vlans.len() > usize::from(MAX_VID) {
+            return Err(CapError::Limit(format!("{} VLANs", vlans.len())));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        let valid = vlans
+            .iter()
+            .all(|v| (1..=MAX_VID).contains(&v.vid) && seen.insert(v.vid))
+            && vlans.iter().filter(|v| v.pvid).count() <= 1;
+        if !valid {
+            return Err(ErrorCode::InvalidArgument.into());
+        }
+        // A shared link's VLANs are the network's: never changed.
+        let l = self.modifiable(kind, index)?;
+        if l.master.is_none() {
+            return Err(ErrorCode::InvalidArgument.into());
+        }
+        let want: Vec<crate::netlink::PortVlan> = vlans
+            .iter()
+            .map(|v| crate::netlink::PortVlan {
+                vid: v.vid,
+                pvid: v.pvid,
+                untagged: v.untagged,
+            })
+            .collect();
+        let old = self.netlink(kind)?.port_vlans(index)?;
+        self.check_new_vlans(kind, index, &want, &old)?;
+        // Recorded first: a change that stops half-way is undone too.
+        self.record_for(
+            kind,
+            index,
+            LinkUndo::SetPortVlans {
+                ns: kind,
+                index,
+                vlans: old,
+            },
+        );
+        self.netlink(kind)?.set_port_vlans(index, &want)?;
+        Ok(())
+    }
+
+    /// Hands a host link this ADD created to its network.
+    fn share_link(&mut self, kind: Kind, index: u32) -> Result<(), CapError> {
+        self.require(kind, |g| g.modify, "modify")?;
+        // Only an ADD hands links to its network (a DEL's would be
+        // left behind, undeletable).
+        if self.command != super::ctx::Command::Add {
+            return Err(CapError::denied(
+                "only an ADD hands links to its network (a wasmcni invariant)",
+            ));
+        }
+        if kind != Kind::Host || !self.journal.created(kind, index) {
+            return Err(CapError::denied(format!(
+                "link {index} was not created in the host namespace by this call: \
+                     only such a link can be handed to the network (a wasmcni invariant)"
+            )));
+        }
+        self.mark(kind, index, true)
+    }
+
+    /// Turns a link's promiscuous mode on or off.
+    fn set_link_promisc(&mut self, kind: Kind, index: u32, on: bool) -> Result<(), CapError> {
+        // A shared bridge may be made promiscuous (the reference
+        // bridge's promiscMode), never the reverse.
+        self.modifiable_or_shared(kind, index, on)?;
+        self.check_lower(kind, index, "promiscuity")?;
+        self.change_link_as(
+            kind,
+            index,
+            on,
+            |nl| nl.set_promisc(index, on),
+            |l| LinkUndo::SetPromisc {
+                ns: kind,
+                index,
+                on: l.promiscuous,
+            },
+        )
+    }
+
+    /// Turns a link's all-multicast mode on or off.
+    fn set_link_allmulti(&mut self, kind: Kind, index: u32, on: bool) -> Result<(), CapError> {
+        // A stacked link passes IFF_ALLMULTI to its lower device,
+        // as it does promiscuity.
+        self.modifiable(kind, index)?;
+        self.check_lower(kind, index, "all-multicast mode")?;
+        self.change_link(
+            kind,
+            index,
+            |nl| nl.set_allmulti(index, on),
+            |l| LinkUndo::SetAllmulti {
+                ns: kind,
+                index,
+                on: l.allmulticast,
+            },
+        )
+    }
+
+    /// Sets a link's transmit queue length.
+    fn set_link_txqlen(&mut self, kind: Kind, index: u32, txqlen: u32) -> Result<(), CapError> {
+        self.change_link(
+            kind,
+            index,
+            |nl| nl.set_txqlen(index, txqlen),
+            |l| LinkUndo::SetTxqlen {
+                ns: kind,
+                index,
+                txqlen: l.txqlen,
+            },
+        )
+    }
+
+    /// Renames a link.
+    fn rename_link(&mut self, kind: Kind, index: u32, name: &str) -> Result<(), CapError> {
+        self.check_new_name(kind, name)?;
+        if self.journal.created(kind, index) {
+            // This ADD's link, under its new name from now on
+            // (named once the call may go ahead).
+            let k = self.modifiable(kind, index)?.kind;
+            self.intend_links(&[(kind, name, &k.unwrap_or_default())])?;
+        }
+        self.change_link(
+            kind,
+            index,
+            |nl| nl.set_name(index, name),
+            |l| LinkUndo::SetName {
+                ns: kind,
+                index,
+                name: l.name,
+            },
+        )
+    }
+
+    /// Sets a container link's alias.
+    fn set_link_alias(&mut self, kind: Kind, index: u32, alias: &str) -> Result<(), CapError> {
+        if kind == Kind::Host {
+            return Err(CapError::denied(
+                "in the host namespace the alias is wasmcni's ownership mark (a wasmcni \
+                     invariant)",
+            ));
+        }
+        bounded("alias", alias, MAX_ALIAS)?;
+        if alias.contains('\0') {
+            return Err(ErrorCode::InvalidArgument.into());
+        }
+        self.change_link(
+            kind,
+            index,
+            |nl| nl.set_alias(index, alias),
+            |l| LinkUndo::SetAlias {
+                ns: kind,
+                index,
+                alias: l.alias.unwrap_or_default(),
+            },
+        )
+    }
+
+    /// Deletes a link the plugin may delete, and forgets what went with it.
+    fn remove_link(&mut self, kind: Kind, index: u32) -> Result<(), CapError> {
+        self.modifiable(kind, index)?;
+        if self.command == super::ctx::Command::Add && !self.journal.created(kind, index) {
+            return Err(CapError::denied(
+                "during ADD a plugin may delete only links it created in the same call, \
+                     as the deletion could not be undone (a wasmcni invariant)",
+            ));
+        }
+        if kind == Kind::Container && self.holds(index)? {
+            return Err(CapError::denied(format!(
+                "link {index} was taken from the host namespace: it goes back there \
+                     (link.move-to), never away (a wasmcni invariant)"
+            )));
+        }
+        if self.command == super::ctx::Command::Add {
+            self.netlink(kind)?.delete_link(index)?;
+        } else {
+            // Outside ADD nothing waits on the kernel freeing it.
+            let ns = self.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
+            crate::netlink::route::Netlink::delete_link_detached(ns, index)?;
+        }
+        self.journal.forget_link(kind, index);
+        // What the kernel removed with it (a veth's peer, ...)
+        // must leave the created set too.
+        self.refresh_created()
+    }
+}
+
 impl Host for StoreData {
     fn get_by_name(&mut self, ns: Resource<NsHandle>, name: String) -> Result<LinkInfo, CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(&GET_BY_NAME, (kind, &name), |c| {
-            c.require(kind, |g| g.read, "read")?;
-            check_name(&name)?;
-            let msg = c.netlink(kind)?.link_by_name(&name)?;
-            Ok(c.with_owned(kind, LinkInfo::from_message(msg)))
+            c.link_info_by_name(kind, &name)
         })
     }
 
     fn get_by_index(&mut self, ns: Resource<NsHandle>, index: u32) -> Result<LinkInfo, CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(&GET_BY_INDEX, (kind, index), |c| {
-            c.require(kind, |g| g.read, "read")?;
-            let l = c.link(kind, index)?;
-            Ok(c.with_owned(kind, l))
+            c.link_info_by_index(kind, index)
         })
     }
 
     fn list(&mut self, ns: Resource<NsHandle>) -> Result<Vec<LinkInfo>, CapError> {
         let kind = self.ns_kind(&ns)?;
-        self.cap(&LIST, (kind,), |c| {
-            c.require(kind, |g| g.read, "read")?;
-            let links = c.netlink(kind)?.links()?;
-            Ok(links
-                .into_iter()
-                .map(|m| c.with_owned(kind, LinkInfo::from_message(m)))
-                .collect())
-        })
+        self.cap(&LIST, (kind,), |c| c.link_infos(kind))
     }
 
     fn find_devices(
@@ -621,28 +1387,7 @@ impl Host for StoreData {
     ) -> Result<Vec<LinkInfo>, CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(&FIND_DEVICES, (kind, &selector), |c| {
-            c.require(kind, |g| g.read, "read")?;
-            if kind != Kind::Host {
-                return Err(ErrorCode::NotSupported.into());
-            }
-            let names = match &selector {
-                DeviceSelector::KernelPath(p) => crate::devices::of_kernel_path(p),
-                DeviceSelector::PciAddress(a) => crate::devices::of_pci_address(a),
-            }
-            .map_err(|e| match e.kind() {
-                std::io::ErrorKind::InvalidInput => CapError::Code(ErrorCode::InvalidArgument),
-                std::io::ErrorKind::NotFound => CapError::Code(ErrorCode::NotFound),
-                _ => CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO)),
-            })?;
-            let mut out = Vec::new();
-            for name in names.iter().filter(|n| valid_ifname(n)) {
-                match c.netlink(kind)?.link_by_name(name) {
-                    Ok(msg) => out.push(c.with_owned(kind, LinkInfo::from_message(msg))),
-                    Err(e) if e.errno() == libc::ENODEV => {}
-                    Err(e) => return Err(CapError::from(&e)),
-                }
-            }
-            Ok(out)
+            c.find_device_links(kind, &selector)
         })
     }
 
@@ -666,30 +1411,14 @@ impl Host for StoreData {
             peer_mac.as_deref().map(Mac),
         );
         self.cap(&CREATE_VETH, args, |c| {
-            c.require_create(kind, LinkKind::Veth)?;
-            c.require_create(peer_kind, LinkKind::Veth)?;
-            c.check_new_name(kind, &name)?;
-            c.check_new_name(peer_kind, &peer_name)?;
-            let o = opts(&options)?;
-            if let Some(m) = &peer_mac {
-                check_mac(m)?;
-            }
-            let peer_fd = c.ns_fd(peer_kind)?;
-            c.require_room(2)?;
-            c.intend_links(&[(kind, &name, "veth"), (peer_kind, &peer_name, "veth")])?;
-            c.netlink(kind)?.create_veth(
+            c.create_veth_pair(
+                kind,
                 &name,
-                &o,
+                peer_kind,
                 &peer_name,
-                peer_fd.as_fd(),
+                &options,
                 peer_mac.as_deref(),
-            )?;
-            // The peer goes with its end; it only needs the mark and to
-            // count as created (so ADD may delete it).
-            let (index, peer_index) =
-                c.created_with_peer(kind, &name, false, Some((peer_kind, &peer_name)))?;
-            let peer_index = peer_index.ok_or(CapError::Code(ErrorCode::Other))?;
-            Ok(VethPair { index, peer_index })
+            )
         })
     }
 
@@ -702,13 +1431,7 @@ impl Host for StoreData {
     ) -> Result<u32, CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(&CREATE_BRIDGE, (kind, &name, &options, &bridge), |c| {
-            c.require_create(kind, LinkKind::Bridge)?;
-            c.check_new_name(kind, &name)?;
-            let o = opts(&options)?;
-            c.require_room(1)?;
-            c.netlink(kind)?
-                .create_bridge(&name, &o, bridge.vlan_filtering)?;
-            c.created(kind, &name, true)
+            c.create_bridge_link(kind, &name, &options, &bridge)
         })
     }
 
@@ -720,13 +1443,7 @@ impl Host for StoreData {
     ) -> Result<u32, CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(&CREATE_DUMMY, (kind, &name, &options), |c| {
-            c.require_create(kind, LinkKind::Dummy)?;
-            c.check_new_name(kind, &name)?;
-            let o = opts(&options)?;
-            c.require_room(1)?;
-            c.intend_links(&[(kind, &name, "dummy")])?;
-            c.netlink(kind)?.create_dummy(&name, &o)?;
-            c.created(kind, &name, false)
+            c.create_dummy_link(kind, &name, &options)
         })
     }
 
@@ -739,43 +1456,7 @@ impl Host for StoreData {
     ) -> Result<u32, CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(&CREATE_VRF, (kind, &name, table, &options), |c| {
-            // The local and main tables are every link's: a VRF bound to
-            // one would capture the namespace's routing.
-            if matches!(table, 0 | 254 | 255) {
-                return Err(ErrorCode::InvalidArgument.into());
-            }
-            c.require_create(kind, LinkKind::Vrf)?;
-            c.check_new_name(kind, &name)?;
-            let o = opts(&options)?;
-            c.require_room(1)?;
-            // The first VRF of a namespace brings the kernel's l3mdev
-            // rules, which outlive it; the kernel adds them once in a
-            // namespace's life, so where they are missing after the VRF
-            // is made (an undo took them), the host adds them. In ADD, the
-            // undo takes them back if they came with this VRF: checked
-            // under the namespace's l3mdev lock, so that of two ADDs
-            // making VRFs at once only the one whose VRF brought them
-            // counts them as its own (and its undo keeps them while
-            // another VRF is there: authority.rs).
-            let ino = c.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?.ino();
-            let _lock = crate::netlock::l3mdev_lock(ino);
-            let had = c.netlink(kind)?.l3mdev_families()?;
-            c.intend_links(&[(kind, &name, "vrf")])?;
-            c.netlink(kind)?.create_vrf(&name, table, &o)?;
-            let index = c.created(kind, &name, false)?;
-            c.netlink(kind)?.add_l3mdev_rules()?;
-            let has = c.netlink(kind)?.l3mdev_families()?;
-            // Per family: only the rules this VRF brought are its undo's.
-            let (v4, v6) = (has.0 && !had.0, has.1 && !had.1);
-            if (v4 || v6) && c.command == super::ctx::Command::Add {
-                c.journal.record(RouteUndo::DeleteL3mdevRules {
-                    ns: kind,
-                    vrf: index,
-                    v4,
-                    v6,
-                });
-            }
-            Ok(index)
+            c.create_vrf_link(kind, &name, table, &options)
         })
     }
 
@@ -788,23 +1469,7 @@ impl Host for StoreData {
     ) -> Result<u32, CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(&CREATE_TAP, (kind, &name, &options, &tap), |c| {
-            c.require_create(kind, LinkKind::Tap)?;
-            c.check_new_name(kind, &name)?;
-            let o = opts(&options)?;
-            c.require_room(1)?;
-            c.intend_links(&[(kind, &name, "tun")])?;
-            let ns = c.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
-            crate::tuntap::create_tap(ns, &name, tap.multi_queue, tap.owner, tap.group)
-                .map_err(|e| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EINVAL)))?;
-            let index = c.created(kind, &name, false)?;
-            let nl = c.netlink(kind)?;
-            if let Some(mtu) = o.mtu {
-                nl.set_mtu(index, mtu)?;
-            }
-            if let Some(mac) = &o.mac {
-                nl.set_mac(index, mac)?;
-            }
-            Ok(index)
+            c.create_tap_link(kind, &name, &options, &tap)
         })
     }
 
@@ -819,35 +1484,9 @@ impl Host for StoreData {
     ) -> Result<u32, CapError> {
         let master_kind = self.ns_kind(&master_ns)?;
         let kind = self.ns_kind(&ns)?;
-        let mode_value = match mode {
-            MacvlanMode::Private => 1,
-            MacvlanMode::Vepa => 2,
-            MacvlanMode::Bridge => 4,
-            MacvlanMode::Passthru => 8,
-        };
         let args = (master_kind, master, kind, &name, Named(mode), &options);
         self.cap(&CREATE_MACVLAN, args, |c| {
-            if mode == MacvlanMode::Passthru && master_kind == Kind::Host {
-                // A passthru macvlan mirrors its MAC and promiscuity onto
-                // the master: that changes the master.
-                let m = c.link(master_kind, master)?;
-                c.check_host_link(master_kind, &m).map_err(|_| {
-                    CapError::denied(format!(
-                        "a passthru macvlan changes its master; host link {:?} may only be \
-                         used as a master (a wasmcni invariant)",
-                        m.name
-                    ))
-                })?;
-            }
-            c.create_sub(
-                master_kind,
-                master,
-                kind,
-                LinkKind::Macvlan,
-                SubKind::Macvlan(mode_value),
-                &name,
-                &options,
-            )
+            c.create_macvlan_link(master_kind, master, kind, &name, mode, &options)
         })
     }
 
@@ -862,22 +1501,9 @@ impl Host for StoreData {
     ) -> Result<u32, CapError> {
         let master_kind = self.ns_kind(&master_ns)?;
         let kind = self.ns_kind(&ns)?;
-        let mode_value = match mode {
-            IpvlanMode::L2 => 0,
-            IpvlanMode::L3 => 1,
-            IpvlanMode::L3s => 2,
-        };
         let args = (master_kind, master, kind, &name, Named(mode), &options);
         self.cap(&CREATE_IPVLAN, args, |c| {
-            c.create_sub(
-                master_kind,
-                master,
-                kind,
-                LinkKind::Ipvlan,
-                SubKind::Ipvlan(mode_value),
-                &name,
-                &options,
-            )
+            c.create_ipvlan_link(master_kind, master, kind, &name, mode, &options)
         })
     }
 
@@ -894,20 +1520,7 @@ impl Host for StoreData {
         let kind = self.ns_kind(&ns)?;
         let args = (master_kind, master, kind, &name, vlan_id, &options);
         self.cap(&CREATE_VLAN, args, |c| {
-            // 0 is a priority-tagged vlan (802.1p), as the kernel and the
-            // reference plugin accept it; 4095 is reserved.
-            if vlan_id > MAX_VID {
-                return Err(ErrorCode::InvalidArgument.into());
-            }
-            c.create_sub(
-                master_kind,
-                master,
-                kind,
-                LinkKind::Vlan,
-                SubKind::Vlan(vlan_id),
-                &name,
-                &options,
-            )
+            c.create_vlan_link(master_kind, master, kind, &name, vlan_id, &options)
         })
     }
 
@@ -922,150 +1535,21 @@ impl Host for StoreData {
         let target_kind = self.ns_kind(&target)?;
         let args = (kind, index, target_kind, &new_name);
         self.cap(&MOVE_TO, args, |c| {
-            c.require(kind, |g| g.move_links, "move")?;
-            c.require(target_kind, |g| g.move_links, "move")?;
-            if kind == target_kind {
-                return Err(ErrorCode::InvalidArgument.into());
-            }
-            // A link this attachment's ADD took from the host goes back
-            // exactly as it was.
-            if target_kind == Kind::Host {
-                if let Some(at) = c.return_borrowed(index, new_name.as_deref())? {
-                    return Ok(at);
-                }
-            }
-            let l = c.link(kind, index)?;
-            c.check_host_link(kind, &l)?;
-            c.check_new_name(target_kind, new_name.as_deref().unwrap_or(&l.name))?;
-            let fd = c.ns_fd(target_kind)?;
-            // Moving flushes the link's addresses and routes, takes it down,
-            // out of its master, and resets its per-link settings: once
-            // moved back, the journal restores its state, then addresses,
-            // then routes (which need it up).
-            let state = match c.command {
-                super::ctx::Command::Add => {
-                    c.check_neighbours(kind, index)?;
-                    Some(c.link_state(kind, &l)?)
-                }
-                _ => None,
-            };
-            if c.journal.created(kind, index) {
-                // This ADD's link, in its new place from now on.
-                let k = l.kind.clone().unwrap_or_default();
-                c.intend_links(&[(target_kind, new_name.as_deref().unwrap_or(&l.name), &k)])?;
-            }
-            c.preserving(kind, index, |c| {
-                if let Some(state) = state {
-                    c.journal.record(LinkUndo::RestoreLink {
-                        ns: kind,
-                        index,
-                        state,
-                    });
-                }
-                c.netlink(kind)?
-                    .set_netns(index, fd.as_fd(), new_name.as_deref(), None)
-                    .map_err(CapError::from)
-            })?;
-            let now = c.index_of(target_kind, new_name.as_deref().unwrap_or(&l.name))?;
-            // The link keeps its identity in the journal at its new place.
-            c.journal.link_moved((kind, index), (target_kind, now));
-            c.journal.record(LinkUndo::MoveBack {
-                ns: target_kind,
-                index: now,
-                to: kind,
-                from_index: index,
-                name: l.name.clone(),
-            });
-            if target_kind == Kind::Host {
-                c.journal.record(LinkUndo::SetAlias {
-                    ns: target_kind,
-                    index: now,
-                    alias: l.alias.clone().unwrap_or_default(),
-                });
-                if c.journal.created(target_kind, now) {
-                    // Where this ADD's link is now, before it is marked.
-                    let name = new_name.as_deref().unwrap_or(&l.name);
-                    c.intend_made(&[(target_kind, name, l.kind.clone(), now)])?;
-                }
-                c.mark(target_kind, now, false)?;
-            } else if c.command == super::ctx::Command::Add {
-                // A host link is out only with the record that brings it
-                // back, written now: a process killed later in the ADD
-                // leaves it too. (If it cannot be written, the call fails
-                // and the journal, which has the move, undoes it with the
-                // ADD.)
-                c.keep_record(false).map_err(|why| {
-                    log::warn!("{why}");
-                    CapError::Kernel(libc::EIO)
-                })?;
-            }
-            Ok(now)
+            c.move_link(kind, index, target_kind, new_name.as_deref())
         })
     }
 
     fn set_up(&mut self, ns: Resource<NsHandle>, index: u32, up: bool) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(&SET_UP, (kind, index, up), |c| {
-            // A shared bridge may be brought up, never down.
-            let l = c.modifiable_or_shared(kind, index, up)?;
-            if up && !l.up {
-                // Bringing a stacked link up passes its promiscuity and
-                // allmulti (a passthru macvlan: its state) to the lower.
-                let flags = c.netlink(kind)?.link_by_index(index)?.header.flags;
-                // A master (a bridge, a bond) makes its ports
-                // promiscuous, and the port passes it on.
-                let passes = flags.intersects(LinkFlags::Promisc | LinkFlags::Allmulti)
-                    || l.master.is_some()
-                    || c.lower_of(kind, index)?.is_some_and(|lw| lw.passthru);
-                if passes {
-                    c.check_lower(kind, index, "bringing up")?;
-                }
-            }
-            let set = |c: &mut Ctx| {
-                c.netlink(kind)?
-                    .set_link_up(index, up)
-                    .map_err(CapError::from)
-            };
-            if !up && l.up {
-                // Down flushes the link's routes and neighbours.
-                if c.command == super::ctx::Command::Add {
-                    c.check_neighbours(kind, index)?;
-                }
-                c.preserving(kind, index, set)?;
-            } else {
-                set(c)?;
-            }
-            c.record_for(
-                kind,
-                index,
-                LinkUndo::SetUp {
-                    ns: kind,
-                    index,
-                    up: l.up,
-                },
-            );
-            Ok(())
+            c.set_link_admin_up(kind, index, up)
         })
     }
 
     fn set_mtu(&mut self, ns: Resource<NsHandle>, index: u32, mtu: u32) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(&SET_MTU, (kind, index, mtu), |c| {
-            let l = c.modifiable(kind, index)?;
-            // A small MTU drops IPv6 (< 1280) or IPv4 (< 68) config.
-            c.preserving(kind, index, |c| {
-                c.netlink(kind)?.set_mtu(index, mtu).map_err(CapError::from)
-            })?;
-            c.record_for(
-                kind,
-                index,
-                LinkUndo::SetMtu {
-                    ns: kind,
-                    index,
-                    mtu: l.mtu,
-                },
-            );
-            Ok(())
+            c.set_link_mtu(kind, index, mtu)
         })
     }
 
@@ -1077,31 +1561,7 @@ impl Host for StoreData {
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(&SET_MAC, (kind, index, Mac(&mac)), |c| {
-            check_mac(&mac)?;
-            // On a shared bridge only its own address: that pins it
-            // (as the reference bridge does), changing nothing else.
-            let l = c.modifiable_or_shared(kind, index, true)?;
-            if c.check_host_link(kind, &l).is_err() && l.mac != mac {
-                return Err(CapError::denied(format!(
-                    "host bridge {:?} is shared by the network's attachments: its address \
-                         may only be pinned to its current value (a wasmcni invariant)",
-                    l.name
-                )));
-            }
-            if c.lower_of(kind, index)?.is_some_and(|lw| lw.passthru) {
-                c.check_lower(kind, index, "the hardware address")?;
-            }
-            c.change_link_as(
-                kind,
-                index,
-                true,
-                |nl| nl.set_mac(index, &mac),
-                |l| LinkUndo::SetMac {
-                    ns: kind,
-                    index,
-                    mac: l.mac,
-                },
-            )
+            c.set_link_mac(kind, index, &mac)
         })
     }
 
@@ -1113,67 +1573,7 @@ impl Host for StoreData {
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(&SET_MASTER, (kind, index, master), |c| {
-            // Enslaving changes the master too: it must be the
-            // plugin's, or a bridge its network shares.
-            let mut joins_vrf = false;
-            let shared = match master {
-                Some(m) => {
-                    let ml = c.modifiable_or_shared(kind, m, true)?;
-                    joins_vrf = ml.kind.as_deref() == Some("vrf");
-                    c.check_host_link(kind, &ml).is_err()
-                }
-                None => false,
-            };
-            // A master makes its ports promiscuous: a stacked link must
-            // not pass that on to a lower device it may only use.
-            if master.is_some() {
-                c.check_lower(kind, index, "enslaving")?;
-            }
-            // Against the undo of a concurrent ADD that created the
-            // shared bridge (it keeps a bridge that has ports).
-            let _lock = shared.then(|| crate::netlock::lock(&c.attachment.network));
-            let change = |c: &mut Ctx| {
-                // Leaving a bridge drops the port's VLANs, and joining
-                // it again gives it only the bridge's default: the
-                // undo puts them back once the master is.
-                // (Recorded first, so undone after the master.)
-                let mark = c.journal.len();
-                if let Some(vlans) = c.vlans_to_keep(kind, index, master)? {
-                    c.journal.record(LinkUndo::SetPortVlans {
-                        ns: kind,
-                        index,
-                        vlans,
-                    });
-                }
-                let r = c.change_link(
-                    kind,
-                    index,
-                    |nl| nl.set_master(index, master),
-                    |l| LinkUndo::SetMaster {
-                        ns: kind,
-                        index,
-                        master: l.master,
-                    },
-                );
-                if r.is_err() {
-                    c.journal.truncate(mark);
-                }
-                r
-            };
-            // Joining or leaving a VRF cycles the link, and the kernel
-            // drops its routes and IPv6 addresses: in ADD (the only
-            // command undone) the undo puts them back.
-            let vrf = c.journaling_for(kind, index)
-                && (joins_vrf
-                    || match c.link(kind, index)?.master {
-                        Some(m) => c.link(kind, m)?.kind.as_deref() == Some("vrf"),
-                        None => false,
-                    });
-            if vrf {
-                c.preserving(kind, index, change)
-            } else {
-                change(c)
-            }
+            c.set_link_master(kind, index, master)
         })
     }
 
@@ -1185,21 +1585,7 @@ impl Host for StoreData {
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(&SET_HAIRPIN, (kind, index, on), |c| {
-            c.modifiable(kind, index)?;
-            let journaling = c.journaling_for(kind, index);
-            let nl = c.netlink(kind)?;
-            let old = nl
-                .hairpin(index)?
-                .ok_or(CapError::Code(ErrorCode::NotSupported))?;
-            nl.set_hairpin(index, on)?;
-            if journaling {
-                c.journal.record(LinkUndo::SetHairpin {
-                    ns: kind,
-                    index,
-                    on: old,
-                });
-            }
-            Ok(())
+            c.set_port_hairpin(kind, index, on)
         })
     }
 
@@ -1211,19 +1597,7 @@ impl Host for StoreData {
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(&SET_PORT_ISOLATED, (kind, index, on), |c| {
-            c.modifiable(kind, index)?;
-            let journaling = c.journaling_for(kind, index);
-            let nl = c.netlink(kind)?;
-            let old = port_isolated(&nl.bridge_port(index)?.ok_or(ErrorCode::NotSupported)?);
-            nl.set_bridge_port(index, &[(IFLA_BRPORT_ISOLATED, vec![u8::from(on)])])?;
-            if journaling {
-                c.journal.record(LinkUndo::SetPortIsolated {
-                    ns: kind,
-                    index,
-                    on: old,
-                });
-            }
-            Ok(())
+            c.set_port_isolation(kind, index, on)
         })
     }
 
@@ -1234,16 +1608,7 @@ impl Host for StoreData {
     ) -> Result<Vec<PortVlan>, CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(&PORT_VLANS, (kind, index), |c| {
-            c.require(kind, |g| g.read, "read")?;
-            let vlans = c.netlink(kind)?.port_vlans(index)?;
-            Ok(vlans
-                .into_iter()
-                .map(|v| PortVlan {
-                    vid: v.vid,
-                    pvid: v.pvid,
-                    untagged: v.untagged,
-                })
-                .collect())
+            c.read_port_vlans(kind, index)
         })
     }
 
@@ -1255,66 +1620,13 @@ impl Host for StoreData {
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(&SET_PORT_VLANS, (kind, index, &vlans), |c| {
-            if vlans.len() > usize::from(MAX_VID) {
-                return Err(CapError::Limit(format!("{} VLANs", vlans.len())));
-            }
-            let mut seen = std::collections::BTreeSet::new();
-            let valid = vlans
-                .iter()
-                .all(|v| (1..=MAX_VID).contains(&v.vid) && seen.insert(v.vid))
-                && vlans.iter().filter(|v| v.pvid).count() <= 1;
-            if !valid {
-                return Err(ErrorCode::InvalidArgument.into());
-            }
-            // A shared link's VLANs are the network's: never changed.
-            let l = c.modifiable(kind, index)?;
-            if l.master.is_none() {
-                return Err(ErrorCode::InvalidArgument.into());
-            }
-            let want: Vec<crate::netlink::PortVlan> = vlans
-                .iter()
-                .map(|v| crate::netlink::PortVlan {
-                    vid: v.vid,
-                    pvid: v.pvid,
-                    untagged: v.untagged,
-                })
-                .collect();
-            let old = c.netlink(kind)?.port_vlans(index)?;
-            c.check_new_vlans(kind, index, &want, &old)?;
-            // Recorded first: a change that stops half-way is undone too.
-            c.record_for(
-                kind,
-                index,
-                LinkUndo::SetPortVlans {
-                    ns: kind,
-                    index,
-                    vlans: old,
-                },
-            );
-            c.netlink(kind)?.set_port_vlans(index, &want)?;
-            Ok(())
+            c.replace_port_vlans(kind, index, &vlans)
         })
     }
 
     fn share(&mut self, ns: Resource<NsHandle>, index: u32) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        self.cap(&SHARE, (kind, index), |c| {
-            c.require(kind, |g| g.modify, "modify")?;
-            // Only an ADD hands links to its network (a DEL's would be
-            // left behind, undeletable).
-            if c.command != super::ctx::Command::Add {
-                return Err(CapError::denied(
-                    "only an ADD hands links to its network (a wasmcni invariant)",
-                ));
-            }
-            if kind != Kind::Host || !c.journal.created(kind, index) {
-                return Err(CapError::denied(format!(
-                    "link {index} was not created in the host namespace by this call: \
-                         only such a link can be handed to the network (a wasmcni invariant)"
-                )));
-            }
-            c.mark(kind, index, true)
-        })
+        self.cap(&SHARE, (kind, index), |c| c.share_link(kind, index))
     }
 
     fn set_promiscuous(
@@ -1325,21 +1637,7 @@ impl Host for StoreData {
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(&SET_PROMISCUOUS, (kind, index, on), |c| {
-            // A shared bridge may be made promiscuous (the reference
-            // bridge's promiscMode), never the reverse.
-            c.modifiable_or_shared(kind, index, on)?;
-            c.check_lower(kind, index, "promiscuity")?;
-            c.change_link_as(
-                kind,
-                index,
-                on,
-                |nl| nl.set_promisc(index, on),
-                |l| LinkUndo::SetPromisc {
-                    ns: kind,
-                    index,
-                    on: l.promiscuous,
-                },
-            )
+            c.set_link_promisc(kind, index, on)
         })
     }
 
@@ -1351,20 +1649,7 @@ impl Host for StoreData {
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(&SET_ALLMULTICAST, (kind, index, on), |c| {
-            // A stacked link passes IFF_ALLMULTI to its lower device,
-            // as it does promiscuity.
-            c.modifiable(kind, index)?;
-            c.check_lower(kind, index, "all-multicast mode")?;
-            c.change_link(
-                kind,
-                index,
-                |nl| nl.set_allmulti(index, on),
-                |l| LinkUndo::SetAllmulti {
-                    ns: kind,
-                    index,
-                    on: l.allmulticast,
-                },
-            )
+            c.set_link_allmulti(kind, index, on)
         })
     }
 
@@ -1376,16 +1661,7 @@ impl Host for StoreData {
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(&SET_TXQLEN, (kind, index, txqlen), |c| {
-            c.change_link(
-                kind,
-                index,
-                |nl| nl.set_txqlen(index, txqlen),
-                |l| LinkUndo::SetTxqlen {
-                    ns: kind,
-                    index,
-                    txqlen: l.txqlen,
-                },
-            )
+            c.set_link_txqlen(kind, index, txqlen)
         })
     }
 
@@ -1397,23 +1673,7 @@ impl Host for StoreData {
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(&SET_NAME, (kind, index, &name), |c| {
-            c.check_new_name(kind, &name)?;
-            if c.journal.created(kind, index) {
-                // This ADD's link, under its new name from now on
-                // (named once the call may go ahead).
-                let k = c.modifiable(kind, index)?.kind;
-                c.intend_links(&[(kind, &name, &k.unwrap_or_default())])?;
-            }
-            c.change_link(
-                kind,
-                index,
-                |nl| nl.set_name(index, &name),
-                |l| LinkUndo::SetName {
-                    ns: kind,
-                    index,
-                    name: l.name,
-                },
-            )
+            c.rename_link(kind, index, &name)
         })
     }
 
@@ -1425,57 +1685,13 @@ impl Host for StoreData {
     ) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         self.cap(&SET_ALIAS, (kind, index, &alias), |c| {
-            if kind == Kind::Host {
-                return Err(CapError::denied(
-                    "in the host namespace the alias is wasmcni's ownership mark (a wasmcni \
-                         invariant)",
-                ));
-            }
-            bounded("alias", &alias, MAX_ALIAS)?;
-            if alias.contains('\0') {
-                return Err(ErrorCode::InvalidArgument.into());
-            }
-            c.change_link(
-                kind,
-                index,
-                |nl| nl.set_alias(index, &alias),
-                |l| LinkUndo::SetAlias {
-                    ns: kind,
-                    index,
-                    alias: l.alias.unwrap_or_default(),
-                },
-            )
+            c.set_link_alias(kind, index, &alias)
         })
     }
 
     fn delete(&mut self, ns: Resource<NsHandle>, index: u32) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
-        self.cap(&DELETE, (kind, index), |c| {
-            c.modifiable(kind, index)?;
-            if c.command == super::ctx::Command::Add && !c.journal.created(kind, index) {
-                return Err(CapError::denied(
-                    "during ADD a plugin may delete only links it created in the same call, \
-                         as the deletion could not be undone (a wasmcni invariant)",
-                ));
-            }
-            if kind == Kind::Container && c.holds(index)? {
-                return Err(CapError::denied(format!(
-                    "link {index} was taken from the host namespace: it goes back there \
-                         (link.move-to), never away (a wasmcni invariant)"
-                )));
-            }
-            if c.command == super::ctx::Command::Add {
-                c.netlink(kind)?.delete_link(index)?;
-            } else {
-                // Outside ADD nothing waits on the kernel freeing it.
-                let ns = c.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
-                crate::netlink::route::Netlink::delete_link_detached(ns, index)?;
-            }
-            c.journal.forget_link(kind, index);
-            // What the kernel removed with it (a veth's peer, ...)
-            // must leave the created set too.
-            c.refresh_created()
-        })
+        self.cap(&DELETE, (kind, index), |c| c.remove_link(kind, index))
     }
 }
 
