@@ -88,6 +88,7 @@ fn setup(s: &Subject, tag: &str) -> (World, Value) {
             .ip(&["addr", "add", "fd00:76::2/64", "dev", "eth0", "nodad"]);
         world.node.ip(&["link", "set", "vethfault0", "up"]);
         world.ctr.ip(&["link", "set", "eth0", "up"]);
+        world.wait_for_carrier(&["vethfault0"]);
         conf["prevResult"] = json!({"cniVersion": "1.0.0",
             "interfaces": [{"name": "vethfault0"}, {"name": "eth0", "sandbox": ctr}],
             "ips": [{"address": "10.76.0.2/24", "interface": 1},

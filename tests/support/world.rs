@@ -126,6 +126,23 @@ impl World {
         }
     }
 
+    /// Waits (at most 5 s) until each of the node's `links` reports
+    /// carrier (`operstate` UP): a veth whose peer was set up after it
+    /// shows `NO-CARRIER` until the link watch runs, up to a second later
+    /// (longer on a loaded machine), and a snapshot taken in between
+    /// differs from every later one for nobody's doing.
+    pub fn wait_for_carrier(&self, links: &[&str]) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let carrier = |name: &str| {
+            let out = self.node.ip(&["-j", "link", "show", "dev", name]);
+            let v: Value = serde_json::from_str(&out).unwrap_or(Value::Null);
+            v[0]["operstate"] == "UP"
+        };
+        while !links.iter().all(|l| carrier(l)) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+
     /// Everything a plugin could change: both namespaces (links,
     /// addresses, routes, the `net.` settings tree), the IPAM state
     /// (every file under the state root, with its contents) and the
