@@ -727,7 +727,7 @@ impl Host for StoreData {
             let has = c.netlink(kind)?.l3mdev_families()?;
             // Per family: only the rules this VRF brought are its undo's.
             let (v4, v6) = (has.0 && !had.0, has.1 && !had.1);
-            if (v4 || v6) && c.command == super::ctx::Command::Add {
+            if (v4 || v6) && c.command == Some(super::ctx::Command::Add) {
                 c.journal.record(RouteUndo::DeleteL3mdevRules {
                     ns: kind,
                     vrf: index,
@@ -919,7 +919,7 @@ impl Host for StoreData {
             // moved back, the journal restores its state, then addresses,
             // then routes (which need it up).
             let state = match c.command {
-                super::ctx::Command::Add => {
+                Some(super::ctx::Command::Add) => {
                     c.check_neighbours(kind, index)?;
                     Some(c.link_state(kind, &l)?)
                 }
@@ -964,7 +964,7 @@ impl Host for StoreData {
                     c.intend_made(&[(target_kind, name, l.kind.clone(), now)])?;
                 }
                 c.mark(target_kind, now, false)?;
-            } else if c.command == super::ctx::Command::Add {
+            } else if c.command == Some(super::ctx::Command::Add) {
                 // A host link is out only with the record that brings it
                 // back, written now: a process killed later in the ADD
                 // leaves it too. (If it cannot be written, the call fails
@@ -1007,7 +1007,7 @@ impl Host for StoreData {
                 };
                 if !up && l.up {
                     // Down flushes the link's routes and neighbours.
-                    if c.command == super::ctx::Command::Add {
+                    if c.command == Some(super::ctx::Command::Add) {
                         c.check_neighbours(kind, index)?;
                     }
                     c.preserving(kind, index, set)?;
@@ -1313,7 +1313,7 @@ impl Host for StoreData {
             c.require(kind, |g| g.modify, "modify")?;
             // Only an ADD hands links to its network (a DEL's would be
             // left behind, undeletable).
-            if c.command != super::ctx::Command::Add {
+            if c.command != Some(super::ctx::Command::Add) {
                 return Err(CapError::denied(
                     "only an ADD hands links to its network (a wasmcni invariant)",
                 ));
@@ -1483,7 +1483,7 @@ impl Host for StoreData {
         let kind = self.ns_kind(&ns)?;
         self.cap(&DELETE, json!({"ns": ns_arg(kind), "index": index}), |c| {
             c.modifiable(kind, index)?;
-            if c.command == super::ctx::Command::Add && !c.journal.created(kind, index) {
+            if c.command == Some(super::ctx::Command::Add) && !c.journal.created(kind, index) {
                 return Err(CapError::denied(
                     "during ADD a plugin may delete only links it created in the same call, \
                          as the deletion could not be undone (a wasmcni invariant)",
@@ -1495,7 +1495,7 @@ impl Host for StoreData {
                          (link.move-to), never away (a wasmcni invariant)"
                 )));
             }
-            if c.command == super::ctx::Command::Add {
+            if c.command == Some(super::ctx::Command::Add) {
                 c.netlink(kind)?.delete_link(index)?;
             } else {
                 // Outside ADD nothing waits on the kernel freeing it.
