@@ -956,6 +956,56 @@ fn s2_every_host_function_just_outside_policy_is_denied_audited_and_harmless() {
 }
 
 #[test]
+fn a_command_wasmcni_does_not_know_is_read_only_and_delegates_nothing() {
+    // The plugin runs with it (its own skel refuses it); the host gives it
+    // read-only authority and no delegation, and says so in its words.
+    let world = World::new("unknown-cmd");
+    let before = world.snapshot();
+    let run = world.run(
+        "FOO",
+        &policy_with(wide()),
+        &json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "exit": 1, "ops": [
+            {"call": "link.set-up", "ns": "host", "link": "lo", "up": true},
+            {"call": "delegate.run", "type": "scripted", "command": "FOO",
+             "config": {"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": []}},
+            {"call": "delegate.run", "type": "scripted", "command": "ADD",
+             "config": {"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": []}}]}),
+        &[],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    let report = run.json();
+    let errors: Vec<&Value> = report["results"]
+        .as_array()
+        .map(|r| r.iter().map(|r| &r["error"]).collect())
+        .unwrap_or_default();
+    assert_eq!(errors.len(), 3, "{report}");
+    assert_eq!(errors[0], "access-denied", "{report}");
+    assert!(
+        errors[1]
+            .as_str()
+            .is_some_and(|e| e.contains("unknown CNI_COMMAND: \"FOO\"")),
+        "{report}"
+    );
+    assert_eq!(errors[2], "access-denied", "{report}");
+    // The refusals, as wasmcni explains the plugin's failure.
+    for needle in [
+        "a command other than ADD and DEL may not change the kernel: only ADD and DEL may \
+         (a wasmcni invariant)",
+        "a FOO may delegate only FOO (a wasmcni invariant)",
+    ] {
+        assert!(run.stderr.contains(needle), "{needle:?} not in {run:?}");
+    }
+    assert!(
+        world.audit().iter().any(|r| r["command"] == "FOO"
+            && r["call"] == "delegate.run"
+            && r["outcome"] == "denied"),
+        "{:#?}",
+        world.audit()
+    );
+    support::assert_same(&before, &world.snapshot(), "an unknown command");
+}
+
+#[test]
 fn during_add_only_links_created_in_the_same_call_can_be_deleted() {
     let world = World::new("del");
     world.ctr.ip(&[

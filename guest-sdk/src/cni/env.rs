@@ -1,121 +1,23 @@
 //! The `CNI_*` environment: which command to run and its parameters.
 
-use std::fmt;
-use std::str::FromStr;
-
 use super::args::CniArgs;
 use super::error::Error;
 use super::validate::{validate_container_id, validate_ifname};
 
-/// A CNI operation (`CNI_COMMAND`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Command {
-    /// `ADD`: attach the container to the network.
-    Add,
-    /// `DEL`: detach the container from the network.
-    Del,
-    /// `CHECK`: verify an attachment (spec 0.4.0 and later).
-    Check,
-    /// `VERSION`: report the supported spec versions.
-    Version,
-    /// `STATUS`: is the plugin ready to serve ADD (spec 1.1.0).
-    Status,
-    /// `GC`: release resources of attachments that no longer exist (spec 1.1.0).
-    Gc,
-}
+// The CNI operation (`CNI_COMMAND`) is the one type the host and the SDK
+// share. `Command::parse` is exact and case-sensitive (`ADD`, not `add`),
+// like the reference skel.
+pub use cni_spec::{Command, UnknownCommand};
 
-impl Command {
-    /// Every command.
-    pub const ALL: [Command; 6] = [
-        Command::Add,
-        Command::Del,
-        Command::Check,
-        Command::Version,
-        Command::Status,
-        Command::Gc,
-    ];
-
-    /// Parse a `CNI_COMMAND` value. Exact and case-sensitive (`ADD`, not
-    /// `add`), like the reference skel. Empty → code 4 naming `CNI_COMMAND`;
-    /// anything else unknown → code 4 naming the value.
-    pub fn parse(s: &str) -> Result<Command, Error> {
-        Ok(match s {
-            "ADD" => Command::Add,
-            "DEL" => Command::Del,
-            "CHECK" => Command::Check,
-            "VERSION" => Command::Version,
-            "STATUS" => Command::Status,
-            "GC" => Command::Gc,
-            "" => {
-                return Err(Error::invalid_env(
-                    "required env variables [CNI_COMMAND] missing",
-                ))
-            }
-            other => {
-                return Err(Error::invalid_env(format!(
-                    "unknown CNI_COMMAND: {other:?}"
-                )))
-            }
-        })
-    }
-
-    /// The `CNI_COMMAND` spelling.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Command::Add => "ADD",
-            Command::Del => "DEL",
-            Command::Check => "CHECK",
-            Command::Version => "VERSION",
-            Command::Status => "STATUS",
-            Command::Gc => "GC",
+/// An unknown `CNI_COMMAND` is code 4: naming `CNI_COMMAND` when it is
+/// empty (unset), the value otherwise.
+impl From<UnknownCommand> for Error {
+    fn from(UnknownCommand(given): UnknownCommand) -> Error {
+        if given.is_empty() {
+            Error::invalid_env("required env variables [CNI_COMMAND] missing")
+        } else {
+            Error::invalid_env(format!("unknown CNI_COMMAND: {given:?}"))
         }
-    }
-
-    /// The lowest spec version whose configs allow this command: CHECK
-    /// 0.4.0, STATUS and GC 1.1.0, the others 0.1.0.
-    pub const fn min_version(self) -> &'static str {
-        match self {
-            Command::Check => "0.4.0",
-            Command::Status | Command::Gc => "1.1.0",
-            Command::Add | Command::Del | Command::Version => "0.1.0",
-        }
-    }
-
-    /// Whether the reference skel requires `var` for this command.
-    ///
-    /// | variable          | required for            |
-    /// |-------------------|-------------------------|
-    /// | `CNI_COMMAND`     | all                     |
-    /// | `CNI_CONTAINERID` | ADD, DEL, CHECK         |
-    /// | `CNI_NETNS`       | ADD, CHECK              |
-    /// | `CNI_IFNAME`      | ADD, DEL, CHECK         |
-    /// | `CNI_ARGS`        | none                    |
-    /// | `CNI_PATH`        | ADD, DEL, CHECK, STATUS, GC |
-    ///
-    /// `CNI_PATH` follows the Go skel (libcni 1.1/1.2), which requires it
-    /// although the 1.0 spec text calls it optional.
-    pub fn requires(self, var: &str) -> bool {
-        use Command::*;
-        match var {
-            "CNI_COMMAND" => true,
-            "CNI_CONTAINERID" | "CNI_IFNAME" => matches!(self, Add | Del | Check),
-            "CNI_NETNS" => matches!(self, Add | Check),
-            "CNI_PATH" => matches!(self, Add | Del | Check | Status | Gc),
-            _ => false,
-        }
-    }
-}
-
-impl fmt::Display for Command {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Command {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Command, Error> {
-        Command::parse(s)
     }
 }
 

@@ -1,7 +1,7 @@
 //! What the CNI spec (1.1) and libcni fix, in one place for the wasmcni
-//! host and for guest-sdk (the plugins): the spec versions, the well-known
-//! error codes, and the rule for an interface name. No dependencies: it
-//! builds for the host and for `wasm32-wasip2` alike.
+//! host and for guest-sdk (the plugins): the spec versions, the commands,
+//! the well-known error codes, and the rule for an interface name. No
+//! dependencies: it builds for the host and for `wasm32-wasip2` alike.
 
 #![deny(missing_docs)]
 
@@ -13,6 +13,122 @@ pub const SUPPORTED_VERSIONS: [&str; 7] = [
 
 /// The newest supported spec version.
 pub const LATEST: &str = "1.1.0";
+
+/// A CNI operation (`CNI_COMMAND`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Command {
+    /// `ADD`: attach the container to the network.
+    Add,
+    /// `DEL`: detach the container from the network.
+    Del,
+    /// `CHECK`: verify an attachment (spec 0.4.0 and later).
+    Check,
+    /// `VERSION`: report the supported spec versions.
+    Version,
+    /// `STATUS`: is the plugin ready to serve ADD (spec 1.1.0).
+    Status,
+    /// `GC`: release resources of attachments that no longer exist (spec 1.1.0).
+    Gc,
+}
+
+impl Command {
+    /// Every command.
+    pub const ALL: [Command; 6] = [
+        Command::Add,
+        Command::Del,
+        Command::Check,
+        Command::Version,
+        Command::Status,
+        Command::Gc,
+    ];
+
+    /// Parse a `CNI_COMMAND` value. Exact and case-sensitive (`ADD`, not
+    /// `add`), like the reference skel; anything else (the empty string
+    /// too) is an [`UnknownCommand`].
+    pub fn parse(s: &str) -> Result<Command, UnknownCommand> {
+        Ok(match s {
+            "ADD" => Command::Add,
+            "DEL" => Command::Del,
+            "CHECK" => Command::Check,
+            "VERSION" => Command::Version,
+            "STATUS" => Command::Status,
+            "GC" => Command::Gc,
+            other => return Err(UnknownCommand(other.to_owned())),
+        })
+    }
+
+    /// The `CNI_COMMAND` spelling.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Command::Add => "ADD",
+            Command::Del => "DEL",
+            Command::Check => "CHECK",
+            Command::Version => "VERSION",
+            Command::Status => "STATUS",
+            Command::Gc => "GC",
+        }
+    }
+
+    /// The lowest spec version whose configs allow this command: CHECK
+    /// 0.4.0, STATUS and GC 1.1.0, the others 0.1.0.
+    pub const fn min_version(self) -> &'static str {
+        match self {
+            Command::Check => "0.4.0",
+            Command::Status | Command::Gc => "1.1.0",
+            Command::Add | Command::Del | Command::Version => "0.1.0",
+        }
+    }
+
+    /// Whether the reference skel requires `var` for this command.
+    ///
+    /// | variable          | required for            |
+    /// |-------------------|-------------------------|
+    /// | `CNI_COMMAND`     | all                     |
+    /// | `CNI_CONTAINERID` | ADD, DEL, CHECK         |
+    /// | `CNI_NETNS`       | ADD, CHECK              |
+    /// | `CNI_IFNAME`      | ADD, DEL, CHECK         |
+    /// | `CNI_ARGS`        | none                    |
+    /// | `CNI_PATH`        | ADD, DEL, CHECK, STATUS, GC |
+    ///
+    /// `CNI_PATH` follows the Go skel (libcni 1.1/1.2), which requires it
+    /// although the 1.0 spec text calls it optional.
+    pub fn requires(self, var: &str) -> bool {
+        use Command::*;
+        match var {
+            "CNI_COMMAND" => true,
+            "CNI_CONTAINERID" | "CNI_IFNAME" => matches!(self, Add | Del | Check),
+            "CNI_NETNS" => matches!(self, Add | Check),
+            "CNI_PATH" => matches!(self, Add | Del | Check | Status | Gc),
+            _ => false,
+        }
+    }
+}
+
+impl core::fmt::Display for Command {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl core::str::FromStr for Command {
+    type Err = UnknownCommand;
+    fn from_str(s: &str) -> Result<Command, UnknownCommand> {
+        Command::parse(s)
+    }
+}
+
+/// A `CNI_COMMAND` value that names no [`Command`] (the value, possibly
+/// empty).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownCommand(pub String);
+
+impl core::fmt::Display for UnknownCommand {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "unknown CNI_COMMAND: {:?}", self.0)
+    }
+}
+
+impl std::error::Error for UnknownCommand {}
 
 /// Well-known CNI error codes (spec 1.1 "Well-known Error Codes").
 ///
@@ -143,6 +259,18 @@ mod tests {
             ("a\0b", IfnameProblem::Forbidden('\0')),
         ] {
             assert_eq!(ifname_problem(bad), Some(why), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn commands_parse_exactly() {
+        for c in Command::ALL {
+            assert_eq!(Command::parse(c.as_str()), Ok(c));
+            assert_eq!(c.as_str().parse::<Command>(), Ok(c));
+            assert_eq!(c.to_string(), c.as_str());
+        }
+        for bad in ["", "add", "Add", "ADD ", " DEL", "DELETE", "gc"] {
+            assert_eq!(Command::parse(bad), Err(UnknownCommand(bad.to_owned())));
         }
     }
 

@@ -20,6 +20,8 @@ use std::net::IpAddr;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use cni_spec::Command;
+
 use crate::ipam::Owner;
 
 /// The alias prefix of a link one attachment owns.
@@ -397,10 +399,14 @@ fn digest(parts: &[&str]) -> String {
 }
 
 impl Attachment {
-    /// The attachment of an invocation: `CNI_CONTAINERID` and `CNI_IFNAME`
-    /// from `env`, the network name and (GC) the valid attachments from
-    /// the config.
-    pub fn from_invocation(env: &[(String, String)], stdin: &[u8]) -> Attachment {
+    /// The attachment of an invocation for `command`: `CNI_CONTAINERID`
+    /// and `CNI_IFNAME` from `env`, the network name and (GC) the valid
+    /// attachments from the config.
+    pub fn from_invocation(
+        env: &[(String, String)],
+        stdin: &[u8],
+        command: Option<Command>,
+    ) -> Attachment {
         let var = |k: &str| {
             env.iter()
                 .find(|(key, _)| key == k)
@@ -412,7 +418,7 @@ impl Attachment {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_owned();
-        let valid = if var("CNI_COMMAND") == "GC" {
+        let valid = if command == Some(Command::Gc) {
             let list = go_get(&conf, "cni.dev/valid-attachments")
                 .or_else(|| go_get(&conf, "cni.dev/attachments"))
                 .and_then(Value::as_array);
@@ -495,17 +501,22 @@ impl Attachment {
 mod tests {
     use super::*;
 
-    fn env(cmd: &str) -> Vec<(String, String)> {
+    fn env(cmd: Command) -> Vec<(String, String)> {
         vec![
-            ("CNI_COMMAND".into(), cmd.into()),
+            ("CNI_COMMAND".into(), cmd.as_str().into()),
             ("CNI_CONTAINERID".into(), "c1".into()),
             ("CNI_IFNAME".into(), "eth0".into()),
         ]
     }
 
+    /// The attachment of a `cmd` invocation with `conf` on stdin.
+    fn of(cmd: Command, conf: &[u8]) -> Attachment {
+        Attachment::from_invocation(&env(cmd), conf, Some(cmd))
+    }
+
     #[test]
     fn marks_name_the_attachment_and_the_network() {
-        let a = Attachment::from_invocation(&env("ADD"), br#"{"name":"net1"}"#);
+        let a = of(Command::Add, br#"{"name":"net1"}"#);
         assert_eq!(a.mark(), "wasmcni:net1:c1:eth0");
         assert_eq!(a.network_mark(), "wasmcni-net:net1");
         assert!(a.valid.is_none());
@@ -524,27 +535,26 @@ mod tests {
 
     #[test]
     fn the_config_digest_is_of_the_parsed_config() {
-        let a =
-            Attachment::from_invocation(&env("ADD"), br#"{"name":"n","ipam":{"type":"static"}}"#);
-        let b = Attachment::from_invocation(
-            &env("ADD"),
+        let a = of(Command::Add, br#"{"name":"n","ipam":{"type":"static"}}"#);
+        let b = of(
+            Command::Add,
             b"{ \"ipam\": {\"type\": \"static\"},\n \"name\": \"n\" }",
         );
         assert_eq!(a.config_digest, b.config_digest);
         assert_eq!(a.config_digest.len(), 64);
-        let c = Attachment::from_invocation(
-            &env("ADD"),
+        let c = of(
+            Command::Add,
             br#"{"name":"n","ipam":{"type":"host-local"}}"#,
         );
         assert_ne!(a.config_digest, c.config_digest);
-        let none = Attachment::from_invocation(&env("ADD"), b"not json");
+        let none = of(Command::Add, b"not json");
         assert_eq!(none.config_digest, "");
     }
 
     #[test]
     fn runtime_port_mappings_as_the_reference_reads_them() {
-        let a = Attachment::from_invocation(
-            &env("ADD"),
+        let a = of(
+            Command::Add,
             br#"{"name":"n","runtimeConfig":{"portMappings":[
                 {"hostPort":8080,"containerPort":80},
                 {"hostPort":53,"containerPort":53,"protocol":"UDP","hostIP":"10.0.0.1"},
@@ -568,15 +578,15 @@ mod tests {
                 m(9, 9, "tcp", None)
             ]
         );
-        let a = Attachment::from_invocation(&env("ADD"), br#"{"name":"n"}"#);
+        let a = of(Command::Add, br#"{"name":"n"}"#);
         assert!(a.port_mappings.is_empty());
     }
 
     #[test]
     fn runtime_port_mappings_with_go_field_names() {
         // containerd's go-cni marshals its Go structs without json tags.
-        let a = Attachment::from_invocation(
-            &env("ADD"),
+        let a = of(
+            Command::Add,
             br#"{"name":"n","runtimeConfig":{"portMappings":[
                 {"HostPort":8080,"ContainerPort":80,"Protocol":"tcp","HostIP":""},
                 {"HostPort":5353,"ContainerPort":53,"Protocol":"UDP","HostIP":"10.0.0.1"}]}}"#,
@@ -598,8 +608,8 @@ mod tests {
                 }
             ]
         );
-        let a = Attachment::from_invocation(
-            &env("ADD"),
+        let a = of(
+            Command::Add,
             br#"{"Name":"n2","RuntimeConfig":{"DeviceID":"0000:00:1f.6"}}"#,
         );
         assert_eq!(a.network, "n2");
@@ -608,11 +618,7 @@ mod tests {
 
     #[test]
     fn config_vlans_as_the_reference_bridge_reads_them() {
-        let vlans = |conf: &str| {
-            Attachment::from_invocation(&env("ADD"), conf.as_bytes())
-                .vlans
-                .describe()
-        };
+        let vlans = |conf: &str| of(Command::Add, conf.as_bytes()).vlans.describe();
         assert_eq!(vlans(r#"{"name":"n"}"#), "none");
         assert_eq!(vlans(r#"{"name":"n","vlan":0}"#), "none");
         assert_eq!(vlans(r#"{"name":"n","vlan":10}"#), "10");
@@ -671,7 +677,7 @@ mod tests {
         for key in ["cni.dev/valid-attachments", "cni.dev/attachments"] {
             let conf =
                 format!(r#"{{"name":"n","{key}":[{{"containerID":"c2","ifname":"eth1"}}]}}"#);
-            let a = Attachment::from_invocation(&env("GC"), conf.as_bytes());
+            let a = of(Command::Gc, conf.as_bytes());
             let v = a.valid.as_ref().expect("valid list");
             assert_eq!(v.len(), 1);
             assert!(a.still_valid(&Owner {
@@ -685,7 +691,7 @@ mod tests {
         }
         // No list: the runtime said nothing, and the host's GC removes
         // nothing.
-        let a = Attachment::from_invocation(&env("GC"), br#"{"name":"n"}"#);
+        let a = of(Command::Gc, br#"{"name":"n"}"#);
         assert_eq!(a.valid, None);
     }
 }

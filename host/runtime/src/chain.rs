@@ -23,6 +23,7 @@
 //! argument its members use (libcni gives a plugin only those it
 //! declares); each member then receives the ones it declares.
 
+use cni_spec::Command;
 use serde_json::{json, Map, Value};
 
 use crate::audit::{Audit, Identity};
@@ -120,16 +121,16 @@ fn prepare(stdin: &[u8], policy: &Policy) -> Result<Prepared, CniError> {
 }
 
 /// Runs the chain for the runtime: `stdin` is the chain's config, `env`
-/// the `CNI_*` environment.
+/// the `CNI_*` environment, `command` the command its `CNI_COMMAND` names.
 pub fn invoke(
     stdin: &[u8],
     env: Vec<(String, String)>,
+    command: Option<Command>,
     policy: Policy,
 ) -> Result<Output, CniError> {
-    let command = lookup(&env, "CNI_COMMAND").unwrap_or("").to_owned();
     // libcni asks VERSION with only `cniVersion` on stdin: the versions
     // wasmcni's chain runner speaks (each member checks its own config's).
-    if command == "VERSION" {
+    if command == Some(Command::Version) {
         let version = serde_json::from_slice::<Value>(stdin)
             .ok()
             .and_then(|v| {
@@ -160,11 +161,13 @@ pub fn invoke(
         delegates,
     } = match prepare(stdin, &policy) {
         Ok(prepared) => prepared,
-        Err(why) if command == "DEL" => return exec::del_without_plugin(NAME, stdin, &env, why),
+        Err(why) if command == Some(Command::Del) => {
+            return exec::del_without_plugin(NAME, stdin, &env, why)
+        }
         Err(why) => return Err(why),
     };
     let t0 = std::time::Instant::now();
-    let container = container_netns(&env)?;
+    let container = container_netns(&env, command)?;
     let rt = exec::runtime(policy, env, t0, deadline)?;
     let var = |k: &str| lookup(&rt.env, k).unwrap_or("").to_owned();
     let identity = Identity {
@@ -172,7 +175,8 @@ pub fn invoke(
         sha256: String::new(),
         container_id: var("CNI_CONTAINERID"),
         ifname: var("CNI_IFNAME"),
-        command: command.clone(),
+        // As given.
+        command: var("CNI_COMMAND"),
     };
     let mut caps = caps::Ctx::new(caps::CtxParams {
         // The chain itself has no authority: only its members, each under
@@ -183,19 +187,21 @@ pub fn invoke(
         },
         container,
         audit: Audit::new(identity, rt.sink.clone()),
-        attachment: crate::attachment::Attachment::from_invocation(&rt.env, stdin),
-        command: caps::Command::from_env(&command),
-        cni_command: command.clone(),
+        attachment: crate::attachment::Attachment::from_invocation(&rt.env, stdin, command),
+        command,
         runtime: Some(rt.clone()),
         core: Some(&exec::CORE),
     });
-    exec::adopt_records(&mut caps, &command, Untrusted::Ignore)?;
+    exec::adopt_records(&mut caps, command, Untrusted::Ignore)?;
     // The members load in the session: the chain's one deadline covers
     // them (a nested run's store made after it passed traps at once).
     crate::clock::arm_deadline(&rt.engine, deadline);
     exec::in_session(|| {
-        let outcome = run(&command, &conf, &list, &members, &mut caps);
-        let outcome = exec::finish(&command, outcome, &mut caps, NAME);
+        let outcome = match command {
+            Some(command) => run(command, &conf, &list, &members, &mut caps),
+            None => Err(not_run(&var("CNI_COMMAND"))),
+        };
+        let outcome = exec::finish(command, outcome, &mut caps, NAME);
         // As for one plugin: the process exits right after this.
         std::mem::forget(caps);
         outcome
@@ -205,7 +211,7 @@ pub fn invoke(
 /// The members' runs for `command`; the chain's outcome before the host's
 /// own part ([`exec::finish`]).
 fn run(
-    command: &str,
+    command: Command,
     conf: &Value,
     list: &Conflist,
     members: &[Plugin],
@@ -229,14 +235,14 @@ fn run(
     let failed = |o: &Result<Output, CniError>| !matches!(o, Ok(Output { code: 0, .. }));
     let name = |i: usize| format!("plugins[{i}] ({})", members[i].name());
     match command {
-        "ADD" => {
+        Command::Add => {
             let mut result: Option<Value> = prev.cloned();
             let mut last = Output {
                 stdout: Vec::new(),
                 code: 0,
             };
             for (i, m) in members.iter().enumerate() {
-                let out = caps.run_member(m, "ADD", &config(i, result.as_ref()));
+                let out = caps.run_member(m, Command::Add, &config(i, result.as_ref()));
                 if failed(&out) {
                     eprintln!(
                         "wasmcni: {NAME}: {} failed its ADD; the whole chain is undone",
@@ -256,10 +262,10 @@ fn run(
             }
             Ok(last)
         }
-        "DEL" => {
+        Command::Del => {
             let mut first_failure = None;
             for i in (0..members.len()).rev() {
-                let out = caps.run_member(&members[i], "DEL", &config(i, prev));
+                let out = caps.run_member(&members[i], Command::Del, &config(i, prev));
                 if failed(&out) && first_failure.is_none() {
                     first_failure = Some(with_member(out, &name(i)));
                 }
@@ -269,7 +275,7 @@ fn run(
                 code: 0,
             }))
         }
-        "CHECK" | "STATUS" => {
+        Command::Check | Command::Status => {
             for (i, m) in members.iter().enumerate() {
                 let out = caps.run_member(m, command, &config(i, prev));
                 if failed(&out) {
@@ -281,10 +287,10 @@ fn run(
                 code: 0,
             })
         }
-        "GC" => {
+        Command::Gc => {
             let mut first_failure = None;
             for (i, m) in members.iter().enumerate() {
-                let out = caps.run_member(m, "GC", &config(i, None));
+                let out = caps.run_member(m, Command::Gc, &config(i, None));
                 if failed(&out) && first_failure.is_none() {
                     first_failure = Some(with_member(out, &name(i)));
                 }
@@ -294,11 +300,17 @@ fn run(
                 code: 0,
             }))
         }
-        other => Err(CniError::new(
-            Code::InvalidEnv,
-            format!("CNI_COMMAND {other:?} is not one {NAME} runs"),
-        )),
+        // Answered before the members run ([`invoke`]).
+        Command::Version => Err(not_run(command.as_str())),
     }
+}
+
+/// A `CNI_COMMAND` (`command`, as given) the chain does not run.
+fn not_run(command: &str) -> CniError {
+    CniError::new(
+        Code::InvalidEnv,
+        format!("CNI_COMMAND {command:?} is not one {NAME} runs"),
+    )
 }
 
 /// A member's failure as the chain's: its CNI error, with `details` saying

@@ -12,6 +12,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cni_spec::Command;
 use wasmtime::component::{Component, HasData, Linker, ResourceTable};
 use wasmtime::{Engine, Store, Trap};
 use wasmtime_wasi::cli::{WasiCli, WasiCliView};
@@ -56,8 +57,8 @@ impl RunPlugin for Core {
     }
 }
 
-/// Runs `plugin` (its policy entry `resolved`) for `command` with `env`
-/// and `config` on stdin: loads its component and checks its imports,
+/// Runs `plugin` (its policy entry `resolved`) for `command` (the
+/// `CNI_COMMAND` its audit records name) with `env` and `config` on stdin: loads its component and checks its imports,
 /// makes its capability context with `ctx` from its grant and its audit
 /// log, and executes it. The outcome, and the context (whose journal holds
 /// the inverses of what it did); `Err` if it could not be loaded, or `ctx`
@@ -157,14 +158,14 @@ pub(crate) enum Untrusted {
 /// (`untrusted`).
 pub(crate) fn adopt_records(
     caps: &mut Ctx,
-    command: &str,
+    command: Option<Command>,
     untrusted: Untrusted,
 ) -> Result<(), CniError> {
     if let Some(why) = crate::record::Location::untrusted_root() {
         if untrusted == Untrusted::Ignore {
             return Ok(());
         }
-        if command == "ADD" {
+        if command == Some(Command::Add) {
             return Err(CniError::new(
                 Code::Internal,
                 format!(
@@ -175,7 +176,7 @@ pub(crate) fn adopt_records(
             ));
         }
         eprintln!("wasmcni: ignoring the attachment records: {why}");
-    } else if command == "ADD" {
+    } else if command == Some(Command::Add) {
         caps.reconcile_boot()
             .map_err(|e| CniError::new(Code::TryAgainLater, e))?;
         caps.adopt_intent();
@@ -481,17 +482,17 @@ pub(crate) fn del_without_plugin(
     env: &[(String, String)],
     why: CniError,
 ) -> Result<Output, CniError> {
-    let attachment = crate::attachment::Attachment::from_invocation(env, stdin);
+    let attachment = crate::attachment::Attachment::from_invocation(env, stdin, Some(Command::Del));
     if attachment.network.is_empty() || attachment.container_id.is_empty() {
         return Err(why);
     }
-    let container = container_netns(env)?;
+    let container = container_netns(env, Some(Command::Del))?;
     let identity = Identity {
         plugin: name.to_owned(),
         sha256: String::new(),
         container_id: attachment.container_id.clone(),
         ifname: attachment.ifname.clone(),
-        command: "DEL".to_owned(),
+        command: Command::Del.as_str().to_owned(),
     };
     let mut caps = caps::Ctx::new(caps::CtxParams {
         // It never runs: no authority.
@@ -499,8 +500,7 @@ pub(crate) fn del_without_plugin(
         container,
         audit: Audit::new(identity, Sink::from_env()),
         attachment,
-        command: caps::Command::Del,
-        cni_command: "DEL".to_owned(),
+        command: Some(Command::Del),
         runtime: None,
         core: None,
     });
@@ -515,7 +515,7 @@ pub(crate) fn del_without_plugin(
 /// and collects the garbage of a GC. `name` is the plugin (or chain) the
 /// runtime executed.
 pub(crate) fn finish(
-    command: &str,
+    command: Option<Command>,
     outcome: Result<Output, CniError>,
     caps: &mut caps::Ctx,
     name: &str,
@@ -524,14 +524,14 @@ pub(crate) fn finish(
     match command {
         // A failed ADD leaves nothing behind.
         // (Or one whose intent log names a step that did not happen.)
-        "ADD" if failed && (caps.journal_len() > 0 || caps.has_intent()) => {
+        Some(Command::Add) if failed && (caps.journal_len() > 0 || caps.has_intent()) => {
             let outcome = caps.undo_or_report(0, name, outcome);
             caps.drop_record();
             outcome
         }
         // A host link the ADD took is out only with the record that
         // brings it back.
-        "ADD" if !failed => match caps.keep_record(true) {
+        Some(Command::Add) if !failed => match caps.keep_record(true) {
             Ok(()) => outcome,
             Err(why) => {
                 let outcome = caps.undo_or_report(
@@ -545,7 +545,7 @@ pub(crate) fn finish(
         },
         // Whatever the plugin's DEL left of what the record holds, the
         // host returns or removes.
-        "DEL" => {
+        Some(Command::Del) => {
             let could_not_run = matches!(&outcome, Err(e) if e.code.plugin_could_not_run());
             finish_del(outcome, caps, name, could_not_run)
         }
@@ -553,7 +553,7 @@ pub(crate) fn finish(
         // Whatever the plugin's GC did (a plugin that never implemented
         // it, or failed): the records of attachments the runtime no longer
         // holds, and what they list; the plugin's state of them.
-        "GC" => {
+        Some(Command::Gc) => {
             let (records, mut failures) = caps.gc_records();
             if !records.is_empty() {
                 eprintln!(

@@ -11,13 +11,16 @@ use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::Path;
 
+use cni_spec::Command;
+
 use crate::caps;
 use crate::cni_error::{version_for_errors, CniError, Code};
 use crate::exec::{self, del_without_plugin, finish, finish_del, Untrusted};
 use crate::plugins::{self, Plugin};
 use crate::policy::Policy;
 use crate::session::{
-    cni_env, container_netns, explain_denials, lookup, lookup_error, Output, Resolved, MAX_STDIN,
+    self, cni_env, container_netns, explain_denials, lookup, lookup_error, Output, Resolved,
+    MAX_STDIN,
 };
 
 pub use crate::exec::{imports, refused_imports};
@@ -86,7 +89,7 @@ pub fn invoke(
     policy_file: Option<&Path>,
 ) -> Result<Output, CniError> {
     let env = cni_env(vars)?;
-    let command = lookup(&env, "CNI_COMMAND").unwrap_or("").to_owned();
+    let command = session::command(&env);
     let loaded = Policy::load(policy_file)
         .map_err(|e| CniError::new(Code::PolicyInvalid, e.to_string()))
         .and_then(|policy| {
@@ -96,9 +99,9 @@ pub fn invoke(
             load(&target, policy).map(Loaded::Plugin)
         });
     match loaded {
-        Ok(Loaded::Chain(policy)) => crate::chain::invoke(stdin, env, policy),
-        Ok(Loaded::Plugin(p)) => run_loaded(*p, stdin, env, &command),
-        Err(why) if command == "DEL" => match target_name(&target) {
+        Ok(Loaded::Chain(policy)) => crate::chain::invoke(stdin, env, command, policy),
+        Ok(Loaded::Plugin(p)) => run_loaded(*p, stdin, env, command),
+        Err(why) if command == Some(Command::Del) => match target_name(&target) {
             Some(name) => del_without_plugin(&name, stdin, &env, why),
             None => Err(why),
         },
@@ -150,7 +153,7 @@ fn run_loaded(
     loaded: LoadedPlugin,
     stdin: &[u8],
     env: Vec<(String, String)>,
-    command: &str,
+    command: Option<Command>,
 ) -> Result<Output, CniError> {
     let LoadedPlugin {
         plugin,
@@ -158,7 +161,7 @@ fn run_loaded(
         resolved,
     } = loaded;
     let t0 = std::time::Instant::now();
-    let container = container_netns(&env)?;
+    let container = container_netns(&env, command)?;
     let t1 = std::time::Instant::now();
     let rt = exec::runtime(policy, env, t0, resolved.limits.deadline)?;
     log::debug!("timing: netns {:?}, engine {:?}", t1 - t0, t1.elapsed());
@@ -167,7 +170,8 @@ fn run_loaded(
             &rt,
             &plugin,
             &resolved,
-            command,
+            // The audit records name `CNI_COMMAND` as given.
+            lookup(&rt.env, "CNI_COMMAND").unwrap_or(""),
             &rt.env,
             stdin,
             Some(resolved.limits.deadline),
@@ -176,9 +180,10 @@ fn run_loaded(
                     grant,
                     container,
                     audit,
-                    attachment: crate::attachment::Attachment::from_invocation(&rt.env, stdin),
-                    command: caps::Command::from_env(command),
-                    cni_command: command.to_owned(),
+                    attachment: crate::attachment::Attachment::from_invocation(
+                        &rt.env, stdin, command,
+                    ),
+                    command,
                     runtime: Some(rt.clone()),
                     core: Some(&exec::CORE),
                 });
@@ -188,20 +193,21 @@ fn run_loaded(
         );
         let (outcome, mut caps) = match ran {
             Ok(ran) => ran,
-            Err(why) if command == "DEL" => {
+            Err(why) if command == Some(Command::Del) => {
                 return del_without_plugin(plugin.name(), stdin, &rt.env, why)
             }
             Err(why) => return Err(why),
         };
-        let outcome = if command == "DEL" && !resolved.has_entry && !caps.denials().is_empty() {
-            // A plugin with no policy entry has no authority: a DEL it
-            // failed for want of one is a DEL it could not run (its entry
-            // may have been removed since its ADD); the host stands in as
-            // for a broken entry.
-            finish_del(outcome, &mut caps, plugin.name(), true)
-        } else {
-            finish(command, outcome, &mut caps, plugin.name())
-        };
+        let outcome =
+            if command == Some(Command::Del) && !resolved.has_entry && !caps.denials().is_empty() {
+                // A plugin with no policy entry has no authority: a DEL it
+                // failed for want of one is a DEL it could not run (its entry
+                // may have been removed since its ADD); the host stands in as
+                // for a broken entry.
+                finish_del(outcome, &mut caps, plugin.name(), true)
+            } else {
+                finish(command, outcome, &mut caps, plugin.name())
+            };
         let outcome = explain_denials(
             outcome,
             caps.denials(),

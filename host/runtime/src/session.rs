@@ -9,6 +9,7 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
+use cni_spec::Command;
 use wasmtime::Engine;
 
 use crate::audit::{Identity, Sink};
@@ -80,11 +81,19 @@ pub(crate) fn lookup<'a>(env: &'a [(String, String)], key: &str) -> Option<&'a s
     env.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
 }
 
-/// Opens `CNI_NETNS` for the commands that act in it. DEL tolerates a
-/// namespace that is already gone, as the spec asks.
-pub(crate) fn container_netns(env: &[(String, String)]) -> Result<Option<NetNs>, CniError> {
-    let command = lookup(env, "CNI_COMMAND").unwrap_or("");
-    if !matches!(command, "ADD" | "CHECK" | "DEL") {
+/// The command `env`'s `CNI_COMMAND` names, if any: read once, where a
+/// run starts, and carried down from there.
+pub(crate) fn command(env: &[(String, String)]) -> Option<Command> {
+    Command::parse(lookup(env, "CNI_COMMAND").unwrap_or("")).ok()
+}
+
+/// Opens `CNI_NETNS` for the commands that act in it (`command`). DEL
+/// tolerates a namespace that is already gone, as the spec asks.
+pub(crate) fn container_netns(
+    env: &[(String, String)],
+    command: Option<Command>,
+) -> Result<Option<NetNs>, CniError> {
+    if !matches!(command, Some(Command::Add | Command::Check | Command::Del)) {
         return Ok(None);
     }
     let Some(path) = lookup(env, "CNI_NETNS").filter(|p| !p.is_empty()) else {
@@ -92,7 +101,7 @@ pub(crate) fn container_netns(env: &[(String, String)]) -> Result<Option<NetNs>,
     };
     match NetNs::open_container(Path::new(path)) {
         Ok(ns) => Ok(Some(ns)),
-        Err(NetnsError::Missing(_)) if command == "DEL" => Ok(None),
+        Err(NetnsError::Missing(_)) if command == Some(Command::Del) => Ok(None),
         Err(e) => Err(CniError::new(Code::InvalidEnv, e.to_string())),
     }
 }

@@ -168,8 +168,10 @@ fn steps(base: &Path) -> anyhow::Result<()> {
     };
     let run = |command: &str| run_with(command, None);
 
-    for (i, command) in ["ADD", "CHECK", "DEL", "DEL", "VERSION"].iter().enumerate() {
-        let (code, stdout, ms) = run(command)?;
+    use cni_spec::Command as Cni;
+    let commands = [Cni::Add, Cni::Check, Cni::Del, Cni::Del, Cni::Version];
+    for (i, command) in commands.into_iter().enumerate() {
+        let (code, stdout, ms) = run(command.as_str())?;
         let note = if i == 0 {
             " (first run: compiles the plugin and stores its artifact)"
         } else {
@@ -185,7 +187,7 @@ fn steps(base: &Path) -> anyhow::Result<()> {
         if !shown.is_empty() {
             out(indent(&shown));
         }
-        if *command != "VERSION" {
+        if command != Cni::Version {
             out(format!("  kernel: {}", lo_state(&netns)?));
         }
         if code != 0 {

@@ -85,7 +85,9 @@ impl Ctx {
                     "host link {:?} (index {}) belongs to another incarnation of this \
                      attachment (an ADD of it in another container namespace), not to this \
                      {}'s (a wasmcni invariant)",
-                    l.name, l.index, self.cni_command
+                    l.name,
+                    l.index,
+                    self.command_text()
                 ),
                 l.alias.clone().unwrap_or_default(),
             ));
@@ -128,7 +130,7 @@ impl Ctx {
         // takes it again.
         let g = self.ns_grant(kind);
         kind == Kind::Host
-            && self.command == Command::Add
+            && self.command == Some(Command::Add)
             && !g.config_links.is_empty()
             && self.attachment.devices.resolve(&g.config_links).as_deref() == Some(l.name.as_str())
     }
@@ -178,7 +180,7 @@ impl Ctx {
     /// lost it, and added the attachment again in another namespace) may
     /// not touch the live incarnation's links.
     fn another_incarnations(&self, l: &Link) -> bool {
-        if self.command != Command::Del {
+        if self.command != Some(Command::Del) {
             return false;
         }
         let Some(ino) = self.container_ino() else {
@@ -195,7 +197,7 @@ impl Ctx {
     /// reservation names the attachment, not the incarnation), so such a
     /// DEL releases none ([`Ctx::keeps_for_live_incarnation`]).
     pub(super) fn late_del(&self) -> bool {
-        if self.command != Command::Del {
+        if self.command != Some(Command::Del) {
             return false;
         }
         let Some(ino) = self.container_ino() else {
@@ -287,7 +289,7 @@ impl Ctx {
     /// attachment relies on it, and its own DEL leaves it as the
     /// reference's does.
     pub(super) fn kept_for_other_holders(&mut self, u: &dyn Inverse) -> Option<String> {
-        if self.command != Command::Add {
+        if self.command != Some(Command::Add) {
             return None;
         }
         u.kept_for_other_holders(self)
@@ -384,9 +386,10 @@ impl Ctx {
         &mut self,
         env: &[(String, String)],
         config: &[u8],
+        command: Command,
         member: bool,
     ) -> (crate::attachment::Attachment, bool) {
-        let mut a = crate::attachment::Attachment::from_invocation(env, config);
+        let mut a = crate::attachment::Attachment::from_invocation(env, config, Some(command));
         let on_runtime_word =
             !a.config_digest.is_empty() && a.config_digest == self.attachment.config_digest;
         a.network = self.attachment.network.clone();
@@ -490,7 +493,7 @@ impl Ctx {
     /// reservations. Refused if it cannot be: a reservation out of the
     /// checks' sight would be out of their protection.
     pub(super) fn note_store(&mut self, dir: &std::path::Path) -> Result<(), CapError> {
-        if self.command != Command::Add {
+        if self.command != Some(Command::Add) {
             return Ok(());
         }
         let root = crate::record::Location::root_from_env();

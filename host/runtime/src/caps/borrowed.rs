@@ -103,7 +103,7 @@ impl Ctx {
     /// cannot be written the step is refused (it would be out of the
     /// host's reach).
     pub(super) fn intend(&mut self, owned: crate::record::Owned) -> Result<(), CapError> {
-        if self.command != super::ctx::Command::Add || owned.is_empty() {
+        if self.command != Some(super::ctx::Command::Add) || owned.is_empty() {
             return Ok(());
         }
         let Some(ino) = self.container_ino() else {
@@ -132,7 +132,7 @@ impl Ctx {
     /// and an intent line must never name a link that was there before
     /// (an unmarked one would be taken for this ADD's).
     pub(super) fn intend_links(&mut self, links: &[(Kind, &str, &str)]) -> Result<(), CapError> {
-        if self.command != super::ctx::Command::Add {
+        if self.command != Some(super::ctx::Command::Add) {
             return Ok(());
         }
         let mut owned = crate::record::Owned::default();
@@ -165,7 +165,7 @@ impl Ctx {
         &mut self,
         links: &[(Kind, &str, Option<String>, u32)],
     ) -> Result<(), CapError> {
-        if self.command != super::ctx::Command::Add {
+        if self.command != Some(super::ctx::Command::Add) {
             return Ok(());
         }
         let mut owned = crate::record::Owned::default();
@@ -434,7 +434,7 @@ impl Ctx {
     /// Whether link `index` of the container namespace is one the
     /// attachment's record holds (during DEL: it goes back, not away).
     pub(super) fn holds(&mut self, index: u32) -> Result<bool, CapError> {
-        if self.command != super::ctx::Command::Del {
+        if self.command != Some(super::ctx::Command::Del) {
             return Ok(false);
         }
         let Some((_, record)) = self.record()? else {
@@ -455,7 +455,7 @@ impl Ctx {
         index: u32,
         name: Option<&str>,
     ) -> Result<Option<u32>, CapError> {
-        if self.command != super::ctx::Command::Del {
+        if self.command != Some(super::ctx::Command::Del) {
             return Ok(None);
         }
         let Some((loc, mut record)) = self.record()? else {

@@ -49,9 +49,9 @@ pub struct Ctx {
     pub(super) attachment: Attachment,
     /// `attachment.mark()` and `attachment.network_mark()`, computed once.
     pub(super) marks: (String, String),
-    pub(super) command: Command,
-    /// `CNI_COMMAND` as given (the delegate checks use it).
-    pub(super) cni_command: String,
+    /// The command (none: a `CNI_COMMAND` wasmcni does not know, which
+    /// only the plugin the runtime executed is run with).
+    pub(super) command: Option<Command>,
     /// What the invocation's plugin runs share (none: delegation is
     /// unavailable).
     pub(super) runtime: Option<std::sync::Arc<Runtime>>,
@@ -108,41 +108,20 @@ pub struct CtxParams {
     pub audit: Audit,
     /// Who it acts for.
     pub attachment: Attachment,
-    /// The command.
-    pub command: Command,
-    /// `CNI_COMMAND` as given.
-    pub cni_command: String,
+    /// The command (none: `CNI_COMMAND` names none).
+    pub command: Option<Command>,
     /// What the invocation's plugin runs share.
     pub runtime: Option<std::sync::Arc<Runtime>>,
     /// How a delegate or chain member runs: the host's one run core.
     pub core: Option<&'static dyn RunPlugin>,
 }
 
-/// The CNI command of the invocation, as far as authority goes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Command {
-    /// ADD: changes are journaled and undone if it fails.
-    Add,
-    /// DEL: changes are best-effort and stay.
-    Del,
-    /// GC: releases IPAM reservations of attachments that are gone; the
-    /// kernel is read-only.
-    Gc,
-    /// CHECK, STATUS, VERSION: read-only.
-    Other,
-}
-
-impl Command {
-    /// The command `CNI_COMMAND` names.
-    pub fn from_env(command: &str) -> Command {
-        match command {
-            "ADD" => Command::Add,
-            "DEL" => Command::Del,
-            "GC" => Command::Gc,
-            _ => Command::Other,
-        }
-    }
-}
+/// The CNI command of the invocation. As far as authority goes: ADD's
+/// changes are journaled and undone if it fails; DEL's are best-effort and
+/// stay; GC releases IPAM reservations of attachments that are gone, the
+/// kernel read-only; CHECK, STATUS, VERSION (and a command wasmcni does
+/// not know) are read-only.
+pub use cni_spec::Command;
 
 impl Ctx {
     /// When this invocation's deadline passes: the runtime's, or 10 s from
@@ -178,7 +157,6 @@ impl Ctx {
             attachment: p.attachment,
             marks,
             command: p.command,
-            cni_command: p.cni_command,
             runtime: p.runtime,
             core: p.core,
             depth: 0,
@@ -325,7 +303,7 @@ impl Ctx {
     /// only command undone), and not for a link created in the same call
     /// (the undo deletes it, and all its state with it).
     pub(super) fn journaling_for(&self, kind: Kind, index: u32) -> bool {
-        self.command == Command::Add && !self.journal.created(kind, index)
+        self.command == Some(Command::Add) && !self.journal.created(kind, index)
     }
 
     /// Records `undo`, an inverse of a change to link `index`, if it is
@@ -436,21 +414,18 @@ impl StoreData {
         // VERSION get read-only authority whatever the policy says (GC may
         // release IPAM reservations and run its delegates' GC).
         let read_only = match caps.command {
-            Command::Add | Command::Del => false,
-            Command::Gc => row.mutates && !row.in_gc,
-            Command::Other => row.mutates,
+            Some(Command::Add | Command::Del) => false,
+            Some(Command::Gc) => row.mutates && !row.in_gc,
+            Some(Command::Check | Command::Status | Command::Version) | None => row.mutates,
         };
         let result = if read_only {
             Err(CapError::denied(match caps.command {
-                Command::Gc => "a GC may only release IPAM reservations and run its \
+                Some(Command::Gc) => "a GC may only release IPAM reservations and run its \
                                 delegates' GC, not change the kernel (a wasmcni invariant)"
                     .to_owned(),
-                _ => format!(
+                command => format!(
                     "a {} may not change the kernel: only ADD and DEL may (a wasmcni invariant)",
-                    match caps.cni_command.as_str() {
-                        c @ ("CHECK" | "STATUS" | "VERSION") => c,
-                        _ => "command other than ADD and DEL",
-                    }
+                    command.map_or("command other than ADD and DEL", Command::as_str)
                 ),
             }))
         } else {

@@ -37,7 +37,13 @@ const MAX_DEPTH: u32 = 4;
 const MAX_NATIVE_STDOUT: u64 = 1 << 20;
 
 /// The commands a plugin may delegate.
-const COMMANDS: &[&str] = &["ADD", "DEL", "CHECK", "GC", "STATUS"];
+const COMMANDS: &[Command] = &[
+    Command::Add,
+    Command::Del,
+    Command::Check,
+    Command::Gc,
+    Command::Status,
+];
 
 impl NativeCall {
     /// Runs the delegate's DEL (the journal's undo of its ADD).
@@ -47,7 +53,7 @@ impl NativeCall {
             .iter()
             .map(|(k, v)| {
                 let v = if k == "CNI_COMMAND" {
-                    "DEL"
+                    Command::Del.as_str()
                 } else {
                     v.as_str()
                 };
@@ -148,17 +154,31 @@ fn result_addresses(stdout: &[u8]) -> Vec<IpAddr> {
 
 /// The environment of a delegate: the process's `CNI_*` variables with
 /// `CNI_COMMAND` replaced.
-fn delegate_env(env: &[(String, String)], command: &str) -> Vec<(String, String)> {
+fn delegate_env(env: &[(String, String)], command: Command) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = env
         .iter()
         .filter(|(k, _)| k != "CNI_COMMAND")
         .cloned()
         .collect();
-    out.push(("CNI_COMMAND".into(), command.into()));
+    out.push(("CNI_COMMAND".into(), command.as_str().into()));
     out
 }
 
 impl Ctx {
+    /// `CNI_COMMAND` as the runtime gave it, for messages: the command's
+    /// name or, for one wasmcni does not know (only the plugin the runtime
+    /// executed runs with one), the runtime's text.
+    pub(super) fn command_text(&self) -> &str {
+        match self.command {
+            Some(command) => command.as_str(),
+            None => self
+                .runtime
+                .as_ref()
+                .and_then(|rt| crate::session::lookup(&rt.env, "CNI_COMMAND"))
+                .unwrap_or(""),
+        }
+    }
+
     /// Runs delegate `name` with `command` and `config`: its stdout, or
     /// (`Err` inside) the CNI error it printed.
     fn delegate(
@@ -167,14 +187,16 @@ impl Ctx {
         command: &str,
         config: &[u8],
     ) -> Result<Result<String, String>, CapError> {
-        if !plugins::valid_name(name) || !COMMANDS.contains(&command) {
-            return Err(ErrorCode::InvalidArgument.into());
-        }
-        let own = self.cni_command.as_str();
-        if command != own && !(own == "ADD" && command == "DEL") {
+        let command = match Command::parse(command) {
+            Ok(c) if plugins::valid_name(name) && COMMANDS.contains(&c) => c,
+            _ => return Err(ErrorCode::InvalidArgument.into()),
+        };
+        let during_add = self.command == Some(Command::Add);
+        if Some(command) != self.command && !(during_add && command == Command::Del) {
+            let own = self.command_text();
             return Err(CapError::denied(format!(
                 "a {own} may delegate only {own}{} (a wasmcni invariant)",
-                if own == "ADD" {
+                if during_add {
                     " (or DEL to clean up)"
                 } else {
                     ""
@@ -214,7 +236,7 @@ impl Ctx {
         &mut self,
         rt: &std::sync::Arc<Runtime>,
         plugin: &plugins::Plugin,
-        command: &str,
+        command: Command,
         config: &[u8],
     ) -> Result<Result<String, String>, CapError> {
         let version = crate::cni_error::version_for_errors(config);
@@ -234,7 +256,7 @@ impl Ctx {
     pub fn run_member(
         &mut self,
         plugin: &plugins::Plugin,
-        command: &str,
+        command: Command,
         config: &[u8],
     ) -> Result<Output, CniError> {
         let rt = self
@@ -261,7 +283,7 @@ impl Ctx {
         &mut self,
         rt: &std::sync::Arc<Runtime>,
         plugin: &plugins::Plugin,
-        command: &str,
+        command: Command,
         config: &[u8],
         member: bool,
     ) -> Result<Result<Output, CniError>, CapError> {
@@ -285,15 +307,14 @@ impl Ctx {
         let make: MakeCtx<'_> = Box::new(|grant, audit| {
             // A delegate run with the runtime's own config acts on the
             // runtime's word: its result is the attachment's (S13).
-            let (attachment, own_config) = parent.nested_attachment(&env, config, member);
+            let (attachment, own_config) = parent.nested_attachment(&env, config, command, member);
             on_runtime_word = !member && own_config;
             let mut child = Ctx::new(CtxParams {
                 grant,
                 container,
                 audit,
                 attachment,
-                command: Command::from_env(command),
-                cni_command: command.to_owned(),
+                command: Some(command),
                 runtime: Some(rt.clone()),
                 core: Some(core),
             });
@@ -313,12 +334,12 @@ impl Ctx {
             Ok(child)
         });
         let (outcome, mut child) =
-            match core.run(rt, plugin, &resolved, command, &env, config, make) {
+            match core.run(rt, plugin, &resolved, command.as_str(), &env, config, make) {
                 Ok(ran) => ran,
                 Err(e) => return Ok(Err(e)),
             };
         let failed = !matches!(outcome, Ok(Output { code: 0, .. }));
-        let outcome = if failed && command == "ADD" && child.journal.len() > mark {
+        let outcome = if failed && command == Command::Add && child.journal.len() > mark {
             child.undo_or_report(mark, plugin.name(), outcome)
         } else {
             outcome
@@ -352,7 +373,7 @@ impl Ctx {
         // member only as its prevResult, which names no address the host
         // has not seen owned.
         if let Ok(Output { code: 0, stdout }) = &outcome {
-            if command == "ADD" && on_runtime_word {
+            if command == Command::Add && on_runtime_word {
                 self.own_addresses(result_addresses(stdout));
             }
         }
@@ -363,7 +384,7 @@ impl Ctx {
         &mut self,
         rt: &Runtime,
         name: &str,
-        command: &str,
+        command: Command,
         config: &[u8],
     ) -> Result<Result<String, String>, CapError> {
         let mut env = delegate_env(&rt.env, command);
@@ -376,7 +397,7 @@ impl Ctx {
         if code != 0 {
             return Ok(Err(text));
         }
-        if command == "ADD" {
+        if command == Command::Add {
             if self.runs_on_runtime_word(config) {
                 self.own_addresses(result_addresses(&stdout));
             }
@@ -488,7 +509,7 @@ mod tests {
             ("CNI_COMMAND".to_owned(), "ADD".to_owned()),
             ("CNI_IFNAME".to_owned(), "eth0".to_owned()),
         ];
-        let d = delegate_env(&env, "DEL");
+        let d = delegate_env(&env, Command::Del);
         assert!(d.contains(&("CNI_COMMAND".into(), "DEL".into())));
         assert!(d.contains(&("CNI_IFNAME".into(), "eth0".into())));
         assert_eq!(d.len(), 2);

@@ -796,7 +796,7 @@ impl Ctx {
     fn fw_add(&mut self, ns: Kind, rules: &Rules) -> Result<(), CapError> {
         let kind = kind_of(rules);
         self.fw_require(ns, kind)?;
-        if self.command != Command::Add {
+        if self.command != Some(Command::Add) {
             return Err(CapError::denied(
                 "firewall.add is an ADD's doing (a wasmcni invariant)",
             ));
@@ -1262,7 +1262,7 @@ impl Ctx {
 
     fn fw_remove(&mut self, ns: Kind, kinds: &[RuleKind]) -> Result<u32, CapError> {
         let kinds = self.fw_kinds(ns, kinds)?;
-        if self.command == Command::Add {
+        if self.command == Some(Command::Add) {
             return Err(CapError::denied(
                 "firewall.remove is a DEL's doing: during ADD rules are only installed, and \
                  undone by the journal (a wasmcni invariant)",
@@ -1274,7 +1274,7 @@ impl Ctx {
 
     fn fw_collect(&mut self, ns: Kind, kinds: &[RuleKind]) -> Result<u32, CapError> {
         let kinds = self.fw_kinds(ns, kinds)?;
-        if self.command != Command::Gc {
+        if self.command != Some(Command::Gc) {
             return Err(CapError::denied(
                 "firewall.collect-garbage is a GC's doing (a wasmcni invariant)",
             ));

@@ -130,7 +130,7 @@ impl Ctx {
     fn may_release(&self, holder: &ipam::Owner) -> Result<(), CapError> {
         let mine = self.attachment.owner().holds(holder);
         let collectable =
-            self.command == super::ctx::Command::Gc && !self.attachment.still_valid(holder);
+            self.command == Some(super::ctx::Command::Gc) && !self.attachment.still_valid(holder);
         if mine || collectable {
             Ok(())
         } else {

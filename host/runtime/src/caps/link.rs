@@ -741,7 +741,7 @@ impl Ctx {
         let has = self.netlink(kind)?.l3mdev_families()?;
         // Per family: only the rules this VRF brought are its undo's.
         let (v4, v6) = (has.0 && !had.0, has.1 && !had.1);
-        if (v4 || v6) && self.command == super::ctx::Command::Add {
+        if (v4 || v6) && self.command == Some(super::ctx::Command::Add) {
             self.journal.record(RouteUndo::DeleteL3mdevRules {
                 ns: kind,
                 vrf: index,
@@ -899,7 +899,7 @@ impl Ctx {
         // moved back, the journal restores its state, then addresses,
         // then routes (which need it up).
         let state = match self.command {
-            super::ctx::Command::Add => {
+            Some(super::ctx::Command::Add) => {
                 self.check_neighbours(kind, index)?;
                 Some(self.link_state(kind, &l)?)
             }
@@ -944,7 +944,7 @@ impl Ctx {
                 self.intend_made(&[(target_kind, name, l.kind.clone(), now)])?;
             }
             self.mark(target_kind, now, false)?;
-        } else if self.command == super::ctx::Command::Add {
+        } else if self.command == Some(super::ctx::Command::Add) {
             // A host link is out only with the record that brings it
             // back, written now: a process killed later in the ADD
             // leaves it too. (If it cannot be written, the call fails
@@ -982,7 +982,7 @@ impl Ctx {
         };
         if !up && l.up {
             // Down flushes the link's routes and neighbours.
-            if self.command == super::ctx::Command::Add {
+            if self.command == Some(super::ctx::Command::Add) {
                 self.check_neighbours(kind, index)?;
             }
             self.preserving(kind, index, set)?;
@@ -1221,7 +1221,7 @@ impl Ctx {
         self.require(kind, |g| g.modify, "modify")?;
         // Only an ADD hands links to its network (a DEL's would be
         // left behind, undeletable).
-        if self.command != super::ctx::Command::Add {
+        if self.command != Some(super::ctx::Command::Add) {
             return Err(CapError::denied(
                 "only an ADD hands links to its network (a wasmcni invariant)",
             ));
@@ -1334,7 +1334,7 @@ impl Ctx {
     /// Deletes a link the plugin may delete, and forgets what went with it.
     fn remove_link(&mut self, kind: Kind, index: u32) -> Result<(), CapError> {
         self.modifiable(kind, index)?;
-        if self.command == super::ctx::Command::Add && !self.journal.created(kind, index) {
+        if self.command == Some(super::ctx::Command::Add) && !self.journal.created(kind, index) {
             return Err(CapError::denied(
                 "during ADD a plugin may delete only links it created in the same call, \
                      as the deletion could not be undone (a wasmcni invariant)",
@@ -1346,7 +1346,7 @@ impl Ctx {
                      (link.move-to), never away (a wasmcni invariant)"
             )));
         }
-        if self.command == super::ctx::Command::Add {
+        if self.command == Some(super::ctx::Command::Add) {
             self.netlink(kind)?.delete_link(index)?;
         } else {
             // Outside ADD nothing waits on the kernel freeing it.

@@ -287,7 +287,7 @@ impl Ctx {
     /// them it does nothing.
     fn lock_tables(&mut self, kind: Kind) -> Result<(), CapError> {
         // Nothing is chosen in CHECK, GC or STATUS: nothing to hold.
-        if !matches!(self.command, Command::Add | Command::Del) {
+        if !matches!(self.command, Some(Command::Add | Command::Del)) {
             return Ok(());
         }
         if let (Err(rules), Err(vrfs)) = (

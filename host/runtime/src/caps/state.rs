@@ -72,7 +72,7 @@ impl Ctx {
         if new == old {
             return Ok(());
         }
-        if self.command == super::ctx::Command::Add {
+        if self.command == Some(super::ctx::Command::Add) {
             self.journal.record(StateUndo {
                 record: record.clone(),
                 values: old,

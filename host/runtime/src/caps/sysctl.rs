@@ -128,7 +128,7 @@ impl Ctx {
         value: &str,
     ) -> Result<(), CapError> {
         let io = |e: std::io::Error| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EINVAL));
-        let journaling = self.command == super::ctx::Command::Add;
+        let journaling = self.command == Some(super::ctx::Command::Add);
         let mark = self.journal.len();
         let global = match key_scope(key) {
             Scope::Link(name) => {
@@ -183,7 +183,7 @@ impl Ctx {
     /// Whether a write of `key` needs no inverse: outside ADD, or a key of
     /// one link created in this call (deleting the link undoes it).
     fn needs_no_journal(&mut self, kind: Kind, key: &str) -> Result<bool, CapError> {
-        if self.command != super::ctx::Command::Add {
+        if self.command != Some(super::ctx::Command::Add) {
             return Ok(true);
         }
         let Scope::Link(name) = key_scope(key) else {

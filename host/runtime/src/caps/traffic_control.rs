@@ -151,7 +151,7 @@ impl Ctx {
             Ok(())
         };
         if let Err(e) = steps() {
-            if self.command == Command::Add {
+            if self.command == Some(Command::Add) {
                 self.undo_from(mark);
             } else if let Ok(nl) = self.netlink(kind) {
                 if ingress_added {
@@ -201,7 +201,7 @@ impl Ctx {
 
     fn remove_limits(&mut self, kind: Kind, index: Option<u32>) -> Result<(), CapError> {
         self.require(kind, |g| g.traffic_control, "traffic-control")?;
-        if self.command == Command::Add {
+        if self.command == Some(Command::Add) {
             return Err(CapError::denied(
                 "traffic-control.remove-limits is a DEL's doing: during ADD limits are only \
                  installed, and undone by the journal (a wasmcni invariant)",
@@ -248,7 +248,7 @@ impl Ctx {
     /// GC: this network's `ifb`s whose attachment is no longer valid.
     fn collect_ifbs(&mut self, kind: Kind) -> Result<u32, CapError> {
         self.require(kind, |g| g.traffic_control, "traffic-control")?;
-        if self.command != Command::Gc {
+        if self.command != Some(Command::Gc) {
             return Err(CapError::denied(
                 "traffic-control.collect-garbage is a GC's doing (a wasmcni invariant)",
             ));
