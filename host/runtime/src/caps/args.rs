@@ -31,7 +31,8 @@ pub(crate) trait AuditArgs {
     fn audit(&self, row: &Entry) -> Value;
 }
 
-/// A string, cut at 256 bytes (on a character boundary, with `…`).
+/// A string, cut at 256 bytes (on a character boundary), followed by
+/// `... (N bytes)` with its whole length.
 pub(crate) fn arg_str(s: &str) -> Value {
     const MAX: usize = 256;
     if s.len() <= MAX {
@@ -41,7 +42,7 @@ pub(crate) fn arg_str(s: &str) -> Value {
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    Value::from(format!("{}…", &s[..end]))
+    Value::from(format!("{}... ({} bytes)", &s[..end], s.len()))
 }
 
 /// A byte payload the record does not hold (a state value, a delegate's
@@ -162,3 +163,43 @@ audit_tuple!(3; A 0, B 1, C 2);
 audit_tuple!(4; A 0, B 1, C 2, D 3);
 audit_tuple!(5; A 0, B 1, C 2, D 3, E 4);
 audit_tuple!(6; A 0, B 1, C 2, D 3, E 4, F 5);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_string_is_cut_on_a_character_boundary_and_says_its_length() {
+        assert_eq!(arg_str("eth0"), Value::from("eth0"));
+        let exact = "a".repeat(256);
+        assert_eq!(arg_str(&exact), Value::from(exact.as_str()));
+        // 255 ASCII bytes then a 3-byte character straddling byte 256.
+        let long = format!("{}€tail", "a".repeat(255));
+        assert_eq!(
+            arg_str(&long),
+            Value::from(format!("{}... ({} bytes)", "a".repeat(255), long.len()))
+        );
+    }
+
+    #[test]
+    fn a_tuple_reads_as_an_object_keyed_by_the_rows_parameters() {
+        const ROW: Entry = Entry {
+            call: "link.set-mtu",
+            args: &["ns", "index", "mtu"],
+            authority: "",
+            policy: "",
+            undo: "",
+            mutates: true,
+            in_gc: false,
+            needs: &[],
+        };
+        assert_eq!(
+            (Kind::Host, 7u32, Some(1500u32)).audit(&ROW),
+            serde_json::json!({"ns": "host", "index": 7, "mtu": 1500})
+        );
+        assert_eq!(
+            (Kind::Container, None::<u32>, Size(3)).audit(&ROW),
+            serde_json::json!({"ns": "container", "index": null, "mtu": {"bytes": 3}})
+        );
+    }
+}

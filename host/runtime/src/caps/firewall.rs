@@ -341,13 +341,13 @@ fn protocol_number(p: Protocol) -> u8 {
     }
 }
 
-/// The audit log's view of a rule request.
 impl AuditArg for Rules {
     fn audit(&self) -> Value {
         rules_arg(self)
     }
 }
 
+/// The audit log's view of a rule request.
 fn rules_arg(r: &Rules) -> Value {
     let prefix = |p: &super::bindings::wasmcni::plugin::types::IpPrefix| {
         format!("{}/{}", ip_from_wit(p.address), p.prefix_len)
