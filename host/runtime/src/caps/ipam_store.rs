@@ -198,6 +198,16 @@ impl Ctx {
         if self.keeps_for_live_incarnation(&holder, ip) {
             return Ok(());
         }
+        self.release_journaled(store, ip, holder)
+    }
+
+    /// Releases `ip`, held by `holder`, and journals its return.
+    fn release_journaled(
+        &mut self,
+        store: &NetworkStore,
+        ip: IpAddr,
+        holder: ipam::Owner,
+    ) -> Result<(), CapError> {
         store.release(ip)?;
         self.journal.record(IpamUndo::Rereserve {
             dir: store.path().to_path_buf(),
@@ -212,12 +222,7 @@ impl Ctx {
         let me = self.attachment.owner();
         for (ip, holder) in store.list()? {
             if me.holds(&holder) && !self.keeps_for_live_incarnation(&holder, ip) {
-                store.release(ip)?;
-                self.journal.record(IpamUndo::Rereserve {
-                    dir: store.path().to_path_buf(),
-                    address: ip,
-                    owner: holder,
-                });
+                self.release_journaled(store, ip, holder)?;
             }
         }
         Ok(())
