@@ -7,7 +7,7 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 DEB_PACKAGES := iproute2 iputils-ping containernetworking-plugins golang-go golang-github-appc-cni-dev \
-	podman runc busybox-static musl-tools nftables iptables conntrack \
+	podman runc busybox-static musl-tools nftables iptables conntrack strace \
 	containerd python3-grpcio python3-grpc-tools python3-protobuf
 # The node installer image (deploy/): a static build of wasmcni, FROM scratch.
 MUSL_TARGET := x86_64-unknown-linux-musl

@@ -10,7 +10,7 @@ use std::path::PathBuf;
 fn main() {
     // Every CNI call is a fresh process, so start-up is the hot path: a
     // non-PIE executable needs no run-time relocation of its ~25k relative
-    // relocations (measured: `wasmcni --version` 2.1 ms -> see README).
+    // relocations (each CNI call would pay for them at start-up).
     // On musl, only with `-C relocation-model=static` (.cargo/config.toml):
     // musl's static-pie start code crashes in a -no-pie executable.
     let musl = env::var("CARGO_CFG_TARGET_ENV").as_deref() == Ok("musl");

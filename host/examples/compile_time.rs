@@ -1,46 +1,77 @@
-//! Measures how long precompiling a plugin takes under a few engine
-//! settings (a tool for choosing the engine configuration).
-//! `cargo run --release -p wasmcni --example compile_time -- path.wasm`
+//! Measures precompiling a plugin under a few engine settings: the time it
+//! takes and the artifact's size (a tool for choosing the engine
+//! configuration). `cargo run --release -p wasmcni --example compile_time -- path.wasm`
 use std::time::Instant;
+
+/// A setting on top of wasmcni's engine configuration.
+type Setting = Box<dyn Fn(&mut wasmtime::Config)>;
+
 fn main() {
     let path = std::env::args().nth(1).expect("path.wasm");
     let wasm = std::fs::read(path).unwrap();
-    for par in [true, false] {
+    let configs: Vec<(&str, Setting)> = vec![
+        ("wasmcni's engine::config()", Box::new(|_| {})),
+        (
+            "winch",
+            Box::new(|c| {
+                c.strategy(wasmtime::Strategy::Winch);
+            }),
+        ),
+        (
+            "winch, no address map",
+            Box::new(|c| {
+                c.strategy(wasmtime::Strategy::Winch);
+                c.generate_address_map(false);
+            }),
+        ),
+        (
+            "cranelift none",
+            Box::new(|c| {
+                c.strategy(wasmtime::Strategy::Cranelift);
+                c.cranelift_opt_level(wasmtime::OptLevel::None);
+            }),
+        ),
+        (
+            "cranelift speed",
+            Box::new(|c| {
+                c.strategy(wasmtime::Strategy::Cranelift);
+                c.cranelift_opt_level(wasmtime::OptLevel::Speed);
+            }),
+        ),
+        (
+            "cranelift speed_and_size",
+            Box::new(|c| {
+                c.strategy(wasmtime::Strategy::Cranelift);
+                c.cranelift_opt_level(wasmtime::OptLevel::SpeedAndSize);
+            }),
+        ),
+        (
+            "cranelift speed_and_size, no address map",
+            Box::new(|c| {
+                c.strategy(wasmtime::Strategy::Cranelift);
+                c.cranelift_opt_level(wasmtime::OptLevel::SpeedAndSize);
+                c.generate_address_map(false);
+            }),
+        ),
+    ];
+    for (name, set) in &configs {
         let mut c = wasmcni::engine::config();
-        c.strategy(wasmtime::Strategy::Winch);
-        c.parallel_compilation(par);
-        match wasmtime::Engine::new(&c) {
-            Ok(e) => {
-                let t = Instant::now();
-                match e.precompile_component(&wasm) {
-                    Ok(a) => println!(
-                        "winch           parallel={par:5} {:7.1} ms  {} bytes",
-                        t.elapsed().as_secs_f64() * 1e3,
-                        a.len()
-                    ),
-                    Err(err) => println!("winch: {err:#}"),
-                }
+        set(&mut c);
+        let e = match wasmtime::Engine::new(&c) {
+            Ok(e) => e,
+            Err(err) => {
+                println!("{name}: {err:#}");
+                continue;
             }
-            Err(err) => println!("winch engine: {err:#}"),
-        }
-    }
-    for (name, opt) in [
-        ("none", wasmtime::OptLevel::None),
-        ("speed", wasmtime::OptLevel::Speed),
-        ("speed_and_size", wasmtime::OptLevel::SpeedAndSize),
-    ] {
-        for par in [true, false] {
-            let mut c = wasmcni::engine::config();
-            c.cranelift_opt_level(opt);
-            c.parallel_compilation(par);
-            let e = wasmtime::Engine::new(&c).unwrap();
-            let t = Instant::now();
-            let a = e.precompile_component(&wasm).unwrap();
-            println!(
-                "{name:15} parallel={par:5} {:7.1} ms  {} bytes",
+        };
+        let t = Instant::now();
+        match e.precompile_component(&wasm) {
+            Ok(a) => println!(
+                "{name:42} {:7.1} ms  {:9} bytes",
                 t.elapsed().as_secs_f64() * 1e3,
                 a.len()
-            );
+            ),
+            Err(err) => println!("{name}: {err:#}"),
         }
     }
 }

@@ -210,6 +210,11 @@ impl Conf {
         self.vlan != 0 || self.vlan_trunk.is_some()
     }
 
+    /// Whether a port is given VLANs at all: a `vlan` or trunk VLANs.
+    pub fn sets_port_vlans(vid: u16, trunk: &[u16]) -> bool {
+        vid != 0 || !trunk.is_empty()
+    }
+
     /// The VLANs a port gets, given the ones it has (`current`: VLAN 1,
     /// PVID, untagged, on a new port): `None` when the config asks for
     /// none. `vlan` becomes the PVID, untagged; trunk VLANs are tagged
@@ -223,7 +228,7 @@ impl Conf {
         trunk: &[u16],
         current: Vec<PortVlan>,
     ) -> Option<Vec<PortVlan>> {
-        if vid == 0 && trunk.is_empty() {
+        if !Conf::sets_port_vlans(vid, trunk) {
             return None;
         }
         let mut set = if self.preserve_default_vlan.unwrap_or(true) {

@@ -180,6 +180,11 @@ fn set_port_vlans(
             port.name
         ))
     };
+    // Nothing to set: no query either (the port's VLANs are a dump of
+    // every port of the node's bridges, a cost that grows with the node).
+    if !Conf::sets_port_vlans(vid, trunk) {
+        return Ok(());
+    }
     let current = host.port_vlans(port.index).map_err(wrap)?;
     match c.port_vlans(vid, trunk, current) {
         Some(vlans) => host.set_port_vlans(port.index, &vlans).map_err(wrap),

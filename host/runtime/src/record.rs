@@ -806,49 +806,47 @@ pub fn of_attachment(root: &Path, attachment: &Attachment) -> Vec<Record> {
 /// [`component`]), in network `network` (all networks: `None`): the
 /// holders of what a network (or the node) shares (S16).
 ///
+/// Lazy: directories are read as the iterator is advanced, so a caller
+/// that stops at the first holder it looks for (`any`, `find`) reads a
+/// few entries, not every attachment of the node.
+///
 /// # Ambient Authority
 /// Reads the state root by path (the host's setting).
-pub fn holders(root: &Path, network: Option<&str>) -> Vec<PathBuf> {
-    if Location::untrusted_root().is_some() {
-        return Vec::new();
-    }
+pub fn holders(root: &Path, network: Option<&str>) -> impl Iterator<Item = PathBuf> {
     let top = root.join("attachments");
-    let nets: Vec<PathBuf> = match network {
-        Some(n) => vec![top.join(component(n))],
-        None => std::fs::read_dir(&top)
-            .map(|rd| rd.flatten().map(|e| e.path()).collect())
-            .unwrap_or_default(),
+    let nets: Vec<PathBuf> = if Location::untrusted_root().is_some() {
+        Vec::new()
+    } else {
+        match network {
+            Some(n) => vec![top.join(component(n))],
+            None => std::fs::read_dir(&top)
+                .map(|rd| rd.flatten().map(|e| e.path()).collect())
+                .unwrap_or_default(),
+        }
     };
-    let dirs = |p: &Path| -> Vec<PathBuf> {
+    fn dirs(p: PathBuf) -> impl Iterator<Item = PathBuf> {
         std::fs::read_dir(p)
-            .map(|rd| {
-                rd.flatten()
-                    .filter(|e| e.path().is_dir())
-                    .map(|e| e.path())
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let mut out = Vec::new();
-    for net in nets {
-        for cid in dirs(&net) {
-            for ifname in dirs(&cid) {
-                let held = std::fs::read_dir(&ifname).is_ok_and(|rd| {
-                    rd.flatten().any(|e| {
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.is_dir())
+    }
+    nets.into_iter()
+        .flat_map(dirs)
+        .flat_map(dirs)
+        .filter(|ifname| {
+            std::fs::read_dir(ifname).is_ok_and(|mut rd| {
+                rd.any(|e| {
+                    e.is_ok_and(|e| {
                         let n = e.file_name();
                         let n = n.to_string_lossy();
                         !n.starts_with('.') && (n.ends_with(".json") || n.ends_with(".intent"))
                     })
-                });
-                if held {
-                    if let Ok(rel) = ifname.strip_prefix(&top) {
-                        out.push(rel.to_path_buf());
-                    }
-                }
-            }
-        }
-    }
-    out
+                })
+            })
+        })
+        .filter_map(move |ifname| ifname.strip_prefix(&top).ok().map(Path::to_path_buf))
 }
 
 /// The file under the state root listing every IPAM state directory an

@@ -70,8 +70,7 @@ fn holders_besides(me: &crate::attachment::Attachment, network: bool) -> bool {
         &crate::record::Location::root_from_env(),
         network.then_some(me.network.as_str()),
     )
-    .iter()
-    .any(|h| *h != mine)
+    .any(|h| h != mine)
 }
 
 impl Ctx {
