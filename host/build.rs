@@ -23,6 +23,18 @@ fn main() {
         // Resolve libc symbols when first called, not all ~200 at start-up.
         println!("cargo:rustc-link-arg-bin=wasmcni=-Wl,-z,lazy");
     }
+    // A release executable carries no symbol table (5.7 MB of 27 MB; a
+    // panic's backtrace then names no function). Stripped here, at the
+    // link, not by the profile's `strip = true`: the profile is hashed
+    // into every crate's symbol names, and host/hot-symbols.sh needs a
+    // build with the same names and its symbols (WASMCNI_KEEP_SYMBOLS=1).
+    println!("cargo:rerun-if-env-changed=WASMCNI_KEEP_SYMBOLS");
+    if env::var("PROFILE").as_deref() == Ok("release")
+        && env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux")
+        && env::var_os("WASMCNI_KEEP_SYMBOLS").is_none()
+    {
+        println!("cargo:rustc-link-arg-bin=wasmcni=-Wl,--strip-all");
+    }
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     // The functions a warm plugin run executes, packed together at the start
     // of .text (see hot-symbols.sh): the kernel maps 64 KiB around every
