@@ -83,6 +83,15 @@ fn a_new_plugin_goes_from_template_to_a_libcni_chain() {
         "wasmcni new",
     );
     let wasm = cargo_build(&crate_dir);
+    // The README says install pins the starter policy itself (issue 27: it
+    // said to pin it from `sha256sum`, contradicting install).
+    let readme = std::fs::read_to_string(crate_dir.join("README.md")).unwrap();
+    assert!(
+        readme.contains("--policy policy.json")
+            && readme.contains("Install pins the entry itself")
+            && !readme.contains("sha256sum"),
+        "{readme}"
+    );
 
     // 2. Try it after bridge + host-local, the chain it will run in.
     let conflist = t.join("net.conflist");
@@ -149,7 +158,39 @@ fn a_new_plugin_goes_from_template_to_a_libcni_chain() {
         args.extend_from_slice(extra);
         ok(wasmcni(&args), "wasmcni install --plugin")
     };
-    install(&[]);
+    // First as the crate's README says: its starter policy.json (a policy
+    // document) as it is, pinned by install (issue 27: install wanted the
+    // entry alone).
+    let starter = crate_dir.join("policy.json");
+    ok(
+        wasmcni(&[
+            "install",
+            s(&bin),
+            "--plugin",
+            s(&wasm),
+            "--policy",
+            s(&starter),
+            "--plugin-dir",
+            s(&plugins),
+            "--policy-dir",
+            s(&policy_d),
+        ]),
+        "wasmcni install --plugin --policy policy.json",
+    );
+    let written: Value =
+        serde_json::from_slice(&std::fs::read(policy_d.join(format!("{NAME}.json"))).unwrap())
+            .unwrap();
+    assert_eq!(
+        written, entry,
+        "the starter entry, pinned, is the one suggested"
+    );
+    // Then with the suggested entry: the same entry, so nothing changes.
+    let again = install(&[]);
+    assert!(
+        String::from_utf8_lossy(&again.stdout).contains(&format!("{NAME}.json: unchanged")),
+        "{}",
+        String::from_utf8_lossy(&again.stdout)
+    );
     assert!(bin.join(NAME).is_symlink());
     assert!(plugins.join(format!("{NAME}.wasm")).is_file());
     let written: Value =

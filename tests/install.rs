@@ -917,6 +917,27 @@ fn install_warns_when_the_policy_would_refuse_or_starve_the_plugin() {
         "{}",
         text(&out)
     );
+    // An entry in the policy dir (not install's) pinned to another build:
+    // one warning for the one problem (issue 27: there were two).
+    std::fs::write(node.path("policy.json"), r#"{"plugins":{}}"#).unwrap();
+    std::fs::write(
+        node.path("policy.d/bare.json"),
+        json!({"sha256": "ab".repeat(32)}).to_string(),
+    )
+    .unwrap();
+    let out = install();
+    assert!(out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let warnings: Vec<&str> = err
+        .lines()
+        .filter(|l| l.to_lowercase().contains("warning"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{}", text(&out));
+    assert!(
+        warnings[0].contains("REFUSE") && warnings[0].contains("bare.json"),
+        "{}",
+        text(&out)
+    );
 }
 
 /// `--only`: on a node whose bin dir holds the native reference plugins
@@ -1108,5 +1129,297 @@ fn install_warns_when_the_policy_file_also_names_the_plugin() {
             "--policy-dir {flag}: {}",
             text(&out)
         );
+        // Said once (issue 27: without --policy-dir, the check of the
+        // effective policy said it a second time).
+        assert_eq!(
+            err.matches("has an entry both in").count(),
+            1,
+            "--policy-dir {flag}: {}",
+            text(&out)
+        );
     }
+}
+
+/// `wasmcni list` as a node operator runs it after install: with the node's
+/// plugin dir and policy, and `--bin-dir` when given.
+fn list(node: &Node, args: &[&str]) -> Output {
+    let out = Command::new(node.path("tool/wasmcni"))
+        .arg("list")
+        .args(args)
+        .env_clear()
+        .env("WASMCNI_PLUGIN_DIR", node.path("plugins"))
+        .env("WASMCNI_POLICY", node.path("policy.json"))
+        .current_dir(node.dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    out
+}
+
+/// Issue 27 (6): the `wasmcni-chain` link install makes is reported as a
+/// wasmcni link reaching the chain runner (it used to be `NOT FOUND`), in
+/// the table and in JSON; the table's sha256 column is short, the JSON's
+/// whole.
+#[test]
+fn list_reports_the_chain_link_install_made_and_short_sha256s() {
+    support::require_root();
+    let node = Node::new();
+    let out = node.install(&[]);
+    assert!(out.status.success(), "{}", text(&out));
+    let bin = node.path("bin");
+    assert_eq!(
+        std::fs::read_link(bin.join("wasmcni-chain")).unwrap(),
+        Path::new("wasmcni")
+    );
+
+    let bin_arg = bin.display().to_string();
+    let out = list(&node, &["--bin-dir", &bin_arg]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(!table.contains("NOT FOUND"), "{}", text(&out));
+    let row: Vec<&str> = table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some("wasmcni-chain"))
+        .unwrap_or_else(|| panic!("no wasmcni-chain row: {}", text(&out)))
+        .split_whitespace()
+        .collect();
+    assert_eq!(
+        row,
+        [
+            "wasmcni-chain",
+            "wasmcni",
+            "link",
+            "bundled",
+            "(chain",
+            "runner)"
+        ],
+        "{}",
+        text(&out)
+    );
+    // Plugin rows: NAME ORIGIN SHA256 POLICY, the sha256 as `7c5a…10fc`,
+    // and no line as wide as a whole one would make it.
+    let loopback = std::fs::read_link(bin.join("loopback")).unwrap();
+    assert_eq!(loopback, Path::new("wasmcni"));
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .take_while(|l| !l.is_empty())
+        .skip(1)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert!(rows.len() >= standard_plugins().len(), "{}", text(&out));
+    for r in &rows {
+        let sha = r[2];
+        assert_eq!(sha.chars().count(), 9, "{r:?}");
+        let (head, tail) = sha.split_once('…').unwrap_or_else(|| panic!("{r:?}"));
+        assert!(
+            head.len() == 4
+                && tail.len() == 4
+                && (head.to_owned() + tail)
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit()),
+            "{r:?}"
+        );
+    }
+
+    let out = list(&node, &["--bin-dir", &bin_arg, "--json"]);
+    let r: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let entry = r["bin-dir"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "wasmcni-chain")
+        .unwrap_or_else(|| panic!("{r}"));
+    assert_eq!(entry["kind"], "wasmcni link", "{entry}");
+    assert_eq!(entry["plugin"], "bundled (chain runner)", "{entry}");
+    for p in r["plugins"].as_array().unwrap() {
+        let sha = p["sha256"].as_str().unwrap_or_default();
+        assert!(
+            sha.len() == 64 && sha.bytes().all(|b| b.is_ascii_hexdigit()),
+            "the JSON has the whole sha256: {p}"
+        );
+    }
+}
+
+/// Issue 27 (6): `--only` links the chain runner exactly when it names it
+/// (like any standard plugin), and its list of valid names includes it.
+#[test]
+fn install_only_links_the_chain_runner_only_when_named() {
+    support::require_root();
+    let node = Node::new();
+    let bin = node.path("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let before = tree(node.dir.path());
+    let out = node.install(&["--only", "wasmcni-chainx"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("\"wasmcni-chainx\" is not a standard plugin")
+            && err.contains("loopback")
+            && err.contains("wasmcni-chain)"),
+        "{}",
+        text(&out)
+    );
+    assert_unchanged(&before, &tree(node.dir.path()));
+
+    // Not named: not linked.
+    let out = node.install(&["--only", "loopback"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        std::fs::symlink_metadata(bin.join("wasmcni-chain")).is_err(),
+        "{}",
+        text(&out)
+    );
+    // Named: linked, and `list` says it reaches the chain runner.
+    let out = node.install(&["--only", "loopback,wasmcni-chain"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        std::fs::read_link(bin.join("wasmcni-chain")).unwrap(),
+        Path::new("wasmcni")
+    );
+    assert!(std::fs::symlink_metadata(bin.join("bridge")).is_err());
+    let out = list(&node, &["--bin-dir", &bin.display().to_string()]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .any(|l| l.starts_with("wasmcni-chain") && l.contains("chain runner")),
+        "{}",
+        text(&out)
+    );
+    // The chain runner alone (a node whose plugins all run through it).
+    let out = node.install(&["--only", "wasmcni-chain"]);
+    assert!(out.status.success(), "{}", text(&out));
+    // A later --only without it leaves the link alone, as any other name.
+    let out = node.install(&["--only", "loopback"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        std::fs::read_link(bin.join("wasmcni-chain")).unwrap(),
+        Path::new("wasmcni")
+    );
+}
+
+/// Issue 27 (7): `--policy` takes the plugin's entry alone or a policy
+/// document holding it (as the template's policy.json, which `try
+/// --policy` takes too), and pins it either way; a document without the
+/// plugin's entry, or with other plugins' entries, is refused, naming the
+/// plugin and the entries found, before anything changes.
+#[test]
+fn install_takes_the_policy_entry_alone_or_in_a_policy_document() {
+    support::require_root();
+    let node = Node::new();
+    let wasm = std::fs::read(support::fixture("loopback")).unwrap();
+    std::fs::write(node.path("src/myplugin.wasm"), &wasm).unwrap();
+    let sha = sha256(&wasm);
+    let doc = |plugins: Value| json!({ "plugins": plugins }).to_string();
+    let grant = json!({"container": {"read": true, "modify": true}});
+    for (file, text) in [
+        ("src/doc.json", doc(json!({ "myplugin": grant }))),
+        ("src/none.json", doc(json!({}))),
+        ("src/other.json", doc(json!({ "other": grant }))),
+        (
+            "src/both.json",
+            doc(json!({ "myplugin": grant, "other": grant, "third": {} })),
+        ),
+        (
+            "src/typo.json",
+            doc(json!({ "myplugin": {"container": {"modfiy": true}} })),
+        ),
+        (
+            "src/extra.json",
+            json!({"plugins": { "myplugin": grant }, "version": 1}).to_string(),
+        ),
+    ] {
+        std::fs::write(node.path(file), text).unwrap();
+    }
+    let out = node.install(&[]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    let before = tree(node.dir.path());
+    for (policy, needle) in [
+        (
+            "src/none.json",
+            "no entry for plugin \"myplugin\" (no plugins.myplugin; entries found: none)",
+        ),
+        (
+            "src/other.json",
+            "no entry for plugin \"myplugin\" (no plugins.myplugin; entries found: plugins.other)",
+        ),
+        (
+            "src/both.json",
+            "entries for other plugins besides \"myplugin\" (plugins.other, plugins.third)",
+        ),
+        ("src/typo.json", "plugins.myplugin.container.modfiy"),
+        ("src/extra.json", "version"),
+    ] {
+        let out = node.install(&["--plugin", "src/myplugin.wasm", "--policy", policy]);
+        assert!(!out.status.success(), "{policy}: {}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(needle) && err.contains(policy),
+            "{policy}: {}",
+            text(&out)
+        );
+        assert_unchanged(&before, &tree(node.dir.path()));
+    }
+    // Under another name, the document's entry must be that name's.
+    let out = node.install(&[
+        "--plugin",
+        "src/myplugin.wasm",
+        "--name",
+        "renamed",
+        "--policy",
+        "src/doc.json",
+    ]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(
+            "no entry for plugin \"renamed\" (no plugins.renamed; entries found: plugins.myplugin)"
+        ),
+        "{}",
+        text(&out)
+    );
+    assert_unchanged(&before, &tree(node.dir.path()));
+
+    // A document: its entry is written, pinned.
+    let out = node.install(&["--plugin", "src/myplugin.wasm", "--policy", "src/doc.json"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let mut pinned = grant.clone();
+    pinned["sha256"] = json!(sha);
+    assert_eq!(node.entry(), pinned);
+    // The same entry alone is the same entry: nothing changes.
+    let before = tree(node.dir.path());
+    let out = node.install(&[
+        "--plugin",
+        "src/myplugin.wasm",
+        "--policy",
+        "src/entry.json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_unchanged(&before, &tree(node.dir.path()));
+    // It runs under it.
+    let ns = Netns::new("instdoc");
+    let r = node.add("myplugin", &ns);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(ns.lo_up());
+
+    // The starter policy.json `wasmcni new` writes installs as it is.
+    let crate_dir = node.path("myplugin-crate");
+    let out = Command::new(node.path("tool/wasmcni"))
+        .args(["new", "myplugin", "--dir"])
+        .arg(&crate_dir)
+        .arg("--sdk")
+        .arg(repo().join("guest-sdk"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let starter = crate_dir.join("policy.json");
+    let out = node.install(&[
+        "--plugin",
+        "src/myplugin.wasm",
+        "--policy",
+        starter.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let starter: Value = serde_json::from_slice(&std::fs::read(&starter).unwrap()).unwrap();
+    let mut pinned = starter["plugins"]["myplugin"].clone();
+    pinned["sha256"] = json!(sha);
+    assert_eq!(node.entry(), pinned);
 }

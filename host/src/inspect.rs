@@ -222,6 +222,9 @@ fn short_path(path: &Path, n: usize) -> String {
         .to_string()
 }
 
+/// What `list --bin-dir` says a `wasmcni-chain` link reaches.
+const CHAIN_RUNNER: &str = "bundled (chain runner)";
+
 /// What a name in a CNI bin dir is, as the runtime would execute it.
 fn bin_entry(dir: &Path, name: &str) -> Value {
     let path = dir.join(name);
@@ -231,12 +234,19 @@ fn bin_entry(dir: &Path, name: &str) -> Value {
     let self_id = std::fs::metadata(dir.join(crate::plugins::SELF_NAME))
         .ok()
         .map(|m| (m.dev(), m.ino()));
-    let plugin = |name: &str| match plugins::find(name) {
-        Ok(p) => Value::from(match p.origin() {
-            plugins::Origin::Bundled => "bundled".to_owned(),
-            plugins::Origin::File(f) => f.display().to_string(),
-        }),
-        Err(e) => Value::from(format!("NOT FOUND: {e}")),
+    let plugin = |name: &str| {
+        // Not a plugin but the chain runner, carried in wasmcni: a link of
+        // this name runs it whatever the plugin dir holds.
+        if name == crate::chain::NAME {
+            return Value::from(CHAIN_RUNNER);
+        }
+        match plugins::find(name) {
+            Ok(p) => Value::from(match p.origin() {
+                plugins::Origin::Bundled => "bundled".to_owned(),
+                plugins::Origin::File(f) => f.display().to_string(),
+            }),
+            Err(e) => Value::from(format!("NOT FOUND: {e}")),
+        }
     };
     if meta.file_type().is_symlink() {
         let target = std::fs::read_link(&path)
@@ -381,7 +391,7 @@ pub fn print_list(
         table.push([
             s(&p["name"]),
             s(&p["origin"]),
-            s(&p["sha256"]),
+            short_sha(&s(&p["sha256"])),
             s(&p["policy"]["status"]),
         ]);
     }
@@ -418,6 +428,16 @@ pub fn print_list(
         print_columns(&table);
     }
     Ok(())
+}
+
+/// A sha256 as the table shows it: `7c5a…10fc` (the full value is in
+/// `--json`, and in `wasmcni audit`).
+fn short_sha(sha: &str) -> String {
+    if sha.len() == 64 && sha.is_ascii() {
+        format!("{}…{}", &sha[..4], &sha[60..])
+    } else {
+        sha.to_owned()
+    }
 }
 
 /// Prints rows as left-aligned columns, two spaces apart.

@@ -9,8 +9,9 @@
 //!
 //! - `--plugin FILE.wasm [--name NAME]`: a third-party plugin, copied to
 //!   `<plugin dir>/NAME.wasm` and linked as DIR/NAME; with
-//!   `--policy ENTRY.json`, its policy entry, pinned to the installed
-//!   file's sha256, in `<policy dir>/NAME.json`;
+//!   `--policy ENTRY.json`, its policy entry (alone, or in a policy
+//!   document holding it alone), pinned to the installed file's sha256, in
+//!   `<policy dir>/NAME.json`;
 //! - `--conflist FILE [--conf-dir D]`: a network configuration;
 //! - `--policy-file FILE [--policy-target T]`: the node's policy file,
 //!   checked before it is written;
@@ -84,8 +85,10 @@ pub struct Options {
     #[arg(long, value_name = "DIR")]
     pub plugin_dir: Option<PathBuf>,
     /// The plugin's policy entry (the object that would be `plugins.NAME`
-    /// of a policy file), written to <policy dir>/NAME.json with its
-    /// `sha256` pin set to the installed file's.
+    /// of a policy file, as policy.d/NAME.json holds it), or a policy
+    /// document holding that entry alone (as `wasmcni new`'s policy.json),
+    /// written to <policy dir>/NAME.json with its `sha256` pin set to the
+    /// installed file's.
     #[arg(long = "policy", value_name = "ENTRY.json", requires = "plugin")]
     pub policy_entry: Option<PathBuf>,
     /// Where per-plugin policy entries live (default: $WASMCNI_POLICY_DIR,
@@ -112,10 +115,11 @@ pub struct Options {
     #[arg(long)]
     pub then_sleep: bool,
     /// Link only these standard plugins (comma-separated, e.g.
-    /// `loopback,tuning`), besides wasmcni itself and any --plugin; the
-    /// other standard names in DIR are left alone (a node whose primary
-    /// CNI uses the native bridge, host-local or portmap keeps them).
-    /// Default: every standard plugin.
+    /// `loopback,tuning`; the chain runner `wasmcni-chain` only if
+    /// listed), besides wasmcni itself and any --plugin; the other
+    /// standard names in DIR are left alone (a node whose primary CNI uses
+    /// the native bridge, host-local or portmap keeps them). Default:
+    /// every standard plugin and wasmcni-chain.
     #[arg(long, value_name = "TYPES", value_delimiter = ',')]
     pub only: Option<Vec<String>>,
 }
@@ -436,6 +440,65 @@ fn pinned_entry(
     })
 }
 
+/// The entry `--policy` gives for plugin `name`: the file's JSON itself
+/// when it is an entry (as `policy.d/NAME.json` holds it), or
+/// `plugins.NAME` when it is a policy document (`{"plugins": {...}}`, as
+/// `policy.json` or `wasmcni new`'s starter `policy.json`), which must
+/// hold that one entry and no other: install writes one plugin's entry.
+/// An entry has no field `plugins`, so the two cannot be confused.
+fn given_entry(
+    name: &str,
+    json: serde_json::Value,
+    text: &[u8],
+    origin: &Path,
+) -> anyhow::Result<serde_json::Value> {
+    if json.get("plugins").is_none() {
+        // An entry (or not an object: pinned_entry says so).
+        return Ok(json);
+    }
+    if let Some(entries) = json["plugins"].as_object() {
+        let others: Vec<&str> = entries
+            .keys()
+            .map(String::as_str)
+            .filter(|n| *n != name)
+            .collect();
+        let found = |names: &[&str]| {
+            if names.is_empty() {
+                "none".to_owned()
+            } else {
+                names
+                    .iter()
+                    .map(|n| format!("plugins.{n}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        };
+        if !entries.contains_key(name) {
+            bail!(
+                "--policy {origin:?} is a policy document with no entry for plugin {name:?} \
+                 (no plugins.{name}; entries found: {}): give a document whose entry is \
+                 plugins.{name}, or that entry alone, or install the plugin under the \
+                 name its entry has (--name)",
+                found(&others)
+            );
+        }
+        if !others.is_empty() {
+            bail!(
+                "--policy {origin:?} is a policy document with entries for other plugins \
+                 besides {name:?} ({}): install writes plugin {name:?}'s entry only; give a \
+                 document holding plugins.{name} alone, or that entry alone",
+                found(&others)
+            );
+        }
+    }
+    // Checked as a policy file is (top-level fields, the entry's fields),
+    // with errors naming the file and the field.
+    let text = std::str::from_utf8(text)
+        .with_context(|| format!("policy document {origin:?} is not UTF-8"))?;
+    crate::policy::Policy::parse(text, &origin.display().to_string())?;
+    Ok(json["plugins"][name].clone())
+}
+
 /// Reads a file given on the command line, with a size bound.
 fn read_input(path: &Path, what: &str, max: u64) -> anyhow::Result<Vec<u8>> {
     let mut bytes = Vec::new();
@@ -555,6 +618,7 @@ fn plan_plugin(opts: &Options, engine: &wasmtime::Engine) -> anyhow::Result<Opti
             let text = read_input(entry_file, "policy entry", 1 << 20)?;
             let json: serde_json::Value = serde_json::from_slice(&text)
                 .with_context(|| format!("policy entry {entry_file:?} is not JSON"))?;
+            let json = given_entry(&name, json, &text, entry_file)?;
             let content = pinned_entry(&name, &json, &sha, entry_file)?;
             Some(Placement::plan(&dir, &format!("{name}.json"), content)?)
         }
@@ -630,6 +694,8 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
         None => None,
     };
 
+    // `--only` links exactly the names it lists, the chain runner's
+    // included: a node that chose which names wasmcni takes gets no other.
     let mut links: Vec<&str> = match &opts.only {
         // Every standard plugin, and the chain runner.
         None => bundled
@@ -642,12 +708,14 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
             for name in only.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
                 if name != crate::chain::NAME && !bundled.iter().any(|p| p.name() == name) {
                     bail!(
-                        "--only: {name:?} is not a standard plugin; the standard plugins are: {}",
+                        "--only: {name:?} is not a standard plugin; the standard plugins are: {} \
+                         (and the chain runner, {})",
                         bundled
                             .iter()
                             .map(Plugin::name)
                             .collect::<Vec<_>>()
-                            .join(", ")
+                            .join(", "),
+                        crate::chain::NAME
                     );
                 }
                 if !names.contains(&name) {
@@ -774,14 +842,15 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
         remove_stale(&cache, &engine, &all)?;
     }
     if let Some(t) = &third {
-        if t.entry.is_none() {
-            check_entry_pin(t, opts.policy_dir.as_ref())?;
-        }
-        if opts.policy_dir.is_none() && opts.policy_target.is_none() {
+        // One warning for one problem: the checks of what install wrote
+        // (or left) say it first; the effective policy's check, which would
+        // find the same problem again, only speaks when they did not.
+        let warned = match &t.entry {
+            None => check_entry_pin(t, opts.policy_dir.as_ref())?,
+            Some(entry) => warn_if_ambiguous(t, entry, opts),
+        };
+        if !warned && opts.policy_dir.is_none() && opts.policy_target.is_none() {
             warn_unless_runnable(t);
-        }
-        if let Some(entry) = &t.entry {
-            warn_if_ambiguous(t, entry, opts);
         }
     }
     if let Some(c) = &conf {
@@ -827,11 +896,12 @@ fn warn_unless_runnable(t: &ThirdParty) {
 /// With `--policy`, install wrote the plugin's entry into a policy dir:
 /// says loudly when the effective policy file (as written now:
 /// `--policy-target`, else `$WASMCNI_POLICY`, else the default) also has
-/// one, which makes wasmcni refuse the plugin as ambiguous.
-fn warn_if_ambiguous(t: &ThirdParty, entry: &Placement, opts: &Options) {
+/// one, which makes wasmcni refuse the plugin as ambiguous. Returns
+/// whether it warned.
+fn warn_if_ambiguous(t: &ThirdParty, entry: &Placement, opts: &Options) -> bool {
     let target = policy_target(opts);
     if fs::symlink_metadata(&target).is_err() {
-        return;
+        return false;
     }
     let written = entry.path();
     let ambiguous = match crate::policy::Policy::load(Some(&target)) {
@@ -842,7 +912,7 @@ fn warn_if_ambiguous(t: &ThirdParty, entry: &Placement, opts: &Options) {
                 t.name,
                 target.display()
             );
-            return;
+            return true;
         }
         // The policy dir a run reads is the one written to: the policy
         // says so itself.
@@ -862,13 +932,14 @@ fn warn_if_ambiguous(t: &ThirdParty, entry: &Placement, opts: &Options) {
             },
         },
     };
-    if let Some(e) = ambiguous {
+    if let Some(e) = &ambiguous {
         eprintln!(
             "wasmcni: WARNING: plugin {:?} will be REFUSED on every run: {e} \
              (install wrote the policy dir's entry; remove plugins.{} from the policy file)",
             t.name, t.name
         );
     }
+    ambiguous.is_some()
 }
 
 /// Where the policy file is (or goes): `--policy-target`, else
@@ -901,17 +972,17 @@ fn installed_third_party(dir: &Path, plugin_dir: &Path) -> Vec<Plugin> {
 /// Without `--policy`: a `<policy dir>/NAME.json` whose pin no longer
 /// matches the installed plugin is re-pinned when install wrote it (its
 /// bytes are still those recorded); anyone else's is left alone, with a
-/// warning that the plugin will be refused.
-fn check_entry_pin(t: &ThirdParty, given_dir: Option<&PathBuf>) -> anyhow::Result<()> {
+/// warning that the plugin will be refused. Returns whether it warned.
+fn check_entry_pin(t: &ThirdParty, given_dir: Option<&PathBuf>) -> anyhow::Result<bool> {
     let sha = t.sha256.as_str();
     let Some(dir) = given_dir.cloned().or_else(crate::policy::policy_dir) else {
-        return Ok(());
+        return Ok(false);
     };
     let file = format!("{}.json", t.name);
     let path = dir.join(&file);
     let bytes = match fs::read(&path) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
         Err(e) => return Err(e).with_context(|| format!("reading {path:?}")),
     };
     let json: serde_json::Value = match serde_json::from_slice(&bytes) {
@@ -922,18 +993,19 @@ fn check_entry_pin(t: &ThirdParty, given_dir: Option<&PathBuf>) -> anyhow::Resul
                 path.display(),
                 t.name
             );
-            return Ok(());
+            return Ok(true);
         }
     };
     let pin = json.get("sha256").and_then(|s| s.as_str());
     if pin.is_none_or(|p| p.eq_ignore_ascii_case(sha)) {
-        return Ok(());
+        return Ok(false);
     }
     if Record::load(&dir)?.claims(&file, &sha256_hex(&bytes)) {
         let content = pinned_entry(&t.name, &json, sha, &path)
             .with_context(|| format!("re-pinning {path:?}"))?;
         Placement::plan(&dir, &file, content)?.apply()?;
         println!("{}: re-pinned to sha256 {sha}", path.display());
+        Ok(false)
     } else {
         eprintln!(
             "wasmcni: WARNING: {} pins plugin {:?} to sha256 {} but the installed plugin's is {sha}; \
@@ -944,8 +1016,8 @@ fn check_entry_pin(t: &ThirdParty, given_dir: Option<&PathBuf>) -> anyhow::Resul
             t.name,
             pin.unwrap_or_default()
         );
+        Ok(true)
     }
-    Ok(())
 }
 
 /// The signals that end `--then-sleep`.
