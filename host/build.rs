@@ -28,10 +28,14 @@ fn main() {
     // link, not by the profile's `strip = true`: the profile is hashed
     // into every crate's symbol names, and host/hot-symbols.sh needs a
     // build with the same names and its symbols (WASMCNI_KEEP_SYMBOLS=1).
+    // Not when the build asks for debug info (a profiling profile that
+    // inherits release with `debug = true`): --strip-all would take it.
     println!("cargo:rerun-if-env-changed=WASMCNI_KEEP_SYMBOLS");
+    let keep = env::var("WASMCNI_KEEP_SYMBOLS").is_ok_and(|v| !v.is_empty() && v != "0");
     if env::var("PROFILE").as_deref() == Ok("release")
+        && env::var("DEBUG").as_deref() == Ok("false")
         && env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux")
-        && env::var_os("WASMCNI_KEEP_SYMBOLS").is_none()
+        && !keep
     {
         println!("cargo:rustc-link-arg-bin=wasmcni=-Wl,--strip-all");
     }

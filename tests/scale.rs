@@ -136,16 +136,18 @@ impl Network {
     fn trace_add_del(&self, cid: &str) -> (Trace, Trace) {
         let ctr = Netns::new("scale-p");
         let out = |what: &str| self.dir.path().join(format!("{cid}.{what}.strace"));
+        // `-ff`: one log per process (a call is never split in two lines
+        // by another process's), each `<log>.<pid>`.
         let wrap = |log: &PathBuf| -> Vec<String> {
             [
                 "strace",
-                "-f",
+                "-ff",
                 "-qq",
                 "-yy",
                 "-X",
                 "raw",
                 "-e",
-                "trace=sendto,sendmsg,recvfrom,recvmsg,openat,open,getdents64",
+                "trace=sendto,sendmsg,recvfrom,recvmsg,openat,openat2,open,getdents64",
                 "-e",
                 "signal=none",
                 "-o",
@@ -160,24 +162,52 @@ impl Network {
         assert_eq!(add.code, 0, "traced ADD {cid}: {add:?}");
         let del = self.invoke("DEL", cid, &ctr.path, &wrap(&del_log));
         assert_eq!(del.code, 0, "traced DEL {cid}: {del:?}");
-        (parse(&add_log), parse(&del_log))
+        let d = self.dir.path();
+        let (state, data) = (d.join("state"), d.join("data"));
+        (
+            parse(&add_log, &state, &data),
+            parse(&del_log, &state, &data),
+        )
     }
 }
 
-/// Reads an strace log (`-X raw`: flags and types as numbers, which
-/// differ less between strace versions than their names).
-fn parse(log: &Path) -> Trace {
+/// Reads the strace logs `<log>.<pid>` (`-X raw`: flags and types as
+/// numbers, which differ less between strace versions than their names);
+/// a file is the state root's if its path (the argument, or with `-yy`
+/// the directory descriptor it is opened below) is below `state`, the
+/// IPAM data dir's if below `data`.
+fn parse(log: &Path, state: &Path, data: &Path) -> Trace {
     const NLM_F_DUMP: u64 = 0x300;
-    let text = std::fs::read_to_string(log).unwrap();
+    let (dir, stem) = (
+        log.parent().unwrap(),
+        log.file_name().unwrap().to_str().unwrap(),
+    );
+    let mut text = String::new();
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.strip_prefix(stem).is_some_and(|r| r.starts_with('.')) {
+            text.push_str(&std::fs::read_to_string(e.path()).unwrap());
+        }
+    }
+    let (state, data) = (
+        format!("{}/", state.display()),
+        format!("{}/", data.display()),
+    );
+    // Below it, or it itself: as a descriptor (`<DIR>`) or a path (`"DIR"`).
+    let below = |rest: &str, dir: &str| {
+        let bare = dir.trim_end_matches('/');
+        rest.contains(dir)
+            || rest.contains(&format!("{bare}>"))
+            || rest.contains(&format!("{bare}\""))
+    };
     let mut t = Trace::default();
+    let mut flags_read = 0;
     for line in text.lines() {
-        let Some((call, rest)) = line
-            .split_once(' ')
-            .map(|(_, r)| r.trim_start())
-            .and_then(|r| r.split_once('('))
-        else {
+        let Some((call, rest)) = line.split_once('(') else {
             continue;
         };
+        // Without a pid column (`-ff`); an unfinished call has no result.
+        let call = call.trim();
         let ret: Option<usize> = rest
             .rsplit_once(" = ")
             .and_then(|(_, r)| r.split_whitespace().next()?.parse().ok());
@@ -188,29 +218,39 @@ fn parse(log: &Path) -> Trace {
                 for hdr in rest.split("nlmsg_type=").skip(1) {
                     t.requests += 1;
                     let ty = hdr.split([',', '}']).next().unwrap_or("").to_owned();
-                    let flags = hdr
+                    let Some(flags) = hdr
                         .split_once("nlmsg_flags=")
                         .and_then(|(_, f)| f.split([',', '}']).next())
                         .and_then(|f| u64::from_str_radix(f.trim_start_matches("0x"), 16).ok())
-                        .unwrap_or(0);
+                    else {
+                        continue;
+                    };
+                    flags_read += 1;
                     if flags & NLM_F_DUMP == NLM_F_DUMP {
                         *t.dumps.entry(ty).or_default() += 1;
                     }
                 }
             }
             "recvfrom" | "recvmsg" if netlink => t.received += ret.unwrap_or(0),
-            "openat" | "open" if rest.contains("/state") => t.state_opens += 1,
-            "openat" | "open" if rest.contains("/data") => t.ipam_opens += 1,
-            "openat" | "open" => t.opens += 1,
-            "getdents64" if rest.contains("/state") => t.state_dir_reads += 1,
-            "getdents64" if rest.contains("/data") => t.ipam_dir_reads += 1,
+            "openat" | "openat2" | "open" if below(rest, &state) => t.state_opens += 1,
+            "openat" | "openat2" | "open" if below(rest, &data) => t.ipam_opens += 1,
+            "openat" | "openat2" | "open" => t.opens += 1,
+            "getdents64" if below(rest, &state) => t.state_dir_reads += 1,
+            "getdents64" if below(rest, &data) => t.ipam_dir_reads += 1,
             "getdents64" => t.dir_reads += 1,
             _ => {}
         }
     }
     assert!(
-        t.requests > 0,
-        "no netlink request found in {log:?}: is strace's output what this test reads?\n{text}"
+        t.requests > 0 && flags_read == t.requests,
+        "netlink requests found in {log:?}: {}, their flags read: {flags_read}: is strace's \
+         output what this test reads?\n{text}",
+        t.requests
+    );
+    assert!(
+        t.state_opens > 0,
+        "no open below the state root {state} found in {log:?}: is strace's output what this \
+         test reads?\n{text}"
     );
     t
 }

@@ -12,9 +12,10 @@ fn main() {
     let configs: Vec<(&str, Setting)> = vec![
         ("wasmcni's engine::config()", Box::new(|_| {})),
         (
-            "winch",
+            "winch, with address map",
             Box::new(|c| {
                 c.strategy(wasmtime::Strategy::Winch);
+                c.generate_address_map(true);
             }),
         ),
         (
@@ -25,24 +26,27 @@ fn main() {
             }),
         ),
         (
-            "cranelift none",
+            "cranelift none, with address map",
             Box::new(|c| {
                 c.strategy(wasmtime::Strategy::Cranelift);
                 c.cranelift_opt_level(wasmtime::OptLevel::None);
+                c.generate_address_map(true);
             }),
         ),
         (
-            "cranelift speed",
+            "cranelift speed, with address map",
             Box::new(|c| {
                 c.strategy(wasmtime::Strategy::Cranelift);
                 c.cranelift_opt_level(wasmtime::OptLevel::Speed);
+                c.generate_address_map(true);
             }),
         ),
         (
-            "cranelift speed_and_size",
+            "cranelift speed_and_size, with address map",
             Box::new(|c| {
                 c.strategy(wasmtime::Strategy::Cranelift);
                 c.cranelift_opt_level(wasmtime::OptLevel::SpeedAndSize);
+                c.generate_address_map(true);
             }),
         ),
         (

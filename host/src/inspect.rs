@@ -56,7 +56,7 @@ pub fn report(plugin: &str, policy_file: Option<&Path>) -> anyhow::Result<Value>
     Ok(json!({
         "plugin": p.name(),
         "sha256": p.sha256(),
-        "size": p.wasm().len(),
+        "size": p.size(),
         "origin": format!("{:?}", p.origin()),
         "policy": {
             "sha256-pin": entry.sha256,
@@ -291,7 +291,7 @@ pub fn list_report(bin_dir: Option<&Path>, policy_file: Option<&Path>) -> anyhow
             "name": p.name(),
             "origin": origin,
             "sha256": p.sha256(),
-            "size": p.wasm().len(),
+            "size": p.size(),
             "policy": policy_status(&policy, p),
         });
         if let Some(n) = note {

@@ -117,6 +117,15 @@ impl Plugin {
         }
     }
 
+    /// The component's size in bytes (a standard plugin's without
+    /// decompressing it).
+    pub fn size(&self) -> usize {
+        match &self.wasm {
+            Wasm::Owned(w) => w.len(),
+            Wasm::Bundled(r) => r.len(),
+        }
+    }
+
     /// sha256 of the component, lower-case hex.
     pub fn sha256(&self) -> &str {
         &self.sha256
@@ -241,6 +250,27 @@ mod tests {
         }
         assert!(valid_name("loopback"));
         assert!(valid_name("my-plugin_2.v1"));
+    }
+
+    #[test]
+    fn every_bundled_plugin_decompresses_to_its_digest() {
+        let all: Vec<Plugin> = bundled().collect();
+        assert!(all.len() >= 17, "{} standard plugins", all.len());
+        for p in all {
+            assert_eq!(p.size(), p.wasm().len(), "{}", p.name());
+            assert_eq!(
+                p.sha256(),
+                hex::encode(Sha256::digest(p.wasm())),
+                "{}",
+                p.name()
+            );
+            assert_eq!(
+                &p.wasm()[..8],
+                b"\0asm\x0d\0\x01\0",
+                "{}: a component",
+                p.name()
+            );
+        }
     }
 
     #[test]
