@@ -169,6 +169,25 @@ impl Node {
             .unwrap()
     }
 
+    /// Runs `install ARGS`, which must be refused before it changes
+    /// anything: a failure, with every one of `needles` in its stderr, no
+    /// panic, and the node's files as they were.
+    fn assert_refused(&self, args: &[&str], needles: &[&str]) {
+        let before = tree(self.dir.path());
+        let out = self.install(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {}", text(&out));
+        for needle in needles {
+            assert!(
+                err.contains(needle),
+                "{args:?}: no {needle:?} in {}",
+                text(&out)
+            );
+        }
+        assert!(!err.contains("panicked"), "{args:?}: {}", text(&out));
+        assert_unchanged(&before, &tree(self.dir.path()));
+    }
+
     /// What the node's runtime would give a plugin: where to find
     /// third-party plugins and policy, and where to audit.
     fn env(&self) -> Vec<(String, String)> {
@@ -379,21 +398,15 @@ fn a_rebuilt_plugin_is_re_pinned_only_where_install_owns_the_entry() {
     assert!(r.stdout.contains(&sha256(&v3)), "{r:?}");
 
     // --policy does not replace their entry either, and nothing changes...
-    let before = tree(node.dir.path());
-    let out = node.install(&[
-        "--plugin",
-        "src/myplugin.wasm",
-        "--policy",
-        "src/entry.json",
-    ]);
-    assert!(!out.status.success(), "{}", text(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("refusing") && err.contains("myplugin.json"),
-        "{}",
-        text(&out)
+    node.assert_refused(
+        &[
+            "--plugin",
+            "src/myplugin.wasm",
+            "--policy",
+            "src/entry.json",
+        ],
+        &["refusing", "myplugin.json"],
     );
-    assert_unchanged(&before, &tree(node.dir.path()));
     // ...unless told to.
     let out = node.install(&[
         "--plugin",
@@ -432,7 +445,6 @@ fn install_refuses_what_it_cannot_or_must_not_install() {
     std::fs::write(node.path("plugins/theirs.wasm"), b"not ours").unwrap();
     let out = node.install(&[]);
     assert!(out.status.success(), "{}", text(&out));
-    let before = tree(node.dir.path());
     for (args, needle) in [
         (
             &["--plugin", "src/myplugin.wasm", "--name", "loopback"][..],
@@ -457,20 +469,8 @@ fn install_refuses_what_it_cannot_or_must_not_install() {
         ),
         (&["--policy", "src/entry.json"][..], "--plugin"),
     ] {
-        let out = node.install(args);
-        assert!(!out.status.success(), "{args:?}: {}", text(&out));
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains(needle),
-            "{args:?}: {}",
-            text(&out)
-        );
-        assert!(
-            !String::from_utf8_lossy(&out.stderr).contains("panicked"),
-            "{}",
-            text(&out)
-        );
         // Checked before anything was changed.
-        assert_unchanged(&before, &tree(node.dir.path()));
+        node.assert_refused(args, &[needle]);
     }
 }
 
@@ -967,18 +967,10 @@ fn install_only_links_the_named_standard_plugins_and_leaves_native_ones_alone() 
         text(&out)
     );
 
-    let before = tree(node.dir.path());
-    let out = node.install(&["--only", "loopback,nosuch"]);
-    assert!(!out.status.success(), "{}", text(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("\"nosuch\" is not a standard plugin")
-            && err.contains("bridge")
-            && err.contains("loopback"),
-        "{}",
-        text(&out)
+    node.assert_refused(
+        &["--only", "loopback,nosuch"],
+        &["\"nosuch\" is not a standard plugin", "bridge", "loopback"],
     );
-    assert_unchanged(&before, &tree(node.dir.path()));
 
     let out = node.install(&["--only", "loopback"]);
     assert!(out.status.success(), "{}", text(&out));
@@ -1247,18 +1239,14 @@ fn install_only_links_the_chain_runner_only_when_named() {
     let node = Node::new();
     let bin = node.path("bin");
     std::fs::create_dir(&bin).unwrap();
-    let before = tree(node.dir.path());
-    let out = node.install(&["--only", "wasmcni-chainx"]);
-    assert!(!out.status.success(), "{}", text(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("\"wasmcni-chainx\" is not a standard plugin")
-            && err.contains("loopback")
-            && err.contains("wasmcni-chain)"),
-        "{}",
-        text(&out)
+    node.assert_refused(
+        &["--only", "wasmcni-chainx"],
+        &[
+            "\"wasmcni-chainx\" is not a standard plugin",
+            "loopback",
+            "wasmcni-chain)",
+        ],
     );
-    assert_unchanged(&before, &tree(node.dir.path()));
 
     // Not named: not linked.
     let out = node.install(&["--only", "loopback"]);
@@ -1332,7 +1320,6 @@ fn install_takes_the_policy_entry_alone_or_in_a_policy_document() {
     let out = node.install(&[]);
     assert!(out.status.success(), "{}", text(&out));
 
-    let before = tree(node.dir.path());
     for (policy, needle) in [
         (
             "src/none.json",
@@ -1349,34 +1336,23 @@ fn install_takes_the_policy_entry_alone_or_in_a_policy_document() {
         ("src/typo.json", "plugins.myplugin.container.modfiy"),
         ("src/extra.json", "version"),
     ] {
-        let out = node.install(&["--plugin", "src/myplugin.wasm", "--policy", policy]);
-        assert!(!out.status.success(), "{policy}: {}", text(&out));
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            err.contains(needle) && err.contains(policy),
-            "{policy}: {}",
-            text(&out)
+        node.assert_refused(
+            &["--plugin", "src/myplugin.wasm", "--policy", policy],
+            &[needle, policy],
         );
-        assert_unchanged(&before, &tree(node.dir.path()));
     }
     // Under another name, the document's entry must be that name's.
-    let out = node.install(&[
-        "--plugin",
-        "src/myplugin.wasm",
-        "--name",
-        "renamed",
-        "--policy",
-        "src/doc.json",
-    ]);
-    assert!(!out.status.success(), "{}", text(&out));
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains(
-            "no entry for plugin \"renamed\" (no plugins.renamed; entries found: plugins.myplugin)"
-        ),
-        "{}",
-        text(&out)
+    node.assert_refused(
+        &[
+            "--plugin",
+            "src/myplugin.wasm",
+            "--name",
+            "renamed",
+            "--policy",
+            "src/doc.json",
+        ],
+        &["no entry for plugin \"renamed\" (no plugins.renamed; entries found: plugins.myplugin)"],
     );
-    assert_unchanged(&before, &tree(node.dir.path()));
 
     // A document: its entry is written, pinned.
     let out = node.install(&["--plugin", "src/myplugin.wasm", "--policy", "src/doc.json"]);

@@ -21,10 +21,10 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use serde_json::json;
+use support::net::Net;
 use support::{Invoke, Netns};
 
 /// What one traced call did, from strace's log.
@@ -50,37 +50,24 @@ struct Trace {
     dir_reads: usize,
 }
 
-/// The network: bridge + host-local on a /16, under a data dir and a
-/// state root of its own.
+/// The network: bridge + host-local on a /16, on a node ([`Net`]: its
+/// own policy, IPAM data dir, audit log and state root).
 struct Network {
-    node: Netns,
-    dir: tempfile::TempDir,
+    net: Net,
     conf: Vec<u8>,
     ctrs: Vec<Netns>,
 }
 
 impl Network {
     fn new() -> Network {
-        let node = Netns::new("scale-n");
-        node.ip(&["link", "set", "lo", "up"]);
-        let dir = support::private_tempdir();
-        let policy = dir.path().join("policy.json");
-        std::fs::write(
-            &policy,
-            json!({"plugins": {"host-local": {"ipam-roots": [dir.path().join("data")]}}})
-                .to_string(),
-        )
-        .unwrap();
-        std::fs::set_permissions(&policy, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let net = Net::new("scale");
         let conf = json!({"cniVersion": "1.0.0", "name": "scalenet", "type": "bridge",
             "bridge": "cniscale0", "isGateway": true,
-            "ipam": {"type": "host-local", "subnet": "10.60.0.0/16",
-                     "dataDir": dir.path().join("data")}})
+            "ipam": {"type": "host-local", "subnet": "10.60.0.0/16", "dataDir": net.data()}})
         .to_string()
         .into_bytes();
         Network {
-            node,
-            dir,
+            net,
             conf,
             ctrs: Vec::new(),
         }
@@ -100,7 +87,6 @@ impl Network {
             }
             i.arg(exe.display().to_string()).arg("run").arg("bridge")
         };
-        let d = self.dir.path();
         inv = inv
             .env("CNI_COMMAND", command)
             .env("CNI_CONTAINERID", cid)
@@ -110,15 +96,11 @@ impl Network {
             .env(
                 "WASMCNI_CACHE_DIR",
                 support::cache_dir().display().to_string(),
-            )
-            .env(
-                "WASMCNI_POLICY",
-                d.join("policy.json").display().to_string(),
-            )
-            .env("WASMCNI_AUDIT", d.join("audit.jsonl").display().to_string())
-            .env("WASMCNI_STATE_DIR", d.join("state").display().to_string())
-            .in_netns(&self.node);
-        inv.run()
+            );
+        for (k, v) in &self.net.env {
+            inv = inv.env(k, v);
+        }
+        inv.in_netns(&self.net.node).run()
     }
 
     /// ADDs containers until the network has `n`.
@@ -135,7 +117,7 @@ impl Network {
     /// ADD then DEL of one more container, each traced.
     fn trace_add_del(&self, cid: &str) -> (Trace, Trace) {
         let ctr = Netns::new("scale-p");
-        let out = |what: &str| self.dir.path().join(format!("{cid}.{what}.strace"));
+        let out = |what: &str| self.net.dir.path().join(format!("{cid}.{what}.strace"));
         // `-ff`: one log per process (a call is never split in two lines
         // by another process's), each `<log>.<pid>`.
         let wrap = |log: &PathBuf| -> Vec<String> {
@@ -162,8 +144,7 @@ impl Network {
         assert_eq!(add.code, 0, "traced ADD {cid}: {add:?}");
         let del = self.invoke("DEL", cid, &ctr.path, &wrap(&del_log));
         assert_eq!(del.code, 0, "traced DEL {cid}: {del:?}");
-        let d = self.dir.path();
-        let (state, data) = (d.join("state"), d.join("data"));
+        let (state, data) = (self.net.dir.path().join("state"), self.net.data());
         (
             parse(&add_log, &state, &data),
             parse(&del_log, &state, &data),

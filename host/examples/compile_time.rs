@@ -3,64 +3,41 @@
 //! configuration). `cargo run --release -p wasmcni --example compile_time -- path.wasm`
 use std::time::Instant;
 
-/// A setting on top of wasmcni's engine configuration.
-type Setting = Box<dyn Fn(&mut wasmtime::Config)>;
+use wasmtime::{OptLevel, Strategy};
 
 fn main() {
     let path = std::env::args().nth(1).expect("path.wasm");
     let wasm = std::fs::read(path).unwrap();
-    let configs: Vec<(&str, Setting)> = vec![
-        ("wasmcni's engine::config()", Box::new(|_| {})),
-        (
-            "winch, with address map",
-            Box::new(|c| {
-                c.strategy(wasmtime::Strategy::Winch);
-                c.generate_address_map(true);
-            }),
-        ),
-        (
-            "winch, no address map",
-            Box::new(|c| {
-                c.strategy(wasmtime::Strategy::Winch);
-                c.generate_address_map(false);
-            }),
-        ),
-        (
-            "cranelift none, with address map",
-            Box::new(|c| {
-                c.strategy(wasmtime::Strategy::Cranelift);
-                c.cranelift_opt_level(wasmtime::OptLevel::None);
-                c.generate_address_map(true);
-            }),
-        ),
-        (
-            "cranelift speed, with address map",
-            Box::new(|c| {
-                c.strategy(wasmtime::Strategy::Cranelift);
-                c.cranelift_opt_level(wasmtime::OptLevel::Speed);
-                c.generate_address_map(true);
-            }),
-        ),
-        (
-            "cranelift speed_and_size, with address map",
-            Box::new(|c| {
-                c.strategy(wasmtime::Strategy::Cranelift);
-                c.cranelift_opt_level(wasmtime::OptLevel::SpeedAndSize);
-                c.generate_address_map(true);
-            }),
-        ),
-        (
-            "cranelift speed_and_size, no address map",
-            Box::new(|c| {
-                c.strategy(wasmtime::Strategy::Cranelift);
-                c.cranelift_opt_level(wasmtime::OptLevel::SpeedAndSize);
-                c.generate_address_map(false);
-            }),
-        ),
+    // wasmcni's engine::config() as it is, then with these settings on top:
+    // the compiler (Cranelift's opt level) and whether artifacts carry a
+    // wasm address map.
+    let settings: [(Strategy, Option<OptLevel>, bool); 6] = [
+        (Strategy::Winch, None, true),
+        (Strategy::Winch, None, false),
+        (Strategy::Cranelift, Some(OptLevel::None), true),
+        (Strategy::Cranelift, Some(OptLevel::Speed), true),
+        (Strategy::Cranelift, Some(OptLevel::SpeedAndSize), true),
+        (Strategy::Cranelift, Some(OptLevel::SpeedAndSize), false),
     ];
-    for (name, set) in &configs {
+    let rows = std::iter::once(("wasmcni's engine::config()".to_owned(), None)).chain(
+        settings.into_iter().map(|(strategy, opt, map)| {
+            let name = format!(
+                "{strategy:?}{}, {} address map",
+                opt.map(|o| format!(" {o:?}")).unwrap_or_default(),
+                if map { "with" } else { "no" }
+            );
+            (name, Some((strategy, opt, map)))
+        }),
+    );
+    for (name, setting) in rows {
         let mut c = wasmcni::engine::config();
-        set(&mut c);
+        if let Some((strategy, opt, map)) = setting {
+            c.strategy(strategy);
+            if let Some(o) = opt {
+                c.cranelift_opt_level(o);
+            }
+            c.generate_address_map(map);
+        }
         let e = match wasmtime::Engine::new(&c) {
             Ok(e) => e,
             Err(err) => {

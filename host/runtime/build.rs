@@ -108,12 +108,14 @@ fn main() {
     fs::write(out.join("bundled.rs"), table).expect("writing bundled.rs");
 }
 
-/// zstd at level 19 with a window that holds the whole bundle.
+/// zstd at level 19 with a window that holds the whole bundle (at most
+/// 2^27 bytes, the most a decoder accepts by default).
 fn compress(bytes: &[u8]) -> Vec<u8> {
-    let mut window_log = 10;
-    while (1usize << window_log) < bytes.len() && window_log < 27 {
-        window_log += 1;
-    }
+    let window_log = bytes
+        .len()
+        .next_power_of_two()
+        .trailing_zeros()
+        .clamp(10, 27);
     let mut enc = zstd::bulk::Compressor::new(19).expect("zstd compressor");
     enc.set_parameter(zstd::zstd_safe::CParameter::WindowLog(window_log))
         .expect("zstd window");
