@@ -8,7 +8,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
 DEB_PACKAGES := iproute2 iputils-ping containernetworking-plugins golang-go golang-github-appc-cni-dev \
 	podman runc busybox-static musl-tools nftables iptables conntrack strace \
-	containerd python3-grpcio python3-grpc-tools python3-protobuf
+	containerd python3-grpcio python3-grpc-tools python3-protobuf protobuf-compiler
 # The node installer image (deploy/): a static build of wasmcni, FROM scratch.
 MUSL_TARGET := x86_64-unknown-linux-musl
 IMAGE ?= localhost/wasmcni-installer:dev
@@ -25,6 +25,7 @@ setup:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 	@tests/vm/setup
+	@tests/netavark/setup
 
 demo: setup
 	$(CARGO) run --release -p wasmcni -- demo

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand};
 
+use crate::netavark;
 use crate::runner::{self, Target};
 
 /// The name under which the executable acts as itself rather than as a plugin.
@@ -164,6 +165,24 @@ enum Command {
     /// --valid does not list it, or (without --valid) when its container
     /// namespace no longer exists or its record is from another boot.
     Gc(crate::gc::Options),
+    /// netavark plugin API (Podman 5+; driver `wasmcni`): check the network
+    /// config on stdin (its option `conflist` or `conflist-json` names a
+    /// CNI conflist) and print it.
+    Create,
+    /// netavark plugin API: attach the container whose network namespace
+    /// is NETNS, running the network's conflist's ADD (input on stdin);
+    /// prints the status block.
+    Setup {
+        /// The container's network namespace.
+        netns: String,
+    },
+    /// netavark plugin API: detach it, running the conflist's DEL.
+    Teardown {
+        /// The container's network namespace.
+        netns: String,
+    },
+    /// netavark plugin API: print the plugin's and the API's versions.
+    Info,
 }
 
 /// `wasmcni policy ...`.
@@ -258,6 +277,10 @@ pub fn main() -> i32 {
             crate::scaffold::run(&name, dir.as_deref(), sdk.as_deref())
         }
         Command::Gc(opts) => crate::gc::run(&opts),
+        Command::Create => return netavark::main(netavark::Call::Create),
+        Command::Setup { netns } => return netavark::main(netavark::Call::Setup(netns)),
+        Command::Teardown { netns } => return netavark::main(netavark::Call::Teardown(netns)),
+        Command::Info => return netavark::main(netavark::Call::Info),
         Command::Capabilities => {
             print!("{}", crate::caps::catalog::markdown());
             Ok(())

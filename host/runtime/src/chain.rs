@@ -120,6 +120,13 @@ fn prepare(stdin: &[u8], policy: &Policy) -> Result<Prepared, CniError> {
     })
 }
 
+/// Checks that the chain config `stdin` could run: every member is a
+/// plugin wasmcni can run, and its policy entry resolves (what the chain's
+/// ADD checks before it runs anything).
+pub fn check(stdin: &[u8], policy: &Policy) -> Result<(), CniError> {
+    prepare(stdin, policy).map(|_| ())
+}
+
 /// Runs the chain for the runtime: `stdin` is the chain's config, `env`
 /// the `CNI_*` environment, `command` the command its `CNI_COMMAND` names.
 pub fn invoke(

@@ -24,6 +24,7 @@ pub mod gc;
 pub mod ipam;
 pub mod journal;
 pub mod limits;
+pub mod netavark;
 pub mod netlock;
 pub mod plugin_state;
 pub mod plugins;

@@ -91,14 +91,17 @@ fn lock_until(path: &std::path::Path, deadline: Instant) -> io::Result<File> {
     Ok(file)
 }
 
-/// `<run dir>/net/<name>.lock`.
-fn lock_path(name: &str) -> PathBuf {
+/// The run directory (`$WASMCNI_RUN_DIR`, else [`DEFAULT_RUN_DIR`]).
+pub(crate) fn run_dir() -> PathBuf {
     crate::config::get()
         .run_dir
         .clone()
         .unwrap_or_else(|| PathBuf::from(DEFAULT_RUN_DIR))
-        .join("net")
-        .join(format!("{name}.lock"))
+}
+
+/// `<run dir>/net/<name>.lock`.
+fn lock_path(name: &str) -> PathBuf {
+    run_dir().join("net").join(format!("{name}.lock"))
 }
 
 /// Opens (creates) a lock file, and the run directory's `net/` (0700).
