@@ -61,7 +61,7 @@ bench: setup
 	$(CARGO) build --release -p wasmcni
 	mkdir -p target/bench-bin && cp target/release/wasmcni target/bench-bin/wasmcni
 	@# Every benchmark runs; a floor one misses fails the target at the end.
-	@status=0; for b in loopback bridge chain cri; do \
+	@status=0; for b in loopback bridge chain cri netavark; do \
 	  WASMCNI_BIN=$(CURDIR)/target/bench-bin/wasmcni $(CARGO) bench -p wasmcni --bench $$b || status=1; \
 	done; exit $$status
 

@@ -495,3 +495,44 @@ fn teardown_completes_with_the_namespace_gone_or_the_conflist_removed() {
     assert!(!node.net.has_eth0());
     node.assert_clean("teardown with the conflist removed");
 }
+
+#[test]
+fn install_makes_a_netavark_plugin_directory_that_answers_info() {
+    support::require_root();
+    let dir = support::private_tempdir();
+    let plugins = dir.path().join("netavark-plugins");
+    // Only the chain runner: the directory is netavark's, not a CNI bin dir.
+    let out = Command::new(support::wasmcni())
+        .arg("install")
+        .arg(&plugins)
+        .args(["--only", "wasmcni-chain"])
+        .output()
+        .expect("wasmcni install");
+    assert!(out.status.success(), "{out:?}");
+    let info = Command::new(plugins.join("wasmcni"))
+        .arg("info")
+        .stdin(Stdio::null())
+        .output()
+        .expect("wasmcni info");
+    assert!(info.status.success(), "{info:?}");
+    let v: Value = serde_json::from_slice(&info.stdout).expect("info is JSON");
+    assert_eq!(v["api_version"], "1.0.0");
+    assert_eq!(v["version"], env!("CARGO_PKG_VERSION"));
+    // A bad input is netavark's error JSON, naming what is wrong.
+    let mut child = Command::new(plugins.join("wasmcni"))
+        .args(["setup", "/run/netns/none"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("wasmcni setup");
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().expect("stdin");
+        stdin.write_all(br#"{"container_id": "c"}"#).expect("stdin");
+    }
+    let out = child.wait_with_output().expect("wasmcni setup");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("error JSON");
+    let err = v["error"].as_str().unwrap_or("");
+    assert!(err.contains("missing field `network`"), "{err}");
+}

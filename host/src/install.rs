@@ -1062,7 +1062,12 @@ fn remove_stale(
     let fp = engine::fingerprint(engine);
     let mut wanted: Vec<PathBuf> = keep.iter().map(|p| cache.path_for(p, &fp)).collect();
     wanted.extend(wanted.clone().iter().map(|p| engine::stamp_path(p)));
-    for entry in fs::read_dir(cache.dir())? {
+    let entries = match fs::read_dir(cache.dir()) {
+        // Nothing was precompiled (`--only wasmcni-chain`): nothing stale.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        r => r.with_context(|| format!("reading the artifact cache {:?}", cache.dir()))?,
+    };
+    for entry in entries {
         let path = entry?.path();
         let ours = path.extension().is_some_and(|e| e == "cwasm" || e == "ok");
         if ours && !wanted.contains(&path) {
