@@ -47,13 +47,20 @@ fn s(p: &Path) -> &str {
 /// (its .cargo/config.toml selects wasm32-wasip2), offline, into the
 /// target directory the example crates share.
 fn cargo_build(dir: &Path) -> PathBuf {
+    cargo_build_as(dir, NAME, true)
+}
+
+/// `cargo build --release` of plugin crate `name` in `dir`; `offline`
+/// unless it must fetch (a git dependency).
+fn cargo_build_as(dir: &Path, name: &str, offline: bool) -> PathBuf {
     let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .parent()
         .expect("target/")
         .join("examples");
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     cmd.current_dir(dir)
-        .args(["build", "--release", "--offline"])
+        .args(["build", "--release"])
+        .args(offline.then_some("--offline"))
         .env("CARGO_TARGET_DIR", &target);
     for var in [
         "RUSTFLAGS",
@@ -65,7 +72,7 @@ fn cargo_build(dir: &Path) -> PathBuf {
         cmd.env_remove(var);
     }
     ok(cmd.output().expect("cargo"), "cargo build --release");
-    let wasm = target.join(format!("wasm32-wasip2/release/{NAME}.wasm"));
+    let wasm = target.join(format!("wasm32-wasip2/release/{name}.wasm"));
     assert!(wasm.is_file(), "no {}", wasm.display());
     wasm
 }
@@ -287,4 +294,82 @@ fn a_new_plugin_goes_from_template_to_a_libcni_chain() {
 fn hex_sha256(path: &Path) -> String {
     use sha2::{Digest, Sha256};
     hex::encode(Sha256::digest(std::fs::read(path).unwrap()))
+}
+
+/// Issue 27 item 8: a plugin repository whose CI has no wasmcni checkout
+/// depends on guest-sdk by git (`wasmcni new --sdk-git URL --sdk-rev
+/// COMMIT`; here the URL is this checkout's, the commit its HEAD), and the
+/// next steps `new` prints run as printed (`try` of a chained plugin with
+/// the crate's own net.conflist, which makes its prevResult).
+#[test]
+fn a_plugin_on_guest_sdk_by_git_builds_and_the_printed_next_steps_run() {
+    support::require_root();
+    let tmp = support::private_tempdir();
+    let name = "journey-git";
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()
+        .expect("the checkout");
+    let head = ok(
+        Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(["rev-parse", "HEAD"])
+            .output()
+            .expect("git"),
+        "git rev-parse HEAD",
+    );
+    let rev = String::from_utf8_lossy(&head.stdout).trim().to_owned();
+    let url = format!("file://{}", repo.display());
+    let crate_dir = tmp.path().join(name);
+    let made = ok(
+        wasmcni(&[
+            "new",
+            name,
+            "--dir",
+            s(&crate_dir),
+            "--sdk-git",
+            &url,
+            "--sdk-rev",
+            &rev,
+        ]),
+        "wasmcni new --sdk-git",
+    );
+    let cargo = std::fs::read_to_string(crate_dir.join("Cargo.toml")).unwrap();
+    assert!(
+        cargo.contains(&format!(
+            "guest-sdk = {{ git = \"{url}\", rev = \"{rev}\" }}"
+        )) && !cargo.contains("guest-sdk = { path"),
+        "{cargo}"
+    );
+    let wasm = cargo_build_as(&crate_dir, name, false);
+    // The printed `try` step, run as printed from the crate's directory
+    // (the built plugin at the path it names).
+    let printed = String::from_utf8_lossy(&made.stdout).into_owned();
+    let step = printed
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("sudo wasmcni "))
+        .unwrap_or_else(|| panic!("no `sudo wasmcni try` step: {printed}"));
+    let args: Vec<String> = step
+        .split_whitespace()
+        .map(|a| {
+            if a.ends_with(".wasm") {
+                s(&wasm).to_owned()
+            } else {
+                a.to_owned()
+            }
+        })
+        .collect();
+    assert_eq!(args[..2], ["try".to_owned(), s(&wasm).to_owned()], "{step}");
+    assert!(step.contains("--config net.conflist"), "{step}");
+    let tried = ok(
+        Command::new(support::wasmcni())
+            .args(&args)
+            .current_dir(&crate_dir)
+            .output()
+            .expect("wasmcni try"),
+        "the printed wasmcni try",
+    );
+    let text = String::from_utf8_lossy(&tried.stdout);
+    assert!(text.contains("container.modify"), "{text}");
 }

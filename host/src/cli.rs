@@ -95,8 +95,15 @@ enum Command {
         dir: Option<PathBuf>,
         /// The guest-sdk directory to depend on (default: the checkout
         /// this wasmcni was built from, if it is still there).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "sdk_git")]
         sdk: Option<PathBuf>,
+        /// Depend on guest-sdk by git instead: wasmcni's repository URL (a
+        /// plugin repository's CI fetches it with cargo).
+        #[arg(long, value_name = "URL")]
+        sdk_git: Option<String>,
+        /// With --sdk-git: the commit (or tag) to pin.
+        #[arg(long, value_name = "COMMIT", requires = "sdk_git")]
+        sdk_rev: Option<String>,
     },
     /// Print the capability reference (docs/capabilities.md) generated from
     /// the code.
@@ -273,8 +280,15 @@ pub fn main() -> i32 {
             json,
             policy,
         } => crate::inspect::print(&plugin, json, policy.as_deref()),
-        Command::New { name, dir, sdk } => {
-            crate::scaffold::run(&name, dir.as_deref(), sdk.as_deref())
+        Command::New {
+            name,
+            dir,
+            sdk,
+            sdk_git,
+            sdk_rev,
+        } => {
+            let git = sdk_git.as_deref().map(|url| (url, sdk_rev.as_deref()));
+            crate::scaffold::run(&name, dir.as_deref(), sdk.as_deref(), git)
         }
         Command::Gc(opts) => crate::gc::run(&opts),
         Command::Create => return netavark::main(netavark::Call::Create),

@@ -2,23 +2,27 @@
 //! `templates/plugin/` (embedded in the binary).
 //!
 //! The crate is what a plugin author starts from: a `Cargo.toml` that
-//! depends on guest-sdk (by path) and is a workspace of its own,
+//! depends on guest-sdk (by path, or by git for a plugin repository whose
+//! CI has no wasmcni checkout) and is a workspace of its own,
 //! `.cargo/config.toml` that makes `wasm32-wasip2` the build target,
 //! `src/main.rs` (a chained plugin whose `main` is one call, with native
 //! unit tests of its config parsing), a starter policy entry
-//! (`policy.json`), a README with the commands, and a `.gitignore`.
+//! (`policy.json`), a network to try it in (`net.conflist`: bridge +
+//! host-local, then the plugin), a README with the commands, and a
+//! `.gitignore`.
 //!
-//! guest-sdk is found at `--sdk PATH`, else in the checkout this wasmcni
-//! was built from (`<checkout>/guest-sdk`, when it is still there); else
-//! `new` refuses and says to pass `--sdk`, rather than write a crate that
-//! cannot build.
+//! guest-sdk is `--sdk-git URL [--sdk-rev COMMIT]` (a git dependency on
+//! wasmcni's repository), else the directory `--sdk PATH`, else the
+//! checkout this wasmcni was built from (`<checkout>/guest-sdk`, when it is
+//! still there); else `new` refuses and says to pass one, rather than write
+//! a crate that cannot build.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
 /// One file of the template: its path in the new crate and its text, in
 /// which `{{name}}` stands for the plugin name and `{{sdk}}` for the
-/// guest-sdk path as a TOML string.
+/// guest-sdk dependency (a TOML inline table).
 const TEMPLATE: &[(&str, &str)] = &[
     (
         "Cargo.toml",
@@ -35,6 +39,10 @@ const TEMPLATE: &[(&str, &str)] = &[
     (
         "policy.json",
         include_str!("../../../templates/plugin/policy.json.in"),
+    ),
+    (
+        "net.conflist",
+        include_str!("../../../templates/plugin/net.conflist.in"),
     ),
     (
         "README.md",
@@ -94,13 +102,51 @@ pub enum ScaffoldError {
     },
 }
 
+/// Where a new crate gets guest-sdk from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sdk {
+    /// The guest-sdk/ directory of a wasmcni checkout.
+    Path(PathBuf),
+    /// wasmcni's repository, by git (cargo fetches it: what a plugin
+    /// repository's CI needs), at a commit, else its default branch.
+    Git {
+        /// The repository's URL.
+        url: String,
+        /// The commit (or tag) to pin.
+        rev: Option<String>,
+    },
+}
+
+impl Sdk {
+    /// The dependency, as the TOML inline table of `guest-sdk = ...`.
+    pub fn dependency(&self) -> String {
+        match self {
+            Sdk::Path(p) => format!("{{ path = {} }}", toml_string(&p.to_string_lossy())),
+            Sdk::Git { url, rev: None } => format!("{{ git = {} }}", toml_string(url)),
+            Sdk::Git { url, rev: Some(r) } => {
+                format!("{{ git = {}, rev = {} }}", toml_string(url), toml_string(r))
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Sdk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Sdk::Path(p) => write!(f, "{}", p.display()),
+            Sdk::Git { url, rev: None } => write!(f, "git {url}, its default branch (unpinned)"),
+            Sdk::Git { url, rev: Some(r) } => write!(f, "git {url} at {r}"),
+        }
+    }
+}
+
 /// What `new` made.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scaffold {
     /// The crate's directory.
     pub dir: PathBuf,
-    /// The guest-sdk directory its `Cargo.toml` depends on.
-    pub sdk: PathBuf,
+    /// The guest-sdk its `Cargo.toml` depends on.
+    pub sdk: Sdk,
     /// The files written, relative to `dir`.
     pub files: Vec<&'static str>,
 }
@@ -167,8 +213,8 @@ fn toml_string(s: &str) -> String {
 }
 
 /// The text of each template file for plugin `name` and guest-sdk `sdk`.
-pub fn render(name: &str, sdk: &Path) -> Vec<(&'static str, String)> {
-    let sdk = toml_string(&sdk.to_string_lossy());
+pub fn render(name: &str, sdk: &Sdk) -> Vec<(&'static str, String)> {
+    let sdk = sdk.dependency();
     TEMPLATE
         .iter()
         .map(|(path, text)| {
@@ -180,37 +226,45 @@ pub fn render(name: &str, sdk: &Path) -> Vec<(&'static str, String)> {
         .collect()
 }
 
-/// Makes plugin crate `name` in `dir` (default `./NAME`), depending on the
-/// guest-sdk at `sdk` (default [`default_sdk`]). Refuses an invalid name,
-/// a directory that exists and is not empty, and writes no file over
+/// Makes plugin crate `name` in `dir` (default `./NAME`), depending on
+/// `git` (wasmcni's repository, and a commit) if given, else the guest-sdk
+/// at `sdk` (default [`default_sdk`]). Refuses an invalid name, a
+/// directory that exists and is not empty, and writes no file over
 /// another (each is created exclusively).
-pub fn new(name: &str, dir: Option<&Path>, sdk: Option<&Path>) -> Result<Scaffold, ScaffoldError> {
+pub fn new(
+    name: &str,
+    dir: Option<&Path>,
+    sdk: Option<&Path>,
+    git: Option<(&str, Option<&str>)>,
+) -> Result<Scaffold, ScaffoldError> {
     check_name(name)?;
     let dir = dir.map_or_else(|| PathBuf::from(name), Path::to_owned);
-    let sdk = match sdk {
-        Some(s) if is_sdk(s) => s.to_owned(),
-        Some(s) => {
-            let why = "no guest-sdk crate there (its Cargo.toml must say name = \"guest-sdk\")";
-            return Err(ScaffoldError::NoSdk(format!(
-                "--sdk {}: {why}; give the guest-sdk/ directory of a wasmcni checkout",
-                s.display()
-            )));
-        }
-        None => default_sdk().ok_or_else(|| {
-            ScaffoldError::NoSdk(format!(
-                "where is guest-sdk? this wasmcni was built from {}, which has no guest-sdk/ \
-                 now; pass --sdk PATH (the guest-sdk/ directory of a wasmcni checkout)",
-                Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("../..")
-                    .display()
-            ))
-        })?,
-    };
     let io = |path: &Path| {
         let path = path.to_owned();
         move |source| ScaffoldError::Io { path, source }
     };
-    let sdk = std::fs::canonicalize(&sdk).map_err(io(&sdk))?;
+    let sdk = match (git, sdk) {
+        (Some(_), Some(_)) => {
+            return Err(ScaffoldError::NoSdk(
+                "--sdk and --sdk-git both name guest-sdk; give one".into(),
+            ))
+        }
+        (Some((url, rev)), None) => {
+            if url.is_empty() || rev.is_some_and(str::is_empty) {
+                return Err(ScaffoldError::NoSdk(
+                    "--sdk-git and --sdk-rev must not be empty".into(),
+                ));
+            }
+            Sdk::Git {
+                url: url.to_owned(),
+                rev: rev.map(str::to_owned),
+            }
+        }
+        (None, sdk) => {
+            let p = path_sdk(sdk)?;
+            Sdk::Path(std::fs::canonicalize(&p).map_err(io(&p))?)
+        }
+    };
     match std::fs::read_dir(&dir) {
         Ok(mut entries) => {
             if entries.next().is_some() {
@@ -237,13 +291,43 @@ pub fn new(name: &str, dir: Option<&Path>, sdk: Option<&Path>) -> Result<Scaffol
     Ok(Scaffold { dir, sdk, files })
 }
 
+/// The guest-sdk directory `sdk` (checked), else [`default_sdk`].
+fn path_sdk(sdk: Option<&Path>) -> Result<PathBuf, ScaffoldError> {
+    match sdk {
+        Some(s) if is_sdk(s) => Ok(s.to_owned()),
+        Some(s) => {
+            let why = "no guest-sdk crate there (its Cargo.toml must say name = \"guest-sdk\")";
+            Err(ScaffoldError::NoSdk(format!(
+                "--sdk {}: {why}; give the guest-sdk/ directory of a wasmcni checkout, or \
+                 --sdk-git URL (wasmcni's repository)",
+                s.display()
+            )))
+        }
+        None => default_sdk().ok_or_else(|| {
+            ScaffoldError::NoSdk(format!(
+                "where is guest-sdk? this wasmcni was built from {}, which has no guest-sdk/ \
+                 now; pass --sdk PATH (the guest-sdk/ directory of a wasmcni checkout) or \
+                 --sdk-git URL --sdk-rev COMMIT (wasmcni's repository)",
+                Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("../..")
+                    .display()
+            ))
+        }),
+    }
+}
+
 /// `wasmcni new`: makes the crate and prints what to do next.
-pub fn run(name: &str, dir: Option<&Path>, sdk: Option<&Path>) -> anyhow::Result<()> {
-    let s = new(name, dir, sdk)?;
+pub fn run(
+    name: &str,
+    dir: Option<&Path>,
+    sdk: Option<&Path>,
+    git: Option<(&str, Option<&str>)>,
+) -> anyhow::Result<()> {
+    let s = new(name, dir, sdk, git)?;
     println!(
         "created plugin crate {name} in {} (guest-sdk: {})",
         s.dir.display(),
-        s.sdk.display()
+        s.sdk
     );
     for f in &s.files {
         println!("  {f}");
@@ -251,9 +335,22 @@ pub fn run(name: &str, dir: Option<&Path>, sdk: Option<&Path>) -> anyhow::Result
     println!(
         "next:\n  cd {dir}\n  cargo test --target host-tuple   # unit tests, natively\n  \
          cargo build --release            # target/wasm32-wasip2/release/{name}.wasm\n  \
-         sudo wasmcni try target/wasm32-wasip2/release/{name}.wasm --config CONF.json",
+         sudo wasmcni try target/wasm32-wasip2/release/{name}.wasm --config net.conflist\n  \
+         # (a throwaway sandbox: bridge + host-local run first, as in net.conflist)",
         dir = s.dir.display()
     );
+    match &s.sdk {
+        Sdk::Path(_) => println!(
+            "guest-sdk is a path on this machine: for a repository whose CI has no wasmcni \
+             checkout, make it `guest-sdk = {{ git = \"<wasmcni's repository>\", rev = \
+             \"<commit>\" }}` in Cargo.toml (or `wasmcni new --sdk-git URL --sdk-rev COMMIT`)"
+        ),
+        Sdk::Git { rev: None, .. } => println!(
+            "guest-sdk follows the repository's default branch: pin it with --sdk-rev COMMIT \
+             (rev = \"...\" in Cargo.toml); Cargo.lock pins it meanwhile"
+        ),
+        Sdk::Git { .. } => {}
+    }
     Ok(())
 }
 
@@ -291,7 +388,10 @@ mod tests {
 
     #[test]
     fn the_template_is_rendered_whole() {
-        let files = render("my-plugin", Path::new("/opt/wasm \"cni\"/guest-sdk"));
+        let files = render(
+            "my-plugin",
+            &Sdk::Path(PathBuf::from("/opt/wasm \"cni\"/guest-sdk")),
+        );
         let paths: Vec<&str> = files.iter().map(|(p, _)| *p).collect();
         assert_eq!(
             paths,
@@ -300,6 +400,7 @@ mod tests {
                 ".cargo/config.toml",
                 "src/main.rs",
                 "policy.json",
+                "net.conflist",
                 "README.md",
                 ".gitignore"
             ]
@@ -328,26 +429,48 @@ mod tests {
         assert!(entry.container.read && entry.container.modify);
         assert!(entry.host.is_none() && entry.delegates.is_empty());
         assert!(entry.ipam_roots.is_empty() && entry.container.create.is_empty());
+        // The network to try it in names it last, after bridge.
+        let net: serde_json::Value = serde_json::from_str(&files[4].1).expect("net.conflist");
+        assert_eq!(net["plugins"][0]["type"], "bridge");
+        assert_eq!(net["plugins"][1]["type"], "my-plugin");
+        // By git: the URL and the commit, as TOML strings.
+        let git = render(
+            "my-plugin",
+            &Sdk::Git {
+                url: "https://example.org/wasmcni.git".into(),
+                rev: Some("0123abc".into()),
+            },
+        );
+        assert!(
+            git[0].1.contains(
+                r#"guest-sdk = { git = "https://example.org/wasmcni.git", rev = "0123abc" }"#
+            ),
+            "{}",
+            git[0].1
+        );
     }
 
     #[test]
     fn new_writes_the_crate_and_refuses_to_overwrite() {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("p");
-        let s = new("my-plugin", Some(&dir), Some(&sdk())).expect("new");
+        let s = new("my-plugin", Some(&dir), Some(&sdk()), None).expect("new");
         assert_eq!(s.dir, dir);
-        assert!(s.sdk.is_absolute());
+        let Sdk::Path(sdk_path) = &s.sdk else {
+            panic!("{:?}", s.sdk)
+        };
+        assert!(sdk_path.is_absolute());
         for f in &s.files {
             assert!(dir.join(f).is_file(), "{f}");
         }
         let cargo = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
         assert!(
-            cargo.contains(&toml_string(&s.sdk.to_string_lossy())),
+            cargo.contains(&toml_string(&sdk_path.to_string_lossy())),
             "{cargo}"
         );
         // Again: the directory is not empty now; nothing is touched.
         std::fs::write(dir.join("src/main.rs"), "mine").unwrap();
-        let e = new("my-plugin", Some(&dir), Some(&sdk())).unwrap_err();
+        let e = new("my-plugin", Some(&dir), Some(&sdk()), None).unwrap_err();
         assert!(matches!(e, ScaffoldError::NotEmpty(_)), "{e}");
         assert_eq!(
             std::fs::read_to_string(dir.join("src/main.rs")).unwrap(),
@@ -356,17 +479,27 @@ mod tests {
         // An empty directory is fine.
         let empty = tmp.path().join("empty");
         std::fs::create_dir(&empty).unwrap();
-        new("other", Some(&empty), Some(&sdk())).expect("into an empty dir");
+        new("other", Some(&empty), Some(&sdk()), None).expect("into an empty dir");
     }
 
     #[test]
     fn a_wrong_sdk_path_is_refused() {
         let tmp = tempfile::tempdir().unwrap();
-        let e = new("x1", Some(&tmp.path().join("x1")), Some(tmp.path())).unwrap_err();
+        let e = new("x1", Some(&tmp.path().join("x1")), Some(tmp.path()), None).unwrap_err();
         assert!(matches!(e, ScaffoldError::NoSdk(_)), "{e}");
         assert!(e.to_string().contains("--sdk"), "{e}");
         assert!(!tmp.path().join("x1").exists(), "nothing written");
-        let e = new("x.1", None, Some(&sdk())).unwrap_err();
+        let e = new("x.1", None, Some(&sdk()), None).unwrap_err();
         assert!(matches!(e, ScaffoldError::InvalidName { .. }), "{e}");
+        let x2 = tmp.path().join("x2");
+        for (sdk, git, want) in [
+            (Some(sdk()), Some(("https://x", None)), "give one"),
+            (None, Some(("", None)), "must not be empty"),
+            (None, Some(("https://x", Some(""))), "must not be empty"),
+        ] {
+            let e = new("x2", Some(&x2), sdk.as_deref(), git).unwrap_err();
+            assert!(e.to_string().contains(want), "{e}");
+        }
+        assert!(!x2.exists(), "nothing written");
     }
 }
