@@ -1829,6 +1829,66 @@ fn audit_shows_identity_imports_grants_and_refusals() {
         "{v}"
     );
     assert_eq!(v["policy"]["container"], "nothing", "{v}");
+    // Issue 27 item 10: the origin is the file's path, not `File("...")`.
+    assert_eq!(v["origin"], json!(fixture("sockets").display().to_string()));
+
+    // The imports cross-checked against the grant: under an entry that
+    // grants bridge only `container.read`, what it would be denied is
+    // marked, naming the field; the WASI interfaces wasmcni provides are
+    // one line.
+    let dir = support::private_tempdir();
+    let policy = dir.path().join("policy.json");
+    std::fs::write(
+        &policy,
+        json!({"plugins": {"bridge": {"container": {"read": true}}}}).to_string(),
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&policy, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let out = std::process::Command::new(support::wasmcni())
+        .args(["audit", "bridge"])
+        .env("WASMCNI_POLICY", &policy)
+        .env_remove("WASMCNI_POLICY_DIR")
+        .output()
+        .expect("run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    for needle in [
+        "origin   bundled",
+        "-> DENIED: needs host",
+        "-> DENIED: needs container.create [veth] (the entry has no host grant)",
+        "-> granted in the container only",
+        "function(s) this policy denies",
+        "WASI, as wasmcni provides it",
+    ] {
+        assert!(text.contains(needle), "{needle:?} not in:\n{text}");
+    }
+    assert!(
+        !text.contains("\n  wasi:cli/stdout"),
+        "WASI is grouped: {text}"
+    );
+    // Under the default policy, bridge is denied nothing.
+    let out = std::process::Command::new(support::wasmcni())
+        .args(["audit", "--json", "bridge"])
+        .env_remove("WASMCNI_POLICY")
+        .env_remove("WASMCNI_POLICY_DIR")
+        .output()
+        .expect("run");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let statuses: Vec<String> = v["imports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|i| i["functions"].as_array().cloned().unwrap_or_default())
+        .filter_map(|f| f["grant"].as_str().map(str::to_owned))
+        .collect();
+    assert!(!statuses.is_empty(), "{v}");
+    assert!(
+        statuses.iter().all(|g| !g.starts_with("DENIED")),
+        "{statuses:?}"
+    );
 }
 
 /// The reference's (and wasmcni's) `ifb` name for network `n`, container

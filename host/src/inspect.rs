@@ -28,6 +28,8 @@ pub fn report(plugin: &str, policy_file: Option<&Path>) -> anyhow::Result<Value>
     let engine = engine::engine()?;
     // Compile (no cache: this is an inspection, not a run).
     let component = wasmtime::component::Component::new(&engine, p.wasm())?;
+    let policy = Policy::load(policy_file)?;
+    let entry = policy.resolve(p.name(), *p.origin() == plugins::Origin::Bundled)?;
     let mut imports = Vec::new();
     let mut names = Vec::new();
     for (name, item) in component.component_type().imports(&engine) {
@@ -39,25 +41,37 @@ pub fn report(plugin: &str, policy_file: Option<&Path>) -> anyhow::Result<Value>
                     continue;
                 }
                 let call = format!("{}.{f}", interface_name(name));
-                let authority = if name.starts_with("wasmcni:plugin/") {
-                    catalog::entry(&call).map(|e| e.authority)
+                let row = if name.starts_with("wasmcni:plugin/") {
+                    catalog::entry(&call)
                 } else {
                     None
                 };
-                functions.push(json!({"function": f, "authority": authority}));
+                functions.push(json!({
+                    "function": f,
+                    "authority": row.map(|e| e.authority),
+                    "grant": row.map(|e| grant_status(&entry, e.needs)),
+                }));
             }
         }
-        imports.push(json!({"interface": name, "functions": functions}));
+        let kind = if name.starts_with("wasmcni:plugin/") {
+            "wasmcni"
+        } else if name.starts_with("wasi:") {
+            "wasi"
+        } else {
+            "other"
+        };
+        imports.push(json!({"interface": name, "kind": kind, "functions": functions}));
     }
     let refused = runner::refused_imports(&names);
-    let policy = Policy::load(policy_file)?;
-    let entry = policy.resolve(p.name(), *p.origin() == plugins::Origin::Bundled)?;
     let pin_ok = entry.check_pin(p.sha256());
     Ok(json!({
         "plugin": p.name(),
         "sha256": p.sha256(),
         "size": p.size(),
-        "origin": format!("{:?}", p.origin()),
+        "origin": match p.origin() {
+            plugins::Origin::Bundled => "bundled".to_owned(),
+            plugins::Origin::File(f) => f.display().to_string(),
+        },
         "policy": {
             "sha256-pin": entry.sha256,
             "pin-matches": pin_ok.is_ok(),
@@ -76,6 +90,110 @@ pub fn report(plugin: &str, policy_file: Option<&Path>) -> anyhow::Result<Value>
         "imports": imports,
         "refused-imports": refused,
     }))
+}
+
+/// Whether `entry` grants what a call needs (`needs`, its catalog row's):
+/// `granted`, `granted in the container only` / `in the host only`, or
+/// `DENIED: ...` naming the field it lacks. Read from the grant alone: the
+/// checks on the call's arguments (link names and patterns, prefixes,
+/// sysctl keys, data dirs) apply when it runs.
+fn grant_status(entry: &crate::policy::Entry, needs: &[catalog::Grant]) -> String {
+    use crate::policy::{LinkKind, NsGrant};
+    use catalog::{Grant, Ns, Right};
+    fn right(g: &NsGrant, r: Right) -> bool {
+        match r {
+            Right::Read => g.read,
+            Right::Create(k) => g.create.contains(&k),
+            Right::Modify => g.modify,
+            Right::Move => g.move_links,
+            Right::Addresses => g.addresses,
+            Right::Routes => g.routes,
+            Right::Announce => g.announce,
+            Right::TrafficControl => g.traffic_control,
+            Right::ConfigVlans => g.config_vlans,
+        }
+    }
+    let field = |r: Right| match r {
+        Right::Read => "read".to_owned(),
+        Right::Create(k) => format!("create [{}]", k.name()),
+        Right::Modify => "modify".to_owned(),
+        Right::Move => "move".to_owned(),
+        Right::Addresses => "addresses".to_owned(),
+        Right::Routes => "routes".to_owned(),
+        Right::Announce => "announce".to_owned(),
+        Right::TrafficControl => "traffic-control".to_owned(),
+        Right::ConfigVlans => "config-vlans".to_owned(),
+    };
+    // What each namespace's grant lacks for the call to act there.
+    let lacks = |g: Option<&NsGrant>, host: bool| -> Vec<String> {
+        let Some(g) = g else {
+            return vec!["an entry".to_owned()];
+        };
+        let mut missing = Vec::new();
+        for n in needs {
+            match *n {
+                Grant::Right(Ns::Call, r) if !right(g, r) => missing.push(field(r)),
+                Grant::Tables if host && !g.create.contains(&LinkKind::Vrf) => {
+                    missing.push("create [vrf]".to_owned())
+                }
+                Grant::Tables if !host && !g.routes => missing.push("routes".to_owned()),
+                Grant::Sysctl(..) if g.sysctls.is_empty() => missing.push("sysctls".to_owned()),
+                Grant::FirewallRules(_) | Grant::FirewallKinds(_) if g.firewall.is_empty() => {
+                    missing.push("firewall".to_owned())
+                }
+                Grant::Prefix(_) if host && g.prefixes.is_empty() => {
+                    missing.push("prefixes".to_owned())
+                }
+                _ => {}
+            }
+        }
+        missing
+    };
+    // Needs about no namespace.
+    let mut outside = Vec::new();
+    for n in needs {
+        match *n {
+            Grant::IpamRoot(_) if entry.ipam_roots.is_empty() => outside.push("ipam-roots"),
+            Grant::Delegate(_) if entry.delegates.is_empty() => outside.push("delegates"),
+            Grant::AttachmentState if !entry.attachment_state => outside.push("attachment-state"),
+            Grant::HostEntry if entry.host.is_none() => outside.push("host"),
+            _ => {}
+        }
+    }
+    if !outside.is_empty() {
+        return format!("DENIED: needs {}", outside.join(", "));
+    }
+    let in_ns = needs.iter().any(|n| {
+        !matches!(
+            n,
+            Grant::IpamRoot(_) | Grant::Delegate(_) | Grant::AttachmentState
+        )
+    });
+    if !in_ns {
+        return "granted".to_owned();
+    }
+    let host_only = needs.iter().any(|n| matches!(n, Grant::HostEntry));
+    let c = if host_only {
+        vec!["(acts in the host)".to_owned()]
+    } else {
+        lacks(Some(&entry.container), false)
+    };
+    let h = lacks(entry.host.as_ref(), true);
+    match (c.is_empty(), h.is_empty()) {
+        (true, true) => "granted".to_owned(),
+        (true, false) => "granted in the container only".to_owned(),
+        (false, true) => "granted in the host only".to_owned(),
+        (false, false) if host_only => format!("DENIED: needs host.{}", h.join(", host.")),
+        (false, false) if entry.host.is_none() => format!(
+            "DENIED: needs container.{} (the entry has no host grant)",
+            c.join(", container.")
+        ),
+        (false, false) => format!(
+            "DENIED: needs container.{} or host.{}",
+            c.join(", container."),
+            h.join(", host.")
+        ),
+    }
 }
 
 /// `wasmcni:plugin/link@0.1.0` -> `link`.
@@ -153,15 +271,41 @@ pub fn print(plugin: &str, as_json: bool, policy_file: Option<&Path>) -> anyhow:
         list(&pol["delegates"]),
         list(&pol["native-delegates"])
     );
-    println!("\nimports");
+    println!("\nimports (each host function: what it can do; whether this policy grants it)");
+    let mut wasi = Vec::new();
+    let mut denied = 0;
+    let refused_list = r["refused-imports"].as_array().cloned().unwrap_or_default();
     for imp in r["imports"].as_array().into_iter().flatten() {
+        // The WASI interfaces wasmcni provides, on one line: a reviewer
+        // needs only know they are there (refused ones are listed below).
+        if imp["kind"] == "wasi" && !refused_list.contains(&imp["interface"]) {
+            wasi.push(s(&imp["interface"]));
+            continue;
+        }
         println!("  {}", s(&imp["interface"]));
         for f in imp["functions"].as_array().into_iter().flatten() {
-            match f["authority"].as_str() {
-                Some(a) => println!("    {:<22} {a}", s(&f["function"])),
-                None => println!("    {}", s(&f["function"])),
+            match (f["authority"].as_str(), f["grant"].as_str()) {
+                (Some(a), Some(g)) => {
+                    denied += usize::from(g.starts_with("DENIED"));
+                    println!("    {:<22} {a}\n    {:<22} -> {g}", s(&f["function"]), "");
+                }
+                (Some(a), None) => println!("    {:<22} {a}", s(&f["function"])),
+                _ => println!("    {}", s(&f["function"])),
             }
         }
+    }
+    if denied > 0 {
+        println!(
+            "  {denied} function(s) this policy denies: a call to one fails with access-denied \
+             (the checks on a call's arguments apply at run time too)"
+        );
+    }
+    if !wasi.is_empty() {
+        println!(
+            "  WASI, as wasmcni provides it (stdio, the CNI environment, clocks, random; no \
+             file or network access): {}",
+            wasi.join(", ")
+        );
     }
     let refused = r["refused-imports"].as_array().cloned().unwrap_or_default();
     if refused.is_empty() {
