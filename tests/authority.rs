@@ -12,7 +12,7 @@
 mod support;
 
 use serde_json::{json, Value};
-use support::world::{default_entry, policy_with, wide, World};
+use support::world::{assert_denied, default_entry, policy_with, wide, World};
 use support::Netns;
 
 /// The victim's network config.
@@ -686,5 +686,138 @@ fn a_state_root_others_can_write_gives_no_authority() {
     assert!(
         del.stderr.contains("ignoring the attachment records"),
         "{del:?}"
+    );
+}
+
+/// The reference bridge (native, `/usr/lib/cni`) attaching `ns` as `cid`
+/// to network `nnet`: its result.
+fn native_bridge(world: &World, ns: &Netns, cid: &str) -> Value {
+    let conf = json!({"cniVersion": "1.0.0", "name": "nnet", "type": "bridge",
+        "bridge": "cninat0", "isGateway": true,
+        "ipam": {"type": "host-local", "subnet": "10.27.0.0/24",
+                 "dataDir": world.ipam_dir().display().to_string()}})
+    .to_string();
+    let run = support::Invoke::exe(
+        format!("{}/bridge", support::REFERENCE_DIR),
+        conf.as_bytes(),
+    )
+    .cni("ADD", &ns.path, "eth0")
+    .env("CNI_CONTAINERID", cid)
+    .env("CNI_PATH", support::REFERENCE_DIR)
+    .in_netns(&world.node)
+    .run();
+    assert_eq!(run.code, 0, "the reference bridge's ADD: {run:?}");
+    run.json()
+}
+
+/// The host end of a native bridge result's veth.
+fn host_veth(result: &Value) -> String {
+    result["interfaces"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|i| {
+            i["sandbox"].is_null() && i["name"].as_str().is_some_and(|n| n.starts_with("veth"))
+        })
+        .and_then(|i| i["name"].as_str())
+        .unwrap_or_else(|| panic!("no host veth in {result}"))
+        .to_owned()
+}
+
+/// Issue 27 (coexistence with a primary CNI): a wasmcni plugin chained
+/// after a native one may change the host end of its attachment's veth —
+/// which wasmcni did not create and no mark names — only when its entry
+/// says `adopt-peer`, and then that one link alone: the kernel, not the
+/// prevResult, says which link is the peer. bandwidth after the
+/// reference bridge is refused under its default entry (the report), and
+/// shapes its host veth with `adopt-peer`; a plugin with `adopt-peer`
+/// cannot shape another container's host veth, nor the bridge.
+#[test]
+fn adopt_peer_gives_the_host_end_of_the_attachments_own_veth_and_nothing_else() {
+    let world = World::new("az9");
+    let victim = Netns::new("az9v");
+    let theirs = host_veth(&native_bridge(&world, &victim, "victim"));
+    let result = native_bridge(&world, &world.ctr, "ctr");
+    let mine = host_veth(&result);
+    let bw = json!({"cniVersion": "1.0.0", "name": "nnet", "type": "bandwidth",
+        "ingressRate": 8000000, "ingressBurst": 80000, "prevResult": result});
+    let qdiscs = |link: &str| {
+        let out = std::process::Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &world.node.name,
+                "tc",
+                "qdisc",
+                "show",
+                "dev",
+                link,
+            ])
+            .output()
+            .expect("tc");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // The default entry: the host veth is not the plugin's.
+    let before = world.snapshot();
+    let run = world.run_bundled(&world.ctr, "bandwidth", "ADD", &bw, "ctr");
+    assert_ne!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("was not created by wasmcni"), "{run:?}");
+    support::assert_same(&before, &world.snapshot(), "after the refused ADD");
+    // With adopt-peer: its own host veth, shaped.
+    let mut entry = default_entry("bandwidth");
+    entry["host"]["adopt-peer"] = json!(true);
+    let entries = json!({"bandwidth": entry});
+    let run = world.run_bundled_with(&world.ctr, "bandwidth", "ADD", &bw, "ctr", &entries);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(qdiscs(&mine).contains("tbf"), "{}", qdiscs(&mine));
+    let del = world.run_bundled_with(&world.ctr, "bandwidth", "DEL", &bw, "ctr", &entries);
+    // (The shaping goes with the veth, at the native bridge's DEL, as with
+    // the reference bandwidth: its DEL removes only the ifb it made.)
+    assert_eq!(del.code, 0, "{del:?}");
+    // A hostile plugin with adopt-peer: another container's host veth and
+    // the bridge are not its attachment's.
+    let mut grant = json!({"container": {"read": true},
+                           "host": {"read": true, "traffic-control": true, "adopt-peer": true}});
+    for (target, what) in [
+        (theirs.as_str(), "another container's veth"),
+        ("cninat0", "the bridge"),
+    ] {
+        assert_denied(
+            &world,
+            "adopt-peer",
+            &grant,
+            &json!({"call": "traffic-control.limit-receive", "ns": "host", "link": target,
+                    "rate": 1000000, "burst": 10000}),
+            |r| {
+                r["reason"]
+                    .as_str()
+                    .is_some_and(|s| s.contains("was not created by wasmcni"))
+            },
+        );
+        assert!(!qdiscs(target).contains("tbf"), "{what}");
+    }
+    // The same call on its own veth passes.
+    let run = world.run(
+        "ADD",
+        &policy_with(grant.clone()),
+        &json!({"cniVersion": "1.0.0", "name": "nnet", "type": "scripted", "ops": [
+            {"call": "traffic-control.limit-receive", "ns": "host", "link": mine,
+             "rate": 1000000, "burst": 10000}]}),
+        &[("CNI_CONTAINERID", "ctr")],
+    );
+    assert!(results(&run)[0].get("error").is_none(), "{run:?}");
+    // Without adopt-peer, not even that.
+    grant["host"]["adopt-peer"] = json!(false);
+    assert_denied(
+        &world,
+        "no adopt-peer",
+        &grant,
+        &json!({"call": "traffic-control.limit-receive", "ns": "host", "link": mine,
+                "rate": 1000000, "burst": 10000}),
+        |r| {
+            r["reason"]
+                .as_str()
+                .is_some_and(|s| s.contains("was not created by wasmcni"))
+        },
     );
 }

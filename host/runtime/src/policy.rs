@@ -220,6 +220,16 @@ fn glob_match(pat: &[u8], s: &[u8]) -> bool {
 ///   its caller's runtime config), so a plugin on a bridge other networks'
 ///   or tenants' ports share cannot reach their VLANs. Without it, no new
 ///   VLAN at all.
+/// - `adopt-peer` (host): the host end of the attachment's veth — the peer
+///   of the link `CNI_IFNAME` in `CNI_NETNS`, when that is a veth whose
+///   other end the kernel places in the host namespace (its
+///   `IFLA_LINK_NETNSID` is the host's, asked of the kernel; never read from
+///   `prevResult`) — is the plugin's to change as if `links` named it,
+///   although a native plugin made it. For a wasmcni plugin chained after
+///   the reference `bridge` or `ptp` (bandwidth shaping its host veth,
+///   tuning, firewall). Only that one link: not the bridge it is enslaved
+///   to, not another attachment's; it is not the attachment's to delete at
+///   DEL (the plugin that made it does that), and nothing records it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case", default)]
 pub struct NsGrant {
@@ -267,6 +277,12 @@ pub struct NsGrant {
     /// May put its ports into the VLANs the network config names.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub config_vlans: bool,
+    /// (Host) The host end of the attachment's veth counts as the
+    /// attachment's link although wasmcni did not create it: for a plugin
+    /// chained after a native plugin that made the pair (bandwidth,
+    /// tuning, firewall after the reference bridge or ptp).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub adopt_peer: bool,
 }
 
 /// Which firewall rules a plugin may install for its attachment (in the
@@ -1124,6 +1140,7 @@ impl fmt::Display for NsGrant {
         flag(self.announce, "announce");
         flag(self.traffic_control, "traffic-control");
         flag(self.config_vlans, "config-vlans");
+        flag(self.adopt_peer, "adopt-peer");
         flag(self.firewall.port_mappings, "firewall.port-mappings");
         flag(self.firewall.masquerade, "firewall.masquerade");
         flag(self.firewall.forward, "firewall.forward");

@@ -240,6 +240,7 @@ fn learning_entry(ipam_roots: &[PathBuf]) -> Entry {
             Vec::new()
         },
         config_vlans: true,
+        adopt_peer: host,
     };
     Entry {
         container: all(false),

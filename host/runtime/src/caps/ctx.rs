@@ -86,6 +86,9 @@ pub struct Ctx {
     /// What the attachment's records say of its incarnations, once read
     /// ([`authority`]).
     pub(super) incarnations: std::cell::OnceCell<Incarnations>,
+    /// The host end of the attachment's veth, once asked
+    /// ([`authority`]'s `adopt-peer`).
+    pub(super) adopted_peer: std::cell::OnceCell<Option<u32>>,
     /// The node's IPAM state directories as the state root lists them,
     /// once read ([`authority`]).
     pub(super) node_stores: std::cell::OnceCell<Vec<std::path::PathBuf>>,
@@ -167,6 +170,7 @@ impl Ctx {
             nft: None,
             recorded: None,
             incarnations: std::cell::OnceCell::new(),
+            adopted_peer: std::cell::OnceCell::new(),
             node_stores: std::cell::OnceCell::new(),
             table_locks: Vec::new(),
         }
