@@ -130,6 +130,11 @@ impl Node {
 
     /// Runs netavark in the node with `args` and `stdin`.
     fn netavark(&self, args: &[&str], stdin: &Value) -> Out {
+        self.netavark_in(support::cni::bin_dir(), args, stdin)
+    }
+
+    /// [`Node::netavark`] with `plugins` as its plugin directory.
+    fn netavark_in(&self, plugins: &Path, args: &[&str], stdin: &Value) -> Out {
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &self.net.node.name])
             .arg(netavark())
@@ -137,7 +142,7 @@ impl Node {
             .arg(self.net.dir.path().join("netavark"))
             .args(["--rootless", "false", "--firewall-driver", "nftables"])
             .arg("--plugin-directory")
-            .arg(support::cni::bin_dir())
+            .arg(plugins)
             .args(args)
             .env_clear()
             .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -278,7 +283,8 @@ fn eth0(ns: &Netns) -> (String, String) {
 fn netavark_runs_a_wasmcni_network_with_a_published_port_beside_its_own_bridge() {
     let node = Node::new(
         "nva",
-        json!([{"type": "portmap", "capabilities": {"portMappings": true}}]),
+        json!([{"type": "portmap", "capabilities": {"portMappings": true}},
+               {"type": "tuning", "capabilities": {"mac": true}}]),
     );
     // `netavark create` hands the network to wasmcni, which checks it and
     // returns it.
@@ -301,6 +307,8 @@ fn netavark_runs_a_wasmcni_network_with_a_published_port_beside_its_own_bridge()
         "10.61.0.50",
         json!([{"container_port": 80, "host_ip": "", "host_port": 18080, "protocol": "tcp", "range": 1}]),
     );
+    let mut opts = opts;
+    opts["networks"]["wnet"]["static_mac"] = json!("0a:58:0a:3d:00:32");
     let ctl_opts = Node::options("ctr-b", &Node::control_network(), "10.62.0.50", json!([]));
     let up = node.setup(ctr, &opts);
     assert_eq!(up.code, 0, "{up:?}");
@@ -310,6 +318,7 @@ fn netavark_runs_a_wasmcni_network_with_a_published_port_beside_its_own_bridge()
     // The status block: the address Podman assigned, the gateway, the MAC.
     let (addr, mac) = eth0(ctr);
     assert_eq!(addr, "10.61.0.50/24");
+    assert_eq!(mac, "0a:58:0a:3d:00:32", "the static MAC, through tuning");
     assert_eq!(
         up.json()["wnet"],
         json!({"dns_search_domains": [], "dns_server_ips": [],
@@ -364,7 +373,7 @@ fn netavark_runs_a_wasmcni_network_with_a_published_port_beside_its_own_bridge()
 
     // The audit log names the members' calls.
     let audit = std::fs::read_to_string(node.net.dir.path().join("audit.jsonl")).expect("audit");
-    for p in ["bridge", "host-local", "portmap"] {
+    for p in ["bridge", "host-local", "portmap", "tuning"] {
         assert!(
             audit.contains(&format!("\"plugin\":\"{p}\"")),
             "no audit record of {p}"
@@ -401,6 +410,10 @@ fn ten_setups_and_teardowns_in_a_row_leave_the_node_as_the_first_did() {
         let up = node.setup(&node.net.ctr, &opts);
         assert_eq!(up.code, 0, "setup {i}: {up:?}");
         assert_eq!(eth0(&node.net.ctr).0, format!("10.61.0.{}/24", 10 + i));
+        // Two ports, TCP and UDP: four DNAT rules while it is up.
+        let ruleset = node.net.node.nft(&["list", "table", "inet", "wasmcni"]);
+        let dnat = format!("dnat ip to 10.61.0.{}:", 10 + i);
+        assert_eq!(ruleset.matches(&dnat).count(), 4, "setup {i}: {ruleset}");
         let down = node.teardown(&node.net.ctr.path, &opts);
         assert_eq!(down.code, 0, "teardown {i}: {down:?}");
         node.assert_clean(&format!("after teardown {i}"));
@@ -487,13 +500,35 @@ fn teardown_completes_with_the_namespace_gone_or_the_conflist_removed() {
     assert_eq!(down.code, 0, "{down:?}");
     node.assert_clean("teardown with the namespace gone");
     // The conflist removed after setup: the list the setup ran is used.
-    let opts = Node::options("ctr-h", &network, "10.61.0.21", ports);
+    let opts = Node::options("ctr-h", &network, "10.61.0.21", ports.clone());
     assert_eq!(node.setup(&node.net.ctr, &opts).code, 0);
     std::fs::remove_file(&node.conflist).expect("rm conflist");
     let down = node.teardown(&node.net.ctr.path, &opts);
     assert_eq!(down.code, 0, "{down:?}");
     assert!(!node.net.has_eth0());
     node.assert_clean("teardown with the conflist removed");
+    // The conflist renamed its network since the setup: the teardown is
+    // the setup's network's.
+    node.write_conflist(json!([{"type": "portmap", "capabilities": {"portMappings": true}}]));
+    let opts = Node::options("ctr-j", &network, "10.61.0.22", ports.clone());
+    assert_eq!(node.setup(&node.net.ctr, &opts).code, 0);
+    let text = std::fs::read_to_string(&node.conflist).expect("conflist");
+    std::fs::write(&node.conflist, text.replace("\"devnet\"", "\"renamed\"")).expect("rename");
+    let down = node.teardown(&node.net.ctr.path, &opts);
+    assert_eq!(down.code, 0, "{down:?}");
+    node.assert_clean("teardown with the network renamed");
+    // The list inline (conflist-json), set up and torn down.
+    node.write_conflist(json!([{"type": "portmap", "capabilities": {"portMappings": true}}]));
+    let mut inline = network.clone();
+    inline["options"] =
+        json!({"conflist-json": std::fs::read_to_string(&node.conflist).expect("conflist")});
+    let opts = Node::options("ctr-k", &inline, "10.61.0.23", ports);
+    let up = node.setup(&node.net.ctr, &opts);
+    assert_eq!(up.code, 0, "{up:?}");
+    assert_eq!(eth0(&node.net.ctr).0, "10.61.0.23/24");
+    let down = node.teardown(&node.net.ctr.path, &opts);
+    assert_eq!(down.code, 0, "{down:?}");
+    node.assert_clean("teardown of an inline list");
 }
 
 #[test]
@@ -501,6 +536,47 @@ fn install_makes_a_netavark_plugin_directory_that_answers_info() {
     support::require_root();
     let dir = support::private_tempdir();
     let plugins = dir.path().join("netavark-plugins");
+    // As docs/podman-netavark.md says: the executable alone, its plugins
+    // precompiled beside it; a setup through it compiles nothing.
+    let only = dir.path().join("only-wasmcni");
+    std::fs::create_dir_all(&only).expect("dir");
+    std::fs::copy(support::wasmcni(), only.join("wasmcni")).expect("copy");
+    let pre = Command::new(only.join("wasmcni"))
+        .arg("precompile")
+        .output()
+        .expect("wasmcni precompile");
+    assert!(pre.status.success(), "{pre:?}");
+    let cache = || {
+        let mut v: Vec<String> = std::fs::read_dir(only.join(".wasmcni-cache"))
+            .expect("the cache beside it")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            // (Artifacts; a first load stamps one it checked, `.ok`.)
+            .filter(|n| n.ends_with(".cwasm"))
+            .collect();
+        v.sort();
+        v
+    };
+    let before = cache();
+    assert!(!before.is_empty());
+    let node = Node::new(
+        "nvi",
+        json!([{"type": "portmap", "capabilities": {"portMappings": true}}]),
+    );
+    let opts = Node::options("ctr-i", &node.wasmcni_network(), "10.61.0.9", json!([]));
+    let up = node.netavark_in(
+        &only,
+        &["setup", &node.net.ctr.path.display().to_string()],
+        &opts,
+    );
+    assert_eq!(up.code, 0, "{up:?}");
+    let down = node.netavark_in(
+        &only,
+        &["teardown", &node.net.ctr.path.display().to_string()],
+        &opts,
+    );
+    assert_eq!(down.code, 0, "{down:?}");
+    assert_eq!(cache(), before, "a setup compiled a plugin");
+    node.assert_clean("after teardown");
     // Only the chain runner: the directory is netavark's, not a CNI bin dir.
     let out = Command::new(support::wasmcni())
         .arg("install")
@@ -535,4 +611,18 @@ fn install_makes_a_netavark_plugin_directory_that_answers_info() {
     let v: Value = serde_json::from_slice(&out.stdout).expect("error JSON");
     let err = v["error"].as_str().unwrap_or("");
     assert!(err.contains("missing field `network`"), "{err}");
+    // Without the namespace argument: the error JSON, not a usage text.
+    let out = Command::new(plugins.join("wasmcni"))
+        .arg("setup")
+        .stdin(Stdio::null())
+        .output()
+        .expect("wasmcni setup");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("error JSON");
+    assert!(
+        v["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("namespace path argument is missing")),
+        "{v}"
+    );
 }

@@ -181,12 +181,12 @@ enum Command {
     /// prints the status block.
     Setup {
         /// The container's network namespace.
-        netns: String,
+        netns: Option<String>,
     },
     /// netavark plugin API: detach it, running the conflist's DEL.
     Teardown {
         /// The container's network namespace.
-        netns: String,
+        netns: Option<String>,
     },
     /// netavark plugin API: print the plugin's and the API's versions.
     Info,
@@ -292,8 +292,13 @@ pub fn main() -> i32 {
         }
         Command::Gc(opts) => crate::gc::run(&opts),
         Command::Create => return netavark::main(netavark::Call::Create),
-        Command::Setup { netns } => return netavark::main(netavark::Call::Setup(netns)),
-        Command::Teardown { netns } => return netavark::main(netavark::Call::Teardown(netns)),
+        // (A missing namespace is netavark's error JSON, not clap's usage.)
+        Command::Setup { netns } => {
+            return netavark::main(netavark::Call::Setup(netns.unwrap_or_default()))
+        }
+        Command::Teardown { netns } => {
+            return netavark::main(netavark::Call::Teardown(netns.unwrap_or_default()))
+        }
         Command::Info => return netavark::main(netavark::Call::Info),
         Command::Capabilities => {
             print!("{}", crate::caps::catalog::markdown());

@@ -63,9 +63,6 @@ pub const OPT_CONFLIST_JSON: &str = "conflist-json";
 /// The largest conflist read.
 const MAX_CONFLIST: u64 = 1 << 20;
 
-/// The most ports one netavark port mapping may expand to.
-const MAX_RANGE: u32 = 65535;
-
 /// One call of the plugin API.
 #[derive(Debug, Clone)]
 pub enum Call {
@@ -121,6 +118,9 @@ pub fn run(call: &Call, stdin: &[u8]) -> Result<Option<Value>, String> {
             "description": "runs CNI plugins compiled to WASI components (options: conflist=PATH or conflist-json=LIST)",
         }))),
         Call::Create => create(stdin).map(Some),
+        Call::Setup(netns) | Call::Teardown(netns) if netns.is_empty() => {
+            Err("the network namespace path argument is missing".to_owned())
+        }
         Call::Setup(netns) => setup(netns, stdin).map(Some),
         Call::Teardown(netns) => teardown(netns, stdin).map(|()| None),
     }
@@ -179,10 +179,8 @@ struct PortMapping {
 /// member is a plugin wasmcni can run under a policy entry that loads),
 /// printed as given.
 fn create(stdin: &[u8]) -> Result<Value, String> {
-    let given: Value = serde_json::from_slice(stdin)
-        .map_err(|e| format!("the network config on stdin is not valid: {e}"))?;
-    let network: Network = serde_json::from_value(given.clone())
-        .map_err(|e| format!("the network config on stdin is not valid: {e}"))?;
+    let given: Value = parse(stdin, "the network config on stdin")?;
+    let network: Network = parse(stdin, "the network config on stdin")?;
     let chain = Chain::of(&network)?;
     let policy = Policy::load(None).map_err(|e| format!("the policy does not load: {e}"))?;
     chain::check(&chain.config(&Map::new(), None), &policy)
@@ -223,13 +221,30 @@ fn setup(netns: &str, stdin: &[u8]) -> Result<Value, String> {
             chain.source
         )
     })?;
+    let block = match status_block(&result, ifname) {
+        Ok(b) => b,
+        Err(why) => {
+            // netavark would fail the setup on a block it cannot read, and
+            // call no teardown: take the ADD back first.
+            let config = chain.config(&cap_args, Some(&result));
+            let undone = invoke(&chain, "DEL", &exec.container_id, netns, ifname, &config);
+            return Err(format!(
+                "{}: the chain's result cannot be a netavark status block: {why}{}",
+                chain.source,
+                match undone {
+                    Ok(_) => "; the ADD is undone".to_owned(),
+                    Err(e) => format!("; undoing the ADD failed too: {e}"),
+                }
+            ));
+        }
+    };
     let cache = ResultCache::new(&exec.network.name, &exec.container_id, ifname);
     if let Err(e) = cache.store(&chain.list_value, &result) {
         // The ADD stands: its teardown runs DEL without prevResult, as
         // libcni's does when its cache is lost.
         log::warn!("keeping the setup's result for its teardown: {e}");
     }
-    Ok(status_block(&result, ifname))
+    Ok(block)
 }
 
 /// `teardown NETNS`: the list's DEL, with the setup's result.
@@ -241,18 +256,27 @@ fn teardown(netns: &str, stdin: &[u8]) -> Result<(), String> {
     // The conflist as it is now, as libcni's DEL reads it; if it is gone or
     // broken, the list the setup ran (kept with its result), so that the
     // DEL still completes.
-    let chain = match Chain::of(&exec.network) {
-        Ok(c) => c,
-        Err(why) => match kept
-            .as_ref()
-            .and_then(|k| Chain::from_list(k.list.clone(), "the list of the setup").ok())
-        {
-            Some(c) => {
-                log::warn!("{why}; tearing down with the list of the setup");
-                c
-            }
-            None => return Err(why),
-        },
+    let setup_list = kept
+        .as_ref()
+        .and_then(|k| Chain::from_list(k.list.clone(), "the list of the setup").ok());
+    let chain = match (Chain::of(&exec.network), setup_list) {
+        // The list renamed since the setup: its attachment (IPAM pool,
+        // records, rules) is under the setup's name.
+        (Ok(now), Some(then)) if now.name != then.name => {
+            log::warn!(
+                "{} is now network {:?}, set up as {:?}: tearing down with the list of the setup",
+                now.source,
+                now.name,
+                then.name
+            );
+            then
+        }
+        (Ok(now), _) => now,
+        (Err(why), Some(then)) => {
+            log::warn!("{why}; tearing down with the list of the setup");
+            then
+        }
+        (Err(why), None) => return Err(why),
     };
     let prev = kept.map(|k| k.result);
     let cap_args = capability_args(&exec, &chain, Strict::No)?;
@@ -263,8 +287,20 @@ fn teardown(netns: &str, stdin: &[u8]) -> Result<(), String> {
 }
 
 fn parse_exec(stdin: &[u8]) -> Result<PluginExec, String> {
-    serde_json::from_slice(stdin)
-        .map_err(|e| format!("the plugin input on stdin is not valid: {e}"))
+    parse(stdin, "the plugin input on stdin")
+}
+
+/// `stdin` as a `T`, or a message naming the field at fault.
+fn parse<T: serde::de::DeserializeOwned>(stdin: &[u8], what: &str) -> Result<T, String> {
+    let de = &mut serde_json::Deserializer::from_slice(stdin);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let at = e.path().to_string();
+        if at == "." {
+            format!("{what} is not valid: {}", e.inner())
+        } else {
+            format!("{what} is not valid: {at}: {}", e.inner())
+        }
+    })
 }
 
 /// The conflist a network names, as one `wasmcni-chain`.
@@ -391,7 +427,16 @@ impl Chain {
 
 /// Reads a conflist file, bounded.
 fn read_conflist(path: &Path) -> Result<Vec<u8>, String> {
-    let f = std::fs::File::open(path).map_err(|e| format!("conflist {}: {e}", path.display()))?;
+    use std::os::unix::fs::OpenOptionsExt;
+    // Never wait on a FIFO (netavark has no timeout for its plugins).
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("conflist {}: {e}", path.display()))?;
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(format!("conflist {} is not a regular file", path.display()));
+    }
     let mut text = Vec::new();
     f.take(MAX_CONFLIST + 1)
         .read_to_end(&mut text)
@@ -420,9 +465,25 @@ fn capability_args(
     strict: Strict,
 ) -> Result<Map<String, Value>, String> {
     let mut args = Map::new();
+    // What no plugin of the list would receive (libcni gives a capability
+    // argument only to the plugins that declare it): refused at setup
+    // rather than dropped, which would leave `podman run -p` without its
+    // port or the container without its MAC, silently.
+    let undeclared = |cap: &str, field: &str| -> Result<(), String> {
+        if strict == Strict::No || chain.declares(cap) {
+            return Ok(());
+        }
+        Err(format!(
+            "{field}: no plugin of {} declares the {cap:?} capability, so nothing would apply \
+             it; add \"capabilities\": {{\"{cap}\": true}} to the plugin that does (portmap \
+             for port mappings, tuning for a MAC)",
+            chain.source
+        ))
+    };
     match port_mappings(exec) {
         Ok(m) if m.is_empty() => {}
         Ok(m) => {
+            undeclared("portMappings", "port_mappings")?;
             args.insert("portMappings".into(), Value::Array(m));
         }
         Err(e) if strict == Strict::Yes => return Err(e),
@@ -449,6 +510,7 @@ fn capability_args(
         }
     }
     if let Some(mac) = opts.static_mac.as_ref().filter(|m| !m.is_empty()) {
+        undeclared("mac", "network_options.static_mac")?;
         args.insert("mac".into(), mac.clone().into());
     }
     if let Some(servers) = exec
@@ -463,14 +525,16 @@ fn capability_args(
     Ok(args)
 }
 
-/// netavark's port mappings as CNI's `portMappings`.
+/// netavark's port mappings as CNI's `portMappings` (one per port and
+/// protocol), at most as many as the firewall capability installs in one
+/// call.
 fn port_mappings(exec: &PluginExec) -> Result<Vec<Value>, String> {
+    let max = crate::caps::firewall::MAX_MAPPINGS;
     let mut mappings = Vec::new();
     for (i, m) in exec.port_mappings.iter().flatten().enumerate() {
         let field = format!("port_mappings[{i}]");
         let range = u32::from(m.range.max(1));
-        if range > MAX_RANGE
-            || u32::from(m.host_port) + range - 1 > 65535
+        if u32::from(m.host_port) + range - 1 > 65535
             || u32::from(m.container_port) + range - 1 > 65535
         {
             return Err(format!(
@@ -487,6 +551,12 @@ fn port_mappings(exec: &PluginExec) -> Result<Vec<Value>, String> {
             if !matches!(proto, "tcp" | "udp" | "sctp") {
                 return Err(format!(
                     "{field}.protocol: {proto:?} is not tcp, udp or sctp"
+                ));
+            }
+            if mappings.len() + range as usize > max {
+                return Err(format!(
+                    "{field}: the port mappings come to more than {max} ports (each port of \
+                     a range, once per protocol), more than wasmcni maps for one container"
                 ));
             }
             for k in 0..range {
@@ -574,8 +644,9 @@ fn printed_error(stdout: &[u8]) -> Option<String> {
 
 /// netavark's status block for a CNI result: the container's interface
 /// `ifname`, its MAC and its addresses with their gateways, and the DNS
-/// servers and search domains.
-fn status_block(result: &Value, ifname: &str) -> Value {
+/// servers and search domains; an error if the result holds what netavark
+/// could not read (it would fail the setup).
+fn status_block(result: &Value, ifname: &str) -> Result<Value, String> {
     let interfaces = result
         .get("interfaces")
         .and_then(Value::as_array)
@@ -595,38 +666,43 @@ fn status_block(result: &Value, ifname: &str) -> Value {
         .unwrap_or("")
         .to_owned();
     let mut subnets = Vec::new();
-    for ip in result
+    let mut subnet = |address: &Value, gateway: Option<&Value>, at: &str| -> Result<(), String> {
+        let ipnet: ipnet::IpNet = address
+            .as_str()
+            .and_then(|a| a.parse().ok())
+            .ok_or_else(|| format!("{at}.address {address} is not an address with a prefix"))?;
+        let mut s = Map::new();
+        s.insert("ipnet".into(), ipnet.to_string().into());
+        if let Some(gw) = gateway.filter(|g| !g.is_null()) {
+            let gw: IpAddr = gw
+                .as_str()
+                .and_then(|g| g.parse().ok())
+                .ok_or_else(|| format!("{at}.gateway {gw} is not an IP address"))?;
+            s.insert("gateway".into(), gw.to_string().into());
+        }
+        subnets.push(Value::Object(s));
+        Ok(())
+    };
+    for (k, ip) in result
         .get("ips")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
+        .enumerate()
     {
         // An address of another interface is not this one's.
         let of = ip.get("interface").and_then(Value::as_u64);
         if of.is_some() && of != index.map(|k| k as u64) {
             continue;
         }
-        let Some(address) = ip.get("address").and_then(Value::as_str) else {
-            continue;
-        };
-        let mut s = Map::new();
-        s.insert("ipnet".into(), address.into());
-        if let Some(gw) = ip.get("gateway").and_then(Value::as_str) {
-            s.insert("gateway".into(), gw.into());
-        }
-        subnets.push(Value::Object(s));
+        let address = ip.get("address").unwrap_or(&Value::Null);
+        subnet(address, ip.get("gateway"), &format!("ips[{k}]"))?;
     }
     // Results of spec 0.1/0.2: ip4 and ip6.
     for key in ["ip4", "ip6"] {
         if let Some(ip) = result.get(key) {
-            if let Some(address) = ip.get("ip").and_then(Value::as_str) {
-                let mut s = Map::new();
-                s.insert("ipnet".into(), address.into());
-                if let Some(gw) = ip.get("gateway").and_then(Value::as_str) {
-                    s.insert("gateway".into(), gw.into());
-                }
-                subnets.push(Value::Object(s));
-            }
+            let address = ip.get("ip").unwrap_or(&Value::Null);
+            subnet(address, ip.get("gateway"), key)?;
         }
     }
     let dns = result.get("dns");
@@ -640,15 +716,22 @@ fn status_block(result: &Value, ifname: &str) -> Value {
         .into_iter()
         .filter(|s| s.as_str().is_some_and(|s| s.parse::<IpAddr>().is_ok()))
         .collect();
+    let search: Vec<Value> = list("search")
+        .into_iter()
+        .filter(Value::is_string)
+        .collect();
     let mut block = BTreeMap::new();
-    block.insert("dns_search_domains", Value::Array(list("search")));
+    block.insert("dns_search_domains", Value::Array(search));
     block.insert("dns_server_ips", Value::Array(servers));
     block.insert(
         "interfaces",
         json!({ ifname: { "mac_address": mac, "subnets": subnets } }),
     );
-    json!(block)
+    Ok(json!(block))
 }
+
+/// The run directory's subdirectory of kept results (0700).
+const DIR: &str = "netavark";
 
 /// The result of a setup, kept for its teardown: `<run dir>/netavark/`,
 /// one file per attachment.
@@ -667,7 +750,7 @@ struct Kept {
 
 impl ResultCache {
     fn new(network: &str, container_id: &str, ifname: &str) -> ResultCache {
-        let root = crate::netlock::run_dir().join("netavark");
+        let root = crate::netlock::run_dir();
         // A digest of the three (always: a newline is no plain name).
         let file = crate::state_fs::component(&format!("{network}\n{container_id}\n{ifname}"));
         ResultCache {
@@ -678,14 +761,17 @@ impl ResultCache {
 
     fn store(&self, list: &Value, result: &Value) -> std::io::Result<()> {
         let text = serde_json::to_vec(&json!({"list": list, "result": result}))?;
-        crate::state_fs::write_atomic(&self.root, Path::new("."), &self.file, &text)
+        crate::state_fs::write_atomic(&self.root, Path::new(DIR), &self.file, &text)
     }
 
     fn load(&self) -> Option<Kept> {
-        let text =
-            crate::state_fs::read_bounded(&self.root, Path::new(&self.file), MAX_CONFLIST * 2)
-                .ok()
-                .flatten()?;
+        let text = crate::state_fs::read_bounded(
+            &self.root,
+            &Path::new(DIR).join(&self.file),
+            MAX_CONFLIST * 2,
+        )
+        .ok()
+        .flatten()?;
         let v: Value = serde_json::from_slice(&text).ok()?;
         Some(Kept {
             list: v.get("list")?.clone(),
@@ -694,9 +780,10 @@ impl ResultCache {
     }
 
     fn remove(&self) {
-        match std::fs::remove_file(self.root.join(&self.file)) {
+        let path = self.root.join(DIR).join(&self.file);
+        match std::fs::remove_file(&path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                log::warn!("removing {}: {e}", self.root.join(&self.file).display())
+                log::warn!("removing {}: {e}", path.display())
             }
             _ => {}
         }
@@ -728,7 +815,9 @@ mod tests {
                 {"container_port": 53, "host_ip": "127.0.0.1", "host_port": 5353, "protocol": "udp", "range": 0}],
             "network": {"name": "n", "driver": "wasmcni", "id": "i", "unknown": 1},
             "network_options": {"interface_name": "eth0"}}));
-        let args = capability_args(&e, &chain(json!([{"type": "bridge"}])), Strict::Yes).unwrap();
+        let with_portmap = chain(json!([{"type": "bridge"},
+            {"type": "portmap", "capabilities": {"portMappings": true}}]));
+        let args = capability_args(&e, &with_portmap, Strict::Yes).unwrap();
         let pm = args["portMappings"].as_array().unwrap();
         assert_eq!(pm.len(), 5);
         assert_eq!(
@@ -743,6 +832,15 @@ mod tests {
             pm[4],
             json!({"hostPort": 5353, "containerPort": 53, "protocol": "udp", "hostIP": "127.0.0.1"})
         );
+        // No plugin takes them: refused at setup (podman's -p would do
+        // nothing), passed over at teardown.
+        let bare = chain(json!([{"type": "bridge"}]));
+        let err = capability_args(&e, &bare, Strict::Yes).unwrap_err();
+        assert!(
+            err.contains("port_mappings: no plugin of test declares the \"portMappings\""),
+            "{err}"
+        );
+        assert!(capability_args(&e, &bare, Strict::No).is_ok());
     }
 
     #[test]
@@ -756,12 +854,16 @@ mod tests {
                 json!({"container_port": 80, "host_port": 80, "protocol": "icmp", "range": 1}),
                 "port_mappings[0].protocol: \"icmp\"",
             ),
+            (
+                json!({"container_port": 8000, "host_port": 8000, "protocol": "tcp,udp", "range": 129}),
+                "port_mappings[0]: the port mappings come to more than 256 ports",
+            ),
         ] {
             let e = exec(json!({
                 "container_id": "c", "port_mappings": [pm],
                 "network": {"name": "n"}, "network_options": {"interface_name": "eth0"}}));
-            let err =
-                capability_args(&e, &chain(json!([{"type": "bridge"}])), Strict::Yes).unwrap_err();
+            let c = chain(json!([{"type": "portmap", "capabilities": {"portMappings": true}}]));
+            let err = capability_args(&e, &c, Strict::Yes).unwrap_err();
             assert!(err.contains(want), "{err} lacks {want}");
         }
     }
@@ -779,9 +881,20 @@ mod tests {
             err.contains("network_options.static_ips (10.88.0.50)"),
             "{err}"
         );
-        let args = capability_args(
+        let err = capability_args(
             &e,
             &chain(json!([{"type": "bridge", "capabilities": {"ips": true}}])),
+            Strict::Yes,
+        )
+        .unwrap_err();
+        assert!(
+            err.contains("network_options.static_mac: no plugin"),
+            "{err}"
+        );
+        let args = capability_args(
+            &e,
+            &chain(json!([{"type": "bridge", "capabilities": {"ips": true}},
+                          {"type": "tuning", "capabilities": {"mac": true}}])),
             Strict::Yes,
         )
         .unwrap();
@@ -837,7 +950,7 @@ mod tests {
                 {"address": "fd00::5/64"}],
             "dns": {"nameservers": ["10.88.0.1", "bogus"], "search": ["example.org"]}});
         assert_eq!(
-            status_block(&result, "eth0"),
+            status_block(&result, "eth0").expect("a block"),
             json!({
                 "dns_search_domains": ["example.org"],
                 "dns_server_ips": ["10.88.0.1"],
@@ -845,5 +958,19 @@ mod tests {
                     {"ipnet": "10.88.0.5/16", "gateway": "10.88.0.1"},
                     {"ipnet": "fd00::5/64"}]}}})
         );
+        // What netavark could not read fails the setup (which undoes it).
+        for (bad, want) in [
+            (
+                json!({"ips": [{"address": "10.0.0.5"}]}),
+                "ips[0].address \"10.0.0.5\"",
+            ),
+            (
+                json!({"ips": [{"address": "10.0.0.5/24", "gateway": "x"}]}),
+                "ips[0].gateway \"x\"",
+            ),
+        ] {
+            let err = status_block(&bad, "eth0").unwrap_err();
+            assert!(err.contains(want), "{err}");
+        }
     }
 }

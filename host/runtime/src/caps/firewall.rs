@@ -107,7 +107,7 @@ pub const DEFAULT_FORWARD_MARK: u32 = 0x1000;
 /// Most port maps (container addresses) in one call.
 const MAX_PORT_MAPS: usize = 8;
 /// Most mappings in one port map.
-const MAX_MAPPINGS: usize = 256;
+pub(crate) const MAX_MAPPINGS: usize = 256;
 /// Most prefixes or addresses of a masquerade or forward call.
 const MAX_ADDRESSES: usize = 16;
 /// Most kinds in a remove or collect-garbage call (there are five).
