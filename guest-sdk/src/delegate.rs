@@ -6,6 +6,41 @@
 //! # Capabilities
 //! The plugin's policy must list the delegate (`delegates`, or
 //! `native-delegates` for a native binary from `CNI_PATH`).
+//!
+//! # Example: delegation
+//! An interface plugin's IPAM, as bridge and ptp do it: the config's
+//! `"ipam": {"type": "host-local", ...}` is run with this invocation's
+//! config and environment (the entry lists `"delegates": ["host-local"]`).
+//! What a wasm delegate changes joins this invocation's journal, so a
+//! failed ADD releases its addresses without the explicit IPAM DEL the
+//! reference plugins run.
+//!
+//! ```no_run
+//! use guest_sdk::cni::{CniResult, Command, Error};
+//! use guest_sdk::delegate;
+//! use guest_sdk::skel::Invocation;
+//!
+//! fn ipam_type(inv: &Invocation) -> Result<&str, Error> {
+//!     match inv.conf.ipam.as_ref() {
+//!         Some(ipam) if !ipam.plugin_type.is_empty() => Ok(ipam.plugin_type.as_str()),
+//!         _ => Err(Error::invalid_config("an \"ipam\" section with a \"type\" is required")),
+//!     }
+//! }
+//!
+//! /// ADD: the addresses, gateways and routes to configure, read in the
+//! /// config's version whatever version the delegate answered in.
+//! fn add(inv: &Invocation) -> Result<CniResult, Error> {
+//!     let result = delegate::add(ipam_type(inv)?, &inv.stdin, inv.version())?;
+//!     // ... put result.ips on the interface, add result.routes ...
+//!     Ok(result)
+//! }
+//!
+//! /// DEL (and CHECK, GC, STATUS alike): the delegate's own; its error,
+//! /// if any, is passed on unchanged.
+//! fn del(inv: &Invocation) -> Result<(), Error> {
+//!     delegate::exec(ipam_type(inv)?, Command::Del, &inv.stdin)
+//! }
+//! ```
 
 use crate::bindings::wasmcni::plugin::delegate::{self as wit, DelegateError};
 use crate::cni::{CniResult, Command, Error};

@@ -13,6 +13,51 @@
 //! checking needs `read`. The container address a rule names must be the
 //! attachment's (its IPAM result or the runtime's `prevResult`). Installs
 //! are journaled and undone if ADD fails; removal is refused during ADD.
+//!
+//! # Example: firewall
+//! A port-mapping plugin: node port 8080 to port 80 of the container's
+//! address (from `prevResult`), with hairpin masquerading. Needs
+//! `firewall.port-mappings` in the host grant (and `read` for CHECK).
+//!
+//! ```no_run
+//! use guest_sdk::cni::{Cidr, Error};
+//! use guest_sdk::firewall::{PortMap, PortMapping, Protocol, RuleKind, Rules};
+//! use guest_sdk::net::Netns;
+//!
+//! fn rules(container: Cidr) -> Rules {
+//!     Rules::PortMap(vec![PortMap {
+//!         container: container.into(), // 10.22.0.5/24: the address and its subnet
+//!         mappings: vec![PortMapping {
+//!             host_port: 8080,
+//!             container_port: 80,
+//!             protocol: Protocol::Tcp,
+//!             host_ip: None, // any local address
+//!         }],
+//!         snat: true,
+//!         masq_all: false,
+//!         conditions: Vec::new(),
+//!     }])
+//! }
+//!
+//! /// ADD: installs (or replaces) the attachment's port maps.
+//! fn add(container: Cidr) -> Result<(), Error> {
+//!     Ok(Netns::host()?.firewall_add(&rules(container))?)
+//! }
+//!
+//! /// CHECK: exactly those rules are there.
+//! fn check(container: Cidr) -> Result<(), Error> {
+//!     match Netns::host()?.firewall_check(&rules(container))? {
+//!         true => Ok(()),
+//!         false => Err(Error::internal("the port mappings are not as ADD left them")),
+//!     }
+//! }
+//!
+//! /// DEL: removes them by the attachment's tag: no `prevResult` needed.
+//! fn del() -> Result<(), Error> {
+//!     Netns::host()?.firewall_remove(&[RuleKind::PortMap])?; // how many: not needed
+//!     Ok(())
+//! }
+//! ```
 
 use crate::bindings::wasmcni::plugin::firewall;
 use crate::net::{HostError, Netns};

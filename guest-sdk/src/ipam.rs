@@ -8,6 +8,49 @@
 //! # Capabilities
 //! Needs `ipam-roots` in the plugin's policy; the data directory must lie
 //! under one of them.
+//!
+//! # Example: IPAM
+//! An IPAM plugin (as host-local, much reduced): the first free address of
+//! 10.22.0.0/24 after the gateway, reserved for this attachment in the
+//! default data directory (`/var/lib/cni/networks/<network>`, so
+//! `"ipam-roots": ["/var/lib/cni/networks"]`). A reservation made in a
+//! failed ADD is released by the host.
+//!
+//! ```no_run
+//! use std::net::{IpAddr, Ipv4Addr};
+//! use guest_sdk::cni::{Cidr, CniResult, Error, IpConfig};
+//! use guest_sdk::ipam::Store;
+//!
+//! fn add() -> Result<CniResult, Error> {
+//!     let store = Store::open(None)?; // locked until dropped
+//!     // A retried ADD finds the address it reserved before.
+//!     let ip = match store.owned()?.first() {
+//!         Some(&ip) => ip,
+//!         None => {
+//!             let mut free = None;
+//!             for host in 2..255u8 {
+//!                 let ip = IpAddr::V4(Ipv4Addr::new(10, 22, 0, host));
+//!                 // Range set "0"; false: another attachment holds it.
+//!                 if store.reserve(ip, "0")? {
+//!                     free = Some(ip);
+//!                     break;
+//!                 }
+//!             }
+//!             free.ok_or_else(|| Error::internal("10.22.0.0/24 is full"))?
+//!         }
+//!     };
+//!     let gateway = IpAddr::V4(Ipv4Addr::new(10, 22, 0, 1));
+//!     Ok(CniResult {
+//!         ips: vec![IpConfig { gateway: Some(gateway), ..IpConfig::new(Cidr::new(ip, 24)?) }],
+//!         ..CniResult::default()
+//!     })
+//! }
+//!
+//! /// DEL: every address this attachment holds goes back.
+//! fn del() -> Result<(), Error> {
+//!     Ok(Store::open(None)?.release_owned()?)
+//! }
+//! ```
 
 use std::net::IpAddr;
 

@@ -55,6 +55,163 @@
 //! a CNI result, JSON the runtime reads. Import the aliases where a plugin
 //! needs both; [`Route::from_result`] turns the second into the first.
 //!
+//! # Example: links and namespaces
+//! ADD of a bridge-like plugin: a veth pair, `CNI_IFNAME` in the container
+//! and `veth<8 hex>` on the node (the node end named as the grant's
+//! `names` allow, `veth*` by default), the node's end on bridge `cni0`.
+//! Needs `create: ["veth"]` in both namespaces, `create: ["bridge"]`,
+//! `modify` and `read`. Every change is journaled: if ADD fails later, the
+//! host undoes it.
+//!
+//! ```no_run
+//! use guest_sdk::cni::{CniResult, Error, Interface};
+//! use guest_sdk::net::{mac_string, BridgeOptions, ErrorCode, LinkOptions, Netns};
+//! use guest_sdk::skel::Invocation;
+//!
+//! fn add(inv: &Invocation) -> Result<CniResult, Error> {
+//!     let container = Netns::container()?; // CNI_NETNS
+//!     let host = Netns::host()?; // needs a `host` grant in the plugin's entry
+//!     let options = LinkOptions::default();
+//!     match host.create_bridge("cni0", &options, BridgeOptions::default()) {
+//!         Ok(_) => {}
+//!         Err(e) if e.code == ErrorCode::AlreadyExists => {} // the network's, from an earlier ADD
+//!         Err(e) => return Err(e.into()),
+//!     }
+//!     let bridge = host.link("cni0")?;
+//!     let peer = format!("veth{}", inv.env.container_id.get(..8).unwrap_or("0"));
+//!     let mtu = LinkOptions { mtu: Some(1450), ..LinkOptions::default() };
+//!     // The peer is born in the node's namespace: no move, no window.
+//!     let pair = container.create_veth(&inv.env.ifname, &host, &peer, &mtu, None)?;
+//!     host.set_master(pair.peer_index, Some(bridge.index))?;
+//!     host.set_up(pair.peer_index, true)?;
+//!     if !bridge.up {
+//!         host.set_up(bridge.index, true)?;
+//!     }
+//!     container.set_up(pair.index, true)?;
+//!     let link = container.link_by_index(pair.index)?;
+//!     Ok(CniResult {
+//!         interfaces: vec![Interface {
+//!             mac: mac_string(&link.mac),
+//!             sandbox: inv.env.netns.clone(),
+//!             ..Interface::new(link.name)
+//!         }],
+//!         ..CniResult::default()
+//!     })
+//! }
+//! ```
+//!
+//! # Example: addresses
+//! Puts an address (from the IPAM result) on the container's link and
+//! reads back what the link has: `addresses` and `read` in the container
+//! grant (`announce` for the gratuitous ARP).
+//!
+//! ```no_run
+//! use guest_sdk::cni::{Cidr, Error, IpConfig};
+//! use guest_sdk::net::{AddressOptions, IpFamily, IpPrefix, Netns};
+//!
+//! fn assign(container: &Netns, index: u32, ip: &IpConfig) -> Result<(), Error> {
+//!     // The address as given (10.22.0.5/24), not masked; its prefix route too.
+//!     let prefix = IpPrefix::from(ip.address);
+//!     let options = AddressOptions { no_dad: true, ..AddressOptions::default() };
+//!     container.add_address(index, prefix, options)?;
+//!     container.announce(index, ip.address.addr().into())?;
+//!     let link = container.link_by_index(index)?;
+//!     let family = if ip.address.is_ipv4() { IpFamily::Ipv4 } else { IpFamily::Ipv6 };
+//!     let has = container.addresses(Some(&link), Some(family))?;
+//!     if !has.iter().any(|a| a.prefix == prefix) {
+//!         return Err(Error::internal(format!("{prefix} is not on {}", link.name)));
+//!     }
+//!     Ok(())
+//! }
+//!
+//! /// DEL: the address goes; not there is no error (DEL runs again).
+//! fn unassign(container: &Netns, index: u32, address: Cidr) -> Result<(), Error> {
+//!     match container.delete_address(index, address.into()) {
+//!         Err(e) if e.is_not_found() => Ok(()),
+//!         other => Ok(other?),
+//!     }
+//! }
+//! ```
+//!
+//! # Example: routes
+//! Add, list and delete (`routes` and `read` in the container grant). The
+//! routes of a CNI result (a [`cni::Route`](crate::cni::Route) each) become
+//! kernel routes through the interface with [`Route::from_result`]; a route
+//! of your own starts from [`Route::to`] or [`Route::default_via`].
+//! [`Netns::routes`] lists [`RouteInfo`]s: the [`Route`] and whether
+//! wasmcni made it (`owned`).
+//!
+//! ```no_run
+//! use std::net::Ipv4Addr;
+//! use guest_sdk::cni::{CniResult, Error};
+//! use guest_sdk::net::{IpFamily, IpPrefix, Netns, Route, RouteInfo};
+//!
+//! /// ADD: the result's routes through link `index`, then one to the
+//! /// service network via the first IPv4 gateway.
+//! fn add_routes(container: &Netns, index: u32, result: &CniResult) -> Result<(), Error> {
+//!     let gateway = |v4: bool| {
+//!         let ips = result.ips.iter().filter(|ip| ip.address.is_ipv4() == v4);
+//!         ips.filter_map(|ip| ip.gateway).next()
+//!     };
+//!     for r in &result.routes {
+//!         let mut route = Route::from_result(r, index);
+//!         // A result route without `gw` goes via its family's gateway.
+//!         if route.gateway.is_none() {
+//!             route.gateway = gateway(r.dst.is_ipv4()).map(Into::into);
+//!         }
+//!         container.add_route(&route)?; // `already-exists` if an equal one is there
+//!     }
+//!     if let Some(gw) = gateway(true) {
+//!         let services = Route {
+//!             gateway: Some(gw.into()),
+//!             link_index: Some(index),
+//!             metric: Some(100),
+//!             ..Route::to((Ipv4Addr::new(10, 96, 0, 0), 12))
+//!         };
+//!         // Adds it, or replaces the route of the same destination, table and metric.
+//!         container.replace_route(&services)?;
+//!     }
+//!     Ok(())
+//! }
+//!
+//! /// DEL: the route to the service network goes, if it is there.
+//! fn del_routes(container: &Netns) -> Result<(), Error> {
+//!     let services: IpPrefix = (Ipv4Addr::new(10, 96, 0, 0), 12).into();
+//!     // The main table's IPv4 routes (`None`: every table).
+//!     for RouteInfo { route, owned: _ } in container.routes(Some(IpFamily::Ipv4), Some(254))? {
+//!         if route.destination == services {
+//!             match container.delete_route(&route) {
+//!                 Err(e) if e.is_not_found() => {} // gone meanwhile
+//!                 other => other?,
+//!             }
+//!         }
+//!     }
+//!     Ok(())
+//! }
+//! ```
+//!
+//! # Example: sysctls
+//! Reads and writes `net.` settings: each key must match a pattern of the
+//! grant's `sysctls` (here `"net.ipv6.conf.*.accept_ra"` in the container
+//! grant and `"net.ipv4.ip_forward"` in the host grant; a node-wide key
+//! only when a pattern names it literally). A write is journaled: a failed
+//! ADD writes the old value back.
+//!
+//! ```no_run
+//! use guest_sdk::cni::Error;
+//! use guest_sdk::net::Netns;
+//!
+//! fn tune(container: &Netns, host: &Netns, ifname: &str) -> Result<(), Error> {
+//!     // A `.` in a link name is a `/` in a sysctl key (as `sysctl -w` takes it).
+//!     let key = format!("net.ipv6.conf.{}.accept_ra", ifname.replace('.', "/"));
+//!     if container.sysctl(&key)?.trim() != "0" {
+//!         container.set_sysctl(&key, "0")?;
+//!     }
+//!     host.set_sysctl("net.ipv4.ip_forward", "1")?;
+//!     Ok(())
+//! }
+//! ```
+//!
 //! # Native builds
 //! There is no wasmcni host in a native build (a plugin's `cargo test`).
 //! The first host call a native test reaches, always

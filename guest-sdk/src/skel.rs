@@ -17,6 +17,10 @@
 //! them, code 4). DEL and GC also read the config leniently: a known
 //! section that does not parse is left out ([`parse_conf`]); ADD, CHECK
 //! and STATUS refuse it.
+//!
+//! [`CniArgs::parse_lenient`]: crate::cni::CniArgs::parse_lenient
+//! [`CniArgs::malformed`]: crate::cni::CniArgs::malformed
+//! [`CniArgs::check_known`]: crate::cni::CniArgs::check_known
 
 use std::io::{Read, Write};
 

@@ -12,12 +12,37 @@
 //! # Capabilities
 //! Needs `"attachment-state": true` in the plugin's policy entry.
 //!
+//! # Example: plugin state
+//! As the `tuning` plugin does: ADD changes the container interface's MTU
+//! and keeps the old one; DEL puts it back (`read` and `modify` in the
+//! container grant too).
+//!
 //! ```no_run
-//! # fn f() -> Result<(), guest_sdk::net::HostError> {
+//! use guest_sdk::cni::{CniResult, Error};
+//! use guest_sdk::net::Netns;
+//! use guest_sdk::skel::Invocation;
 //! use guest_sdk::state;
-//! state::set("old-mtu", "1500")?; // in ADD
-//! if let Some(mtu) = state::get("old-mtu")? { /* in DEL: restore it */ }
-//! # Ok(()) }
+//!
+//! fn add(inv: &Invocation) -> Result<CniResult, Error> {
+//!     let c = inv.container_interface()?;
+//!     state::set("old-mtu", &c.link.mtu.to_string())?; // undone if ADD fails
+//!     c.ns.set_mtu(c.link.index, 9000)?;
+//!     Ok(c.prev)
+//! }
+//!
+//! fn del(inv: &Invocation) -> Result<(), Error> {
+//!     // None: ADD never got that far, or this is DEL again.
+//!     let Some(old) = state::get("old-mtu")? else { return Ok(()) };
+//!     let mtu: u32 = old.parse().map_err(|_| Error::internal(format!("old MTU {old:?}")))?;
+//!     // The namespace or the interface may be gone: nothing to restore.
+//!     if let Ok(ns) = Netns::container() {
+//!         if let Ok(link) = ns.link(&inv.env.ifname) {
+//!             ns.set_mtu(link.index, mtu)?;
+//!         }
+//!     }
+//!     state::remove("old-mtu")?; // the host drops the record after DEL anyway
+//!     Ok(())
+//! }
 //! ```
 
 use crate::bindings::wasmcni::plugin::attachment_state as wit;

@@ -11,6 +11,46 @@
 //! the namespace, reading needs `read`; in the host namespace only links
 //! the plugin may modify (its attachment's own). Installs are journaled and
 //! undone if ADD fails; removal is refused during ADD.
+//!
+//! # Example: traffic control
+//! A bandwidth plugin, chained after the plugin that made the container's
+//! veth: 10 Mbit/s each way on the veth's node end (`host_index`, a link
+//! of this attachment), checked by CHECK, removed by DEL. Needs
+//! `traffic-control` and `read` in the host grant.
+//!
+//! ```no_run
+//! use guest_sdk::cni::Error;
+//! use guest_sdk::net::Netns;
+//! use guest_sdk::tc::{RateLimit, Shaping};
+//!
+//! const LIMIT: RateLimit = RateLimit { rate: 10_000_000, burst: 1_000_000 }; // bits/s, bits
+//!
+//! /// ADD: what the node's end sends is what the container receives;
+//! /// what it receives (the container's traffic) is limited on an `ifb`
+//! /// the host makes for the attachment.
+//! fn add(host: &Netns, host_index: u32) -> Result<(), Error> {
+//!     host.limit_transmit(host_index, LIMIT)?;
+//!     let _ifb = host.limit_receive(host_index, LIMIT)?; // its index, for the result
+//!     Ok(())
+//! }
+//!
+//! /// CHECK: both directions limited as ADD left them.
+//! fn check(host: &Netns, host_index: u32) -> Result<(), Error> {
+//!     let limits = host.limits(host_index)?;
+//!     for (way, shaping) in [("transmit", limits.transmit), ("receive", limits.receive)] {
+//!         if !matches!(shaping, Shaping::RateLimit(_)) {
+//!             return Err(Error::internal(format!("{way}: {shaping:?}, not a rate limit")));
+//!         }
+//!     }
+//!     Ok(())
+//! }
+//!
+//! /// DEL: the link's limits and the attachment's `ifb` go; what is not
+//! /// there is no error (the link may be gone: then only the `ifb`).
+//! fn del(host: &Netns, host_index: Option<u32>) -> Result<(), Error> {
+//!     Ok(host.remove_limits(host_index)?)
+//! }
+//! ```
 
 use crate::bindings::wasmcni::plugin::traffic_control;
 use crate::net::{HostError, Netns};

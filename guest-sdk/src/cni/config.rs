@@ -46,6 +46,8 @@ impl IpamConf {
 }
 
 impl<'de> Deserialize<'de> for IpamConf {
+    /// Via [`IpamConf::from_map`]: `type` (a string, if present) and every
+    /// other key.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<IpamConf, D::Error> {
         let map = Map::deserialize(d)?;
         IpamConf::from_map(map).map_err(|e| serde::de::Error::custom(e.msg))

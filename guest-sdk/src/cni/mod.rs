@@ -15,6 +15,53 @@
 //! | [`config`]  | [`NetConf`], the plugin's network configuration             |
 //! | [`result`]  | [`CniResult`] and its conversion to/from every version      |
 //! | [`validate`]| container ID / network name / interface name rules          |
+//!
+//! # Example: config and result
+//! A plugin's own settings sit beside the standard keys of its config;
+//! [`NetConf::plugin_config`] reads the whole object into the plugin's
+//! type, in which guest-sdk's JSON types (a [`Cidr`] from
+//! `"10.22.0.0/24"`, [`Dns`], [`IpamConf`]) may appear. The result is
+//! built in the 1.1 model and written in the config's version. Pure: this
+//! runs natively, as a plugin's unit tests do.
+//!
+//! ```
+//! use guest_sdk::cni::{Cidr, CniResult, Dns, Error, Interface, IpConfig, NetConf, Route};
+//!
+//! #[derive(serde::Deserialize)]
+//! struct Conf {
+//!     subnet: Cidr,
+//!     mtu: Option<u32>,
+//!     #[serde(default)]
+//!     dns: Dns,
+//! }
+//!
+//! let stdin = br#"{"cniVersion": "1.0.0", "name": "net", "type": "my-plugin",
+//!     "subnet": "10.22.0.0/24", "mtu": 1400, "dns": {"nameservers": ["10.22.0.1"]}}"#;
+//! let conf = NetConf::parse(stdin)?; // code 6 or 7 naming the field when it is wrong
+//! let mine: Conf = conf.plugin_config()?; // unknown keys ignored; code 7 naming a bad one
+//! assert_eq!(mine.subnet.to_string(), "10.22.0.0/24");
+//!
+//! let result = CniResult {
+//!     interfaces: vec![Interface {
+//!         mtu: mine.mtu,
+//!         sandbox: "/run/netns/c1".into(), // CNI_NETNS: a container interface
+//!         ..Interface::new("eth0")
+//!     }],
+//!     ips: vec![IpConfig {
+//!         interface: Some(0), // index into `interfaces`
+//!         gateway: Some(mine.subnet.first_host()),
+//!         ..IpConfig::new(Cidr::parse("10.22.0.5/24")?)
+//!     }],
+//!     routes: vec![Route::new(Cidr::default_route(true))], // via the gateway
+//!     dns: mine.dns,
+//! };
+//! // What the runtime reads (a plugin's ADD returns `result`; skel prints it).
+//! let json = result.to_json_string(&conf.cni_version)?;
+//! assert!(json.contains(r#""address": "10.22.0.5/24""#), "{json}");
+//! // A chained plugin reads it back from its `prevResult`.
+//! assert_eq!(CniResult::from_slice(json.as_bytes(), "1.0.0")?, result);
+//! # Ok::<(), Error>(())
+//! ```
 
 pub mod args;
 pub mod config;

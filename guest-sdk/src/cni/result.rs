@@ -215,6 +215,7 @@ impl FromStr for Cidr {
 }
 
 impl Serialize for Cidr {
+    /// As CIDR text, `"10.1.2.3/24"`.
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
     }
@@ -239,6 +240,7 @@ impl serde::de::Visitor<'_> for CidrVisitor {
 }
 
 impl<'de> Deserialize<'de> for Cidr {
+    /// From CIDR text, `"10.1.2.3/24"`, as [`Cidr::parse`] reads it.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Cidr, D::Error> {
         d.deserialize_str(CidrVisitor)
     }
