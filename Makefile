@@ -38,10 +38,12 @@ lint: setup
 test: lint
 	tests/node-untouched.sh $(CARGO) test --no-fail-fast -p wasmcni -p wasmcni-runtime -p wasmcni-tools -p wasmcni-kernel -p cni-spec -p gojson -p guest-sdk $(addprefix -p ,$(notdir $(wildcard guests/*)))
 
-# Regenerate docs/capabilities.md from host/runtime/src/caps/catalog.rs (a unit test
-# fails when it is stale).
+# Regenerate docs/capabilities.md from host/runtime/src/caps/catalog.rs and
+# docs/sdk-reference.md from guest-sdk's source (a test fails when either
+# is stale).
 docs: setup
 	WASMCNI_UPDATE_DOCS=1 $(CARGO) test -p wasmcni-runtime --lib caps::catalog
+	WASMCNI_UPDATE_DOCS=1 $(CARGO) test -p guest-sdk --test sdk_reference
 
 # Import circles between the modules of each host crate (issue 25).
 cycles:
