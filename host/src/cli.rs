@@ -172,6 +172,12 @@ enum Command {
     /// --valid does not list it, or (without --valid) when its container
     /// namespace no longer exists or its record is from another boot.
     Gc(crate::gc::Options),
+    /// Chain a plugin into the cluster's primary CNI network (flannel,
+    /// Calico, Cilium): append an entry to the primary conflist's plugins
+    /// (the first in the conf dir), atomically and idempotently; --remove
+    /// takes it out; --watch keeps it there when the primary rewrites its
+    /// file.
+    ChainInto(crate::chain_into::Options),
     /// netavark plugin API (Podman 5+; driver `wasmcni`): check the network
     /// config on stdin (its option `conflist` or `conflist-json` names a
     /// CNI conflist) and print it.
@@ -291,6 +297,7 @@ pub fn main() -> i32 {
             crate::scaffold::run(&name, dir.as_deref(), sdk.as_deref(), git)
         }
         Command::Gc(opts) => crate::gc::run(&opts),
+        Command::ChainInto(opts) => crate::chain_into::run(&opts),
         Command::Create => return netavark::main(netavark::Call::Create),
         // (A missing namespace is netavark's error JSON, not clap's usage.)
         Command::Setup { netns } => {

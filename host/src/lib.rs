@@ -11,6 +11,7 @@
 //! suggest, demo).
 #![deny(missing_docs)]
 
+pub mod chain_into;
 pub mod cli;
 pub mod inspect;
 pub mod install;

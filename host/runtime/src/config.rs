@@ -21,6 +21,7 @@
 //! | `WASMCNI_FAULT` | test builds only: a fault to inject (see `fault.rs`) | none |
 //! | `WASMCNI_UPDATE_DOCS` | unit tests only: rewrite docs/capabilities.md | unset |
 //! | `PATH` | handed to native delegates | — |
+//! | `KUBERNETES_NODE_NAME`, `CNI_MTU`, `POD_CIDR` | `wasmcni chain-into`'s placeholders (`__KUBERNETES_NODE_NAME__`, ...) | unset |
 //!
 //! An empty value counts as unset for `WASMCNI_POLICY_DIR`,
 //! `WASMCNI_STATE_DIR`, `WASMCNI_CACHE_DIR` and `WASMCNI_PLUGIN_DIR`; the
@@ -62,6 +63,10 @@ pub struct Config {
     pub update_docs: bool,
     /// `PATH`, if it is Unicode.
     pub path: Option<String>,
+    /// `KUBERNETES_NODE_NAME`, `CNI_MTU` and `POD_CIDR` (those set and
+    /// Unicode): `wasmcni chain-into` fills its entry's placeholders of
+    /// the same names with them.
+    pub placeholders: Vec<(&'static str, String)>,
 }
 
 impl Config {
@@ -84,6 +89,10 @@ impl Config {
             fault: text("WASMCNI_FAULT"),
             update_docs: var("WASMCNI_UPDATE_DOCS").is_some(),
             path: var("PATH").and_then(|p| p.into_string().ok()),
+            placeholders: ["KUBERNETES_NODE_NAME", "CNI_MTU", "POD_CIDR"]
+                .into_iter()
+                .filter_map(|k| Some((k, var(k)?.into_string().ok()?)))
+                .collect(),
         }
     }
 
