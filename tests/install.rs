@@ -1399,3 +1399,148 @@ fn install_takes_the_policy_entry_alone_or_in_a_policy_document() {
     pinned["sha256"] = json!(sha);
     assert_eq!(node.entry(), pinned);
 }
+
+/// Issue 27 (4): several `--plugin`s in one run, each with the `--name`
+/// and `--policy` after it, and several `--conflist`s; a `--name` or
+/// `--policy` that belongs to no `--plugin` or to one that has one
+/// already, two plugins of one name and two conflists of one file name are
+/// refused before anything changes.
+#[test]
+fn install_takes_many_plugins_each_with_its_own_name_and_policy() {
+    support::require_root();
+    let node = Node::new();
+    let wasm = std::fs::read(support::fixture("loopback")).unwrap();
+    let bee = rebuilt(&wasm, "bee");
+    std::fs::write(node.path("src/a.wasm"), &wasm).unwrap();
+    std::fs::write(node.path("src/b.wasm"), &bee).unwrap();
+    std::fs::write(
+        node.path("src/a.json"),
+        json!({"container": {"read": true, "modify": true}}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        node.path("src/b.json"),
+        json!({"container": {"read": true}}).to_string(),
+    )
+    .unwrap();
+    std::fs::create_dir(node.path("src/other")).unwrap();
+    for (file, ty) in [
+        ("src/10-a.conflist", "a"),
+        ("src/20-bee.conflist", "bee"),
+        ("src/other/10-a.conflist", "loopback"),
+    ] {
+        std::fs::write(
+            node.path(file),
+            json!({"cniVersion": "1.0.0", "name": ty, "plugins": [{"type": ty}]}).to_string(),
+        )
+        .unwrap();
+    }
+    let conf_dir = node.path("net.d").display().to_string();
+    for (args, needle) in [
+        (
+            &["--policy", "src/a.json", "--plugin", "src/a.wasm"][..],
+            "--policy \"src/a.json\" comes before any --plugin",
+        ),
+        (
+            &[
+                "--plugin",
+                "src/a.wasm",
+                "--policy",
+                "src/a.json",
+                "--policy",
+                "src/b.json",
+            ][..],
+            "--plugin \"src/a.wasm\" is given two --policy (\"src/a.json\", \"src/b.json\")",
+        ),
+        (
+            &[
+                "--plugin",
+                "src/a.wasm",
+                "--plugin",
+                "src/b.wasm",
+                "--name",
+                "a",
+            ][..],
+            "--plugin \"src/a.wasm\" and --plugin \"src/b.wasm\" both install plugin \"a\"",
+        ),
+        (
+            &[
+                "--conflist",
+                "src/10-a.conflist",
+                "--conflist",
+                "src/other/10-a.conflist",
+                "--conf-dir",
+                &conf_dir,
+            ][..],
+            "would both be",
+        ),
+    ] {
+        let mut args = args.to_vec();
+        args.extend(["--only", "loopback"]);
+        node.assert_refused(&args, &[needle]);
+    }
+
+    let out = node.install(&[
+        "--only",
+        "loopback",
+        "--plugin",
+        "src/a.wasm",
+        "--policy",
+        "src/a.json",
+        "--plugin",
+        "src/b.wasm",
+        "--name",
+        "bee",
+        "--policy",
+        "src/b.json",
+        "--conflist",
+        "src/10-a.conflist",
+        "--conflist",
+        "src/20-bee.conflist",
+        "--conf-dir",
+        &conf_dir,
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let bin = node.path("bin");
+    for name in ["a", "bee", "loopback"] {
+        assert_eq!(
+            std::fs::read_link(bin.join(name)).unwrap(),
+            Path::new("wasmcni"),
+            "{name}"
+        );
+    }
+    assert_eq!(std::fs::read(node.path("plugins/a.wasm")).unwrap(), wasm);
+    assert_eq!(std::fs::read(node.path("plugins/bee.wasm")).unwrap(), bee);
+    let entry = |name: &str| -> Value {
+        serde_json::from_slice(&std::fs::read(node.path(&format!("policy.d/{name}.json"))).unwrap())
+            .unwrap()
+    };
+    assert_eq!(
+        entry("a"),
+        json!({"sha256": sha256(&wasm), "container": {"read": true, "modify": true}})
+    );
+    assert_eq!(
+        entry("bee"),
+        json!({"sha256": sha256(&bee), "container": {"read": true}})
+    );
+    for file in ["10-a.conflist", "20-bee.conflist"] {
+        assert_eq!(
+            std::fs::read(node.path("net.d").join(file)).unwrap(),
+            std::fs::read(node.path("src").join(file)).unwrap(),
+            "{file}"
+        );
+    }
+    let arts = artifacts(&bin.join(".wasmcni-cache"));
+    assert_eq!(arts.len(), 3, "{arts:?}");
+
+    // Each runs under its own entry: `a` may bring lo up, `bee` may not.
+    let ns = Netns::new("manya");
+    let r = node.add("a", &ns);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(ns.lo_up());
+    let ns = Netns::new("manyb");
+    let r = node.add("bee", &ns);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("plugins.bee.container.modify"), "{r:?}");
+    assert!(!ns.lo_up());
+}

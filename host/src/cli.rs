@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::runner::{self, Target};
 
@@ -203,7 +203,8 @@ pub fn main() -> i32 {
         // Multi-call: `$CNI_PATH/<type>` is a link to wasmcni.
         return runner::main(Target::Name(&invoked_as), None);
     }
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         Command::Run { plugin, policy } => {
             let target = if plugin.ends_with(".wasm") {
@@ -213,7 +214,14 @@ pub fn main() -> i32 {
             };
             return runner::main(target, policy.as_deref());
         }
-        Command::Install(opts) => crate::install::install(&opts),
+        Command::Install(mut opts) => {
+            // clap keeps each flag's values apart: where each --plugin,
+            // --name and --policy stood pairs them.
+            if let Some(m) = matches.subcommand_matches("install") {
+                opts.positions = crate::install::Positions::from_matches(m);
+            }
+            crate::install::install(&opts)
+        }
         Command::Precompile { plugins, cache_dir } => {
             crate::install::precompile(&plugins, cache_dir)
         }

@@ -11,8 +11,10 @@
 //!   `<plugin dir>/NAME.wasm` and linked as DIR/NAME; with
 //!   `--policy ENTRY.json`, its policy entry (alone, or in a policy
 //!   document holding it alone), pinned to the installed file's sha256, in
-//!   `<policy dir>/NAME.json`;
-//! - `--conflist FILE [--conf-dir D]`: a network configuration;
+//!   `<policy dir>/NAME.json`. Repeatable: each `--name` and `--policy`
+//!   belongs to the `--plugin` before it ([`Positions`]);
+//! - `--conflist FILE [--conf-dir D]`: a network configuration
+//!   (repeatable);
 //! - `--policy-file FILE [--policy-target T]`: the node's policy file,
 //!   checked before it is written;
 //! - `--then-sleep`: wait for SIGTERM after installing (a DaemonSet pod).
@@ -75,30 +77,34 @@ pub struct Options {
     pub force: bool,
     /// A third-party plugin component to install: copied to
     /// <plugin dir>/NAME.wasm, linked as DIR/NAME, precompiled.
+    /// Repeatable: each --name and --policy belongs to the --plugin before
+    /// it (`--plugin a.wasm --policy a.json --plugin b.wasm --name bee`).
     #[arg(long, value_name = "FILE.wasm")]
-    pub plugin: Option<PathBuf>,
-    /// The plugin's name, its CNI `type` (default: the file stem).
+    pub plugin: Vec<PathBuf>,
+    /// The name of the --plugin before it, its CNI `type` (default: the
+    /// file stem).
     #[arg(long, requires = "plugin")]
-    pub name: Option<String>,
+    pub name: Vec<String>,
     /// Where third-party plugins live (default: $WASMCNI_PLUGIN_DIR, else
     /// /opt/wasmcni/plugins).
     #[arg(long, value_name = "DIR")]
     pub plugin_dir: Option<PathBuf>,
-    /// The plugin's policy entry (the object that would be `plugins.NAME`
-    /// of a policy file, as policy.d/NAME.json holds it), or a policy
-    /// document holding that entry alone (as `wasmcni new`'s policy.json),
-    /// written to <policy dir>/NAME.json with its `sha256` pin set to the
-    /// installed file's.
+    /// The policy entry of the --plugin before it (the object that would
+    /// be `plugins.NAME` of a policy file, as policy.d/NAME.json holds
+    /// it), or a policy document holding that entry alone (as `wasmcni
+    /// new`'s policy.json), written to <policy dir>/NAME.json with its
+    /// `sha256` pin set to the installed file's.
     #[arg(long = "policy", value_name = "ENTRY.json", requires = "plugin")]
-    pub policy_entry: Option<PathBuf>,
+    pub policy_entry: Vec<PathBuf>,
     /// Where per-plugin policy entries live (default: $WASMCNI_POLICY_DIR,
     /// else /etc/wasmcni/policy.d).
     #[arg(long, value_name = "DIR")]
     pub policy_dir: Option<PathBuf>,
     /// A network configuration (.conflist, .conf or .json) to install into
-    /// the conf dir, under its own file name.
+    /// the conf dir, under its own file name. Repeatable (each file name
+    /// once).
     #[arg(long, value_name = "FILE")]
-    pub conflist: Option<PathBuf>,
+    pub conflist: Vec<PathBuf>,
     /// The CNI conf dir (default: /etc/cni/net.d).
     #[arg(long, value_name = "DIR", requires = "conflist")]
     pub conf_dir: Option<PathBuf>,
@@ -122,6 +128,107 @@ pub struct Options {
     /// every standard plugin and wasmcni-chain.
     #[arg(long, value_name = "TYPES", value_delimiter = ',')]
     pub only: Option<Vec<String>>,
+    /// Where each --plugin, --name and --policy stood on the command line
+    /// (filled from clap's matches by [`Positions::from_matches`]).
+    #[arg(skip)]
+    pub positions: Positions,
+}
+
+/// Where each `--plugin`, `--name` and `--policy` stood on the command
+/// line (clap hands each flag's values apart, in order): what pairs each
+/// `--name` and `--policy` with the `--plugin` before it.
+#[derive(Debug, Clone, Default)]
+pub struct Positions {
+    plugin: Vec<usize>,
+    name: Vec<usize>,
+    policy: Vec<usize>,
+}
+
+impl Positions {
+    /// The positions of the install subcommand's flags in `matches`.
+    pub fn from_matches(matches: &clap::ArgMatches) -> Positions {
+        let at = |id: &str| {
+            matches
+                .indices_of(id)
+                .map(|i| i.collect())
+                .unwrap_or_default()
+        };
+        Positions {
+            plugin: at("plugin"),
+            name: at("name"),
+            policy: at("policy_entry"),
+        }
+    }
+}
+
+/// One `--plugin`, with the `--name` and `--policy` that belong to it.
+#[derive(Debug, PartialEq)]
+struct PluginArg<'a> {
+    file: &'a Path,
+    name: Option<&'a str>,
+    policy: Option<&'a Path>,
+}
+
+/// Pairs each `--name` and `--policy` with the `--plugin` before it on
+/// the command line, refusing what is ambiguous: one before any
+/// `--plugin`, or two of a kind for one `--plugin`. Without positions
+/// (options not parsed from a command line) the k-th `--name` and
+/// `--policy` belong to the k-th `--plugin`.
+fn plugin_args(opts: &Options) -> anyhow::Result<Vec<PluginArg<'_>>> {
+    let p = &opts.positions;
+    let given = p.plugin.len() == opts.plugin.len()
+        && p.name.len() == opts.name.len()
+        && p.policy.len() == opts.policy_entry.len();
+    let (plugin_at, name_at, policy_at): (Vec<usize>, Vec<usize>, Vec<usize>) = if given {
+        (p.plugin.clone(), p.name.clone(), p.policy.clone())
+    } else {
+        (
+            (0..opts.plugin.len()).map(|k| 3 * k).collect(),
+            (0..opts.name.len()).map(|k| 3 * k + 1).collect(),
+            (0..opts.policy_entry.len()).map(|k| 3 * k + 2).collect(),
+        )
+    };
+    let mut args: Vec<PluginArg> = opts
+        .plugin
+        .iter()
+        .map(|file| PluginArg {
+            file,
+            name: None,
+            policy: None,
+        })
+        .collect();
+    // The --plugin a flag at `at` belongs to: the last one before it.
+    let owner = |at: usize, flag: &str, value: &dyn std::fmt::Debug| {
+        plugin_at.iter().rposition(|&p| p < at).with_context(|| {
+            format!(
+                "{flag} {value:?} comes before any --plugin: each --name and --policy \
+                 belongs to the --plugin before it"
+            )
+        })
+    };
+    for (name, &at) in opts.name.iter().zip(&name_at) {
+        let k = owner(at, "--name", name)?;
+        if let Some(first) = args[k].name {
+            bail!(
+                "--plugin {:?} is given two --name ({first:?}, {name:?}): each --name and \
+                 --policy belongs to the --plugin before it",
+                args[k].file
+            );
+        }
+        args[k].name = Some(name);
+    }
+    for (policy, &at) in opts.policy_entry.iter().zip(&policy_at) {
+        let k = owner(at, "--policy", policy)?;
+        if let Some(first) = args[k].policy {
+            bail!(
+                "--plugin {:?} is given two --policy ({first:?}, {policy:?}): each --name and \
+                 --policy belongs to the --plugin before it",
+                args[k].file
+            );
+        }
+        args[k].policy = Some(policy);
+    }
+    Ok(args)
 }
 
 /// What is at a path we want to write.
@@ -580,21 +687,25 @@ fn conf_types(bytes: &[u8]) -> Vec<String> {
         .collect()
 }
 
-/// The third-party plugin to install, resolved and checked.
+/// A third-party plugin to install, resolved and checked.
 struct ThirdParty {
-    plugin_dir: PathBuf,
     name: String,
+    /// The file given (`--plugin`).
+    file: PathBuf,
     sha256: String,
     wasm: Placement,
     entry: Option<Placement>,
 }
 
-fn plan_plugin(opts: &Options, engine: &wasmtime::Engine) -> anyhow::Result<Option<ThirdParty>> {
-    let Some(file) = &opts.plugin else {
-        return Ok(None);
-    };
-    let name = match &opts.name {
-        Some(n) => n.clone(),
+fn plan_plugin(
+    arg: &PluginArg,
+    plugin_dir: &Path,
+    opts: &Options,
+    engine: &wasmtime::Engine,
+) -> anyhow::Result<ThirdParty> {
+    let file = arg.file;
+    let name = match arg.name {
+        Some(n) => n.to_owned(),
         None => file
             .file_stem()
             .and_then(|s| s.to_str())
@@ -609,10 +720,9 @@ fn plan_plugin(opts: &Options, engine: &wasmtime::Engine) -> anyhow::Result<Opti
     }
     let wasm = read_input(file, "plugin", 64 << 20)?;
     check_component(engine, &wasm, file)?;
-    let plugin_dir = opts.plugin_dir.clone().unwrap_or_else(plugins::plugin_dir);
     let sha = sha256_hex(&wasm);
-    let wasm = Placement::plan(&plugin_dir, &format!("{name}.wasm"), Content::Bytes(wasm))?;
-    let entry = match &opts.policy_entry {
+    let wasm = Placement::plan(plugin_dir, &format!("{name}.wasm"), Content::Bytes(wasm))?;
+    let entry = match arg.policy {
         Some(entry_file) => {
             let dir = resolve_policy_dir(&opts.policy_dir)?;
             let text = read_input(entry_file, "policy entry", 1 << 20)?;
@@ -624,13 +734,73 @@ fn plan_plugin(opts: &Options, engine: &wasmtime::Engine) -> anyhow::Result<Opti
         }
         None => None,
     };
-    Ok(Some(ThirdParty {
-        plugin_dir,
+    Ok(ThirdParty {
         name,
+        file: file.to_owned(),
         sha256: sha,
         wasm,
         entry,
-    }))
+    })
+}
+
+/// The third-party plugins to install (`--plugin`, each with its `--name`
+/// and `--policy`), each a different name.
+fn plan_plugins(
+    opts: &Options,
+    plugin_dir: &Path,
+    engine: &wasmtime::Engine,
+) -> anyhow::Result<Vec<ThirdParty>> {
+    let mut planned: Vec<ThirdParty> = Vec::new();
+    for arg in plugin_args(opts)? {
+        let t = plan_plugin(&arg, plugin_dir, opts, engine)?;
+        if let Some(other) = planned.iter().find(|o| o.name == t.name) {
+            bail!(
+                "--plugin {:?} and --plugin {:?} both install plugin {:?}: give one of them \
+                 another --name",
+                other.file,
+                t.file,
+                t.name
+            );
+        }
+        planned.push(t);
+    }
+    Ok(planned)
+}
+
+/// A network configuration to install (`--conflist`), checked.
+struct Network {
+    /// The file given.
+    file: PathBuf,
+    /// The plugin types it names.
+    types: Vec<String>,
+    placement: Placement,
+}
+
+/// The network configurations to install, each a different file name in
+/// the conf dir.
+fn plan_networks(opts: &Options) -> anyhow::Result<Vec<Network>> {
+    let conf_dir = opts
+        .conf_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONF_DIR));
+    let mut networks: Vec<Network> = Vec::new();
+    for file in &opts.conflist {
+        let (name, bytes) = conflist_file(file)?;
+        if let Some(other) = networks.iter().find(|n| n.placement.name == name) {
+            bail!(
+                "--conflist {:?} and --conflist {file:?} would both be {}: the conf dir \
+                 holds one file of a name",
+                other.file,
+                conf_dir.join(&name).display()
+            );
+        }
+        networks.push(Network {
+            file: file.clone(),
+            types: conf_types(&bytes),
+            placement: Placement::plan(&conf_dir, &name, Content::Bytes(bytes))?,
+        });
+    }
+    Ok(networks)
 }
 
 fn resolve_policy_dir(given: &Option<PathBuf>) -> anyhow::Result<PathBuf> {
@@ -640,6 +810,18 @@ fn resolve_policy_dir(given: &Option<PathBuf>) -> anyhow::Result<PathBuf> {
         .unwrap_or_else(|| PathBuf::from(crate::policy::DEFAULT_POLICY_DIR)))
 }
 
+/// The bin dir `given`, resolved: its canonical path if it exists, else
+/// its absolute path (made only once install writes).
+fn bin_dir_path(given: &Path) -> anyhow::Result<PathBuf> {
+    match given.canonicalize() {
+        Ok(p) => Ok(p),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::path::absolute(given).with_context(|| format!("resolving {given:?}"))
+        }
+        Err(e) => Err(e).with_context(|| format!("resolving {given:?}")),
+    }
+}
+
 /// Installs what `opts` names. Idempotent; checks everything before it
 /// changes anything, and refuses to replace a file that is not its own
 /// unless `force`.
@@ -647,30 +829,16 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
     if opts.then_sleep {
         block_termination()?;
     }
-    create_dir(&opts.dir)?;
-    let dir = opts
-        .dir
-        .canonicalize()
-        .with_context(|| format!("resolving {:?}", opts.dir))?;
+    // Nothing is written, not even DIR made, before every check passed.
+    let dir = bin_dir_path(&opts.dir)?;
     let bin = dir.join(crate::plugins::SELF_NAME);
     let bundled: Vec<Plugin> = plugins::bundled().collect();
     let engine = engine::engine()?;
 
     // Check everything before changing anything.
-    let third = plan_plugin(opts, &engine)?;
-    let mut types = Vec::new();
-    let conf = match &opts.conflist {
-        Some(f) => {
-            let (name, bytes) = conflist_file(f)?;
-            types = conf_types(&bytes);
-            let conf_dir = opts
-                .conf_dir
-                .clone()
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_CONF_DIR));
-            Some(Placement::plan(&conf_dir, &name, Content::Bytes(bytes))?)
-        }
-        None => None,
-    };
+    let plugin_dir = opts.plugin_dir.clone().unwrap_or_else(plugins::plugin_dir);
+    let third = plan_plugins(opts, &plugin_dir, &engine)?;
+    let networks = plan_networks(opts)?;
     let policy = match &opts.policy_file {
         Some(f) => {
             let bytes = read_input(f, "policy file", 1 << 20)?;
@@ -728,9 +896,7 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
             names
         }
     };
-    if let Some(t) = &third {
-        links.push(&t.name);
-    }
+    links.extend(third.iter().map(|t| t.name.as_str()));
     let mut plan = vec![(bin.clone(), existing(&bin, None)?)];
     for name in &links {
         let path = dir.join(name);
@@ -750,7 +916,8 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
     foreign.extend(
         placements
             .iter()
-            .chain(conf.as_ref().as_slice())
+            .copied()
+            .chain(networks.iter().map(|n| &n.placement))
             .filter(|p| p.state == FileState::Foreign)
             .map(|p| p.path()),
     );
@@ -765,6 +932,7 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
         );
     }
 
+    create_dir(&dir)?;
     let exe = std::env::current_exe()?.canonicalize()?;
     if exe != bin {
         let same = plan[0].1 == Existing::Ours
@@ -807,11 +975,6 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
         Some(d) => d.clone(),
         None => dir.join(".wasmcni-cache"),
     });
-    let plugin_dir = third
-        .as_ref()
-        .map(|t| t.plugin_dir.clone())
-        .or_else(|| opts.plugin_dir.clone())
-        .unwrap_or_else(plugins::plugin_dir);
     // The standard plugins linked here: those just linked, and those an
     // earlier install linked (with another --only).
     let linked: Vec<String> = links.iter().map(|n| (*n).to_owned()).collect();
@@ -841,7 +1004,7 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
     if shared.is_none() {
         remove_stale(&cache, &engine, &all)?;
     }
-    if let Some(t) = &third {
+    for t in &third {
         // One warning for one problem: the checks of what install wrote
         // (or left) say it first; the effective policy's check, which would
         // find the same problem again, only speaks when they did not.
@@ -853,9 +1016,10 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
             warn_unless_runnable(t);
         }
     }
-    if let Some(c) = &conf {
+    for n in &networks {
+        let c = &n.placement;
         c.apply()?;
-        for ty in &types {
+        for ty in &n.types {
             if !plugins::valid_name(ty) || fs::symlink_metadata(dir.join(ty)).is_err() {
                 eprintln!(
                     "wasmcni: warning: {} names plugin type {ty:?}, which is not in {}",
@@ -1096,6 +1260,72 @@ pub fn precompile(extra: &[PathBuf], cache_dir: Option<PathBuf>) -> anyhow::Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Options as the command line gives them.
+    fn parse(args: &[&str]) -> Result<Options, String> {
+        use clap::{CommandFactory, FromArgMatches};
+        #[derive(clap::Parser)]
+        struct Cmd {
+            #[command(flatten)]
+            opts: Options,
+        }
+        let m = Cmd::command()
+            .try_get_matches_from(std::iter::once("install").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        let mut opts = Cmd::from_arg_matches(&m).map_err(|e| e.to_string())?.opts;
+        opts.positions = Positions::from_matches(&m);
+        Ok(opts)
+    }
+
+    #[test]
+    fn each_name_and_policy_belongs_to_the_plugin_before_it() {
+        let o = parse(&[
+            "/bin", "--plugin", "a.wasm", "--policy", "a.json", "--plugin", "b.wasm", "--plugin",
+            "c.wasm", "--name", "cee", "--policy", "c.json",
+        ])
+        .unwrap();
+        let arg = |file, name, policy: Option<&'static str>| PluginArg {
+            file: Path::new(file),
+            name,
+            policy: policy.map(Path::new),
+        };
+        assert_eq!(
+            plugin_args(&o).unwrap(),
+            [
+                arg("a.wasm", None, Some("a.json")),
+                arg("b.wasm", None, None),
+                arg("c.wasm", Some("cee"), Some("c.json")),
+            ]
+        );
+        // `=` and flags of other kinds in between change nothing.
+        let o = parse(&["/bin", "--plugin=a.wasm", "--force", "--name=x"]).unwrap();
+        assert_eq!(plugin_args(&o).unwrap(), [arg("a.wasm", Some("x"), None)]);
+        let err = |args: &[&str]| format!("{:#}", plugin_args(&parse(args).unwrap()).unwrap_err());
+        assert!(err(&["/bin", "--policy", "a.json", "--plugin", "a.wasm"])
+            .contains("--policy \"a.json\" comes before any --plugin"));
+        assert!(
+            err(&["/bin", "--plugin", "a.wasm", "--policy", "x", "--policy", "y"])
+                .contains("two --policy (\"x\", \"y\")")
+        );
+        assert!(
+            err(&["/bin", "--name", "n", "--plugin", "a.wasm", "--name", "m"])
+                .contains("--name \"n\" comes before any --plugin")
+        );
+        assert!(
+            err(&["/bin", "--plugin", "a.wasm", "--name", "n", "--name", "m"])
+                .contains("two --name")
+        );
+        // Without positions (not from a command line): in order.
+        let mut o = parse(&[
+            "/bin", "--plugin", "a.wasm", "--plugin", "b.wasm", "--name", "bee",
+        ])
+        .unwrap();
+        o.positions = Positions::default();
+        assert_eq!(
+            plugin_args(&o).unwrap(),
+            [arg("a.wasm", Some("bee"), None), arg("b.wasm", None, None)]
+        );
+    }
 
     #[test]
     fn a_record_claims_only_the_bytes_it_names() {
