@@ -173,18 +173,24 @@ impl Node {
     /// anything: a failure, with every one of `needles` in its stderr, no
     /// panic, and the node's files as they were.
     fn assert_refused(&self, args: &[&str], needles: &[&str]) {
+        self.assert_refused_by(&format!("{args:?}"), || self.install(args), needles);
+    }
+
+    /// As [`Node::assert_refused`], for a command `run` makes (`what`
+    /// names it in messages).
+    fn assert_refused_by(&self, what: &str, run: impl FnOnce() -> Output, needles: &[&str]) {
         let before = tree(self.dir.path());
-        let out = self.install(args);
+        let out = run();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{args:?}: {}", text(&out));
+        assert!(!out.status.success(), "{what}: {}", text(&out));
         for needle in needles {
             assert!(
                 err.contains(needle),
-                "{args:?}: no {needle:?} in {}",
+                "{what}: no {needle:?} in {}",
                 text(&out)
             );
         }
-        assert!(!err.contains("panicked"), "{args:?}: {}", text(&out));
+        assert!(!err.contains("panicked"), "{what}: {}", text(&out));
         assert_unchanged(&before, &tree(self.dir.path()));
     }
 
@@ -374,18 +380,35 @@ fn a_rebuilt_plugin_is_re_pinned_only_where_install_owns_the_entry() {
     assert_eq!(r.code, 0, "{r:?}");
 
     // The operator edits the entry: it is theirs now. The next rebuild is
-    // installed, but the entry is not touched, and install says the
-    // plugin will be refused — which it is.
+    // refused (issue 27: it was installed with a warning), as a run would
+    // refuse it: nothing changes, and install says which file to change.
     let mut mine = node.entry();
     mine["deadline-ms"] = json!(5000);
     let mine = serde_json::to_vec_pretty(&mine).unwrap();
     std::fs::write(node.path("policy.d/myplugin.json"), &mine).unwrap();
     let v3 = rebuilt(&wasm, "v3");
     std::fs::write(node.path("src/myplugin.wasm"), &v3).unwrap();
-    let out = node.install(&["--plugin", "src/myplugin.wasm"]);
+    node.assert_refused(
+        &["--plugin", "src/myplugin.wasm"],
+        &[
+            "plugin \"myplugin\" would be REFUSED on every run",
+            &format!("pins it to {}", sha256(&v2)),
+            &format!(
+                "set `sha256` in {}",
+                node.path("policy.d/myplugin.json").display()
+            ),
+            &sha256(&v3),
+            "--allow-broken",
+        ],
+    );
+    let r = node.add("myplugin", &ns);
+    assert_eq!(r.code, 0, "v2 still runs: {r:?}");
+    // With --allow-broken the build is installed, the entry not touched,
+    // and the plugin refused — as install said.
+    let out = node.install(&["--plugin", "src/myplugin.wasm", "--allow-broken"]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("will REFUSE to run it"),
+        String::from_utf8_lossy(&out.stderr).contains("would be REFUSED"),
         "{}",
         text(&out)
     );
@@ -860,22 +883,25 @@ fn installer_image_installs_a_node_as_the_daemonset_runs_it() {
     assert_eq!(artifacts(&bin.join(".wasmcni-cache")), arts);
 }
 
-/// Installed where a run looks for policy (no --policy-dir): install says
-/// when the plugin would be refused or have no authority.
+/// Installed where a run looks for policy (no --policy-dir): install warns
+/// when the plugin would have no authority, and refuses when a run would
+/// refuse it (issue 27: it warned and installed): an entry in the policy
+/// file or the policy dir pinned to another build.
 #[test]
-fn install_warns_when_the_policy_would_refuse_or_starve_the_plugin() {
+fn install_warns_of_a_plugin_without_authority_and_refuses_one_pinned_elsewhere() {
     support::require_root();
     let node = Node::new();
     let wasm = std::fs::read(support::fixture("loopback")).unwrap();
     std::fs::write(node.path("src/bare.wasm"), &wasm).unwrap();
     std::fs::create_dir(node.path("policy.d")).unwrap();
-    let install = || {
+    let install = |extra: &[&str]| {
         let mut c = Command::new(node.path("tool/wasmcni"));
         c.arg("install")
             .arg(node.path("bin"))
             .arg("--plugin-dir")
             .arg(node.path("plugins"))
-            .args(["--plugin", "src/bare.wasm"])
+            .args(["--only", "loopback", "--plugin", "src/bare.wasm"])
+            .args(extra)
             .env_clear()
             .current_dir(node.dir.path());
         for (k, v) in node.env() {
@@ -883,7 +909,7 @@ fn install_warns_when_the_policy_would_refuse_or_starve_the_plugin() {
         }
         c.output().unwrap()
     };
-    let out = install();
+    let out = install(&[]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("it has no policy entry"),
@@ -891,26 +917,32 @@ fn install_warns_when_the_policy_would_refuse_or_starve_the_plugin() {
         text(&out)
     );
     // An entry in the policy file pinned to another build.
+    let policy = node.path("policy.json");
     std::fs::write(
-        node.path("policy.json"),
+        &policy,
         json!({"plugins": {"bare": {"sha256": "ab".repeat(32)}}}).to_string(),
     )
     .unwrap();
-    let out = install();
-    assert!(out.status.success(), "{}", text(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("REFUSE") && err.contains(&sha256(&wasm)),
-        "{}",
-        text(&out)
+    let sha = sha256(&wasm);
+    node.assert_refused_by(
+        "pinned in the policy file",
+        || install(&[]),
+        &[
+            "plugin \"bare\" would be REFUSED on every run",
+            &format!(
+                "its sha256 is {sha} but the policy pins it to {}",
+                "ab".repeat(32)
+            ),
+            &format!("set plugins.bare.sha256 in {} to {sha}", policy.display()),
+        ],
     );
     // Pinned right: nothing to say.
     std::fs::write(
-        node.path("policy.json"),
-        json!({"plugins": {"bare": {"sha256": sha256(&wasm)}}}).to_string(),
+        &policy,
+        json!({"plugins": {"bare": {"sha256": sha}}}).to_string(),
     )
     .unwrap();
-    let out = install();
+    let out = install(&[]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
         !String::from_utf8_lossy(&out.stderr).contains("warning"),
@@ -918,14 +950,20 @@ fn install_warns_when_the_policy_would_refuse_or_starve_the_plugin() {
         text(&out)
     );
     // An entry in the policy dir (not install's) pinned to another build:
-    // one warning for the one problem (issue 27: there were two).
-    std::fs::write(node.path("policy.json"), r#"{"plugins":{}}"#).unwrap();
+    // refused; with --allow-broken, one warning for the one problem
+    // (issue 27: there were two).
+    std::fs::write(&policy, r#"{"plugins":{}}"#).unwrap();
     std::fs::write(
         node.path("policy.d/bare.json"),
         json!({"sha256": "ab".repeat(32)}).to_string(),
     )
     .unwrap();
-    let out = install();
+    node.assert_refused_by(
+        "pinned in the policy dir",
+        || install(&[]),
+        &["would be REFUSED", "bare.json", &sha],
+    );
+    let out = install(&["--allow-broken"]);
     assert!(out.status.success(), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     let warnings: Vec<&str> = err
@@ -1065,16 +1103,19 @@ fn install_never_writes_through_a_planted_symlink() {
 }
 
 /// An entry written into the policy dir for a plugin the policy file also
-/// names makes wasmcni refuse the plugin as ambiguous: install says so
-/// loudly, both where the policy dir is the one a run reads and where it
-/// is given with --policy-dir (the DaemonSet's case).
+/// names makes wasmcni refuse the plugin as ambiguous: install refuses
+/// (issue 27: it warned and wrote it), naming both files, both where the
+/// policy dir is the one a run reads and where it is given with
+/// --policy-dir (the DaemonSet's case); so does a policy file written
+/// alone that names a plugin the policy dir has an entry for (it said
+/// nothing). With --allow-broken it warns, once.
 #[test]
-fn install_warns_when_the_policy_file_also_names_the_plugin() {
+fn install_refuses_an_entry_the_policy_file_also_has() {
     support::require_root();
     let node = Node::new();
     let wasm = std::fs::read(support::fixture("loopback")).unwrap();
     std::fs::write(node.path("src/myplugin.wasm"), &wasm).unwrap();
-    let run = |policy_dir_flag: bool| {
+    let run = |policy_dir_flag: bool, extra: &[&str]| {
         let mut c = Command::new(node.path("tool/wasmcni"));
         c.arg("install")
             .arg(node.path("bin"))
@@ -1084,11 +1125,14 @@ fn install_warns_when_the_policy_file_also_names_the_plugin() {
             c.arg("--policy-dir").arg(node.path("policy.d"));
         }
         c.args([
+            "--only",
+            "loopback",
             "--plugin",
             "src/myplugin.wasm",
             "--policy",
             "src/entry.json",
         ])
+        .args(extra)
         .env_clear()
         .env("WASMCNI_POLICY", node.path("policy.json"))
         .current_dir(node.dir.path());
@@ -1098,38 +1142,74 @@ fn install_warns_when_the_policy_file_also_names_the_plugin() {
         c.output().unwrap()
     };
     // Only in the policy dir: nothing to say.
-    let out = run(true);
+    let out = run(true, &[]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
         !String::from_utf8_lossy(&out.stderr).contains("REFUSED"),
         "{}",
         text(&out)
     );
-    std::fs::write(
-        node.path("policy.json"),
-        json!({"plugins": {"myplugin": {}}}).to_string(),
-    )
-    .unwrap();
+    let policy = node.path("policy.json");
+    let entry = node.path("policy.d/myplugin.json");
+    std::fs::write(&policy, json!({"plugins": {"myplugin": {}}}).to_string()).unwrap();
+    let ambiguous = [
+        "plugin \"myplugin\" would be REFUSED on every run",
+        "has an entry both in",
+        &format!("{} (plugins.myplugin)", policy.display()),
+        &format!("and in {}; remove one", entry.display()),
+        "nothing was changed",
+        "--allow-broken",
+    ];
     for flag in [true, false] {
-        let out = run(flag);
+        node.assert_refused_by(
+            &format!("--policy-dir {flag}"),
+            || run(flag, &[]),
+            &ambiguous,
+        );
+    }
+    // --allow-broken: installed, and said once (issue 27: without
+    // --policy-dir, the check of the effective policy said it a second
+    // time).
+    for flag in [true, false] {
+        let out = run(flag, &["--allow-broken"]);
         assert!(out.status.success(), "{}", text(&out));
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            err.contains("plugin \"myplugin\" will be REFUSED")
-                && err.contains("has an entry both in")
-                && err.contains("policy.json"),
-            "--policy-dir {flag}: {}",
-            text(&out)
-        );
-        // Said once (issue 27: without --policy-dir, the check of the
-        // effective policy said it a second time).
         assert_eq!(
             err.matches("has an entry both in").count(),
             1,
             "--policy-dir {flag}: {}",
             text(&out)
         );
+        assert!(err.contains("--allow-broken"), "{}", text(&out));
     }
+
+    // The policy file alone, naming a plugin the policy dir has an entry
+    // for: refused too, before it is written.
+    let policy = node.path("etc/policy.json");
+    std::fs::write(
+        node.path("src/new-policy.json"),
+        json!({"plugins": {"loopback": {"container": {"read": true, "modify": true}},
+                           "myplugin": {"container": {"read": true}}}})
+        .to_string(),
+    )
+    .unwrap();
+    let policy_arg = policy.display().to_string();
+    node.assert_refused(
+        &[
+            "--only",
+            "loopback",
+            "--policy-file",
+            "src/new-policy.json",
+            "--policy-target",
+            &policy_arg,
+        ],
+        &[
+            "plugin \"myplugin\" would be REFUSED on every run",
+            &format!("{policy_arg} (plugins.myplugin)"),
+            &format!("and in {}; remove one", entry.display()),
+        ],
+    );
+    assert!(!node.path("etc").exists());
 }
 
 /// `wasmcni list` as a node operator runs it after install: with the node's
@@ -1543,4 +1623,158 @@ fn install_takes_many_plugins_each_with_its_own_name_and_policy() {
     assert_ne!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("plugins.bee.container.modify"), "{r:?}");
     assert!(!ns.lo_up());
+}
+
+/// Issue 27 (1): install refuses to make live what wasmcni would refuse to
+/// run, before it writes anything (no conflist, no link, no policy; exit
+/// non-zero), naming each problem, its file and what to change: a plugin
+/// the network names whose entry pins another build; a network naming a
+/// type that will not be in the bin dir, a standard one `--only` leaves
+/// out, or a `wasmcni-chain` member wasmcni cannot run. `--allow-broken`
+/// installs it all the same, warning (it used to warn and go live).
+#[test]
+fn install_refuses_a_network_wasmcni_would_refuse_unless_allowed() {
+    support::require_root();
+    let node = Node::new();
+    let wasm = std::fs::read(support::fixture("loopback")).unwrap();
+    std::fs::write(node.path("src/myplugin.wasm"), &wasm).unwrap();
+    let sha = sha256(&wasm);
+    let net = |file: &str, plugins: Value| {
+        std::fs::write(
+            node.path("src").join(file),
+            json!({"cniVersion": "1.0.0", "name": "n", "plugins": plugins}).to_string(),
+        )
+        .unwrap();
+    };
+    net(
+        "10-mine.conflist",
+        json!([{"type": "loopback"}, {"type": "myplugin"}]),
+    );
+    net(
+        "20-missing.conflist",
+        json!([{"type": "loopback"}, {"type": "nosuch"}]),
+    );
+    net(
+        "30-chain.conflist",
+        json!([{"type": "wasmcni-chain",
+                "plugins": [{"type": "loopback"}, {"type": "nomember"}]}]),
+    );
+    net("40-bridge.conflist", json!([{"type": "bridge"}]));
+    let conf_dir = node.path("net.d").display().to_string();
+    let network = |file: &str, extra: &[&str]| -> Vec<String> {
+        let mut args: Vec<String> = [
+            "--only",
+            "loopback",
+            "--conflist",
+            &format!("src/{file}"),
+            "--conf-dir",
+            &conf_dir,
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        args
+    };
+    let refused = |args: Vec<String>, needles: &[&str]| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        node.assert_refused(&args, needles);
+    };
+
+    // The plugin, with its entry, from an earlier run.
+    let out = node.install(&[
+        "--only",
+        "loopback",
+        "--plugin",
+        "src/myplugin.wasm",
+        "--policy",
+        "src/entry.json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    // Its entry, edited to pin another build (no longer install's).
+    let mut edited = node.entry();
+    edited["sha256"] = json!("ab".repeat(32));
+    std::fs::write(node.path("policy.d/myplugin.json"), edited.to_string()).unwrap();
+    let entry_path = node.path("policy.d/myplugin.json").display().to_string();
+    refused(
+        network("10-mine.conflist", &[]),
+        &[
+            "refusing to install what wasmcni would refuse to run (nothing was changed)",
+            "plugin \"myplugin\" would be REFUSED on every run",
+            &format!("pins it to {}", "ab".repeat(32)),
+            &format!("set `sha256` in {entry_path} to {sha}"),
+            "--allow-broken",
+        ],
+    );
+    let mut pinned = edited.clone();
+    pinned["sha256"] = json!(sha);
+    std::fs::write(node.path("policy.d/myplugin.json"), pinned.to_string()).unwrap();
+
+    let bin = node.path("bin").display().to_string();
+    refused(
+        network("20-missing.conflist", &[]),
+        &[
+            "src/20-missing.conflist names plugin type \"nosuch\"",
+            &format!("{bin}/nosuch will not exist"),
+            "--plugin nosuch.wasm",
+        ],
+    );
+    refused(
+        network("30-chain.conflist", &["--only", "loopback,wasmcni-chain"]),
+        &[
+            "src/30-chain.conflist: wasmcni-chain member plugins[1].type \"nomember\" is not a \
+             plugin wasmcni can run",
+            "nomember.wasm",
+        ],
+    );
+    refused(
+        network("30-chain.conflist", &[]),
+        &[
+            "names plugin type \"wasmcni-chain\"",
+            "add wasmcni-chain to --only",
+        ],
+    );
+    refused(
+        network("40-bridge.conflist", &[]),
+        &["names plugin type \"bridge\"", "add bridge to --only"],
+    );
+    // The network whose plugins all run goes live.
+    let out = node.install(
+        &network("10-mine.conflist", &[])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(node.path("net.d/10-mine.conflist").is_file());
+
+    // --allow-broken: installed, each problem a warning.
+    let args = network("20-missing.conflist", &["--allow-broken"]);
+    let out = node.install(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("WARNING: src/20-missing.conflist names plugin type \"nosuch\"")
+            && err.contains("installing anyway: --allow-broken"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        std::fs::read(node.path("net.d/20-missing.conflist")).unwrap(),
+        std::fs::read(node.path("src/20-missing.conflist")).unwrap()
+    );
+}
+
+/// Issue 27 (1): the DaemonSet installs strictly: its arguments never ask
+/// to go live broken (nor to replace what is not wasmcni's).
+#[test]
+fn the_daemonset_installs_strictly() {
+    let args = manifest_args();
+    for flag in ["--allow-broken", "--force"] {
+        assert!(
+            !args.iter().any(|a| a.starts_with(flag)),
+            "the manifest passes {flag}: {args:?}"
+        );
+    }
 }

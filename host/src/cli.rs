@@ -41,7 +41,10 @@ enum Command {
     /// standard plugin X, with each plugin precompiled for this machine;
     /// optionally a third-party plugin (with its pinned policy entry), a
     /// network configuration and a policy file. Idempotent; never replaces
-    /// a file that is not its own without --force.
+    /// a file that is not its own without --force; refuses, writing
+    /// nothing, to make live what wasmcni would refuse to run (a pin that
+    /// is not the plugin's build, an entry both in the policy file and
+    /// policy.d, a network type that is not in DIR) unless --allow-broken.
     Install(crate::install::Options),
     /// Precompile the standard plugins (and any given .wasm files) into the
     /// artifact cache.

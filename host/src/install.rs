@@ -19,6 +19,15 @@
 //!   checked before it is written;
 //! - `--then-sleep`: wait for SIGTERM after installing (a DaemonSet pod).
 //!
+//! # Never live broken
+//! Before it writes anything, install checks the node as it will leave it
+//! ([`check`]: what `wasmcni list` would say of it) and refuses, naming
+//! each problem, when a run would refuse what it makes live: a plugin
+//! whose entry pins another build, is invalid, or is both in the policy
+//! file and the policy dir; a network naming a type that will not be in
+//! DIR, or a chain member wasmcni cannot run. `--allow-broken` makes these
+//! warnings.
+//!
 //! # Ownership
 //! Every run is idempotent: a file already as it would be written is left
 //! alone (same inode, same time stamps). A file install did not write is
@@ -51,6 +60,8 @@ use anyhow::{bail, Context};
 use sha2::{Digest, Sha256};
 
 use crate::engine::{self, ArtifactCache};
+
+mod check;
 use crate::plugins::{self, Plugin};
 
 /// A marker carried in the wasmcni executable so `install` can recognise
@@ -116,6 +127,12 @@ pub struct Options {
     /// /etc/wasmcni/policy.json).
     #[arg(long, value_name = "PATH", requires = "policy_file")]
     pub policy_target: Option<PathBuf>,
+    /// Install even what wasmcni would refuse to run (a plugin whose
+    /// policy entry is pinned to another build, invalid, or both in the
+    /// policy file and the policy dir; a network naming a type that is not
+    /// in DIR), warning instead of refusing.
+    #[arg(long)]
+    pub allow_broken: bool,
     /// After installing, wait for SIGTERM instead of exiting (the
     /// container of a DaemonSet must keep running).
     #[arg(long)]
@@ -664,9 +681,13 @@ fn conflist_file(path: &Path) -> anyhow::Result<(String, Vec<u8>)> {
         let ok = doc
             .get("plugins")
             .and_then(|p| p.as_array())
-            .is_some_and(|p| !p.is_empty() && p.iter().all(|e| e.get("type").is_some()));
+            .is_some_and(|p| {
+                !p.is_empty()
+                    && p.iter()
+                        .all(|e| e.get("type").is_some_and(|t| t.is_string()))
+            });
         if !ok {
-            bail!("network configuration {path:?}: a .conflist needs a non-empty `plugins` array whose entries each have a `type`");
+            bail!("network configuration {path:?}: a .conflist needs a non-empty `plugins` array whose entries each have a string `type`");
         }
     } else if doc.get("type").and_then(|t| t.as_str()).is_none() {
         bail!("network configuration {path:?}: no string field `type`");
@@ -674,16 +695,33 @@ fn conflist_file(path: &Path) -> anyhow::Result<(String, Vec<u8>)> {
     Ok((name, bytes))
 }
 
+/// A plugin type a network configuration names: an entry's `type`, and
+/// for a `wasmcni-chain` entry the types of its members (which wasmcni
+/// runs in-process, without the bin dir).
+#[derive(Debug, Clone, PartialEq)]
+struct Named {
+    ty: String,
+    members: Vec<String>,
+}
+
 /// The plugin types a network configuration names.
-fn conf_types(bytes: &[u8]) -> Vec<String> {
+fn conf_types(bytes: &[u8]) -> Vec<Named> {
     let doc: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
     let entries = match doc.get("plugins").and_then(|p| p.as_array()) {
         Some(list) => list.iter().collect(),
         None => vec![&doc],
     };
+    let ty = |e: &serde_json::Value| e.get("type").and_then(|t| t.as_str()).map(str::to_owned);
     entries
         .iter()
-        .filter_map(|e| e.get("type").and_then(|t| t.as_str()).map(str::to_owned))
+        .filter_map(|e| {
+            let t = ty(e)?;
+            let members = match e.get("plugins").and_then(|p| p.as_array()) {
+                Some(list) if t == crate::chain::NAME => list.iter().filter_map(ty).collect(),
+                _ => Vec::new(),
+            };
+            Some(Named { ty: t, members })
+        })
         .collect()
 }
 
@@ -694,7 +732,10 @@ struct ThirdParty {
     file: PathBuf,
     sha256: String,
     wasm: Placement,
+    /// Its entry in the policy dir: the one `--policy` gives, or the one
+    /// install wrote before, re-pinned (`repinned`).
     entry: Option<Placement>,
+    repinned: bool,
 }
 
 fn plan_plugin(
@@ -722,9 +763,10 @@ fn plan_plugin(
     check_component(engine, &wasm, file)?;
     let sha = sha256_hex(&wasm);
     let wasm = Placement::plan(plugin_dir, &format!("{name}.wasm"), Content::Bytes(wasm))?;
+    let dir = resolve_policy_dir(&opts.policy_dir)?;
+    let mut repinned = false;
     let entry = match arg.policy {
         Some(entry_file) => {
-            let dir = resolve_policy_dir(&opts.policy_dir)?;
             let text = read_input(entry_file, "policy entry", 1 << 20)?;
             let json: serde_json::Value = serde_json::from_slice(&text)
                 .with_context(|| format!("policy entry {entry_file:?} is not JSON"))?;
@@ -732,7 +774,11 @@ fn plan_plugin(
             let content = pinned_entry(&name, &json, &sha, entry_file)?;
             Some(Placement::plan(&dir, &format!("{name}.json"), content)?)
         }
-        None => None,
+        None => {
+            let repin = plan_repin(&name, &sha, &dir)?;
+            repinned = repin.is_some();
+            repin
+        }
     };
     Ok(ThirdParty {
         name,
@@ -740,6 +786,7 @@ fn plan_plugin(
         sha256: sha,
         wasm,
         entry,
+        repinned,
     })
 }
 
@@ -772,7 +819,7 @@ struct Network {
     /// The file given.
     file: PathBuf,
     /// The plugin types it names.
-    types: Vec<String>,
+    types: Vec<Named>,
     placement: Placement,
 }
 
@@ -833,69 +880,14 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
     let dir = bin_dir_path(&opts.dir)?;
     let bin = dir.join(crate::plugins::SELF_NAME);
     let bundled: Vec<Plugin> = plugins::bundled().collect();
-    let engine = engine::engine()?;
 
     // Check everything before changing anything.
+    let networks = plan_networks(opts)?;
+    let mut links = link_names(opts, &bundled)?;
+    let engine = engine::engine()?;
     let plugin_dir = opts.plugin_dir.clone().unwrap_or_else(plugins::plugin_dir);
     let third = plan_plugins(opts, &plugin_dir, &engine)?;
-    let networks = plan_networks(opts)?;
-    let policy = match &opts.policy_file {
-        Some(f) => {
-            let bytes = read_input(f, "policy file", 1 << 20)?;
-            let text = std::str::from_utf8(&bytes)
-                .with_context(|| format!("policy file {f:?} is not UTF-8"))?;
-            // A policy with a typo never reaches the node.
-            crate::policy::Policy::parse(text, &f.display().to_string())?;
-            let target = policy_target(opts);
-            let name = target
-                .file_name()
-                .and_then(|n| n.to_str())
-                .filter(|n| plain(n))
-                .with_context(|| format!("--policy-target {target:?}: not a file path"))?
-                .to_owned();
-            let parent = target
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            Some(Placement::plan(parent, &name, Content::Bytes(bytes))?)
-        }
-        None => None,
-    };
-
-    // `--only` links exactly the names it lists, the chain runner's
-    // included: a node that chose which names wasmcni takes gets no other.
-    let mut links: Vec<&str> = match &opts.only {
-        // Every standard plugin, and the chain runner.
-        None => bundled
-            .iter()
-            .map(Plugin::name)
-            .chain([crate::chain::NAME])
-            .collect(),
-        Some(only) => {
-            let mut names = Vec::new();
-            for name in only.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
-                if name != crate::chain::NAME && !bundled.iter().any(|p| p.name() == name) {
-                    bail!(
-                        "--only: {name:?} is not a standard plugin; the standard plugins are: {} \
-                         (and the chain runner, {})",
-                        bundled
-                            .iter()
-                            .map(Plugin::name)
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        crate::chain::NAME
-                    );
-                }
-                if !names.contains(&name) {
-                    names.push(name);
-                }
-            }
-            if names.is_empty() {
-                bail!("--only: no plugin named (give standard plugin names, comma-separated)");
-            }
-            names
-        }
-    };
+    let policy = plan_policy_file(opts)?;
     links.extend(third.iter().map(|t| t.name.as_str()));
     let mut plan = vec![(bin.clone(), existing(&bin, None)?)];
     for name in &links {
@@ -931,6 +923,7 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
                 .join(", ")
         );
     }
+    check_live(opts, &dir, &plugin_dir, &links, &third, &networks, &policy)?;
 
     create_dir(&dir)?;
     let exe = std::env::current_exe()?.canonicalize()?;
@@ -961,10 +954,22 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
         })
         .with_context(|| format!("linking {path:?}"))?;
     }
-    // The network configuration comes last (below): a runtime (and the
-    // kubelet, which calls a node ready when one appears) may use it at once.
+    // The network configurations come last (below): a runtime (and the
+    // kubelet, which calls a node ready when one appears) may use them at
+    // once.
     for p in &placements {
         p.apply()?;
+    }
+    for t in third.iter().filter(|t| t.repinned) {
+        println!(
+            "{}: re-pinned to sha256 {}",
+            t.entry
+                .as_ref()
+                .map(|e| e.path())
+                .unwrap_or_default()
+                .display(),
+            t.sha256
+        );
     }
 
     // The cache the installed plugins will load from: `$WASMCNI_CACHE_DIR`
@@ -977,14 +982,14 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
     });
     // The standard plugins linked here: those just linked, and those an
     // earlier install linked (with another --only).
-    let linked: Vec<String> = links.iter().map(|n| (*n).to_owned()).collect();
     let mut all: Vec<Plugin> = bundled
-        .into_iter()
+        .iter()
         .filter(|p| {
-            linked.iter().any(|n| n == p.name())
+            links.contains(&p.name())
                 || fs::read_link(dir.join(p.name()))
                     .is_ok_and(|t| t == Path::new(crate::plugins::SELF_NAME))
         })
+        .cloned()
         .collect();
     all.extend(installed_third_party(&dir, &plugin_dir));
     for p in &all {
@@ -1004,30 +1009,8 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
     if shared.is_none() {
         remove_stale(&cache, &engine, &all)?;
     }
-    for t in &third {
-        // One warning for one problem: the checks of what install wrote
-        // (or left) say it first; the effective policy's check, which would
-        // find the same problem again, only speaks when they did not.
-        let warned = match &t.entry {
-            None => check_entry_pin(t, opts.policy_dir.as_ref())?,
-            Some(entry) => warn_if_ambiguous(t, entry, opts),
-        };
-        if !warned && opts.policy_dir.is_none() && opts.policy_target.is_none() {
-            warn_unless_runnable(t);
-        }
-    }
     for n in &networks {
-        let c = &n.placement;
-        c.apply()?;
-        for ty in &n.types {
-            if !plugins::valid_name(ty) || fs::symlink_metadata(dir.join(ty)).is_err() {
-                eprintln!(
-                    "wasmcni: warning: {} names plugin type {ty:?}, which is not in {}",
-                    c.path().display(),
-                    dir.display()
-                );
-            }
-        }
+        n.placement.apply()?;
     }
     if opts.then_sleep {
         wait_for_termination()?;
@@ -1035,75 +1018,133 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Where install wrote to the policy paths a run reads (no `--policy-dir`
-/// or `--policy-target`), says so when the effective policy would refuse
-/// the plugin, or grants it nothing.
-fn warn_unless_runnable(t: &ThirdParty) {
-    let problem = match crate::policy::Policy::load(None) {
-        Err(e) => Some(format!("the policy does not load: {e}")),
-        Ok(policy) => match policy.resolve(&t.name, false) {
-            Err(e) => Some(format!("its policy entry is refused: {e}")),
-            Ok(entry) => match entry.check_pin(&t.sha256) {
-                Err(why) => Some(format!("{why}; wasmcni will REFUSE to run it")),
-                Ok(()) if policy.source(&t.name, false).is_none() => Some(
-                    "it has no policy entry: it runs, but every capability call it makes is denied (give --policy ENTRY.json)".into(),
-                ),
-                Ok(()) => None,
-            },
-        },
+/// The standard names install links: those `--only` lists, the chain
+/// runner's included (a node that chose which names wasmcni takes gets no
+/// other), else every standard plugin and the chain runner.
+fn link_names<'a>(opts: &'a Options, bundled: &'a [Plugin]) -> anyhow::Result<Vec<&'a str>> {
+    let Some(only) = &opts.only else {
+        return Ok(bundled
+            .iter()
+            .map(Plugin::name)
+            .chain([crate::chain::NAME])
+            .collect());
     };
-    if let Some(p) = problem {
-        eprintln!("wasmcni: warning: plugin {:?}: {p}", t.name);
+    let mut names = Vec::new();
+    for name in only.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        if name != crate::chain::NAME && !bundled.iter().any(|p| p.name() == name) {
+            bail!(
+                "--only: {name:?} is not a standard plugin; the standard plugins are: {} \
+                 (and the chain runner, {})",
+                bundled
+                    .iter()
+                    .map(Plugin::name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                crate::chain::NAME
+            );
+        }
+        if !names.contains(&name) {
+            names.push(name);
+        }
     }
+    if names.is_empty() {
+        bail!("--only: no plugin named (give standard plugin names, comma-separated)");
+    }
+    Ok(names)
 }
 
-/// With `--policy`, install wrote the plugin's entry into a policy dir:
-/// says loudly when the effective policy file (as written now:
-/// `--policy-target`, else `$WASMCNI_POLICY`, else the default) also has
-/// one, which makes wasmcni refuse the plugin as ambiguous. Returns
-/// whether it warned.
-fn warn_if_ambiguous(t: &ThirdParty, entry: &Placement, opts: &Options) -> bool {
-    let target = policy_target(opts);
-    if fs::symlink_metadata(&target).is_err() {
-        return false;
-    }
-    let written = entry.path();
-    let ambiguous = match crate::policy::Policy::load(Some(&target)) {
-        Err(e) => {
-            eprintln!(
-                "wasmcni: WARNING: plugin {:?}: the policy (file {}) does not load: {e}; \
-                 wasmcni will REFUSE to run every plugin until it is fixed",
-                t.name,
-                target.display()
-            );
-            return true;
-        }
-        // The policy dir a run reads is the one written to: the policy
-        // says so itself.
-        Ok(policy) => match policy.resolve(&t.name, false) {
-            Err(e @ crate::policy::PolicyError::Ambiguous { .. }) => Some(e),
-            // Another dir (given with --policy-dir): the file's entry and
-            // the one written are both there at the node's paths.
-            _ => match policy.source(&t.name, false) {
-                Some(crate::policy::Source::File(file)) => {
-                    Some(crate::policy::PolicyError::Ambiguous {
-                        name: t.name.clone(),
-                        file,
-                        dir: written,
-                    })
-                }
-                _ => None,
-            },
-        },
+/// The policy file to install (`--policy-file`), checked: one with a typo
+/// never reaches the node.
+fn plan_policy_file(opts: &Options) -> anyhow::Result<Option<Placement>> {
+    let Some(f) = &opts.policy_file else {
+        return Ok(None);
     };
-    if let Some(e) = &ambiguous {
-        eprintln!(
-            "wasmcni: WARNING: plugin {:?} will be REFUSED on every run: {e} \
-             (install wrote the policy dir's entry; remove plugins.{} from the policy file)",
-            t.name, t.name
-        );
+    let bytes = read_input(f, "policy file", 1 << 20)?;
+    let text =
+        std::str::from_utf8(&bytes).with_context(|| format!("policy file {f:?} is not UTF-8"))?;
+    crate::policy::Policy::parse(text, &f.display().to_string())?;
+    let target = policy_target(opts);
+    let name = target
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| plain(n))
+        .with_context(|| format!("--policy-target {target:?}: not a file path"))?
+        .to_owned();
+    let parent = target
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    Ok(Some(Placement::plan(parent, &name, Content::Bytes(bytes))?))
+}
+
+/// Checks what a run would refuse once install has written what it plans
+/// ([`check::Prospect`]); refuses, naming each problem, unless
+/// `--allow-broken`, which only warns. Prints the warnings.
+#[allow(clippy::too_many_arguments)]
+fn check_live(
+    opts: &Options,
+    dir: &Path,
+    plugin_dir: &Path,
+    links: &[&str],
+    third: &[ThirdParty],
+    networks: &[Network],
+    policy: &Option<Placement>,
+) -> anyhow::Result<()> {
+    let policy_dir = resolve_policy_dir(&opts.policy_dir)?;
+    let policy_file = policy
+        .as_ref()
+        .map_or_else(|| policy_target(opts), Placement::path);
+    let entries: Vec<(&str, &serde_json::Value)> = third
+        .iter()
+        .filter_map(|t| match &t.entry.as_ref()?.content {
+            Content::Entry { json, .. } => Some((t.name.as_str(), json)),
+            Content::Bytes(_) => None,
+        })
+        .collect();
+    let new_policy_file = policy.as_ref().and_then(|p| match &p.content {
+        Content::Bytes(b) => Some(b.as_slice()),
+        Content::Entry { .. } => None,
+    });
+    let found = check::Prospect {
+        dir,
+        plugin_dir,
+        policy_dir: &policy_dir,
+        policy_file: &policy_file,
+        new_policy_file,
+        installing: third
+            .iter()
+            .map(|t| (t.name.as_str(), t.sha256.as_str()))
+            .collect(),
+        entries,
+        links,
+        networks: networks
+            .iter()
+            .map(|n| (n.file.as_path(), n.types.as_slice()))
+            .collect(),
     }
-    ambiguous.is_some()
+    .check();
+    for w in &found.warnings {
+        eprintln!("wasmcni: warning: {w}");
+    }
+    if found.broken.is_empty() {
+        return Ok(());
+    }
+    if opts.allow_broken {
+        for b in &found.broken {
+            eprintln!("wasmcni: WARNING: {b} (installing anyway: --allow-broken)");
+        }
+        return Ok(());
+    }
+    bail!(
+        "refusing to install what wasmcni would refuse to run (nothing was changed):\n{}\n\
+         Fix these, or rerun with --allow-broken to install anyway.",
+        found
+            .broken
+            .iter()
+            .map(|b| format!("  - {b}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    )
 }
 
 /// Where the policy file is (or goes): `--policy-target`, else
@@ -1133,55 +1174,30 @@ fn installed_third_party(dir: &Path, plugin_dir: &Path) -> Vec<Plugin> {
         .collect()
 }
 
-/// Without `--policy`: a `<policy dir>/NAME.json` whose pin no longer
-/// matches the installed plugin is re-pinned when install wrote it (its
-/// bytes are still those recorded); anyone else's is left alone, with a
-/// warning that the plugin will be refused. Returns whether it warned.
-fn check_entry_pin(t: &ThirdParty, given_dir: Option<&PathBuf>) -> anyhow::Result<bool> {
-    let sha = t.sha256.as_str();
-    let Some(dir) = given_dir.cloned().or_else(crate::policy::policy_dir) else {
-        return Ok(false);
-    };
-    let file = format!("{}.json", t.name);
+/// Without `--policy`: a `<policy dir>/NAME.json` whose pin is not the
+/// plugin's `sha256` is re-pinned when install wrote it (its bytes are
+/// still those recorded). Anyone else's is left alone: the checks then
+/// find the mismatch (a run would refuse the plugin).
+fn plan_repin(name: &str, sha: &str, dir: &Path) -> anyhow::Result<Option<Placement>> {
+    let file = format!("{name}.json");
     let path = dir.join(&file);
     let bytes = match fs::read(&path) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("reading {path:?}")),
     };
-    let json: serde_json::Value = match serde_json::from_slice(&bytes) {
-        Ok(j) => j,
-        Err(e) => {
-            eprintln!(
-                "wasmcni: WARNING: {} is not JSON ({e}): wasmcni will REFUSE to run plugin {:?} until it is fixed",
-                path.display(),
-                t.name
-            );
-            return Ok(true);
-        }
+    let Ok(json) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return Ok(None);
     };
     let pin = json.get("sha256").and_then(|s| s.as_str());
-    if pin.is_none_or(|p| p.eq_ignore_ascii_case(sha)) {
-        return Ok(false);
+    if pin.is_none_or(|p| p.eq_ignore_ascii_case(sha))
+        || !Record::load(dir)?.claims(&file, &sha256_hex(&bytes))
+    {
+        return Ok(None);
     }
-    if Record::load(&dir)?.claims(&file, &sha256_hex(&bytes)) {
-        let content = pinned_entry(&t.name, &json, sha, &path)
-            .with_context(|| format!("re-pinning {path:?}"))?;
-        Placement::plan(&dir, &file, content)?.apply()?;
-        println!("{}: re-pinned to sha256 {sha}", path.display());
-        Ok(false)
-    } else {
-        eprintln!(
-            "wasmcni: WARNING: {} pins plugin {:?} to sha256 {} but the installed plugin's is {sha}; \
-             wasmcni will REFUSE to run it. That file is not one install wrote (or it was edited \
-             since), so it is left alone: update its `sha256`, or rerun with --policy ENTRY.json \
-             (and --force to replace it).",
-            path.display(),
-            t.name,
-            pin.unwrap_or_default()
-        );
-        Ok(true)
-    }
+    let content =
+        pinned_entry(name, &json, sha, &path).with_context(|| format!("re-pinning {path:?}"))?;
+    Ok(Some(Placement::plan(dir, &file, content)?))
 }
 
 /// The signals that end `--then-sleep`.
@@ -1461,7 +1477,29 @@ mod tests {
             r#"{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"loopback"},{"type":"my"}]}"#;
         let (name, bytes) = f("10-n.conflist", ok).unwrap();
         assert_eq!(name, "10-n.conflist");
-        assert_eq!(conf_types(&bytes), ["loopback", "my"]);
+        let named = |ty: &str, members: &[&str]| Named {
+            ty: ty.to_owned(),
+            members: members.iter().map(|m| (*m).to_owned()).collect(),
+        };
+        assert_eq!(
+            conf_types(&bytes),
+            [named("loopback", &[]), named("my", &[])]
+        );
+        let chain = r#"{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"wasmcni-chain",
+            "plugins":[{"type":"bridge"},{"type":"tuning"}]},{"type":"x","plugins":[{"type":"y"}]}]}"#;
+        let (_, bytes) = f("c.conflist", chain).unwrap();
+        assert_eq!(
+            conf_types(&bytes),
+            [
+                named("wasmcni-chain", &["bridge", "tuning"]),
+                named("x", &[])
+            ]
+        );
+        let (_, bytes) = f("one.conf", r#"{"name":"n","type":"ptp"}"#).unwrap();
+        assert_eq!(conf_types(&bytes), [named("ptp", &[])]);
+        assert!(f("n.conflist", r#"{"name":"n","plugins":[{"type":1}]}"#)
+            .unwrap_err()
+            .contains("string `type`"));
         assert!(f("n.txt", ok)
             .unwrap_err()
             .contains(".conflist, .conf or .json"));
