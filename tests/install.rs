@@ -12,7 +12,7 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -782,13 +782,20 @@ fn installer_image_installs_a_node_as_the_daemonset_runs_it() {
         std::fs::read(repo().join("target/image/wasmcni")).unwrap(),
         "the image's static wasmcni"
     );
-    let mut plugins = standard_plugins();
-    plugins.push("myplugin".into());
-    for p in &plugins {
+    // What the conflist names (issue 27: no --only links those alone, not
+    // every standard plugin).
+    let plugins = ["loopback", "myplugin"];
+    for p in plugins {
         assert_eq!(
             std::fs::read_link(bin.join(p)).unwrap(),
             Path::new("wasmcni"),
             "{p}"
+        );
+    }
+    for p in standard_plugins().iter().filter(|p| *p != "loopback") {
+        assert!(
+            std::fs::symlink_metadata(bin.join(p)).is_err(),
+            "{p} linked"
         );
     }
     let arts = artifacts(&bin.join(".wasmcni-cache"));
@@ -1777,4 +1784,105 @@ fn the_daemonset_installs_strictly() {
             "the manifest passes {flag}: {args:?}"
         );
     }
+}
+
+/// Issue 27 (2): with `--conflist` and no `--only`, install links only the
+/// standard plugins the conflist names (its types, wasmcni-chain and the
+/// chain's members), so a node carrying kubernetes-cni's native plugins
+/// needs no `--force` (it refused, and its DaemonSet pod crash-looped);
+/// without `--conflist`, every standard plugin, as before. A refused
+/// `--only` leaves no bin dir behind (it left an empty one).
+#[test]
+fn install_links_what_the_conflist_names_by_default() {
+    support::require_root();
+    let node = Node::new();
+    let bin = node.path("bin");
+    node.assert_refused(
+        &["--only", "nosuch"],
+        &["\"nosuch\" is not a standard plugin"],
+    );
+    assert!(!bin.exists(), "a refused run made the bin dir");
+
+    std::fs::create_dir(&bin).unwrap();
+    for (name, bytes) in [
+        ("bridge", "native bridge"),
+        ("host-local", "native host-local"),
+    ] {
+        std::fs::write(bin.join(name), bytes).unwrap();
+        std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::write(
+        node.path("src/10-net.conflist"),
+        json!({"cniVersion": "1.0.0", "name": "net", "plugins": [
+            {"type": "loopback"},
+            {"type": "wasmcni-chain", "plugins": [{"type": "tuning"}, {"type": "bandwidth"}]}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let conf_dir = node.path("net.d").display().to_string();
+    let out = node.install(&["--conflist", "src/10-net.conflist", "--conf-dir", &conf_dir]);
+    assert!(out.status.success(), "{}", text(&out));
+    let mut linked: Vec<String> = std::fs::read_dir(&bin)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| std::fs::read_link(p).is_ok_and(|t| t == Path::new("wasmcni")))
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    linked.sort();
+    assert_eq!(
+        linked,
+        ["bandwidth", "loopback", "tuning", "wasmcni-chain"],
+        "{}",
+        text(&out)
+    );
+    assert_eq!(std::fs::read(bin.join("bridge")).unwrap(), b"native bridge");
+    assert_eq!(
+        std::fs::read(bin.join("host-local")).unwrap(),
+        b"native host-local"
+    );
+    let arts = artifacts(&bin.join(".wasmcni-cache"));
+    assert_eq!(arts.len(), 3, "loopback, tuning, bandwidth: {arts:?}");
+    assert!(node.path("net.d/10-net.conflist").is_file());
+
+    // A standard type the conflist names that the node has as a native
+    // plugin is still a conflict: wasmcni's was asked for.
+    std::fs::write(
+        node.path("src/20-bridge.conflist"),
+        json!({"cniVersion": "1.0.0", "name": "br", "plugins": [{"type": "bridge"}]}).to_string(),
+    )
+    .unwrap();
+    node.assert_refused(
+        &[
+            "--conflist",
+            "src/20-bridge.conflist",
+            "--conf-dir",
+            &conf_dir,
+        ],
+        &[
+            "refusing to replace files that are not wasmcni's own (use --force)",
+            "bin/bridge",
+            "leave its name out of --only",
+        ],
+    );
+    // ...unless --only leaves it to the native plugin, which the network
+    // then runs (install says so).
+    let out = node.install(&[
+        "--only",
+        "loopback",
+        "--conflist",
+        "src/20-bridge.conflist",
+        "--conf-dir",
+        &conf_dir,
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is a native binary, so the network runs it"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(std::fs::read(bin.join("bridge")).unwrap(), b"native bridge");
+
+    // Without --conflist: every standard plugin, as before (a conflict).
+    node.assert_refused(&[], &["use --force", "bin/bridge", "bin/host-local"]);
 }

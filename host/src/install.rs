@@ -1,9 +1,10 @@
 //! `wasmcni install` and `wasmcni precompile`.
 //!
 //! `install DIR` makes DIR a CNI bin dir: DIR/wasmcni, a link DIR/X ->
-//! wasmcni for every standard plugin X (or each one `--only` names; the
-//! others' names are left alone), each precompiled into the artifact
-//! cache the links load from. The same command installs what a node needs
+//! wasmcni for every standard plugin X (or each one `--only` names, or
+//! with `--conflist` each one the conflists name; the others' names are
+//! left alone), each precompiled into the artifact cache the links load
+//! from. The same command installs what a node needs
 //! besides, so a node installer (the DaemonSet image, which has no shell)
 //! is one `wasmcni install` call:
 //!
@@ -141,7 +142,9 @@ pub struct Options {
     /// `loopback,tuning`; the chain runner `wasmcni-chain` only if
     /// listed), besides wasmcni itself and any --plugin; the other
     /// standard names in DIR are left alone (a node whose primary CNI uses
-    /// the native bridge, host-local or portmap keeps them). Default:
+    /// the native bridge, host-local or portmap keeps them). Default with
+    /// --conflist: the standard types the conflists name (and the members
+    /// of a wasmcni-chain, and wasmcni-chain itself if named); without:
     /// every standard plugin and wasmcni-chain.
     #[arg(long, value_name = "TYPES", value_delimiter = ',')]
     pub only: Option<Vec<String>>,
@@ -883,7 +886,7 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
 
     // Check everything before changing anything.
     let networks = plan_networks(opts)?;
-    let mut links = link_names(opts, &bundled)?;
+    let mut links = link_names(opts, &networks, &bundled)?;
     let engine = engine::engine()?;
     let plugin_dir = opts.plugin_dir.clone().unwrap_or_else(plugins::plugin_dir);
     let third = plan_plugins(opts, &plugin_dir, &engine)?;
@@ -914,13 +917,26 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
             .map(|p| p.path()),
     );
     if !foreign.is_empty() && !opts.force {
+        // A standard name held by a native plugin (a third-party plugin's
+        // name is the operator's choice).
+        let native = plan.iter().skip(1).any(|(p, s)| {
+            *s == Existing::Foreign
+                && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                    n == crate::chain::NAME || bundled.iter().any(|b| b.name() == n)
+                })
+        });
         bail!(
-            "refusing to replace files that are not wasmcni's own (use --force): {}",
+            "refusing to replace files that are not wasmcni's own (use --force): {}{}",
             foreign
                 .iter()
                 .map(|p| p.display().to_string())
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(", "),
+            if native {
+                " (to keep a native plugin, leave its name out of --only: then its networks run it)"
+            } else {
+                ""
+            }
         );
     }
     check_live(opts, &dir, &plugin_dir, &links, &third, &networks, &policy)?;
@@ -1020,18 +1036,36 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
 
 /// The standard names install links: those `--only` lists, the chain
 /// runner's included (a node that chose which names wasmcni takes gets no
-/// other), else every standard plugin and the chain runner.
-fn link_names<'a>(opts: &'a Options, bundled: &'a [Plugin]) -> anyhow::Result<Vec<&'a str>> {
+/// other); without `--only`, those the networks it installs name (their
+/// types, and the members of a `wasmcni-chain`), else every standard
+/// plugin and the chain runner.
+fn link_names<'a>(
+    opts: &'a Options,
+    networks: &'a [Network],
+    bundled: &'a [Plugin],
+) -> anyhow::Result<Vec<&'a str>> {
+    let standard =
+        |name: &str| name == crate::chain::NAME || bundled.iter().any(|p| p.name() == name);
     let Some(only) = &opts.only else {
-        return Ok(bundled
-            .iter()
-            .map(Plugin::name)
-            .chain([crate::chain::NAME])
-            .collect());
+        if networks.is_empty() {
+            return Ok(bundled
+                .iter()
+                .map(Plugin::name)
+                .chain([crate::chain::NAME])
+                .collect());
+        }
+        let mut names: Vec<&str> = Vec::new();
+        let named = networks.iter().flat_map(|n| &n.types);
+        for name in named.flat_map(|t| std::iter::once(&t.ty).chain(&t.members)) {
+            if standard(name) && !names.contains(&name.as_str()) {
+                names.push(name);
+            }
+        }
+        return Ok(names);
     };
     let mut names = Vec::new();
     for name in only.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
-        if name != crate::chain::NAME && !bundled.iter().any(|p| p.name() == name) {
+        if !standard(name) {
             bail!(
                 "--only: {name:?} is not a standard plugin; the standard plugins are: {} \
                  (and the chain runner, {})",

@@ -304,8 +304,13 @@ impl Prospect<'_> {
                     false
                 }
                 kind => {
+                    let what = match kind {
+                        "not executable" | "unreadable" => kind.to_owned(),
+                        "wasmcni" => "wasmcni itself, not a plugin".to_owned(),
+                        _ => format!("a {kind}"),
+                    };
                     found.broken.push(format!(
-                        "{conf} names plugin type {ty:?}, but {} is a {kind}: a runtime \
+                        "{conf} names plugin type {ty:?}, but {} is {what}: a runtime \
                          cannot run it",
                         at.display()
                     ));
