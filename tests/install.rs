@@ -1886,3 +1886,272 @@ fn install_links_what_the_conflist_names_by_default() {
     // Without --conflist: every standard plugin, as before (a conflict).
     node.assert_refused(&[], &["use --force", "bin/bridge", "bin/host-local"]);
 }
+
+/// Every file and symlink under `root` (not directories): its bytes' sha256
+/// and mode, or its link target.
+fn files(root: &Path) -> BTreeMap<PathBuf, String> {
+    tree(root)
+        .into_keys()
+        .filter_map(|rel| {
+            let path = root.join(&rel);
+            let m = std::fs::symlink_metadata(&path).unwrap();
+            let what = if m.file_type().is_symlink() {
+                format!("-> {:?}", std::fs::read_link(&path).unwrap())
+            } else if m.is_file() {
+                format!(
+                    "{} mode {:o}",
+                    sha256(&std::fs::read(&path).unwrap()),
+                    m.mode() & 0o7777
+                )
+            } else {
+                return None;
+            };
+            Some((rel, what))
+        })
+        .collect()
+}
+
+fn assert_same_files(before: &BTreeMap<PathBuf, String>, after: &BTreeMap<PathBuf, String>) {
+    let keys: std::collections::BTreeSet<&PathBuf> = before.keys().chain(after.keys()).collect();
+    let diff: Vec<String> = keys
+        .into_iter()
+        .filter(|k| before.get(*k) != after.get(*k))
+        .map(|k| format!("{k:?}: {:?} -> {:?}", before.get(k), after.get(k)))
+        .collect();
+    assert!(diff.is_empty(), "files differ:\n{}", diff.join("\n"));
+}
+
+/// Issue 27 (3): `--force` keeps what it replaces (a native binary, with
+/// its mode; a link to one) in `DIR/.wasmcni-backup/`, and says so on a
+/// line of its own; `wasmcni uninstall` removes exactly what install wrote
+/// (links, executable, cache, plugin, entry, conflist, policy file,
+/// records) and puts every backup back byte for byte; a file edited since
+/// install wrote it is left alone, with a warning.
+#[test]
+fn uninstall_removes_what_install_wrote_and_restores_what_force_replaced() {
+    support::require_root();
+    let node = Node::new();
+    let bin = node.path("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let native = b"\x7fELF native bridge, not wasmcni's".to_vec();
+    std::fs::write(bin.join("bridge"), &native).unwrap();
+    std::fs::set_permissions(bin.join("bridge"), std::fs::Permissions::from_mode(0o4750)).unwrap();
+    std::os::unix::fs::symlink("/usr/libexec/cni/portmap", bin.join("portmap")).unwrap();
+    std::fs::write(bin.join("calico"), b"another plugin").unwrap();
+    std::fs::create_dir(node.path("net.d")).unwrap();
+    std::fs::write(node.path("net.d/05-other.conflist"), b"{}").unwrap();
+    std::fs::write(node.path("net.d/10-net.conflist"), b"the operator's own").unwrap();
+    let wasm = std::fs::read(support::fixture("loopback")).unwrap();
+    std::fs::write(node.path("src/myplugin.wasm"), &wasm).unwrap();
+    std::fs::write(
+        node.path("src/10-net.conflist"),
+        json!({"cniVersion": "1.0.0", "name": "net",
+               "plugins": [{"type": "bridge"}, {"type": "myplugin"}]})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        node.path("src/policy.json"),
+        json!({"plugins": {"loopback": {"container": {"read": true, "modify": true}}}}).to_string(),
+    )
+    .unwrap();
+    let [conf_dir, target] =
+        [node.path("net.d"), node.path("etc/policy.json")].map(|p| p.display().to_string());
+    let install = || {
+        node.install(&[
+            "--force",
+            "--only",
+            "bridge,loopback,portmap",
+            "--plugin",
+            "src/myplugin.wasm",
+            "--policy",
+            "src/entry.json",
+            "--conflist",
+            "src/10-net.conflist",
+            "--conf-dir",
+            &conf_dir,
+            "--policy-file",
+            "src/policy.json",
+            "--policy-target",
+            &target,
+        ])
+    };
+    let uninstall = || {
+        Command::new(node.path("tool/wasmcni"))
+            .arg("uninstall")
+            .arg(&bin)
+            .arg("--plugin-dir")
+            .arg(node.path("plugins"))
+            .arg("--policy-dir")
+            .arg(node.path("policy.d"))
+            .args(["--conf-dir", &conf_dir, "--policy-target", &target])
+            .env_clear()
+            .current_dir(node.dir.path())
+            .output()
+            .unwrap()
+    };
+    let before = files(node.dir.path());
+
+    let out = install();
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let backup = bin.join(".wasmcni-backup");
+    for line in [
+        format!(
+            "{}: replaced a native binary with a link to wasmcni (backup: {})",
+            bin.join("bridge").display(),
+            backup.join("bridge").display()
+        ),
+        format!(
+            "{}: replaced a link to /usr/libexec/cni/portmap with a link to wasmcni (backup: {})",
+            bin.join("portmap").display(),
+            backup.join("portmap").display()
+        ),
+        format!("{}: linked to wasmcni", bin.join("loopback").display()),
+        format!(
+            "{}/10-net.conflist: replaced a file that was not wasmcni's (backup: {}/.wasmcni-backup/10-net.conflist)",
+            conf_dir, conf_dir
+        ),
+    ] {
+        assert!(stdout.lines().any(|l| l == line), "no {line:?} in {}", text(&out));
+    }
+    assert_eq!(std::fs::read(backup.join("bridge")).unwrap(), native);
+    let mode = std::fs::metadata(backup.join("bridge")).unwrap().mode() & 0o7777;
+    assert_eq!(mode, 0o4750);
+    assert_eq!(
+        std::fs::read_link(backup.join("portmap")).unwrap(),
+        Path::new("/usr/libexec/cni/portmap")
+    );
+    // `list` does not see the backups.
+    let out = list(&node, &["--bin-dir", &bin.display().to_string()]);
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("backup"),
+        "{}",
+        text(&out)
+    );
+
+    let out = uninstall();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("warning"),
+        "{}",
+        text(&out)
+    );
+    assert_same_files(&before, &files(node.dir.path()));
+    for hidden in [".wasmcni-backup", ".wasmcni-cache"] {
+        assert!(!bin.join(hidden).exists(), "{hidden} left");
+    }
+
+    // Installed again, the conflist then edited on the node: uninstall
+    // leaves it (and the backup of the operator's original) and says so;
+    // everything else goes.
+    let out = install();
+    assert!(out.status.success(), "{}", text(&out));
+    std::fs::write(node.path("net.d/10-net.conflist"), b"edited since").unwrap();
+    let out = uninstall();
+    assert!(out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{conf_dir}/10-net.conflist was changed since install wrote it: left alone"
+        )),
+        "{}",
+        text(&out)
+    );
+    let mut expected = before.clone();
+    let edited = PathBuf::from("net.d/10-net.conflist");
+    expected.insert(
+        edited.clone(),
+        format!("{} mode 644", sha256(b"edited since")),
+    );
+    expected.insert(
+        PathBuf::from("net.d/.wasmcni-backup/10-net.conflist"),
+        before[&edited].clone(),
+    );
+    assert_same_files(&expected, &files(node.dir.path()));
+}
+
+/// Issue 27 (3): `install --prune` removes the standard links a narrower
+/// `--only` no longer asks for (putting back what `--force` replaced
+/// there) and their artifacts; third-party links stay; a link a network
+/// in the conf dir names is not pruned (refused, nothing changed).
+#[test]
+fn install_prune_removes_the_links_a_narrower_only_no_longer_asks_for() {
+    support::require_root();
+    let node = Node::new();
+    let bin = node.path("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::write(bin.join("ptp"), b"native ptp").unwrap();
+    std::fs::set_permissions(bin.join("ptp"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let wasm = std::fs::read(support::fixture("loopback")).unwrap();
+    std::fs::write(node.path("src/myplugin.wasm"), &wasm).unwrap();
+    let out = node.install(&[
+        "--force",
+        "--only",
+        "loopback,bridge,ptp,tuning,wasmcni-chain",
+        "--plugin",
+        "src/myplugin.wasm",
+        "--policy",
+        "src/entry.json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    std::fs::create_dir(node.path("net.d")).unwrap();
+    std::fs::write(
+        node.path("net.d/10-br.conflist"),
+        json!({"cniVersion": "1.0.0", "name": "br", "plugins": [{"type": "bridge"}]}).to_string(),
+    )
+    .unwrap();
+    let conf_dir = node.path("net.d").display().to_string();
+
+    node.assert_refused(
+        &["--only", "loopback", "--prune", "--conf-dir", &conf_dir],
+        &[&format!(
+            "--prune would remove {}, which {conf_dir}/10-br.conflist names: add bridge to --only",
+            bin.join("bridge").display()
+        )],
+    );
+    // Without --prune a narrower --only leaves the other links alone.
+    let before = tree(&bin);
+    let out = node.install(&["--only", "loopback,bridge", "--conf-dir", &conf_dir]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_unchanged(&before, &tree(&bin));
+
+    let out = node.install(&[
+        "--only",
+        "loopback,bridge",
+        "--prune",
+        "--conf-dir",
+        &conf_dir,
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "{}: pruned (not linked any more); put back what --force replaced",
+            bin.join("ptp").display()
+        )) && stdout.contains(&format!(
+            "{}: pruned (not linked any more)",
+            bin.join("tuning").display()
+        )),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(std::fs::read(bin.join("ptp")).unwrap(), b"native ptp");
+    for gone in ["tuning", "wasmcni-chain"] {
+        assert!(std::fs::symlink_metadata(bin.join(gone)).is_err(), "{gone}");
+    }
+    for kept in ["loopback", "bridge", "myplugin"] {
+        assert_eq!(
+            std::fs::read_link(bin.join(kept)).unwrap(),
+            Path::new("wasmcni"),
+            "{kept}"
+        );
+    }
+    assert!(!bin.join(".wasmcni-backup").exists());
+    let mut arts: Vec<String> = artifacts(&bin.join(".wasmcni-cache"))
+        .iter()
+        .map(|a| a.split('-').next().unwrap().to_owned())
+        .collect();
+    arts.sort();
+    assert_eq!(arts, ["bridge", "loopback", "myplugin"]);
+}

@@ -46,6 +46,12 @@ enum Command {
     /// is not the plugin's build, an entry both in the policy file and
     /// policy.d, a network type that is not in DIR) unless --allow-broken.
     Install(crate::install::Options),
+    /// Remove what `wasmcni install` wrote (given the same paths): the
+    /// links to wasmcni in DIR, DIR/wasmcni, its artifact cache, and each
+    /// file the .wasmcni-owned records list; put back every file --force
+    /// replaced (kept in .wasmcni-backup/). A file changed since install
+    /// wrote it is left alone, with a warning.
+    Uninstall(crate::uninstall::Options),
     /// Precompile the standard plugins (and any given .wasm files) into the
     /// artifact cache.
     Precompile {
@@ -225,6 +231,7 @@ pub fn main() -> i32 {
             }
             crate::install::install(&opts)
         }
+        Command::Uninstall(opts) => crate::uninstall::run(&opts),
         Command::Precompile { plugins, cache_dir } => {
             crate::install::precompile(&plugins, cache_dir)
         }

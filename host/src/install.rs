@@ -21,13 +21,13 @@
 //! - `--then-sleep`: wait for SIGTERM after installing (a DaemonSet pod).
 //!
 //! # Never live broken
-//! Before it writes anything, install checks the node as it will leave it
-//! ([`check`]: what `wasmcni list` would say of it) and refuses, naming
-//! each problem, when a run would refuse what it makes live: a plugin
-//! whose entry pins another build, is invalid, or is both in the policy
-//! file and the policy dir; a network naming a type that will not be in
-//! DIR, or a chain member wasmcni cannot run. `--allow-broken` makes these
-//! warnings.
+//! Before it writes anything, install checks the node as it will leave
+//! it (`install/check.rs`: what `wasmcni list` would say of it) and
+//! refuses, naming each problem, when a run would refuse what it makes
+//! live: a plugin whose entry pins another build, is invalid, or is both
+//! in the policy file and the policy dir; a network naming a type that
+//! will not be in DIR, or a chain member wasmcni cannot run.
+//! `--allow-broken` makes these warnings.
 //!
 //! # Ownership
 //! Every run is idempotent: a file already as it would be written is left
@@ -41,6 +41,10 @@
 //!   records every file it writes there, in `sha256sum` format). A file
 //!   someone edited after install wrote it no longer matches its record: it
 //!   is theirs from then on.
+//!
+//! What `--force` replaces is kept first, in `.wasmcni-backup/` beside
+//! it (`install/backup.rs`), for `wasmcni uninstall`
+//! ([`crate::uninstall`]) and `--prune` to put back.
 //!
 //! # Paths at run time
 //! The links are relative (`X -> wasmcni`) and the artifact cache is
@@ -62,6 +66,7 @@ use sha2::{Digest, Sha256};
 
 use crate::engine::{self, ArtifactCache};
 
+pub(crate) mod backup;
 mod check;
 use crate::plugins::{self, Plugin};
 
@@ -84,7 +89,8 @@ pub struct Options {
     /// The CNI bin dir (e.g. /opt/cni/bin).
     pub dir: PathBuf,
     /// Replace files that are not wasmcni's own (e.g. native plugins, a
-    /// conflist or policy someone else wrote or edited).
+    /// conflist or policy someone else wrote or edited), each kept first
+    /// in .wasmcni-backup/ beside it (`wasmcni uninstall` puts it back).
     #[arg(long)]
     pub force: bool,
     /// A third-party plugin component to install: copied to
@@ -117,8 +123,9 @@ pub struct Options {
     /// once).
     #[arg(long, value_name = "FILE")]
     pub conflist: Vec<PathBuf>,
-    /// The CNI conf dir (default: /etc/cni/net.d).
-    #[arg(long, value_name = "DIR", requires = "conflist")]
+    /// The CNI conf dir (default: /etc/cni/net.d): where --conflist goes,
+    /// and whose networks --prune keeps the links of.
+    #[arg(long, value_name = "DIR")]
     pub conf_dir: Option<PathBuf>,
     /// A policy file to install, checked first (one that would not load is
     /// never written).
@@ -148,6 +155,12 @@ pub struct Options {
     /// every standard plugin and wasmcni-chain.
     #[arg(long, value_name = "TYPES", value_delimiter = ',')]
     pub only: Option<Vec<String>>,
+    /// Remove the links to wasmcni in DIR of standard plugins this run does
+    /// not link (a narrower --only, or what the conflist names), putting
+    /// back what --force replaced there; refused for a type a network in
+    /// the conf dir names. Third-party plugins' links stay.
+    #[arg(long)]
+    pub prune: bool,
     /// Where each --plugin, --name and --policy stood on the command line
     /// (filled from clap's matches by [`Positions::from_matches`]).
     #[arg(skip)]
@@ -279,6 +292,12 @@ fn existing(path: &Path, link_target: Option<&str>) -> anyhow::Result<Existing> 
     Ok(Existing::Foreign)
 }
 
+/// Whether `path` is a wasmcni executable install put there (a file
+/// carrying wasmcni's marker, not a link).
+pub(crate) fn is_wasmcni(path: &Path) -> anyhow::Result<bool> {
+    Ok(existing(path, None)? == Existing::Ours)
+}
+
 fn contains_marker(path: &Path) -> anyhow::Result<bool> {
     let mut bytes = Vec::new();
     fs::File::open(path)?
@@ -287,20 +306,20 @@ fn contains_marker(path: &Path) -> anyhow::Result<bool> {
     Ok(bytes.windows(MARKER.len()).any(|w| w == MARKER))
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
 /// The `.wasmcni-owned` record of one directory: file name -> sha256 of
 /// the bytes install last wrote there.
 #[derive(Debug, Default)]
-struct Record {
+pub(crate) struct Record {
     files: BTreeMap<String, String>,
     changed: bool,
 }
 
 impl Record {
-    fn load(dir: &Path) -> anyhow::Result<Record> {
+    pub(crate) fn load(dir: &Path) -> anyhow::Result<Record> {
         let path = dir.join(OWNED_RECORD);
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,
@@ -320,6 +339,11 @@ impl Record {
             files,
             changed: false,
         })
+    }
+
+    /// Each file it records, with the sha256 install wrote it with.
+    pub(crate) fn files(&self) -> impl Iterator<Item = (&String, &String)> {
+        self.files.iter()
     }
 
     fn claims(&self, name: &str, sha: &str) -> bool {
@@ -518,6 +542,12 @@ impl Placement {
         if self.state == FileState::Same {
             println!("{}: unchanged", path.display());
         } else {
+            // Someone else's (replaced with --force): kept, to be put back
+            // by uninstall.
+            let backup = match self.state {
+                FileState::Foreign => Some(backup::keep(&self.dir, &self.name)?),
+                _ => None,
+            };
             match &self.content {
                 Content::Bytes(bytes) => write_atomic(&path, bytes)?,
                 Content::Entry {
@@ -528,15 +558,15 @@ impl Placement {
                     crate::policy::write_entry_file(&self.dir, plugin, json, sha256)?;
                 }
             }
-            println!(
-                "{}: {}",
-                path.display(),
-                if self.state == FileState::New {
-                    "installed"
-                } else {
-                    "replaced"
-                }
-            );
+            match (&self.state, backup) {
+                (FileState::New, _) => println!("{}: installed", path.display()),
+                (_, Some(b)) => println!(
+                    "{}: replaced a file that was not wasmcni's (backup: {})",
+                    path.display(),
+                    b.display()
+                ),
+                _ => println!("{}: replaced", path.display()),
+            }
         }
         let written = fs::read(&path).with_context(|| format!("reading {path:?}"))?;
         let mut record = Record::load(&self.dir)?;
@@ -829,10 +859,7 @@ struct Network {
 /// The network configurations to install, each a different file name in
 /// the conf dir.
 fn plan_networks(opts: &Options) -> anyhow::Result<Vec<Network>> {
-    let conf_dir = opts
-        .conf_dir
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONF_DIR));
+    let conf_dir = conf_dir(opts);
     let mut networks: Vec<Network> = Vec::new();
     for file in &opts.conflist {
         let (name, bytes) = conflist_file(file)?;
@@ -858,6 +885,35 @@ fn resolve_policy_dir(given: &Option<PathBuf>) -> anyhow::Result<PathBuf> {
         .clone()
         .or_else(crate::policy::policy_dir)
         .unwrap_or_else(|| PathBuf::from(crate::policy::DEFAULT_POLICY_DIR)))
+}
+
+/// Before `--force` replaces `path` in the bin dir (`foreign`: it is not
+/// wasmcni's), keeps it ([`backup::keep`]): what it was (`a native
+/// binary`, `a link to X`), and where the backup is.
+fn keep_foreign(
+    dir: &Path,
+    foreign: bool,
+    path: &Path,
+) -> anyhow::Result<Option<(String, PathBuf)>> {
+    if !foreign {
+        return Ok(None);
+    }
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .with_context(|| format!("{path:?}: no file name"))?;
+    let meta = fs::symlink_metadata(path).with_context(|| format!("inspecting {path:?}"))?;
+    let what = if meta.file_type().is_symlink() {
+        format!(
+            "a link to {}",
+            fs::read_link(path).unwrap_or_default().display()
+        )
+    } else if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
+        "a native binary".to_owned()
+    } else {
+        "a file that was not wasmcni's".to_owned()
+    };
+    Ok(Some((what, backup::keep(dir, name)?)))
 }
 
 /// The bin dir `given`, resolved: its canonical path if it exists, else
@@ -939,7 +995,33 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
             }
         );
     }
-    check_live(opts, &dir, &plugin_dir, &links, &third, &networks, &policy)?;
+    // --prune: the standard links an earlier install made that this one
+    // does not ask for.
+    let pruned: Vec<&str> = match opts.prune {
+        false => Vec::new(),
+        true => bundled
+            .iter()
+            .map(Plugin::name)
+            .chain([crate::chain::NAME])
+            .filter(|n| {
+                !links.contains(n)
+                    && fs::read_link(dir.join(n))
+                        .is_ok_and(|t| t == Path::new(crate::plugins::SELF_NAME))
+            })
+            .collect(),
+    };
+    check_live(
+        opts,
+        &Live {
+            dir: &dir,
+            plugin_dir: &plugin_dir,
+            links: &links,
+            pruned: &pruned,
+            third: &third,
+            networks: &networks,
+            policy: &policy,
+        },
+    )?;
 
     create_dir(&dir)?;
     let exe = std::env::current_exe()?.canonicalize()?;
@@ -950,26 +1032,58 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
         if same {
             println!("{}: unchanged", bin.display());
         } else {
+            let kept = keep_foreign(&dir, plan[0].1 == Existing::Foreign, &bin)?;
             let src = fs::File::open(&exe).with_context(|| format!("reading {exe:?}"))?;
             write_atomic_with(&bin, |tmp| {
                 use std::io::Seek;
                 (&src).rewind()?;
                 create_file(tmp, 0o755, &mut &src)
             })?;
-            println!("{}: installed", bin.display());
+            match kept {
+                Some((what, b)) => println!(
+                    "{}: replaced {what} with wasmcni (backup: {})",
+                    bin.display(),
+                    b.display()
+                ),
+                None => println!("{}: installed", bin.display()),
+            }
         }
     }
     for (path, state) in plan.iter().skip(1) {
         if *state == Existing::Ours {
             continue;
         }
-        // A foreign file or link is replaced in one step (rename), never
-        // followed.
+        // A foreign file or link is kept, then replaced in one step
+        // (rename), never followed.
+        let kept = keep_foreign(&dir, *state == Existing::Foreign, path)?;
         write_atomic_with(path, |tmp| {
             std::os::unix::fs::symlink(crate::plugins::SELF_NAME, tmp)
         })
         .with_context(|| format!("linking {path:?}"))?;
+        match kept {
+            Some((what, b)) => println!(
+                "{}: replaced {what} with a link to wasmcni (backup: {})",
+                path.display(),
+                b.display()
+            ),
+            None => println!("{}: linked to wasmcni", path.display()),
+        }
     }
+    for name in &pruned {
+        let path = dir.join(name);
+        match backup::restore(&dir, name)? {
+            Some(b) => println!(
+                "{}: pruned (not linked any more); put back what --force replaced (from {})",
+                path.display(),
+                b.display()
+            ),
+            None => {
+                fs::remove_file(&path).with_context(|| format!("removing {path:?}"))?;
+                println!("{}: pruned (not linked any more)", path.display());
+            }
+        }
+    }
+    backup::tidy(&dir);
     // The network configurations come last (below): a runtime (and the
     // kubelet, which calls a node ready when one appears) may use them at
     // once.
@@ -1111,49 +1225,73 @@ fn plan_policy_file(opts: &Options) -> anyhow::Result<Option<Placement>> {
     Ok(Some(Placement::plan(parent, &name, Content::Bytes(bytes))?))
 }
 
+/// What install plans, as [`check_live`] checks it.
+struct Live<'a> {
+    dir: &'a Path,
+    plugin_dir: &'a Path,
+    links: &'a [&'a str],
+    pruned: &'a [&'a str],
+    third: &'a [ThirdParty],
+    networks: &'a [Network],
+    policy: &'a Option<Placement>,
+}
+
 /// Checks what a run would refuse once install has written what it plans
 /// ([`check::Prospect`]); refuses, naming each problem, unless
 /// `--allow-broken`, which only warns. Prints the warnings.
-#[allow(clippy::too_many_arguments)]
-fn check_live(
-    opts: &Options,
-    dir: &Path,
-    plugin_dir: &Path,
-    links: &[&str],
-    third: &[ThirdParty],
-    networks: &[Network],
-    policy: &Option<Placement>,
-) -> anyhow::Result<()> {
+fn check_live(opts: &Options, live: &Live) -> anyhow::Result<()> {
     let policy_dir = resolve_policy_dir(&opts.policy_dir)?;
-    let policy_file = policy
+    let policy_file = live
+        .policy
         .as_ref()
         .map_or_else(|| policy_target(opts), Placement::path);
-    let entries: Vec<(&str, &serde_json::Value)> = third
+    let entries: Vec<(&str, &serde_json::Value)> = live
+        .third
         .iter()
         .filter_map(|t| match &t.entry.as_ref()?.content {
             Content::Entry { json, .. } => Some((t.name.as_str(), json)),
             Content::Bytes(_) => None,
         })
         .collect();
-    let new_policy_file = policy.as_ref().and_then(|p| match &p.content {
+    let new_policy_file = live.policy.as_ref().and_then(|p| match &p.content {
         Content::Bytes(b) => Some(b.as_slice()),
         Content::Entry { .. } => None,
     });
+    // The networks already in the conf dir, whose links --prune must
+    // keep (those this run writes are checked as it writes them).
+    let in_conf_dir = match live.pruned.is_empty() {
+        true => Vec::new(),
+        false => {
+            let writing: Vec<&str> = live
+                .networks
+                .iter()
+                .map(|n| n.placement.name.as_str())
+                .collect();
+            conf_dir_networks(&conf_dir(opts), &writing)
+        }
+    };
     let found = check::Prospect {
-        dir,
-        plugin_dir,
+        dir: live.dir,
+        plugin_dir: live.plugin_dir,
         policy_dir: &policy_dir,
         policy_file: &policy_file,
         new_policy_file,
-        installing: third
+        installing: live
+            .third
             .iter()
             .map(|t| (t.name.as_str(), t.sha256.as_str()))
             .collect(),
         entries,
-        links,
-        networks: networks
+        links: live.links,
+        pruned: live.pruned,
+        networks: live
+            .networks
             .iter()
             .map(|n| (n.file.as_path(), n.types.as_slice()))
+            .collect(),
+        in_conf_dir: in_conf_dir
+            .iter()
+            .map(|(p, t)| (p.as_path(), t.as_slice()))
             .collect(),
     }
     .check();
@@ -1179,6 +1317,38 @@ fn check_live(
             .collect::<Vec<_>>()
             .join("\n")
     )
+}
+
+/// The conf dir: `--conf-dir`, else the default.
+fn conf_dir(opts: &Options) -> PathBuf {
+    opts.conf_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONF_DIR))
+}
+
+/// The network configurations in `conf_dir` (as a runtime finds them:
+/// `.conflist`, `.conf`, `.json`, not hidden), but `skip`, each with the
+/// types it names; unreadable ones are left out.
+fn conf_dir_networks(conf_dir: &Path, skip: &[&str]) -> Vec<(PathBuf, Vec<Named>)> {
+    let mut found: Vec<(PathBuf, Vec<Named>)> = fs::read_dir(conf_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_owned();
+            let ext = [".conflist", ".conf", ".json"];
+            if !plain(&name)
+                || skip.contains(&name.as_str())
+                || !ext.iter().any(|x| name.ends_with(x))
+            {
+                return None;
+            }
+            let bytes = read_input(&e.path(), "network configuration", 1 << 20).ok()?;
+            Some((e.path(), conf_types(&bytes)))
+        })
+        .collect();
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found
 }
 
 /// Where the policy file is (or goes): `--policy-target`, else

@@ -19,7 +19,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::Named;
+use super::{backup, Named};
 use crate::inspect::{self, PolicyStatus};
 use crate::policy::{Entry, Policy, PolicyError, Source};
 
@@ -41,9 +41,15 @@ pub(super) struct Prospect<'a> {
     pub entries: Vec<(&'a str, &'a Value)>,
     /// The names install links to wasmcni in the bin dir.
     pub links: &'a [&'a str],
+    /// The links to wasmcni install removes (`--prune`), putting back what
+    /// `--force` replaced there, if it kept anything.
+    pub pruned: &'a [&'a str],
     /// The network configurations install writes: the file given, and the
     /// types it names.
     pub networks: Vec<(&'a Path, &'a [Named])>,
+    /// The network configurations already in the conf dir (read only when
+    /// something is pruned): their types keep their links.
+    pub in_conf_dir: Vec<(&'a Path, &'a [Named])>,
 }
 
 /// What the checks found.
@@ -68,6 +74,18 @@ impl Prospect<'_> {
     /// entries of the policy file it writes.
     pub fn check(&self) -> Findings {
         let mut found = Findings::default();
+        for (conf, types) in &self.in_conf_dir {
+            for ty in types.iter().map(|t| t.ty.as_str()) {
+                if self.pruned.contains(&ty) && !backup::has(self.dir, ty) {
+                    found.broken.push(format!(
+                        "--prune would remove {}, which {} names: add {ty} to --only (or \
+                         remove that network first)",
+                        self.dir.join(ty).display(),
+                        conf.display()
+                    ));
+                }
+            }
+        }
         if self.installing.is_empty() && self.networks.is_empty() && self.new_policy_file.is_none()
         {
             // Nothing a run reads is new.
@@ -262,17 +280,27 @@ impl Prospect<'_> {
         }
         let standard =
             ty == crate::chain::NAME || crate::plugins::bundled().any(|p| p.name() == ty);
+        let pruned = self.pruned.contains(&ty);
         let runs_wasmcni = if self.links.contains(&ty) {
             true
-        } else if std::fs::symlink_metadata(&at).is_err() {
+        } else if pruned && backup::has(self.dir, ty) {
+            // What --force replaced comes back.
+            found.warnings.push(format!(
+                "{conf} names plugin type {ty:?}: --prune puts back the file --force \
+                 replaced at {}, so the network runs it, not wasmcni's {ty}",
+                at.display()
+            ));
+            false
+        } else if pruned || std::fs::symlink_metadata(&at).is_err() {
             let fix = if standard {
                 format!("add {ty} to --only")
             } else {
                 format!("install it (--plugin {ty}.wasm), or put its plugin binary there")
             };
             found.broken.push(format!(
-                "{conf} names plugin type {ty:?}, but {} will not exist: {fix}",
-                at.display()
+                "{conf} names plugin type {ty:?}, but {} will not exist{}: {fix}",
+                at.display(),
+                if pruned { " (--prune removes it)" } else { "" }
             ));
             return;
         } else {
