@@ -737,12 +737,14 @@ struct Named {
     members: Vec<String>,
 }
 
-/// The plugin types a network configuration names.
-fn conf_types(bytes: &[u8]) -> Vec<Named> {
+/// The plugin types network configuration `name` names: a `.conflist`'s
+/// entries, or the one plugin of a `.conf` or `.json` (as runtimes read
+/// them; a wasmcni-chain's config has `plugins` too: its members).
+fn conf_types(name: &str, bytes: &[u8]) -> Vec<Named> {
     let doc: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
     let entries = match doc.get("plugins").and_then(|p| p.as_array()) {
-        Some(list) => list.iter().collect(),
-        None => vec![&doc],
+        Some(list) if name.ends_with(".conflist") => list.iter().collect(),
+        _ => vec![&doc],
     };
     let ty = |e: &serde_json::Value| e.get("type").and_then(|t| t.as_str()).map(str::to_owned);
     entries
@@ -873,7 +875,7 @@ fn plan_networks(opts: &Options) -> anyhow::Result<Vec<Network>> {
         }
         networks.push(Network {
             file: file.clone(),
-            types: conf_types(&bytes),
+            types: conf_types(&name, &bytes),
             placement: Placement::plan(&conf_dir, &name, Content::Bytes(bytes))?,
         });
     }
@@ -1344,7 +1346,7 @@ fn conf_dir_networks(conf_dir: &Path, skip: &[&str]) -> Vec<(PathBuf, Vec<Named>
                 return None;
             }
             let bytes = read_input(&e.path(), "network configuration", 1 << 20).ok()?;
-            Some((e.path(), conf_types(&bytes)))
+            Some((e.path(), conf_types(&name, &bytes)))
         })
         .collect();
     found.sort_by(|a, b| a.0.cmp(&b.0));
@@ -1686,21 +1688,30 @@ mod tests {
             members: members.iter().map(|m| (*m).to_owned()).collect(),
         };
         assert_eq!(
-            conf_types(&bytes),
+            conf_types(&name, &bytes),
             [named("loopback", &[]), named("my", &[])]
         );
         let chain = r#"{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"wasmcni-chain",
             "plugins":[{"type":"bridge"},{"type":"tuning"}]},{"type":"x","plugins":[{"type":"y"}]}]}"#;
-        let (_, bytes) = f("c.conflist", chain).unwrap();
+        let (name, bytes) = f("c.conflist", chain).unwrap();
         assert_eq!(
-            conf_types(&bytes),
+            conf_types(&name, &bytes),
             [
                 named("wasmcni-chain", &["bridge", "tuning"]),
                 named("x", &[])
             ]
         );
-        let (_, bytes) = f("one.conf", r#"{"name":"n","type":"ptp"}"#).unwrap();
-        assert_eq!(conf_types(&bytes), [named("ptp", &[])]);
+        let (name, bytes) = f("one.conf", r#"{"name":"n","type":"ptp"}"#).unwrap();
+        assert_eq!(conf_types(&name, &bytes), [named("ptp", &[])]);
+        let (name, bytes) = f(
+            "chain.conf",
+            r#"{"name":"n","type":"wasmcni-chain","plugins":[{"type":"bridge"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            conf_types(&name, &bytes),
+            [named("wasmcni-chain", &["bridge"])]
+        );
         assert!(f("n.conflist", r#"{"name":"n","plugins":[{"type":1}]}"#)
             .unwrap_err()
             .contains("string `type`"));
