@@ -70,8 +70,9 @@ struct Reached {
 }
 
 impl Prospect<'_> {
-    /// Checks the plugins install installs, the networks it writes and the
-    /// entries of the policy file it writes.
+    /// Checks the plugins install installs, the networks it writes, the
+    /// entries of the policy file it writes, and that `--prune` takes no
+    /// link a network already in the conf dir runs.
     pub fn check(&self) -> Findings {
         let mut found = Findings::default();
         for (conf, types) in &self.in_conf_dir {
