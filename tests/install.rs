@@ -12,7 +12,7 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -173,18 +173,24 @@ impl Node {
     /// anything: a failure, with every one of `needles` in its stderr, no
     /// panic, and the node's files as they were.
     fn assert_refused(&self, args: &[&str], needles: &[&str]) {
+        self.assert_refused_by(&format!("{args:?}"), || self.install(args), needles);
+    }
+
+    /// As [`Node::assert_refused`], for a command `run` makes (`what`
+    /// names it in messages).
+    fn assert_refused_by(&self, what: &str, run: impl FnOnce() -> Output, needles: &[&str]) {
         let before = tree(self.dir.path());
-        let out = self.install(args);
+        let out = run();
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success(), "{args:?}: {}", text(&out));
+        assert!(!out.status.success(), "{what}: {}", text(&out));
         for needle in needles {
             assert!(
                 err.contains(needle),
-                "{args:?}: no {needle:?} in {}",
+                "{what}: no {needle:?} in {}",
                 text(&out)
             );
         }
-        assert!(!err.contains("panicked"), "{args:?}: {}", text(&out));
+        assert!(!err.contains("panicked"), "{what}: {}", text(&out));
         assert_unchanged(&before, &tree(self.dir.path()));
     }
 
@@ -374,18 +380,35 @@ fn a_rebuilt_plugin_is_re_pinned_only_where_install_owns_the_entry() {
     assert_eq!(r.code, 0, "{r:?}");
 
     // The operator edits the entry: it is theirs now. The next rebuild is
-    // installed, but the entry is not touched, and install says the
-    // plugin will be refused — which it is.
+    // refused (issue 27: it was installed with a warning), as a run would
+    // refuse it: nothing changes, and install says which file to change.
     let mut mine = node.entry();
     mine["deadline-ms"] = json!(5000);
     let mine = serde_json::to_vec_pretty(&mine).unwrap();
     std::fs::write(node.path("policy.d/myplugin.json"), &mine).unwrap();
     let v3 = rebuilt(&wasm, "v3");
     std::fs::write(node.path("src/myplugin.wasm"), &v3).unwrap();
-    let out = node.install(&["--plugin", "src/myplugin.wasm"]);
+    node.assert_refused(
+        &["--plugin", "src/myplugin.wasm"],
+        &[
+            "plugin \"myplugin\" would be REFUSED on every run",
+            &format!("pins it to {}", sha256(&v2)),
+            &format!(
+                "set `sha256` in {}",
+                node.path("policy.d/myplugin.json").display()
+            ),
+            &sha256(&v3),
+            "--allow-broken",
+        ],
+    );
+    let r = node.add("myplugin", &ns);
+    assert_eq!(r.code, 0, "v2 still runs: {r:?}");
+    // With --allow-broken the build is installed, the entry not touched,
+    // and the plugin refused — as install said.
+    let out = node.install(&["--plugin", "src/myplugin.wasm", "--allow-broken"]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
-        String::from_utf8_lossy(&out.stderr).contains("will REFUSE to run it"),
+        String::from_utf8_lossy(&out.stderr).contains("would be REFUSED"),
         "{}",
         text(&out)
     );
@@ -759,13 +782,20 @@ fn installer_image_installs_a_node_as_the_daemonset_runs_it() {
         std::fs::read(repo().join("target/image/wasmcni")).unwrap(),
         "the image's static wasmcni"
     );
-    let mut plugins = standard_plugins();
-    plugins.push("myplugin".into());
-    for p in &plugins {
+    // What the conflist names (issue 27: no --only links those alone, not
+    // every standard plugin).
+    let plugins = ["loopback", "myplugin"];
+    for p in plugins {
         assert_eq!(
             std::fs::read_link(bin.join(p)).unwrap(),
             Path::new("wasmcni"),
             "{p}"
+        );
+    }
+    for p in standard_plugins().iter().filter(|p| *p != "loopback") {
+        assert!(
+            std::fs::symlink_metadata(bin.join(p)).is_err(),
+            "{p} linked"
         );
     }
     let arts = artifacts(&bin.join(".wasmcni-cache"));
@@ -860,22 +890,25 @@ fn installer_image_installs_a_node_as_the_daemonset_runs_it() {
     assert_eq!(artifacts(&bin.join(".wasmcni-cache")), arts);
 }
 
-/// Installed where a run looks for policy (no --policy-dir): install says
-/// when the plugin would be refused or have no authority.
+/// Installed where a run looks for policy (no --policy-dir): install warns
+/// when the plugin would have no authority, and refuses when a run would
+/// refuse it (issue 27: it warned and installed): an entry in the policy
+/// file or the policy dir pinned to another build.
 #[test]
-fn install_warns_when_the_policy_would_refuse_or_starve_the_plugin() {
+fn install_warns_of_a_plugin_without_authority_and_refuses_one_pinned_elsewhere() {
     support::require_root();
     let node = Node::new();
     let wasm = std::fs::read(support::fixture("loopback")).unwrap();
     std::fs::write(node.path("src/bare.wasm"), &wasm).unwrap();
     std::fs::create_dir(node.path("policy.d")).unwrap();
-    let install = || {
+    let install = |extra: &[&str]| {
         let mut c = Command::new(node.path("tool/wasmcni"));
         c.arg("install")
             .arg(node.path("bin"))
             .arg("--plugin-dir")
             .arg(node.path("plugins"))
-            .args(["--plugin", "src/bare.wasm"])
+            .args(["--only", "loopback", "--plugin", "src/bare.wasm"])
+            .args(extra)
             .env_clear()
             .current_dir(node.dir.path());
         for (k, v) in node.env() {
@@ -883,7 +916,7 @@ fn install_warns_when_the_policy_would_refuse_or_starve_the_plugin() {
         }
         c.output().unwrap()
     };
-    let out = install();
+    let out = install(&[]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("it has no policy entry"),
@@ -891,26 +924,32 @@ fn install_warns_when_the_policy_would_refuse_or_starve_the_plugin() {
         text(&out)
     );
     // An entry in the policy file pinned to another build.
+    let policy = node.path("policy.json");
     std::fs::write(
-        node.path("policy.json"),
+        &policy,
         json!({"plugins": {"bare": {"sha256": "ab".repeat(32)}}}).to_string(),
     )
     .unwrap();
-    let out = install();
-    assert!(out.status.success(), "{}", text(&out));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        err.contains("REFUSE") && err.contains(&sha256(&wasm)),
-        "{}",
-        text(&out)
+    let sha = sha256(&wasm);
+    node.assert_refused_by(
+        "pinned in the policy file",
+        || install(&[]),
+        &[
+            "plugin \"bare\" would be REFUSED on every run",
+            &format!(
+                "its sha256 is {sha} but the policy pins it to {}",
+                "ab".repeat(32)
+            ),
+            &format!("set plugins.bare.sha256 in {} to {sha}", policy.display()),
+        ],
     );
     // Pinned right: nothing to say.
     std::fs::write(
-        node.path("policy.json"),
-        json!({"plugins": {"bare": {"sha256": sha256(&wasm)}}}).to_string(),
+        &policy,
+        json!({"plugins": {"bare": {"sha256": sha}}}).to_string(),
     )
     .unwrap();
-    let out = install();
+    let out = install(&[]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
         !String::from_utf8_lossy(&out.stderr).contains("warning"),
@@ -918,14 +957,20 @@ fn install_warns_when_the_policy_would_refuse_or_starve_the_plugin() {
         text(&out)
     );
     // An entry in the policy dir (not install's) pinned to another build:
-    // one warning for the one problem (issue 27: there were two).
-    std::fs::write(node.path("policy.json"), r#"{"plugins":{}}"#).unwrap();
+    // refused; with --allow-broken, one warning for the one problem
+    // (issue 27: there were two).
+    std::fs::write(&policy, r#"{"plugins":{}}"#).unwrap();
     std::fs::write(
         node.path("policy.d/bare.json"),
         json!({"sha256": "ab".repeat(32)}).to_string(),
     )
     .unwrap();
-    let out = install();
+    node.assert_refused_by(
+        "pinned in the policy dir",
+        || install(&[]),
+        &["would be REFUSED", "bare.json", &sha],
+    );
+    let out = install(&["--allow-broken"]);
     assert!(out.status.success(), "{}", text(&out));
     let err = String::from_utf8_lossy(&out.stderr);
     let warnings: Vec<&str> = err
@@ -1065,16 +1110,19 @@ fn install_never_writes_through_a_planted_symlink() {
 }
 
 /// An entry written into the policy dir for a plugin the policy file also
-/// names makes wasmcni refuse the plugin as ambiguous: install says so
-/// loudly, both where the policy dir is the one a run reads and where it
-/// is given with --policy-dir (the DaemonSet's case).
+/// names makes wasmcni refuse the plugin as ambiguous: install refuses
+/// (issue 27: it warned and wrote it), naming both files, both where the
+/// policy dir is the one a run reads and where it is given with
+/// --policy-dir (the DaemonSet's case); so does a policy file written
+/// alone that names a plugin the policy dir has an entry for (it said
+/// nothing). With --allow-broken it warns, once.
 #[test]
-fn install_warns_when_the_policy_file_also_names_the_plugin() {
+fn install_refuses_an_entry_the_policy_file_also_has() {
     support::require_root();
     let node = Node::new();
     let wasm = std::fs::read(support::fixture("loopback")).unwrap();
     std::fs::write(node.path("src/myplugin.wasm"), &wasm).unwrap();
-    let run = |policy_dir_flag: bool| {
+    let run = |policy_dir_flag: bool, extra: &[&str]| {
         let mut c = Command::new(node.path("tool/wasmcni"));
         c.arg("install")
             .arg(node.path("bin"))
@@ -1084,11 +1132,14 @@ fn install_warns_when_the_policy_file_also_names_the_plugin() {
             c.arg("--policy-dir").arg(node.path("policy.d"));
         }
         c.args([
+            "--only",
+            "loopback",
             "--plugin",
             "src/myplugin.wasm",
             "--policy",
             "src/entry.json",
         ])
+        .args(extra)
         .env_clear()
         .env("WASMCNI_POLICY", node.path("policy.json"))
         .current_dir(node.dir.path());
@@ -1098,38 +1149,74 @@ fn install_warns_when_the_policy_file_also_names_the_plugin() {
         c.output().unwrap()
     };
     // Only in the policy dir: nothing to say.
-    let out = run(true);
+    let out = run(true, &[]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(
         !String::from_utf8_lossy(&out.stderr).contains("REFUSED"),
         "{}",
         text(&out)
     );
-    std::fs::write(
-        node.path("policy.json"),
-        json!({"plugins": {"myplugin": {}}}).to_string(),
-    )
-    .unwrap();
+    let policy = node.path("policy.json");
+    let entry = node.path("policy.d/myplugin.json");
+    std::fs::write(&policy, json!({"plugins": {"myplugin": {}}}).to_string()).unwrap();
+    let ambiguous = [
+        "plugin \"myplugin\" would be REFUSED on every run",
+        "has an entry both in",
+        &format!("{} (plugins.myplugin)", policy.display()),
+        &format!("and in {}; remove one", entry.display()),
+        "nothing was changed",
+        "--allow-broken",
+    ];
     for flag in [true, false] {
-        let out = run(flag);
+        node.assert_refused_by(
+            &format!("--policy-dir {flag}"),
+            || run(flag, &[]),
+            &ambiguous,
+        );
+    }
+    // --allow-broken: installed, and said once (issue 27: without
+    // --policy-dir, the check of the effective policy said it a second
+    // time).
+    for flag in [true, false] {
+        let out = run(flag, &["--allow-broken"]);
         assert!(out.status.success(), "{}", text(&out));
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            err.contains("plugin \"myplugin\" will be REFUSED")
-                && err.contains("has an entry both in")
-                && err.contains("policy.json"),
-            "--policy-dir {flag}: {}",
-            text(&out)
-        );
-        // Said once (issue 27: without --policy-dir, the check of the
-        // effective policy said it a second time).
         assert_eq!(
             err.matches("has an entry both in").count(),
             1,
             "--policy-dir {flag}: {}",
             text(&out)
         );
+        assert!(err.contains("--allow-broken"), "{}", text(&out));
     }
+
+    // The policy file alone, naming a plugin the policy dir has an entry
+    // for: refused too, before it is written.
+    let policy = node.path("etc/policy.json");
+    std::fs::write(
+        node.path("src/new-policy.json"),
+        json!({"plugins": {"loopback": {"container": {"read": true, "modify": true}},
+                           "myplugin": {"container": {"read": true}}}})
+        .to_string(),
+    )
+    .unwrap();
+    let policy_arg = policy.display().to_string();
+    node.assert_refused(
+        &[
+            "--only",
+            "loopback",
+            "--policy-file",
+            "src/new-policy.json",
+            "--policy-target",
+            &policy_arg,
+        ],
+        &[
+            "plugin \"myplugin\" would be REFUSED on every run",
+            &format!("{policy_arg} (plugins.myplugin)"),
+            &format!("and in {}; remove one", entry.display()),
+        ],
+    );
+    assert!(!node.path("etc").exists());
 }
 
 /// `wasmcni list` as a node operator runs it after install: with the node's
@@ -1398,4 +1485,673 @@ fn install_takes_the_policy_entry_alone_or_in_a_policy_document() {
     let mut pinned = starter["plugins"]["myplugin"].clone();
     pinned["sha256"] = json!(sha);
     assert_eq!(node.entry(), pinned);
+}
+
+/// Issue 27 (4): several `--plugin`s in one run, each with the `--name`
+/// and `--policy` after it, and several `--conflist`s; a `--name` or
+/// `--policy` that belongs to no `--plugin` or to one that has one
+/// already, two plugins of one name and two conflists of one file name are
+/// refused before anything changes.
+#[test]
+fn install_takes_many_plugins_each_with_its_own_name_and_policy() {
+    support::require_root();
+    let node = Node::new();
+    let wasm = std::fs::read(support::fixture("loopback")).unwrap();
+    let bee = rebuilt(&wasm, "bee");
+    std::fs::write(node.path("src/a.wasm"), &wasm).unwrap();
+    std::fs::write(node.path("src/b.wasm"), &bee).unwrap();
+    std::fs::write(
+        node.path("src/a.json"),
+        json!({"container": {"read": true, "modify": true}}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        node.path("src/b.json"),
+        json!({"container": {"read": true}}).to_string(),
+    )
+    .unwrap();
+    std::fs::create_dir(node.path("src/other")).unwrap();
+    for (file, ty) in [
+        ("src/10-a.conflist", "a"),
+        ("src/20-bee.conflist", "bee"),
+        ("src/other/10-a.conflist", "loopback"),
+    ] {
+        std::fs::write(
+            node.path(file),
+            json!({"cniVersion": "1.0.0", "name": ty, "plugins": [{"type": ty}]}).to_string(),
+        )
+        .unwrap();
+    }
+    let conf_dir = node.path("net.d").display().to_string();
+    for (args, needle) in [
+        (
+            &["--policy", "src/a.json", "--plugin", "src/a.wasm"][..],
+            "--policy \"src/a.json\" comes before any --plugin",
+        ),
+        (
+            &[
+                "--plugin",
+                "src/a.wasm",
+                "--policy",
+                "src/a.json",
+                "--policy",
+                "src/b.json",
+            ][..],
+            "--plugin \"src/a.wasm\" is given two --policy (\"src/a.json\", \"src/b.json\")",
+        ),
+        (
+            &[
+                "--plugin",
+                "src/a.wasm",
+                "--plugin",
+                "src/b.wasm",
+                "--name",
+                "a",
+            ][..],
+            "--plugin \"src/a.wasm\" and --plugin \"src/b.wasm\" both install plugin \"a\"",
+        ),
+        (
+            &[
+                "--conflist",
+                "src/10-a.conflist",
+                "--conflist",
+                "src/other/10-a.conflist",
+                "--conf-dir",
+                &conf_dir,
+            ][..],
+            "would both be",
+        ),
+    ] {
+        let mut args = args.to_vec();
+        args.extend(["--only", "loopback"]);
+        node.assert_refused(&args, &[needle]);
+    }
+
+    let out = node.install(&[
+        "--only",
+        "loopback",
+        "--plugin",
+        "src/a.wasm",
+        "--policy",
+        "src/a.json",
+        "--plugin",
+        "src/b.wasm",
+        "--name",
+        "bee",
+        "--policy",
+        "src/b.json",
+        "--conflist",
+        "src/10-a.conflist",
+        "--conflist",
+        "src/20-bee.conflist",
+        "--conf-dir",
+        &conf_dir,
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let bin = node.path("bin");
+    for name in ["a", "bee", "loopback"] {
+        assert_eq!(
+            std::fs::read_link(bin.join(name)).unwrap(),
+            Path::new("wasmcni"),
+            "{name}"
+        );
+    }
+    assert_eq!(std::fs::read(node.path("plugins/a.wasm")).unwrap(), wasm);
+    assert_eq!(std::fs::read(node.path("plugins/bee.wasm")).unwrap(), bee);
+    let entry = |name: &str| -> Value {
+        serde_json::from_slice(&std::fs::read(node.path(&format!("policy.d/{name}.json"))).unwrap())
+            .unwrap()
+    };
+    assert_eq!(
+        entry("a"),
+        json!({"sha256": sha256(&wasm), "container": {"read": true, "modify": true}})
+    );
+    assert_eq!(
+        entry("bee"),
+        json!({"sha256": sha256(&bee), "container": {"read": true}})
+    );
+    for file in ["10-a.conflist", "20-bee.conflist"] {
+        assert_eq!(
+            std::fs::read(node.path("net.d").join(file)).unwrap(),
+            std::fs::read(node.path("src").join(file)).unwrap(),
+            "{file}"
+        );
+    }
+    let arts = artifacts(&bin.join(".wasmcni-cache"));
+    assert_eq!(arts.len(), 3, "{arts:?}");
+
+    // Each runs under its own entry: `a` may bring lo up, `bee` may not.
+    let ns = Netns::new("manya");
+    let r = node.add("a", &ns);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(ns.lo_up());
+    let ns = Netns::new("manyb");
+    let r = node.add("bee", &ns);
+    assert_ne!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("plugins.bee.container.modify"), "{r:?}");
+    assert!(!ns.lo_up());
+}
+
+/// Issue 27 (1): install refuses to make live what wasmcni would refuse to
+/// run, before it writes anything (no conflist, no link, no policy; exit
+/// non-zero), naming each problem, its file and what to change: a plugin
+/// the network names whose entry pins another build; a network naming a
+/// type that will not be in the bin dir, a standard one `--only` leaves
+/// out, or a `wasmcni-chain` member wasmcni cannot run. `--allow-broken`
+/// installs it all the same, warning (it used to warn and go live).
+#[test]
+fn install_refuses_a_network_wasmcni_would_refuse_unless_allowed() {
+    support::require_root();
+    let node = Node::new();
+    let wasm = std::fs::read(support::fixture("loopback")).unwrap();
+    std::fs::write(node.path("src/myplugin.wasm"), &wasm).unwrap();
+    let sha = sha256(&wasm);
+    let net = |file: &str, plugins: Value| {
+        std::fs::write(
+            node.path("src").join(file),
+            json!({"cniVersion": "1.0.0", "name": "n", "plugins": plugins}).to_string(),
+        )
+        .unwrap();
+    };
+    net(
+        "10-mine.conflist",
+        json!([{"type": "loopback"}, {"type": "myplugin"}]),
+    );
+    net(
+        "20-missing.conflist",
+        json!([{"type": "loopback"}, {"type": "nosuch"}]),
+    );
+    net(
+        "30-chain.conflist",
+        json!([{"type": "wasmcni-chain",
+                "plugins": [{"type": "loopback"}, {"type": "nomember"}]}]),
+    );
+    net("40-bridge.conflist", json!([{"type": "bridge"}]));
+    let conf_dir = node.path("net.d").display().to_string();
+    let network = |file: &str, extra: &[&str]| -> Vec<String> {
+        let mut args: Vec<String> = [
+            "--only",
+            "loopback",
+            "--conflist",
+            &format!("src/{file}"),
+            "--conf-dir",
+            &conf_dir,
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        args.extend(extra.iter().map(|a| a.to_string()));
+        args
+    };
+    let refused = |args: Vec<String>, needles: &[&str]| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        node.assert_refused(&args, needles);
+    };
+
+    // The plugin, with its entry, from an earlier run.
+    let out = node.install(&[
+        "--only",
+        "loopback",
+        "--plugin",
+        "src/myplugin.wasm",
+        "--policy",
+        "src/entry.json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+
+    // Its entry, edited to pin another build (no longer install's).
+    let mut edited = node.entry();
+    edited["sha256"] = json!("ab".repeat(32));
+    std::fs::write(node.path("policy.d/myplugin.json"), edited.to_string()).unwrap();
+    let entry_path = node.path("policy.d/myplugin.json").display().to_string();
+    refused(
+        network("10-mine.conflist", &[]),
+        &[
+            "refusing to install what wasmcni would refuse to run (nothing was changed)",
+            "plugin \"myplugin\" would be REFUSED on every run",
+            &format!("pins it to {}", "ab".repeat(32)),
+            &format!("set `sha256` in {entry_path} to {sha}"),
+            "--allow-broken",
+        ],
+    );
+    let mut pinned = edited.clone();
+    pinned["sha256"] = json!(sha);
+    std::fs::write(node.path("policy.d/myplugin.json"), pinned.to_string()).unwrap();
+
+    let bin = node.path("bin").display().to_string();
+    refused(
+        network("20-missing.conflist", &[]),
+        &[
+            "src/20-missing.conflist names plugin type \"nosuch\"",
+            &format!("{bin}/nosuch will not exist"),
+            "--plugin nosuch.wasm",
+        ],
+    );
+    refused(
+        network("30-chain.conflist", &["--only", "loopback,wasmcni-chain"]),
+        &[
+            "src/30-chain.conflist: wasmcni-chain member plugins[1].type \"nomember\" is not a \
+             plugin wasmcni can run",
+            "nomember.wasm",
+        ],
+    );
+    refused(
+        network("30-chain.conflist", &[]),
+        &[
+            "names plugin type \"wasmcni-chain\"",
+            "add wasmcni-chain to --only",
+        ],
+    );
+    refused(
+        network("40-bridge.conflist", &[]),
+        &["names plugin type \"bridge\"", "add bridge to --only"],
+    );
+    // The network whose plugins all run goes live.
+    let out = node.install(
+        &network("10-mine.conflist", &[])
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(node.path("net.d/10-mine.conflist").is_file());
+
+    // --allow-broken: installed, each problem a warning.
+    let args = network("20-missing.conflist", &["--allow-broken"]);
+    let out = node.install(&args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("WARNING: src/20-missing.conflist names plugin type \"nosuch\"")
+            && err.contains("installing anyway: --allow-broken"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(
+        std::fs::read(node.path("net.d/20-missing.conflist")).unwrap(),
+        std::fs::read(node.path("src/20-missing.conflist")).unwrap()
+    );
+}
+
+/// Issue 27 (1): the DaemonSet installs strictly: its arguments never ask
+/// to go live broken (nor to replace what is not wasmcni's).
+#[test]
+fn the_daemonset_installs_strictly() {
+    let args = manifest_args();
+    for flag in ["--allow-broken", "--force"] {
+        assert!(
+            !args.iter().any(|a| a.starts_with(flag)),
+            "the manifest passes {flag}: {args:?}"
+        );
+    }
+}
+
+/// Issue 27 (2): with `--conflist` and no `--only`, install links only the
+/// standard plugins the conflist names (its types, wasmcni-chain and the
+/// chain's members), so a node carrying kubernetes-cni's native plugins
+/// needs no `--force` (it refused, and its DaemonSet pod crash-looped);
+/// without `--conflist`, every standard plugin, as before. A refused
+/// `--only` leaves no bin dir behind (it left an empty one).
+#[test]
+fn install_links_what_the_conflist_names_by_default() {
+    support::require_root();
+    let node = Node::new();
+    let bin = node.path("bin");
+    node.assert_refused(
+        &["--only", "nosuch"],
+        &["\"nosuch\" is not a standard plugin"],
+    );
+    assert!(!bin.exists(), "a refused run made the bin dir");
+
+    std::fs::create_dir(&bin).unwrap();
+    for (name, bytes) in [
+        ("bridge", "native bridge"),
+        ("host-local", "native host-local"),
+    ] {
+        std::fs::write(bin.join(name), bytes).unwrap();
+        std::fs::set_permissions(bin.join(name), std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    std::fs::write(
+        node.path("src/10-net.conflist"),
+        json!({"cniVersion": "1.0.0", "name": "net", "plugins": [
+            {"type": "loopback"},
+            {"type": "wasmcni-chain", "plugins": [{"type": "tuning"}, {"type": "bandwidth"}]}
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let conf_dir = node.path("net.d").display().to_string();
+    let out = node.install(&["--conflist", "src/10-net.conflist", "--conf-dir", &conf_dir]);
+    assert!(out.status.success(), "{}", text(&out));
+    let mut linked: Vec<String> = std::fs::read_dir(&bin)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| std::fs::read_link(p).is_ok_and(|t| t == Path::new("wasmcni")))
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    linked.sort();
+    assert_eq!(
+        linked,
+        ["bandwidth", "loopback", "tuning", "wasmcni-chain"],
+        "{}",
+        text(&out)
+    );
+    assert_eq!(std::fs::read(bin.join("bridge")).unwrap(), b"native bridge");
+    assert_eq!(
+        std::fs::read(bin.join("host-local")).unwrap(),
+        b"native host-local"
+    );
+    let arts = artifacts(&bin.join(".wasmcni-cache"));
+    assert_eq!(arts.len(), 3, "loopback, tuning, bandwidth: {arts:?}");
+    assert!(node.path("net.d/10-net.conflist").is_file());
+
+    // A standard type the conflist names that the node has as a native
+    // plugin is still a conflict: wasmcni's was asked for.
+    std::fs::write(
+        node.path("src/20-bridge.conflist"),
+        json!({"cniVersion": "1.0.0", "name": "br", "plugins": [{"type": "bridge"}]}).to_string(),
+    )
+    .unwrap();
+    node.assert_refused(
+        &[
+            "--conflist",
+            "src/20-bridge.conflist",
+            "--conf-dir",
+            &conf_dir,
+        ],
+        &[
+            "refusing to replace files that are not wasmcni's own (use --force)",
+            "bin/bridge",
+            "leave its name out of --only",
+        ],
+    );
+    // ...unless --only leaves it to the native plugin, which the network
+    // then runs (install says so).
+    let out = node.install(&[
+        "--only",
+        "loopback",
+        "--conflist",
+        "src/20-bridge.conflist",
+        "--conf-dir",
+        &conf_dir,
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("is a native binary, so the network runs it"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(std::fs::read(bin.join("bridge")).unwrap(), b"native bridge");
+
+    // Without --conflist: every standard plugin, as before (a conflict).
+    node.assert_refused(&[], &["use --force", "bin/bridge", "bin/host-local"]);
+}
+
+/// Every file and symlink under `root` (not directories): its bytes' sha256
+/// and mode, or its link target.
+fn files(root: &Path) -> BTreeMap<PathBuf, String> {
+    tree(root)
+        .into_keys()
+        .filter_map(|rel| {
+            let path = root.join(&rel);
+            let m = std::fs::symlink_metadata(&path).unwrap();
+            let what = if m.file_type().is_symlink() {
+                format!("-> {:?}", std::fs::read_link(&path).unwrap())
+            } else if m.is_file() {
+                format!(
+                    "{} mode {:o}",
+                    sha256(&std::fs::read(&path).unwrap()),
+                    m.mode() & 0o7777
+                )
+            } else {
+                return None;
+            };
+            Some((rel, what))
+        })
+        .collect()
+}
+
+fn assert_same_files(before: &BTreeMap<PathBuf, String>, after: &BTreeMap<PathBuf, String>) {
+    let keys: std::collections::BTreeSet<&PathBuf> = before.keys().chain(after.keys()).collect();
+    let diff: Vec<String> = keys
+        .into_iter()
+        .filter(|k| before.get(*k) != after.get(*k))
+        .map(|k| format!("{k:?}: {:?} -> {:?}", before.get(k), after.get(k)))
+        .collect();
+    assert!(diff.is_empty(), "files differ:\n{}", diff.join("\n"));
+}
+
+/// Issue 27 (3): `--force` keeps what it replaces (a native binary, with
+/// its mode; a link to one) in `DIR/.wasmcni-backup/`, and says so on a
+/// line of its own; `wasmcni uninstall` removes exactly what install wrote
+/// (links, executable, cache, plugin, entry, conflist, policy file,
+/// records) and puts every backup back byte for byte; a file edited since
+/// install wrote it is left alone, with a warning.
+#[test]
+fn uninstall_removes_what_install_wrote_and_restores_what_force_replaced() {
+    support::require_root();
+    let node = Node::new();
+    let bin = node.path("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let native = b"\x7fELF native bridge, not wasmcni's".to_vec();
+    std::fs::write(bin.join("bridge"), &native).unwrap();
+    std::fs::set_permissions(bin.join("bridge"), std::fs::Permissions::from_mode(0o4750)).unwrap();
+    std::os::unix::fs::symlink("/usr/libexec/cni/portmap", bin.join("portmap")).unwrap();
+    std::fs::write(bin.join("calico"), b"another plugin").unwrap();
+    std::fs::create_dir(node.path("net.d")).unwrap();
+    std::fs::write(node.path("net.d/05-other.conflist"), b"{}").unwrap();
+    std::fs::write(node.path("net.d/10-net.conflist"), b"the operator's own").unwrap();
+    let wasm = std::fs::read(support::fixture("loopback")).unwrap();
+    std::fs::write(node.path("src/myplugin.wasm"), &wasm).unwrap();
+    std::fs::write(
+        node.path("src/10-net.conflist"),
+        json!({"cniVersion": "1.0.0", "name": "net",
+               "plugins": [{"type": "bridge"}, {"type": "myplugin"}]})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        node.path("src/policy.json"),
+        json!({"plugins": {"loopback": {"container": {"read": true, "modify": true}}}}).to_string(),
+    )
+    .unwrap();
+    let [conf_dir, target] =
+        [node.path("net.d"), node.path("etc/policy.json")].map(|p| p.display().to_string());
+    let install = || {
+        node.install(&[
+            "--force",
+            "--only",
+            "bridge,loopback,portmap",
+            "--plugin",
+            "src/myplugin.wasm",
+            "--policy",
+            "src/entry.json",
+            "--conflist",
+            "src/10-net.conflist",
+            "--conf-dir",
+            &conf_dir,
+            "--policy-file",
+            "src/policy.json",
+            "--policy-target",
+            &target,
+        ])
+    };
+    let uninstall = || {
+        Command::new(node.path("tool/wasmcni"))
+            .arg("uninstall")
+            .arg(&bin)
+            .arg("--plugin-dir")
+            .arg(node.path("plugins"))
+            .arg("--policy-dir")
+            .arg(node.path("policy.d"))
+            .args(["--conf-dir", &conf_dir, "--policy-target", &target])
+            .env_clear()
+            .current_dir(node.dir.path())
+            .output()
+            .unwrap()
+    };
+    let before = files(node.dir.path());
+
+    let out = install();
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let backup = bin.join(".wasmcni-backup");
+    for line in [
+        format!(
+            "{}: replaced a native binary with a link to wasmcni (backup: {})",
+            bin.join("bridge").display(),
+            backup.join("bridge").display()
+        ),
+        format!(
+            "{}: replaced a link to /usr/libexec/cni/portmap with a link to wasmcni (backup: {})",
+            bin.join("portmap").display(),
+            backup.join("portmap").display()
+        ),
+        format!("{}: linked to wasmcni", bin.join("loopback").display()),
+        format!(
+            "{}/10-net.conflist: replaced a file that was not wasmcni's (backup: {}/.wasmcni-backup/10-net.conflist)",
+            conf_dir, conf_dir
+        ),
+    ] {
+        assert!(stdout.lines().any(|l| l == line), "no {line:?} in {}", text(&out));
+    }
+    assert_eq!(std::fs::read(backup.join("bridge")).unwrap(), native);
+    let mode = std::fs::metadata(backup.join("bridge")).unwrap().mode() & 0o7777;
+    assert_eq!(mode, 0o4750);
+    assert_eq!(
+        std::fs::read_link(backup.join("portmap")).unwrap(),
+        Path::new("/usr/libexec/cni/portmap")
+    );
+    // `list` does not see the backups.
+    let out = list(&node, &["--bin-dir", &bin.display().to_string()]);
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("backup"),
+        "{}",
+        text(&out)
+    );
+
+    let out = uninstall();
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        !String::from_utf8_lossy(&out.stderr).contains("warning"),
+        "{}",
+        text(&out)
+    );
+    assert_same_files(&before, &files(node.dir.path()));
+    for hidden in [".wasmcni-backup", ".wasmcni-cache"] {
+        assert!(!bin.join(hidden).exists(), "{hidden} left");
+    }
+
+    // Installed again, the conflist then edited on the node: uninstall
+    // leaves it (and the backup of the operator's original) and says so;
+    // everything else goes.
+    let out = install();
+    assert!(out.status.success(), "{}", text(&out));
+    std::fs::write(node.path("net.d/10-net.conflist"), b"edited since").unwrap();
+    let out = uninstall();
+    assert!(out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{conf_dir}/10-net.conflist was changed since install wrote it: left alone"
+        )),
+        "{}",
+        text(&out)
+    );
+    let mut expected = before.clone();
+    let edited = PathBuf::from("net.d/10-net.conflist");
+    expected.insert(
+        edited.clone(),
+        format!("{} mode 644", sha256(b"edited since")),
+    );
+    expected.insert(
+        PathBuf::from("net.d/.wasmcni-backup/10-net.conflist"),
+        before[&edited].clone(),
+    );
+    assert_same_files(&expected, &files(node.dir.path()));
+}
+
+/// Issue 27 (3): `install --prune` removes the standard links a narrower
+/// `--only` no longer asks for (putting back what `--force` replaced
+/// there) and their artifacts; third-party links stay; a link a network
+/// in the conf dir names is not pruned (refused, nothing changed).
+#[test]
+fn install_prune_removes_the_links_a_narrower_only_no_longer_asks_for() {
+    support::require_root();
+    let node = Node::new();
+    let bin = node.path("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::fs::write(bin.join("ptp"), b"native ptp").unwrap();
+    std::fs::set_permissions(bin.join("ptp"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let wasm = std::fs::read(support::fixture("loopback")).unwrap();
+    std::fs::write(node.path("src/myplugin.wasm"), &wasm).unwrap();
+    let out = node.install(&[
+        "--force",
+        "--only",
+        "loopback,bridge,ptp,tuning,wasmcni-chain",
+        "--plugin",
+        "src/myplugin.wasm",
+        "--policy",
+        "src/entry.json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    std::fs::create_dir(node.path("net.d")).unwrap();
+    std::fs::write(
+        node.path("net.d/10-br.conflist"),
+        json!({"cniVersion": "1.0.0", "name": "br", "plugins": [{"type": "bridge"}]}).to_string(),
+    )
+    .unwrap();
+    let conf_dir = node.path("net.d").display().to_string();
+
+    node.assert_refused(
+        &["--only", "loopback", "--prune", "--conf-dir", &conf_dir],
+        &[&format!(
+            "--prune would remove {}, which {conf_dir}/10-br.conflist names: add bridge to --only",
+            bin.join("bridge").display()
+        )],
+    );
+    // Without --prune a narrower --only leaves the other links alone.
+    let before = tree(&bin);
+    let out = node.install(&["--only", "loopback,bridge", "--conf-dir", &conf_dir]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_unchanged(&before, &tree(&bin));
+
+    let out = node.install(&[
+        "--only",
+        "loopback,bridge",
+        "--prune",
+        "--conf-dir",
+        &conf_dir,
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!(
+            "{}: pruned (not linked any more); put back what --force replaced",
+            bin.join("ptp").display()
+        )) && stdout.contains(&format!(
+            "{}: pruned (not linked any more)",
+            bin.join("tuning").display()
+        )),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(std::fs::read(bin.join("ptp")).unwrap(), b"native ptp");
+    for gone in ["tuning", "wasmcni-chain"] {
+        assert!(std::fs::symlink_metadata(bin.join(gone)).is_err(), "{gone}");
+    }
+    for kept in ["loopback", "bridge", "myplugin"] {
+        assert_eq!(
+            std::fs::read_link(bin.join(kept)).unwrap(),
+            Path::new("wasmcni"),
+            "{kept}"
+        );
+    }
+    assert!(!bin.join(".wasmcni-backup").exists());
+    let mut arts: Vec<String> = artifacts(&bin.join(".wasmcni-cache"))
+        .iter()
+        .map(|a| a.split('-').next().unwrap().to_owned())
+        .collect();
+    arts.sort();
+    assert_eq!(arts, ["bridge", "loopback", "myplugin"]);
 }

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::netavark;
 use crate::runner::{self, Target};
@@ -42,8 +42,17 @@ enum Command {
     /// standard plugin X, with each plugin precompiled for this machine;
     /// optionally a third-party plugin (with its pinned policy entry), a
     /// network configuration and a policy file. Idempotent; never replaces
-    /// a file that is not its own without --force.
+    /// a file that is not its own without --force; refuses, writing
+    /// nothing, to make live what wasmcni would refuse to run (a pin that
+    /// is not the plugin's build, an entry both in the policy file and
+    /// policy.d, a network type that is not in DIR) unless --allow-broken.
     Install(crate::install::Options),
+    /// Remove what `wasmcni install` wrote (given the same paths): the
+    /// links to wasmcni in DIR, DIR/wasmcni, its artifact cache, and each
+    /// file the .wasmcni-owned records list; put back every file --force
+    /// replaced (kept in .wasmcni-backup/). A file changed since install
+    /// wrote it is left alone, with a warning.
+    Uninstall(crate::uninstall::Options),
     /// Precompile the standard plugins (and any given .wasm files) into the
     /// artifact cache.
     Precompile {
@@ -235,7 +244,8 @@ pub fn main() -> i32 {
         // Multi-call: `$CNI_PATH/<type>` is a link to wasmcni.
         return runner::main(Target::Name(&invoked_as), None);
     }
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let result = match cli.command {
         Command::Run { plugin, policy } => {
             let target = if plugin.ends_with(".wasm") {
@@ -245,7 +255,15 @@ pub fn main() -> i32 {
             };
             return runner::main(target, policy.as_deref());
         }
-        Command::Install(opts) => crate::install::install(&opts),
+        Command::Install(mut opts) => {
+            // clap keeps each flag's values apart: where each --plugin,
+            // --name and --policy stood pairs them.
+            if let Some(m) = matches.subcommand_matches("install") {
+                opts.positions = crate::install::Positions::from_matches(m);
+            }
+            crate::install::install(&opts)
+        }
+        Command::Uninstall(opts) => crate::uninstall::run(&opts),
         Command::Precompile { plugins, cache_dir } => {
             crate::install::precompile(&plugins, cache_dir)
         }

@@ -319,40 +319,95 @@ pub fn print(plugin: &str, as_json: bool, policy_file: Option<&Path>) -> anyhow:
     Ok(())
 }
 
+/// What a run makes of a plugin's policy entry: the status `wasmcni
+/// list` shows and, when every run of the plugin would be refused, why.
+/// `wasmcni install` asks the same of the node it is about to make live.
+#[derive(Debug, Clone)]
+pub struct PolicyStatus {
+    /// `default`, `entry (policy.d/NAME.json)`, `pinned ok`, `pin
+    /// MISMATCH`, `no entry: no authority`, `INVALID: ...`.
+    pub status: String,
+    /// Why wasmcni refuses to run the plugin (an invalid, untrusted or
+    /// ambiguous entry; a pin that is not the plugin's sha256), naming the
+    /// file that says so; `None`: it runs.
+    pub refused: Option<String>,
+    /// Where its entry comes from; `None`: it has none (no authority).
+    pub source: Option<Source>,
+    /// Whether its pin matches, if it has one.
+    pub pinned: Option<bool>,
+}
+
+impl PolicyStatus {
+    /// The status of a plugin whose sha256 is `sha256`, given its entry as
+    /// [`Policy::resolve`] resolves it and where [`Policy::source`] says it
+    /// comes from.
+    pub fn of(
+        resolved: Result<crate::policy::Entry, crate::policy::PolicyError>,
+        source: Option<Source>,
+        sha256: &str,
+    ) -> PolicyStatus {
+        let entry = match resolved {
+            Ok(entry) => entry,
+            Err(e) => {
+                return PolicyStatus {
+                    status: format!("INVALID: {e}"),
+                    refused: Some(e.to_string()),
+                    source,
+                    pinned: None,
+                }
+            }
+        };
+        let mut status = vec![match &source {
+            None => "no entry: no authority".to_owned(),
+            Some(Source::Embedded) => "default".to_owned(),
+            Some(Source::File(p)) => format!("entry ({})", short_path(p, 1)),
+            Some(Source::Dir(p)) => format!("entry ({})", short_path(p, 2)),
+        }];
+        let pin = entry.sha256.as_ref().map(|_| entry.check_pin(sha256));
+        let refused = match &pin {
+            Some(Ok(())) => {
+                status.push("pinned ok".into());
+                None
+            }
+            Some(Err(why)) => {
+                status.push("pin MISMATCH".into());
+                Some(match &source {
+                    Some(s) => format!("{why} (in {s})"),
+                    None => why.clone(),
+                })
+            }
+            None => None,
+        };
+        PolicyStatus {
+            status: status.join(", "),
+            refused,
+            source,
+            pinned: pin.map(|p| p.is_ok()),
+        }
+    }
+}
+
 /// The policy status of `plugin` under `policy` (or the error that makes
-/// every run fail): `default`, `entry (policy.d/NAME.json)`, `pinned ok`,
-/// `pin MISMATCH`, `no entry: no authority`, `INVALID: ...`.
+/// every run fail), as `list --json` shows it.
 fn policy_status(policy: &Result<Policy, String>, plugin: &Plugin) -> Value {
     let policy = match policy {
         Ok(p) => p,
         Err(e) => return json!({"status": format!("INVALID: {e}"), "valid": false}),
     };
     let bundled = *plugin.origin() == plugins::Origin::Bundled;
-    let entry = match policy.resolve(plugin.name(), bundled) {
-        Ok(entry) => entry,
-        Err(e) => return json!({"status": format!("INVALID: {e}"), "valid": false}),
-    };
-    let source = policy.source(plugin.name(), bundled);
-    let mut status = vec![match &source {
-        None => "no entry: no authority".to_owned(),
-        Some(Source::Embedded) => "default".to_owned(),
-        Some(Source::File(p)) => format!("entry ({})", short_path(p, 1)),
-        Some(Source::Dir(p)) => format!("entry ({})", short_path(p, 2)),
-    }];
-    let pin = entry
-        .sha256
-        .as_ref()
-        .map(|_| entry.check_pin(plugin.sha256()).is_ok());
-    match pin {
-        Some(true) => status.push("pinned ok".into()),
-        Some(false) => status.push("pin MISMATCH".into()),
-        None => {}
+    let s = PolicyStatus::of(
+        policy.resolve(plugin.name(), bundled),
+        policy.source(plugin.name(), bundled),
+        plugin.sha256(),
+    );
+    if s.pinned.is_none() && s.refused.is_some() {
+        return json!({"status": s.status, "valid": false});
     }
     json!({
-        "status": status.join(", "),
-        "valid": pin != Some(false),
-        "source": source.map(|s| s.to_string()),
-        "pinned": pin,
+        "status": s.status,
+        "valid": s.refused.is_none(),
+        "source": s.source.map(|s| s.to_string()),
+        "pinned": s.pinned,
     })
 }
 
@@ -369,8 +424,36 @@ fn short_path(path: &Path, n: usize) -> String {
 /// What `list --bin-dir` says a `wasmcni-chain` link reaches.
 const CHAIN_RUNNER: &str = "bundled (chain runner)";
 
-/// What a name in a CNI bin dir is, as the runtime would execute it.
-fn bin_entry(dir: &Path, name: &str) -> Value {
+/// Finds plugin `name` as a run whose plugin dir is `plugin_dir` would
+/// ([`plugins::find`] reads the plugin dir of this process's settings):
+/// a standard plugin first, then `<plugin_dir>/NAME.wasm`.
+pub fn find_in(name: &str, plugin_dir: &Path) -> Result<Plugin, plugins::LookupError> {
+    if !plugins::valid_name(name) {
+        return Err(plugins::LookupError::InvalidName(name.to_owned()));
+    }
+    if let Some(p) = plugins::bundled().find(|p| p.name() == name) {
+        return Ok(p);
+    }
+    let path = plugin_dir.join(format!("{name}.wasm"));
+    match Plugin::from_path(&path) {
+        Err(plugins::LookupError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            Err(plugins::LookupError::NotFound {
+                name: name.to_owned(),
+                path,
+            })
+        }
+        other => other,
+    }
+}
+
+/// What a name in a CNI bin dir is, as the runtime would execute it
+/// (`kind`: `wasmcni`, `wasmcni link`, `native binary`, `dangling link`,
+/// `not executable`, `directory`, `unreadable`), and for a wasmcni link
+/// the plugin it reaches with third-party plugins in `plugin_dir`
+/// (`plugin`: `bundled`, the file, or `NOT FOUND: ...`).
+pub fn bin_entry(dir: &Path, name: &str, plugin_dir: &Path) -> Value {
     let path = dir.join(name);
     let Ok(meta) = std::fs::symlink_metadata(&path) else {
         return json!({"name": name, "kind": "unreadable"});
@@ -384,7 +467,7 @@ fn bin_entry(dir: &Path, name: &str) -> Value {
         if name == crate::chain::NAME {
             return Value::from(CHAIN_RUNNER);
         }
-        match plugins::find(name) {
+        match find_in(name, plugin_dir) {
             Ok(p) => Value::from(match p.origin() {
                 plugins::Origin::Bundled => "bundled".to_owned(),
                 plugins::Origin::File(f) => f.display().to_string(),
@@ -503,7 +586,10 @@ pub fn list_report(bin_dir: Option<&Path>, policy_file: Option<&Path>) -> anyhow
             .filter(|n| !n.starts_with('.'))
             .collect();
         names.sort();
-        let entries: Vec<Value> = names.iter().map(|n| bin_entry(dir, n)).collect();
+        let entries: Vec<Value> = names
+            .iter()
+            .map(|n| bin_entry(dir, n, &plugin_dir))
+            .collect();
         report["bin-dir"] = json!({"dir": dir.display().to_string(), "entries": entries});
     }
     Ok(report)

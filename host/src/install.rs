@@ -1,9 +1,10 @@
 //! `wasmcni install` and `wasmcni precompile`.
 //!
 //! `install DIR` makes DIR a CNI bin dir: DIR/wasmcni, a link DIR/X ->
-//! wasmcni for every standard plugin X (or each one `--only` names; the
-//! others' names are left alone), each precompiled into the artifact
-//! cache the links load from. The same command installs what a node needs
+//! wasmcni for every standard plugin X (or each one `--only` names, or
+//! with `--conflist` each one the conflists name; the others' names are
+//! left alone), each precompiled into the artifact cache the links load
+//! from. The same command installs what a node needs
 //! besides, so a node installer (the DaemonSet image, which has no shell)
 //! is one `wasmcni install` call:
 //!
@@ -11,11 +12,22 @@
 //!   `<plugin dir>/NAME.wasm` and linked as DIR/NAME; with
 //!   `--policy ENTRY.json`, its policy entry (alone, or in a policy
 //!   document holding it alone), pinned to the installed file's sha256, in
-//!   `<policy dir>/NAME.json`;
-//! - `--conflist FILE [--conf-dir D]`: a network configuration;
+//!   `<policy dir>/NAME.json`. Repeatable: each `--name` and `--policy`
+//!   belongs to the `--plugin` before it ([`Positions`]);
+//! - `--conflist FILE [--conf-dir D]`: a network configuration
+//!   (repeatable);
 //! - `--policy-file FILE [--policy-target T]`: the node's policy file,
 //!   checked before it is written;
 //! - `--then-sleep`: wait for SIGTERM after installing (a DaemonSet pod).
+//!
+//! # Never live broken
+//! Before it writes anything, install checks the node as it will leave
+//! it (`install/check.rs`: what `wasmcni list` would say of it) and
+//! refuses, naming each problem, when a run would refuse what it makes
+//! live: a plugin whose entry pins another build, is invalid, or is both
+//! in the policy file and the policy dir; a network naming a type that
+//! will not be in DIR, or a chain member wasmcni cannot run.
+//! `--allow-broken` makes these warnings.
 //!
 //! # Ownership
 //! Every run is idempotent: a file already as it would be written is left
@@ -29,6 +41,10 @@
 //!   records every file it writes there, in `sha256sum` format). A file
 //!   someone edited after install wrote it no longer matches its record: it
 //!   is theirs from then on.
+//!
+//! What `--force` replaces is kept first, in `.wasmcni-backup/` beside
+//! it (`install/backup.rs`), for `wasmcni uninstall`
+//! ([`crate::uninstall`]) and `--prune` to put back.
 //!
 //! # Paths at run time
 //! The links are relative (`X -> wasmcni`) and the artifact cache is
@@ -49,6 +65,9 @@ use anyhow::{bail, Context};
 use sha2::{Digest, Sha256};
 
 use crate::engine::{self, ArtifactCache};
+
+pub(crate) mod backup;
+mod check;
 use crate::plugins::{self, Plugin};
 
 /// A marker carried in the wasmcni executable so `install` can recognise
@@ -70,37 +89,43 @@ pub struct Options {
     /// The CNI bin dir (e.g. /opt/cni/bin).
     pub dir: PathBuf,
     /// Replace files that are not wasmcni's own (e.g. native plugins, a
-    /// conflist or policy someone else wrote or edited).
+    /// conflist or policy someone else wrote or edited), each kept first
+    /// in .wasmcni-backup/ beside it (`wasmcni uninstall` puts it back).
     #[arg(long)]
     pub force: bool,
     /// A third-party plugin component to install: copied to
     /// <plugin dir>/NAME.wasm, linked as DIR/NAME, precompiled.
+    /// Repeatable: each --name and --policy belongs to the --plugin before
+    /// it (`--plugin a.wasm --policy a.json --plugin b.wasm --name bee`).
     #[arg(long, value_name = "FILE.wasm")]
-    pub plugin: Option<PathBuf>,
-    /// The plugin's name, its CNI `type` (default: the file stem).
+    pub plugin: Vec<PathBuf>,
+    /// The name of the --plugin before it, its CNI `type` (default: the
+    /// file stem).
     #[arg(long, requires = "plugin")]
-    pub name: Option<String>,
+    pub name: Vec<String>,
     /// Where third-party plugins live (default: $WASMCNI_PLUGIN_DIR, else
     /// /opt/wasmcni/plugins).
     #[arg(long, value_name = "DIR")]
     pub plugin_dir: Option<PathBuf>,
-    /// The plugin's policy entry (the object that would be `plugins.NAME`
-    /// of a policy file, as policy.d/NAME.json holds it), or a policy
-    /// document holding that entry alone (as `wasmcni new`'s policy.json),
-    /// written to <policy dir>/NAME.json with its `sha256` pin set to the
-    /// installed file's.
+    /// The policy entry of the --plugin before it (the object that would
+    /// be `plugins.NAME` of a policy file, as policy.d/NAME.json holds
+    /// it), or a policy document holding that entry alone (as `wasmcni
+    /// new`'s policy.json), written to <policy dir>/NAME.json with its
+    /// `sha256` pin set to the installed file's.
     #[arg(long = "policy", value_name = "ENTRY.json", requires = "plugin")]
-    pub policy_entry: Option<PathBuf>,
+    pub policy_entry: Vec<PathBuf>,
     /// Where per-plugin policy entries live (default: $WASMCNI_POLICY_DIR,
     /// else /etc/wasmcni/policy.d).
     #[arg(long, value_name = "DIR")]
     pub policy_dir: Option<PathBuf>,
     /// A network configuration (.conflist, .conf or .json) to install into
-    /// the conf dir, under its own file name.
+    /// the conf dir, under its own file name. Repeatable (each file name
+    /// once).
     #[arg(long, value_name = "FILE")]
-    pub conflist: Option<PathBuf>,
-    /// The CNI conf dir (default: /etc/cni/net.d).
-    #[arg(long, value_name = "DIR", requires = "conflist")]
+    pub conflist: Vec<PathBuf>,
+    /// The CNI conf dir (default: /etc/cni/net.d): where --conflist goes,
+    /// and whose networks --prune keeps the links of.
+    #[arg(long, value_name = "DIR")]
     pub conf_dir: Option<PathBuf>,
     /// A policy file to install, checked first (one that would not load is
     /// never written).
@@ -110,6 +135,12 @@ pub struct Options {
     /// /etc/wasmcni/policy.json).
     #[arg(long, value_name = "PATH", requires = "policy_file")]
     pub policy_target: Option<PathBuf>,
+    /// Install even what wasmcni would refuse to run (a plugin whose
+    /// policy entry is pinned to another build, invalid, or both in the
+    /// policy file and the policy dir; a network naming a type that is not
+    /// in DIR), warning instead of refusing.
+    #[arg(long)]
+    pub allow_broken: bool,
     /// After installing, wait for SIGTERM instead of exiting (the
     /// container of a DaemonSet must keep running).
     #[arg(long)]
@@ -118,10 +149,119 @@ pub struct Options {
     /// `loopback,tuning`; the chain runner `wasmcni-chain` only if
     /// listed), besides wasmcni itself and any --plugin; the other
     /// standard names in DIR are left alone (a node whose primary CNI uses
-    /// the native bridge, host-local or portmap keeps them). Default:
+    /// the native bridge, host-local or portmap keeps them). Default with
+    /// --conflist: the standard types the conflists name (and the members
+    /// of a wasmcni-chain, and wasmcni-chain itself if named); without:
     /// every standard plugin and wasmcni-chain.
     #[arg(long, value_name = "TYPES", value_delimiter = ',')]
     pub only: Option<Vec<String>>,
+    /// Remove the links to wasmcni in DIR of standard plugins this run does
+    /// not link (a narrower --only, or what the conflist names), putting
+    /// back what --force replaced there; refused for a type a network in
+    /// the conf dir names. Third-party plugins' links stay.
+    #[arg(long)]
+    pub prune: bool,
+    /// Where each --plugin, --name and --policy stood on the command line
+    /// (filled from clap's matches by [`Positions::from_matches`]).
+    #[arg(skip)]
+    pub positions: Positions,
+}
+
+/// Where each `--plugin`, `--name` and `--policy` stood on the command
+/// line (clap hands each flag's values apart, in order): what pairs each
+/// `--name` and `--policy` with the `--plugin` before it.
+#[derive(Debug, Clone, Default)]
+pub struct Positions {
+    plugin: Vec<usize>,
+    name: Vec<usize>,
+    policy: Vec<usize>,
+}
+
+impl Positions {
+    /// The positions of the install subcommand's flags in `matches`.
+    pub fn from_matches(matches: &clap::ArgMatches) -> Positions {
+        let at = |id: &str| {
+            matches
+                .indices_of(id)
+                .map(|i| i.collect())
+                .unwrap_or_default()
+        };
+        Positions {
+            plugin: at("plugin"),
+            name: at("name"),
+            policy: at("policy_entry"),
+        }
+    }
+}
+
+/// One `--plugin`, with the `--name` and `--policy` that belong to it.
+#[derive(Debug, PartialEq)]
+struct PluginArg<'a> {
+    file: &'a Path,
+    name: Option<&'a str>,
+    policy: Option<&'a Path>,
+}
+
+/// Pairs each `--name` and `--policy` with the `--plugin` before it on
+/// the command line, refusing what is ambiguous: one before any
+/// `--plugin`, or two of a kind for one `--plugin`. Without positions
+/// (options not parsed from a command line) the k-th `--name` and
+/// `--policy` belong to the k-th `--plugin`.
+fn plugin_args(opts: &Options) -> anyhow::Result<Vec<PluginArg<'_>>> {
+    let p = &opts.positions;
+    let given = p.plugin.len() == opts.plugin.len()
+        && p.name.len() == opts.name.len()
+        && p.policy.len() == opts.policy_entry.len();
+    let (plugin_at, name_at, policy_at): (Vec<usize>, Vec<usize>, Vec<usize>) = if given {
+        (p.plugin.clone(), p.name.clone(), p.policy.clone())
+    } else {
+        (
+            (0..opts.plugin.len()).map(|k| 3 * k).collect(),
+            (0..opts.name.len()).map(|k| 3 * k + 1).collect(),
+            (0..opts.policy_entry.len()).map(|k| 3 * k + 2).collect(),
+        )
+    };
+    let mut args: Vec<PluginArg> = opts
+        .plugin
+        .iter()
+        .map(|file| PluginArg {
+            file,
+            name: None,
+            policy: None,
+        })
+        .collect();
+    // The --plugin a flag at `at` belongs to: the last one before it.
+    let owner = |at: usize, flag: &str, value: &dyn std::fmt::Debug| {
+        plugin_at.iter().rposition(|&p| p < at).with_context(|| {
+            format!(
+                "{flag} {value:?} comes before any --plugin: each --name and --policy \
+                 belongs to the --plugin before it"
+            )
+        })
+    };
+    for (name, &at) in opts.name.iter().zip(&name_at) {
+        let k = owner(at, "--name", name)?;
+        if let Some(first) = args[k].name {
+            bail!(
+                "--plugin {:?} is given two --name ({first:?}, {name:?}): each --name and \
+                 --policy belongs to the --plugin before it",
+                args[k].file
+            );
+        }
+        args[k].name = Some(name);
+    }
+    for (policy, &at) in opts.policy_entry.iter().zip(&policy_at) {
+        let k = owner(at, "--policy", policy)?;
+        if let Some(first) = args[k].policy {
+            bail!(
+                "--plugin {:?} is given two --policy ({first:?}, {policy:?}): each --name and \
+                 --policy belongs to the --plugin before it",
+                args[k].file
+            );
+        }
+        args[k].policy = Some(policy);
+    }
+    Ok(args)
 }
 
 /// What is at a path we want to write.
@@ -152,6 +292,12 @@ fn existing(path: &Path, link_target: Option<&str>) -> anyhow::Result<Existing> 
     Ok(Existing::Foreign)
 }
 
+/// Whether `path` is a wasmcni executable install put there (a file
+/// carrying wasmcni's marker, not a link).
+pub(crate) fn is_wasmcni(path: &Path) -> anyhow::Result<bool> {
+    Ok(existing(path, None)? == Existing::Ours)
+}
+
 fn contains_marker(path: &Path) -> anyhow::Result<bool> {
     let mut bytes = Vec::new();
     fs::File::open(path)?
@@ -160,20 +306,20 @@ fn contains_marker(path: &Path) -> anyhow::Result<bool> {
     Ok(bytes.windows(MARKER.len()).any(|w| w == MARKER))
 }
 
-fn sha256_hex(bytes: &[u8]) -> String {
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
 /// The `.wasmcni-owned` record of one directory: file name -> sha256 of
 /// the bytes install last wrote there.
 #[derive(Debug, Default)]
-struct Record {
+pub(crate) struct Record {
     files: BTreeMap<String, String>,
     changed: bool,
 }
 
 impl Record {
-    fn load(dir: &Path) -> anyhow::Result<Record> {
+    pub(crate) fn load(dir: &Path) -> anyhow::Result<Record> {
         let path = dir.join(OWNED_RECORD);
         let text = match fs::read_to_string(&path) {
             Ok(t) => t,
@@ -193,6 +339,11 @@ impl Record {
             files,
             changed: false,
         })
+    }
+
+    /// Each file it records, with the sha256 install wrote it with.
+    pub(crate) fn files(&self) -> impl Iterator<Item = (&String, &String)> {
+        self.files.iter()
     }
 
     fn claims(&self, name: &str, sha: &str) -> bool {
@@ -391,6 +542,12 @@ impl Placement {
         if self.state == FileState::Same {
             println!("{}: unchanged", path.display());
         } else {
+            // Someone else's (replaced with --force): kept, to be put back
+            // by uninstall.
+            let backup = match self.state {
+                FileState::Foreign => Some(backup::keep(&self.dir, &self.name)?),
+                _ => None,
+            };
             match &self.content {
                 Content::Bytes(bytes) => write_atomic(&path, bytes)?,
                 Content::Entry {
@@ -401,15 +558,15 @@ impl Placement {
                     crate::policy::write_entry_file(&self.dir, plugin, json, sha256)?;
                 }
             }
-            println!(
-                "{}: {}",
-                path.display(),
-                if self.state == FileState::New {
-                    "installed"
-                } else {
-                    "replaced"
-                }
-            );
+            match (&self.state, backup) {
+                (FileState::New, _) => println!("{}: installed", path.display()),
+                (_, Some(b)) => println!(
+                    "{}: replaced a file that was not wasmcni's (backup: {})",
+                    path.display(),
+                    b.display()
+                ),
+                _ => println!("{}: replaced", path.display()),
+            }
         }
         let written = fs::read(&path).with_context(|| format!("reading {path:?}"))?;
         let mut record = Record::load(&self.dir)?;
@@ -557,9 +714,13 @@ fn conflist_file(path: &Path) -> anyhow::Result<(String, Vec<u8>)> {
         let ok = doc
             .get("plugins")
             .and_then(|p| p.as_array())
-            .is_some_and(|p| !p.is_empty() && p.iter().all(|e| e.get("type").is_some()));
+            .is_some_and(|p| {
+                !p.is_empty()
+                    && p.iter()
+                        .all(|e| e.get("type").is_some_and(|t| t.is_string()))
+            });
         if !ok {
-            bail!("network configuration {path:?}: a .conflist needs a non-empty `plugins` array whose entries each have a `type`");
+            bail!("network configuration {path:?}: a .conflist needs a non-empty `plugins` array whose entries each have a string `type`");
         }
     } else if doc.get("type").and_then(|t| t.as_str()).is_none() {
         bail!("network configuration {path:?}: no string field `type`");
@@ -567,34 +728,60 @@ fn conflist_file(path: &Path) -> anyhow::Result<(String, Vec<u8>)> {
     Ok((name, bytes))
 }
 
-/// The plugin types a network configuration names.
-fn conf_types(bytes: &[u8]) -> Vec<String> {
+/// A plugin type a network configuration names: an entry's `type`, and
+/// for a `wasmcni-chain` entry the types of its members (which wasmcni
+/// runs in-process, without the bin dir).
+#[derive(Debug, Clone, PartialEq)]
+struct Named {
+    ty: String,
+    members: Vec<String>,
+}
+
+/// The plugin types network configuration `name` names: a `.conflist`'s
+/// entries, or the one plugin of a `.conf` or `.json` (as runtimes read
+/// them; a wasmcni-chain's config has `plugins` too: its members).
+fn conf_types(name: &str, bytes: &[u8]) -> Vec<Named> {
     let doc: serde_json::Value = serde_json::from_slice(bytes).unwrap_or_default();
     let entries = match doc.get("plugins").and_then(|p| p.as_array()) {
-        Some(list) => list.iter().collect(),
-        None => vec![&doc],
+        Some(list) if name.ends_with(".conflist") => list.iter().collect(),
+        _ => vec![&doc],
     };
+    let ty = |e: &serde_json::Value| e.get("type").and_then(|t| t.as_str()).map(str::to_owned);
     entries
         .iter()
-        .filter_map(|e| e.get("type").and_then(|t| t.as_str()).map(str::to_owned))
+        .filter_map(|e| {
+            let t = ty(e)?;
+            let members = match e.get("plugins").and_then(|p| p.as_array()) {
+                Some(list) if t == crate::chain::NAME => list.iter().filter_map(ty).collect(),
+                _ => Vec::new(),
+            };
+            Some(Named { ty: t, members })
+        })
         .collect()
 }
 
-/// The third-party plugin to install, resolved and checked.
+/// A third-party plugin to install, resolved and checked.
 struct ThirdParty {
-    plugin_dir: PathBuf,
     name: String,
+    /// The file given (`--plugin`).
+    file: PathBuf,
     sha256: String,
     wasm: Placement,
+    /// Its entry in the policy dir: the one `--policy` gives, or the one
+    /// install wrote before, re-pinned (`repinned`).
     entry: Option<Placement>,
+    repinned: bool,
 }
 
-fn plan_plugin(opts: &Options, engine: &wasmtime::Engine) -> anyhow::Result<Option<ThirdParty>> {
-    let Some(file) = &opts.plugin else {
-        return Ok(None);
-    };
-    let name = match &opts.name {
-        Some(n) => n.clone(),
+fn plan_plugin(
+    arg: &PluginArg,
+    plugin_dir: &Path,
+    opts: &Options,
+    engine: &wasmtime::Engine,
+) -> anyhow::Result<ThirdParty> {
+    let file = arg.file;
+    let name = match arg.name {
+        Some(n) => n.to_owned(),
         None => file
             .file_stem()
             .and_then(|s| s.to_str())
@@ -609,12 +796,12 @@ fn plan_plugin(opts: &Options, engine: &wasmtime::Engine) -> anyhow::Result<Opti
     }
     let wasm = read_input(file, "plugin", 64 << 20)?;
     check_component(engine, &wasm, file)?;
-    let plugin_dir = opts.plugin_dir.clone().unwrap_or_else(plugins::plugin_dir);
     let sha = sha256_hex(&wasm);
-    let wasm = Placement::plan(&plugin_dir, &format!("{name}.wasm"), Content::Bytes(wasm))?;
-    let entry = match &opts.policy_entry {
+    let wasm = Placement::plan(plugin_dir, &format!("{name}.wasm"), Content::Bytes(wasm))?;
+    let dir = resolve_policy_dir(&opts.policy_dir)?;
+    let mut repinned = false;
+    let entry = match arg.policy {
         Some(entry_file) => {
-            let dir = resolve_policy_dir(&opts.policy_dir)?;
             let text = read_input(entry_file, "policy entry", 1 << 20)?;
             let json: serde_json::Value = serde_json::from_slice(&text)
                 .with_context(|| format!("policy entry {entry_file:?} is not JSON"))?;
@@ -622,15 +809,77 @@ fn plan_plugin(opts: &Options, engine: &wasmtime::Engine) -> anyhow::Result<Opti
             let content = pinned_entry(&name, &json, &sha, entry_file)?;
             Some(Placement::plan(&dir, &format!("{name}.json"), content)?)
         }
-        None => None,
+        None => {
+            let repin = plan_repin(&name, &sha, &dir)?;
+            repinned = repin.is_some();
+            repin
+        }
     };
-    Ok(Some(ThirdParty {
-        plugin_dir,
+    Ok(ThirdParty {
         name,
+        file: file.to_owned(),
         sha256: sha,
         wasm,
         entry,
-    }))
+        repinned,
+    })
+}
+
+/// The third-party plugins to install (`--plugin`, each with its `--name`
+/// and `--policy`), each a different name.
+fn plan_plugins(
+    opts: &Options,
+    plugin_dir: &Path,
+    engine: &wasmtime::Engine,
+) -> anyhow::Result<Vec<ThirdParty>> {
+    let mut planned: Vec<ThirdParty> = Vec::new();
+    for arg in plugin_args(opts)? {
+        let t = plan_plugin(&arg, plugin_dir, opts, engine)?;
+        if let Some(other) = planned.iter().find(|o| o.name == t.name) {
+            bail!(
+                "--plugin {:?} and --plugin {:?} both install plugin {:?}: give one of them \
+                 another --name",
+                other.file,
+                t.file,
+                t.name
+            );
+        }
+        planned.push(t);
+    }
+    Ok(planned)
+}
+
+/// A network configuration to install (`--conflist`), checked.
+struct Network {
+    /// The file given.
+    file: PathBuf,
+    /// The plugin types it names.
+    types: Vec<Named>,
+    placement: Placement,
+}
+
+/// The network configurations to install, each a different file name in
+/// the conf dir.
+fn plan_networks(opts: &Options) -> anyhow::Result<Vec<Network>> {
+    let conf_dir = conf_dir(opts);
+    let mut networks: Vec<Network> = Vec::new();
+    for file in &opts.conflist {
+        let (name, bytes) = conflist_file(file)?;
+        if let Some(other) = networks.iter().find(|n| n.placement.name == name) {
+            bail!(
+                "--conflist {:?} and --conflist {file:?} would both be {}: the conf dir \
+                 holds one file of a name",
+                other.file,
+                conf_dir.join(&name).display()
+            );
+        }
+        networks.push(Network {
+            file: file.clone(),
+            types: conf_types(&name, &bytes),
+            placement: Placement::plan(&conf_dir, &name, Content::Bytes(bytes))?,
+        });
+    }
+    Ok(networks)
 }
 
 fn resolve_policy_dir(given: &Option<PathBuf>) -> anyhow::Result<PathBuf> {
@@ -640,6 +889,47 @@ fn resolve_policy_dir(given: &Option<PathBuf>) -> anyhow::Result<PathBuf> {
         .unwrap_or_else(|| PathBuf::from(crate::policy::DEFAULT_POLICY_DIR)))
 }
 
+/// Before `--force` replaces `path` in the bin dir (`foreign`: it is not
+/// wasmcni's), keeps it ([`backup::keep`]): what it was (`a native
+/// binary`, `a link to X`), and where the backup is.
+fn keep_foreign(
+    dir: &Path,
+    foreign: bool,
+    path: &Path,
+) -> anyhow::Result<Option<(String, PathBuf)>> {
+    if !foreign {
+        return Ok(None);
+    }
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .with_context(|| format!("{path:?}: no file name"))?;
+    let meta = fs::symlink_metadata(path).with_context(|| format!("inspecting {path:?}"))?;
+    let what = if meta.file_type().is_symlink() {
+        format!(
+            "a link to {}",
+            fs::read_link(path).unwrap_or_default().display()
+        )
+    } else if meta.is_file() && meta.permissions().mode() & 0o111 != 0 {
+        "a native binary".to_owned()
+    } else {
+        "a file that was not wasmcni's".to_owned()
+    };
+    Ok(Some((what, backup::keep(dir, name)?)))
+}
+
+/// The bin dir `given`, resolved: its canonical path if it exists, else
+/// its absolute path (made only once install writes).
+fn bin_dir_path(given: &Path) -> anyhow::Result<PathBuf> {
+    match given.canonicalize() {
+        Ok(p) => Ok(p),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            std::path::absolute(given).with_context(|| format!("resolving {given:?}"))
+        }
+        Err(e) => Err(e).with_context(|| format!("resolving {given:?}")),
+    }
+}
+
 /// Installs what `opts` names. Idempotent; checks everything before it
 /// changes anything, and refuses to replace a file that is not its own
 /// unless `force`.
@@ -647,90 +937,19 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
     if opts.then_sleep {
         block_termination()?;
     }
-    create_dir(&opts.dir)?;
-    let dir = opts
-        .dir
-        .canonicalize()
-        .with_context(|| format!("resolving {:?}", opts.dir))?;
+    // Nothing is written, not even DIR made, before every check passed.
+    let dir = bin_dir_path(&opts.dir)?;
     let bin = dir.join(crate::plugins::SELF_NAME);
     let bundled: Vec<Plugin> = plugins::bundled().collect();
-    let engine = engine::engine()?;
 
     // Check everything before changing anything.
-    let third = plan_plugin(opts, &engine)?;
-    let mut types = Vec::new();
-    let conf = match &opts.conflist {
-        Some(f) => {
-            let (name, bytes) = conflist_file(f)?;
-            types = conf_types(&bytes);
-            let conf_dir = opts
-                .conf_dir
-                .clone()
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_CONF_DIR));
-            Some(Placement::plan(&conf_dir, &name, Content::Bytes(bytes))?)
-        }
-        None => None,
-    };
-    let policy = match &opts.policy_file {
-        Some(f) => {
-            let bytes = read_input(f, "policy file", 1 << 20)?;
-            let text = std::str::from_utf8(&bytes)
-                .with_context(|| format!("policy file {f:?} is not UTF-8"))?;
-            // A policy with a typo never reaches the node.
-            crate::policy::Policy::parse(text, &f.display().to_string())?;
-            let target = policy_target(opts);
-            let name = target
-                .file_name()
-                .and_then(|n| n.to_str())
-                .filter(|n| plain(n))
-                .with_context(|| format!("--policy-target {target:?}: not a file path"))?
-                .to_owned();
-            let parent = target
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            Some(Placement::plan(parent, &name, Content::Bytes(bytes))?)
-        }
-        None => None,
-    };
-
-    // `--only` links exactly the names it lists, the chain runner's
-    // included: a node that chose which names wasmcni takes gets no other.
-    let mut links: Vec<&str> = match &opts.only {
-        // Every standard plugin, and the chain runner.
-        None => bundled
-            .iter()
-            .map(Plugin::name)
-            .chain([crate::chain::NAME])
-            .collect(),
-        Some(only) => {
-            let mut names = Vec::new();
-            for name in only.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
-                if name != crate::chain::NAME && !bundled.iter().any(|p| p.name() == name) {
-                    bail!(
-                        "--only: {name:?} is not a standard plugin; the standard plugins are: {} \
-                         (and the chain runner, {})",
-                        bundled
-                            .iter()
-                            .map(Plugin::name)
-                            .collect::<Vec<_>>()
-                            .join(", "),
-                        crate::chain::NAME
-                    );
-                }
-                if !names.contains(&name) {
-                    names.push(name);
-                }
-            }
-            if names.is_empty() {
-                bail!("--only: no plugin named (give standard plugin names, comma-separated)");
-            }
-            names
-        }
-    };
-    if let Some(t) = &third {
-        links.push(&t.name);
-    }
+    let networks = plan_networks(opts)?;
+    let mut links = link_names(opts, &networks, &bundled)?;
+    let engine = engine::engine()?;
+    let plugin_dir = opts.plugin_dir.clone().unwrap_or_else(plugins::plugin_dir);
+    let third = plan_plugins(opts, &plugin_dir, &engine)?;
+    let policy = plan_policy_file(opts)?;
+    links.extend(third.iter().map(|t| t.name.as_str()));
     let mut plan = vec![(bin.clone(), existing(&bin, None)?)];
     for name in &links {
         let path = dir.join(name);
@@ -750,21 +969,63 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
     foreign.extend(
         placements
             .iter()
-            .chain(conf.as_ref().as_slice())
+            .copied()
+            .chain(networks.iter().map(|n| &n.placement))
             .filter(|p| p.state == FileState::Foreign)
             .map(|p| p.path()),
     );
     if !foreign.is_empty() && !opts.force {
+        // A standard name held by a native plugin (a third-party plugin's
+        // name is the operator's choice).
+        let native = plan.iter().skip(1).any(|(p, s)| {
+            *s == Existing::Foreign
+                && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                    n == crate::chain::NAME || bundled.iter().any(|b| b.name() == n)
+                })
+        });
         bail!(
-            "refusing to replace files that are not wasmcni's own (use --force): {}",
+            "refusing to replace files that are not wasmcni's own (use --force): {}{}",
             foreign
                 .iter()
                 .map(|p| p.display().to_string())
                 .collect::<Vec<_>>()
-                .join(", ")
+                .join(", "),
+            if native {
+                " (to keep a native plugin, leave its name out of --only: then its networks run it)"
+            } else {
+                ""
+            }
         );
     }
+    // --prune: the standard links an earlier install made that this one
+    // does not ask for.
+    let pruned: Vec<&str> = match opts.prune {
+        false => Vec::new(),
+        true => bundled
+            .iter()
+            .map(Plugin::name)
+            .chain([crate::chain::NAME])
+            .filter(|n| {
+                !links.contains(n)
+                    && fs::read_link(dir.join(n))
+                        .is_ok_and(|t| t == Path::new(crate::plugins::SELF_NAME))
+            })
+            .collect(),
+    };
+    check_live(
+        opts,
+        &Live {
+            dir: &dir,
+            plugin_dir: &plugin_dir,
+            links: &links,
+            pruned: &pruned,
+            third: &third,
+            networks: &networks,
+            policy: &policy,
+        },
+    )?;
 
+    create_dir(&dir)?;
     let exe = std::env::current_exe()?.canonicalize()?;
     if exe != bin {
         let same = plan[0].1 == Existing::Ours
@@ -773,30 +1034,74 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
         if same {
             println!("{}: unchanged", bin.display());
         } else {
+            let kept = keep_foreign(&dir, plan[0].1 == Existing::Foreign, &bin)?;
             let src = fs::File::open(&exe).with_context(|| format!("reading {exe:?}"))?;
             write_atomic_with(&bin, |tmp| {
                 use std::io::Seek;
                 (&src).rewind()?;
                 create_file(tmp, 0o755, &mut &src)
             })?;
-            println!("{}: installed", bin.display());
+            match kept {
+                Some((what, b)) => println!(
+                    "{}: replaced {what} with wasmcni (backup: {})",
+                    bin.display(),
+                    b.display()
+                ),
+                None => println!("{}: installed", bin.display()),
+            }
         }
     }
     for (path, state) in plan.iter().skip(1) {
         if *state == Existing::Ours {
             continue;
         }
-        // A foreign file or link is replaced in one step (rename), never
-        // followed.
+        // A foreign file or link is kept, then replaced in one step
+        // (rename), never followed.
+        let kept = keep_foreign(&dir, *state == Existing::Foreign, path)?;
         write_atomic_with(path, |tmp| {
             std::os::unix::fs::symlink(crate::plugins::SELF_NAME, tmp)
         })
         .with_context(|| format!("linking {path:?}"))?;
+        match kept {
+            Some((what, b)) => println!(
+                "{}: replaced {what} with a link to wasmcni (backup: {})",
+                path.display(),
+                b.display()
+            ),
+            None => println!("{}: linked to wasmcni", path.display()),
+        }
     }
-    // The network configuration comes last (below): a runtime (and the
-    // kubelet, which calls a node ready when one appears) may use it at once.
+    for name in &pruned {
+        let path = dir.join(name);
+        match backup::restore(&dir, name)? {
+            Some(b) => println!(
+                "{}: pruned (not linked any more); put back what --force replaced (from {})",
+                path.display(),
+                b.display()
+            ),
+            None => {
+                fs::remove_file(&path).with_context(|| format!("removing {path:?}"))?;
+                println!("{}: pruned (not linked any more)", path.display());
+            }
+        }
+    }
+    backup::tidy(&dir);
+    // The network configurations come last (below): a runtime (and the
+    // kubelet, which calls a node ready when one appears) may use them at
+    // once.
     for p in &placements {
         p.apply()?;
+    }
+    for t in third.iter().filter(|t| t.repinned) {
+        println!(
+            "{}: re-pinned to sha256 {}",
+            t.entry
+                .as_ref()
+                .map(|e| e.path())
+                .unwrap_or_default()
+                .display(),
+            t.sha256
+        );
     }
 
     // The cache the installed plugins will load from: `$WASMCNI_CACHE_DIR`
@@ -807,21 +1112,16 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
         Some(d) => d.clone(),
         None => dir.join(".wasmcni-cache"),
     });
-    let plugin_dir = third
-        .as_ref()
-        .map(|t| t.plugin_dir.clone())
-        .or_else(|| opts.plugin_dir.clone())
-        .unwrap_or_else(plugins::plugin_dir);
     // The standard plugins linked here: those just linked, and those an
     // earlier install linked (with another --only).
-    let linked: Vec<String> = links.iter().map(|n| (*n).to_owned()).collect();
     let mut all: Vec<Plugin> = bundled
-        .into_iter()
+        .iter()
         .filter(|p| {
-            linked.iter().any(|n| n == p.name())
+            links.contains(&p.name())
                 || fs::read_link(dir.join(p.name()))
                     .is_ok_and(|t| t == Path::new(crate::plugins::SELF_NAME))
         })
+        .cloned()
         .collect();
     all.extend(installed_third_party(&dir, &plugin_dir));
     for p in &all {
@@ -841,29 +1141,8 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
     if shared.is_none() {
         remove_stale(&cache, &engine, &all)?;
     }
-    if let Some(t) = &third {
-        // One warning for one problem: the checks of what install wrote
-        // (or left) say it first; the effective policy's check, which would
-        // find the same problem again, only speaks when they did not.
-        let warned = match &t.entry {
-            None => check_entry_pin(t, opts.policy_dir.as_ref())?,
-            Some(entry) => warn_if_ambiguous(t, entry, opts),
-        };
-        if !warned && opts.policy_dir.is_none() && opts.policy_target.is_none() {
-            warn_unless_runnable(t);
-        }
-    }
-    if let Some(c) = &conf {
-        c.apply()?;
-        for ty in &types {
-            if !plugins::valid_name(ty) || fs::symlink_metadata(dir.join(ty)).is_err() {
-                eprintln!(
-                    "wasmcni: warning: {} names plugin type {ty:?}, which is not in {}",
-                    c.path().display(),
-                    dir.display()
-                );
-            }
-        }
+    for n in &networks {
+        n.placement.apply()?;
     }
     if opts.then_sleep {
         wait_for_termination()?;
@@ -871,75 +1150,207 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Where install wrote to the policy paths a run reads (no `--policy-dir`
-/// or `--policy-target`), says so when the effective policy would refuse
-/// the plugin, or grants it nothing.
-fn warn_unless_runnable(t: &ThirdParty) {
-    let problem = match crate::policy::Policy::load(None) {
-        Err(e) => Some(format!("the policy does not load: {e}")),
-        Ok(policy) => match policy.resolve(&t.name, false) {
-            Err(e) => Some(format!("its policy entry is refused: {e}")),
-            Ok(entry) => match entry.check_pin(&t.sha256) {
-                Err(why) => Some(format!("{why}; wasmcni will REFUSE to run it")),
-                Ok(()) if policy.source(&t.name, false).is_none() => Some(
-                    "it has no policy entry: it runs, but every capability call it makes is denied (give --policy ENTRY.json)".into(),
-                ),
-                Ok(()) => None,
-            },
-        },
+/// The standard names install links: those `--only` lists, the chain
+/// runner's included (a node that chose which names wasmcni takes gets no
+/// other); without `--only`, those the networks it installs name (their
+/// types, and the members of a `wasmcni-chain`), else every standard
+/// plugin and the chain runner.
+fn link_names<'a>(
+    opts: &'a Options,
+    networks: &'a [Network],
+    bundled: &'a [Plugin],
+) -> anyhow::Result<Vec<&'a str>> {
+    let standard =
+        |name: &str| name == crate::chain::NAME || bundled.iter().any(|p| p.name() == name);
+    let Some(only) = &opts.only else {
+        if networks.is_empty() {
+            return Ok(bundled
+                .iter()
+                .map(Plugin::name)
+                .chain([crate::chain::NAME])
+                .collect());
+        }
+        let mut names: Vec<&str> = Vec::new();
+        let named = networks.iter().flat_map(|n| &n.types);
+        for name in named.flat_map(|t| std::iter::once(&t.ty).chain(&t.members)) {
+            if standard(name) && !names.contains(&name.as_str()) {
+                names.push(name);
+            }
+        }
+        return Ok(names);
     };
-    if let Some(p) = problem {
-        eprintln!("wasmcni: warning: plugin {:?}: {p}", t.name);
+    let mut names = Vec::new();
+    for name in only.iter().map(|n| n.trim()).filter(|n| !n.is_empty()) {
+        if !standard(name) {
+            bail!(
+                "--only: {name:?} is not a standard plugin; the standard plugins are: {} \
+                 (and the chain runner, {})",
+                bundled
+                    .iter()
+                    .map(Plugin::name)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                crate::chain::NAME
+            );
+        }
+        if !names.contains(&name) {
+            names.push(name);
+        }
     }
+    if names.is_empty() {
+        bail!("--only: no plugin named (give standard plugin names, comma-separated)");
+    }
+    Ok(names)
 }
 
-/// With `--policy`, install wrote the plugin's entry into a policy dir:
-/// says loudly when the effective policy file (as written now:
-/// `--policy-target`, else `$WASMCNI_POLICY`, else the default) also has
-/// one, which makes wasmcni refuse the plugin as ambiguous. Returns
-/// whether it warned.
-fn warn_if_ambiguous(t: &ThirdParty, entry: &Placement, opts: &Options) -> bool {
-    let target = policy_target(opts);
-    if fs::symlink_metadata(&target).is_err() {
-        return false;
-    }
-    let written = entry.path();
-    let ambiguous = match crate::policy::Policy::load(Some(&target)) {
-        Err(e) => {
-            eprintln!(
-                "wasmcni: WARNING: plugin {:?}: the policy (file {}) does not load: {e}; \
-                 wasmcni will REFUSE to run every plugin until it is fixed",
-                t.name,
-                target.display()
-            );
-            return true;
-        }
-        // The policy dir a run reads is the one written to: the policy
-        // says so itself.
-        Ok(policy) => match policy.resolve(&t.name, false) {
-            Err(e @ crate::policy::PolicyError::Ambiguous { .. }) => Some(e),
-            // Another dir (given with --policy-dir): the file's entry and
-            // the one written are both there at the node's paths.
-            _ => match policy.source(&t.name, false) {
-                Some(crate::policy::Source::File(file)) => {
-                    Some(crate::policy::PolicyError::Ambiguous {
-                        name: t.name.clone(),
-                        file,
-                        dir: written,
-                    })
-                }
-                _ => None,
-            },
-        },
+/// The policy file to install (`--policy-file`), checked: one with a typo
+/// never reaches the node.
+fn plan_policy_file(opts: &Options) -> anyhow::Result<Option<Placement>> {
+    let Some(f) = &opts.policy_file else {
+        return Ok(None);
     };
-    if let Some(e) = &ambiguous {
-        eprintln!(
-            "wasmcni: WARNING: plugin {:?} will be REFUSED on every run: {e} \
-             (install wrote the policy dir's entry; remove plugins.{} from the policy file)",
-            t.name, t.name
-        );
+    let bytes = read_input(f, "policy file", 1 << 20)?;
+    let text =
+        std::str::from_utf8(&bytes).with_context(|| format!("policy file {f:?} is not UTF-8"))?;
+    crate::policy::Policy::parse(text, &f.display().to_string())?;
+    let target = policy_target(opts);
+    let name = target
+        .file_name()
+        .and_then(|n| n.to_str())
+        .filter(|n| plain(n))
+        .with_context(|| format!("--policy-target {target:?}: not a file path"))?
+        .to_owned();
+    let parent = target
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    Ok(Some(Placement::plan(parent, &name, Content::Bytes(bytes))?))
+}
+
+/// What install plans, as [`check_live`] checks it.
+struct Live<'a> {
+    dir: &'a Path,
+    plugin_dir: &'a Path,
+    links: &'a [&'a str],
+    pruned: &'a [&'a str],
+    third: &'a [ThirdParty],
+    networks: &'a [Network],
+    policy: &'a Option<Placement>,
+}
+
+/// Checks what a run would refuse once install has written what it plans
+/// ([`check::Prospect`]); refuses, naming each problem, unless
+/// `--allow-broken`, which only warns. Prints the warnings.
+fn check_live(opts: &Options, live: &Live) -> anyhow::Result<()> {
+    let policy_dir = resolve_policy_dir(&opts.policy_dir)?;
+    let policy_file = live
+        .policy
+        .as_ref()
+        .map_or_else(|| policy_target(opts), Placement::path);
+    let entries: Vec<(&str, &serde_json::Value)> = live
+        .third
+        .iter()
+        .filter_map(|t| match &t.entry.as_ref()?.content {
+            Content::Entry { json, .. } => Some((t.name.as_str(), json)),
+            Content::Bytes(_) => None,
+        })
+        .collect();
+    let new_policy_file = live.policy.as_ref().and_then(|p| match &p.content {
+        Content::Bytes(b) => Some(b.as_slice()),
+        Content::Entry { .. } => None,
+    });
+    // The networks already in the conf dir, whose links --prune must
+    // keep (those this run writes are checked as it writes them).
+    let in_conf_dir = match live.pruned.is_empty() {
+        true => Vec::new(),
+        false => {
+            let writing: Vec<&str> = live
+                .networks
+                .iter()
+                .map(|n| n.placement.name.as_str())
+                .collect();
+            conf_dir_networks(&conf_dir(opts), &writing)
+        }
+    };
+    let found = check::Prospect {
+        dir: live.dir,
+        plugin_dir: live.plugin_dir,
+        policy_dir: &policy_dir,
+        policy_file: &policy_file,
+        new_policy_file,
+        installing: live
+            .third
+            .iter()
+            .map(|t| (t.name.as_str(), t.sha256.as_str()))
+            .collect(),
+        entries,
+        links: live.links,
+        pruned: live.pruned,
+        networks: live
+            .networks
+            .iter()
+            .map(|n| (n.file.as_path(), n.types.as_slice()))
+            .collect(),
+        in_conf_dir: in_conf_dir
+            .iter()
+            .map(|(p, t)| (p.as_path(), t.as_slice()))
+            .collect(),
     }
-    ambiguous.is_some()
+    .check();
+    for w in &found.warnings {
+        eprintln!("wasmcni: warning: {w}");
+    }
+    if found.broken.is_empty() {
+        return Ok(());
+    }
+    if opts.allow_broken {
+        for b in &found.broken {
+            eprintln!("wasmcni: WARNING: {b} (installing anyway: --allow-broken)");
+        }
+        return Ok(());
+    }
+    bail!(
+        "refusing to install what wasmcni would refuse to run (nothing was changed):\n{}\n\
+         Fix these, or rerun with --allow-broken to install anyway.",
+        found
+            .broken
+            .iter()
+            .map(|b| format!("  - {b}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    )
+}
+
+/// The conf dir: `--conf-dir`, else the default.
+fn conf_dir(opts: &Options) -> PathBuf {
+    opts.conf_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONF_DIR))
+}
+
+/// The network configurations in `conf_dir` (as a runtime finds them:
+/// `.conflist`, `.conf`, `.json`, not hidden), but `skip`, each with the
+/// types it names; unreadable ones are left out.
+fn conf_dir_networks(conf_dir: &Path, skip: &[&str]) -> Vec<(PathBuf, Vec<Named>)> {
+    let mut found: Vec<(PathBuf, Vec<Named>)> = fs::read_dir(conf_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_str()?.to_owned();
+            let ext = [".conflist", ".conf", ".json"];
+            if !plain(&name)
+                || skip.contains(&name.as_str())
+                || !ext.iter().any(|x| name.ends_with(x))
+            {
+                return None;
+            }
+            let bytes = read_input(&e.path(), "network configuration", 1 << 20).ok()?;
+            Some((e.path(), conf_types(&name, &bytes)))
+        })
+        .collect();
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    found
 }
 
 /// Where the policy file is (or goes): `--policy-target`, else
@@ -969,55 +1380,30 @@ fn installed_third_party(dir: &Path, plugin_dir: &Path) -> Vec<Plugin> {
         .collect()
 }
 
-/// Without `--policy`: a `<policy dir>/NAME.json` whose pin no longer
-/// matches the installed plugin is re-pinned when install wrote it (its
-/// bytes are still those recorded); anyone else's is left alone, with a
-/// warning that the plugin will be refused. Returns whether it warned.
-fn check_entry_pin(t: &ThirdParty, given_dir: Option<&PathBuf>) -> anyhow::Result<bool> {
-    let sha = t.sha256.as_str();
-    let Some(dir) = given_dir.cloned().or_else(crate::policy::policy_dir) else {
-        return Ok(false);
-    };
-    let file = format!("{}.json", t.name);
+/// Without `--policy`: a `<policy dir>/NAME.json` whose pin is not the
+/// plugin's `sha256` is re-pinned when install wrote it (its bytes are
+/// still those recorded). Anyone else's is left alone: the checks then
+/// find the mismatch (a run would refuse the plugin).
+fn plan_repin(name: &str, sha: &str, dir: &Path) -> anyhow::Result<Option<Placement>> {
+    let file = format!("{name}.json");
     let path = dir.join(&file);
     let bytes = match fs::read(&path) {
         Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(false),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("reading {path:?}")),
     };
-    let json: serde_json::Value = match serde_json::from_slice(&bytes) {
-        Ok(j) => j,
-        Err(e) => {
-            eprintln!(
-                "wasmcni: WARNING: {} is not JSON ({e}): wasmcni will REFUSE to run plugin {:?} until it is fixed",
-                path.display(),
-                t.name
-            );
-            return Ok(true);
-        }
+    let Ok(json) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return Ok(None);
     };
     let pin = json.get("sha256").and_then(|s| s.as_str());
-    if pin.is_none_or(|p| p.eq_ignore_ascii_case(sha)) {
-        return Ok(false);
+    if pin.is_none_or(|p| p.eq_ignore_ascii_case(sha))
+        || !Record::load(dir)?.claims(&file, &sha256_hex(&bytes))
+    {
+        return Ok(None);
     }
-    if Record::load(&dir)?.claims(&file, &sha256_hex(&bytes)) {
-        let content = pinned_entry(&t.name, &json, sha, &path)
-            .with_context(|| format!("re-pinning {path:?}"))?;
-        Placement::plan(&dir, &file, content)?.apply()?;
-        println!("{}: re-pinned to sha256 {sha}", path.display());
-        Ok(false)
-    } else {
-        eprintln!(
-            "wasmcni: WARNING: {} pins plugin {:?} to sha256 {} but the installed plugin's is {sha}; \
-             wasmcni will REFUSE to run it. That file is not one install wrote (or it was edited \
-             since), so it is left alone: update its `sha256`, or rerun with --policy ENTRY.json \
-             (and --force to replace it).",
-            path.display(),
-            t.name,
-            pin.unwrap_or_default()
-        );
-        Ok(true)
-    }
+    let content =
+        pinned_entry(name, &json, sha, &path).with_context(|| format!("re-pinning {path:?}"))?;
+    Ok(Some(Placement::plan(dir, &file, content)?))
 }
 
 /// The signals that end `--then-sleep`.
@@ -1101,6 +1487,72 @@ pub fn precompile(extra: &[PathBuf], cache_dir: Option<PathBuf>) -> anyhow::Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Options as the command line gives them.
+    fn parse(args: &[&str]) -> Result<Options, String> {
+        use clap::{CommandFactory, FromArgMatches};
+        #[derive(clap::Parser)]
+        struct Cmd {
+            #[command(flatten)]
+            opts: Options,
+        }
+        let m = Cmd::command()
+            .try_get_matches_from(std::iter::once("install").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        let mut opts = Cmd::from_arg_matches(&m).map_err(|e| e.to_string())?.opts;
+        opts.positions = Positions::from_matches(&m);
+        Ok(opts)
+    }
+
+    #[test]
+    fn each_name_and_policy_belongs_to_the_plugin_before_it() {
+        let o = parse(&[
+            "/bin", "--plugin", "a.wasm", "--policy", "a.json", "--plugin", "b.wasm", "--plugin",
+            "c.wasm", "--name", "cee", "--policy", "c.json",
+        ])
+        .unwrap();
+        let arg = |file, name, policy: Option<&'static str>| PluginArg {
+            file: Path::new(file),
+            name,
+            policy: policy.map(Path::new),
+        };
+        assert_eq!(
+            plugin_args(&o).unwrap(),
+            [
+                arg("a.wasm", None, Some("a.json")),
+                arg("b.wasm", None, None),
+                arg("c.wasm", Some("cee"), Some("c.json")),
+            ]
+        );
+        // `=` and flags of other kinds in between change nothing.
+        let o = parse(&["/bin", "--plugin=a.wasm", "--force", "--name=x"]).unwrap();
+        assert_eq!(plugin_args(&o).unwrap(), [arg("a.wasm", Some("x"), None)]);
+        let err = |args: &[&str]| format!("{:#}", plugin_args(&parse(args).unwrap()).unwrap_err());
+        assert!(err(&["/bin", "--policy", "a.json", "--plugin", "a.wasm"])
+            .contains("--policy \"a.json\" comes before any --plugin"));
+        assert!(
+            err(&["/bin", "--plugin", "a.wasm", "--policy", "x", "--policy", "y"])
+                .contains("two --policy (\"x\", \"y\")")
+        );
+        assert!(
+            err(&["/bin", "--name", "n", "--plugin", "a.wasm", "--name", "m"])
+                .contains("--name \"n\" comes before any --plugin")
+        );
+        assert!(
+            err(&["/bin", "--plugin", "a.wasm", "--name", "n", "--name", "m"])
+                .contains("two --name")
+        );
+        // Without positions (not from a command line): in order.
+        let mut o = parse(&[
+            "/bin", "--plugin", "a.wasm", "--plugin", "b.wasm", "--name", "bee",
+        ])
+        .unwrap();
+        o.positions = Positions::default();
+        assert_eq!(
+            plugin_args(&o).unwrap(),
+            [arg("a.wasm", Some("bee"), None), arg("b.wasm", None, None)]
+        );
+    }
 
     #[test]
     fn a_record_claims_only_the_bytes_it_names() {
@@ -1236,7 +1688,38 @@ mod tests {
             r#"{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"loopback"},{"type":"my"}]}"#;
         let (name, bytes) = f("10-n.conflist", ok).unwrap();
         assert_eq!(name, "10-n.conflist");
-        assert_eq!(conf_types(&bytes), ["loopback", "my"]);
+        let named = |ty: &str, members: &[&str]| Named {
+            ty: ty.to_owned(),
+            members: members.iter().map(|m| (*m).to_owned()).collect(),
+        };
+        assert_eq!(
+            conf_types(&name, &bytes),
+            [named("loopback", &[]), named("my", &[])]
+        );
+        let chain = r#"{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"wasmcni-chain",
+            "plugins":[{"type":"bridge"},{"type":"tuning"}]},{"type":"x","plugins":[{"type":"y"}]}]}"#;
+        let (name, bytes) = f("c.conflist", chain).unwrap();
+        assert_eq!(
+            conf_types(&name, &bytes),
+            [
+                named("wasmcni-chain", &["bridge", "tuning"]),
+                named("x", &[])
+            ]
+        );
+        let (name, bytes) = f("one.conf", r#"{"name":"n","type":"ptp"}"#).unwrap();
+        assert_eq!(conf_types(&name, &bytes), [named("ptp", &[])]);
+        let (name, bytes) = f(
+            "chain.conf",
+            r#"{"name":"n","type":"wasmcni-chain","plugins":[{"type":"bridge"}]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            conf_types(&name, &bytes),
+            [named("wasmcni-chain", &["bridge"])]
+        );
+        assert!(f("n.conflist", r#"{"name":"n","plugins":[{"type":1}]}"#)
+            .unwrap_err()
+            .contains("string `type`"));
         assert!(f("n.txt", ok)
             .unwrap_err()
             .contains(".conflist, .conf or .json"));

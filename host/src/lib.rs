@@ -3,7 +3,8 @@
 //! behalf through a narrow, policy-checked capability interface.
 //!
 //! This crate is the executable's: its command line ([`cli`]), `wasmcni
-//! install` ([`install`]) and `wasmcni audit`/`inspect` ([`inspect`]). It
+//! install` ([`install`]), `wasmcni uninstall` ([`uninstall`]) and
+//! `wasmcni audit`/`inspect` ([`inspect`]). It
 //! re-exports the layers below under their old paths: the runtime
 //! (`wasmcni-runtime`: engine, policy, capabilities, records, runner,
 //! chain runner, GC), the kernel layer (`wasmcni-kernel`, through the
@@ -15,6 +16,7 @@ pub mod chain_into;
 pub mod cli;
 pub mod inspect;
 pub mod install;
+pub mod uninstall;
 
 pub use wasmcni_runtime::*;
 pub use wasmcni_tools::{demo, scaffold, suggest, trial};
