@@ -42,22 +42,6 @@ fn turn() -> std::sync::MutexGuard<'static, ()> {
     TURN.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// The netavark under test.
-fn netavark() -> PathBuf {
-    let path = std::env::var_os("WASMCNI_NETAVARK")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME"))
-                .join(".cache/wasmcni/netavark-2.1.0/bin/netavark")
-        });
-    assert!(
-        path.is_file(),
-        "this test needs netavark at {} (tests/netavark/setup builds it; `make test` runs it)",
-        path.display()
-    );
-    path
-}
-
 /// A node running netavark, with a wasmcni network `devnet` (10.61.0.0/24)
 /// and netavark's own bridge network `ctlnet` (10.62.0.0/24).
 struct Node {
@@ -147,7 +131,7 @@ impl Node {
     fn netavark_in(&self, plugins: &Path, args: &[&str], stdin: &Value) -> Out {
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &self.net.node.name])
-            .arg(netavark())
+            .arg(support::netavark())
             .arg("--config")
             .arg(self.net.dir.path().join("netavark"))
             .args(["--rootless", "false", "--firewall-driver", "nftables"])

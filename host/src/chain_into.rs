@@ -33,6 +33,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
 use serde_json::Value;
+use wasmcni_runtime::conflist::member_type;
 
 /// The key that marks an entry wasmcni chained (its value: `true`).
 pub const MARK: &str = "wasmcni.dev/chained";
@@ -127,10 +128,7 @@ pub fn load_entry(path: &Path, var: impl Fn(&str) -> Option<String>) -> anyhow::
     let obj = entry
         .as_object_mut()
         .ok_or_else(|| anyhow!("--entry {} is not a JSON object", path.display()))?;
-    if go_field(obj, "type")
-        .and_then(Value::as_str)
-        .is_none_or(str::is_empty)
-    {
+    if member_type(obj).is_none_or(str::is_empty) {
         bail!("--entry {} has no string \"type\"", path.display());
     }
     obj.insert(MARK.into(), Value::Bool(true));
@@ -249,19 +247,7 @@ fn is_marked(p: &Value) -> bool {
 }
 
 fn type_of(p: &Value) -> Option<&str> {
-    p.as_object()
-        .and_then(|o| go_field(o, "type"))
-        .and_then(Value::as_str)
-}
-
-/// Key `k` of `o` as Go's encoding/json finds a struct field (libcni reads
-/// a member's `type` so): the exact key, else one equal ignoring case.
-fn go_field<'a>(o: &'a serde_json::Map<String, Value>, k: &str) -> Option<&'a Value> {
-    o.get(k).or_else(|| {
-        o.iter()
-            .find(|(key, _)| key.eq_ignore_ascii_case(k))
-            .map(|(_, v)| v)
-    })
+    p.as_object().and_then(member_type)
 }
 
 /// Appends `entry` to the primary's plugins, replacing the marked entry
@@ -306,31 +292,13 @@ fn write_if_changed(path: &Path, old: &str, list: &Value) -> anyhow::Result<Outc
     }
     let mut text = serde_json::to_string_pretty(list)?;
     text.push('\n');
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .and_then(|n| n.to_str())
-        .ok_or_else(|| anyhow!("{}: no file name", path.display()))?;
-    // A name the runtime does not read as a network config.
-    let tmp = dir.join(format!(".{name}.wasmcni-tmp"));
     let mode = {
         use std::os::unix::fs::PermissionsExt;
         std::fs::metadata(path)?.permissions().mode() & 0o7777
     };
-    {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let _ = std::fs::remove_file(&tmp);
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&tmp)
-            .with_context(|| tmp.display().to_string())?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming over {}", path.display()))?;
+    crate::install::write_atomic_with(path, |tmp| {
+        crate::install::create_file(tmp, mode, &mut text.as_bytes())
+    })?;
     Ok(Outcome::Written(path.to_owned()))
 }
 

@@ -387,7 +387,7 @@ fn plain(name: &str) -> bool {
 /// `symlink`), so that whatever is already at a temporary name (another
 /// writer's file, a planted symlink) is never followed nor removed: such a
 /// name is skipped for the next.
-fn write_atomic_with(
+pub(crate) fn write_atomic_with(
     path: &Path,
     create: impl Fn(&Path) -> std::io::Result<()>,
 ) -> anyhow::Result<()> {
@@ -431,7 +431,7 @@ fn write_atomic_with(
 
 /// Creates `path` exclusively (never through a symlink) with `mode` and
 /// fills it from `bytes`.
-fn create_file(path: &Path, mode: u32, bytes: &mut dyn Read) -> std::io::Result<()> {
+pub(crate) fn create_file(path: &Path, mode: u32, bytes: &mut dyn Read) -> std::io::Result<()> {
     let mut f = fs::OpenOptions::new()
         .write(true)
         .create_new(true)

@@ -26,27 +26,12 @@ mod support;
 use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use common::{env_num, install_wasmcni, median, verdict, Side};
 use serde_json::{json, Value};
-
-fn netavark() -> PathBuf {
-    let path = std::env::var_os("WASMCNI_NETAVARK")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").expect("HOME"))
-                .join(".cache/wasmcni/netavark-2.1.0/bin/netavark")
-        });
-    assert!(
-        path.is_file(),
-        "the benchmark needs netavark at {} (tests/netavark/setup builds it; make bench runs it)",
-        path.display()
-    );
-    path
-}
 
 /// One side: its node, its network as netavark's input wants it.
 struct Bench {
@@ -69,7 +54,7 @@ impl Bench {
     /// Runs netavark `cmd` in the side's node; its wall time in ms.
     fn netavark(&self, bin: &Path, cmd: &str, opts: &Value) -> f64 {
         let node = std::fs::File::open(&self.side.node.path).expect("node netns");
-        let mut c = Command::new(netavark());
+        let mut c = Command::new(support::netavark());
         c.arg("--config")
             .arg(self.side.dir.path().join("netavark"))
             .args(["--rootless", "false", "--firewall-driver", "nftables"])

@@ -34,6 +34,24 @@ pub fn fixture(name: &str) -> PathBuf {
 /// The reference plugins (Debian's containernetworking-plugins).
 pub const REFERENCE_DIR: &str = "/usr/lib/cni";
 
+/// The netavark the tests and the netavark bench drive:
+/// `$WASMCNI_NETAVARK`, else the one tests/netavark/setup builds (`make
+/// setup` runs it). Fails when it is not there.
+pub fn netavark() -> PathBuf {
+    let path = std::env::var_os("WASMCNI_NETAVARK")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").expect("HOME"))
+                .join(".cache/wasmcni/netavark-2.1.0/bin/netavark")
+        });
+    assert!(
+        path.is_file(),
+        "this needs netavark at {} (tests/netavark/setup builds it; `make setup` runs it)",
+        path.display()
+    );
+    path
+}
+
 /// Fails the test unless we are root with `ip` available.
 pub fn require_root() {
     assert!(

@@ -69,12 +69,13 @@ impl Conflist {
 
     /// The type of plugin `i`.
     pub fn plugin_type(&self, i: usize) -> &str {
-        // libcni reads a member's `type` with Go's encoding/json (its
-        // `types.NetConf`): `"Type"` names it too. The list's own keys it
-        // reads from a map, exactly.
-        gojson::field(&self.plugins[i], "type")
-            .and_then(Value::as_str)
-            .unwrap_or("")
+        member_type(&self.plugins[i]).unwrap_or("")
+    }
+
+    /// Whether a plugin of the list declares capability `cap` (libcni
+    /// gives it that capability argument).
+    pub fn declares(&self, cap: &str) -> bool {
+        self.plugins.iter().any(|p| declared(p).any(|k| k == cap))
     }
 
     /// The config plugin `i` receives: its object, the list's `name` and
@@ -92,19 +93,10 @@ impl Conflist {
         if let Some(p) = prev_result {
             c.insert("prevResult".into(), p.clone());
         }
-        let declared: Vec<&String> = gojson::field(&c, "capabilities")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .filter(|(_, on)| on.as_bool() == Some(true))
-                    .map(|(k, _)| k)
-                    .collect()
-            })
-            .unwrap_or_default();
         let mut rt = Map::new();
-        for k in declared {
+        for k in declared(&c) {
             if let Some(v) = cap_args.get(k) {
-                rt.insert(k.clone(), v.clone());
+                rt.insert(k.to_owned(), v.clone());
             }
         }
         // As libcni: the runtime's arguments replace a `runtimeConfig` in
@@ -114,6 +106,23 @@ impl Conflist {
         }
         c
     }
+}
+
+/// A list member's `type`: libcni reads it with Go's encoding/json (its
+/// `types.NetConf`), so `"Type"` names it too. The list's own keys it reads
+/// from a map, exactly.
+pub fn member_type(plugin: &Map<String, Value>) -> Option<&str> {
+    gojson::field(plugin, "type").and_then(Value::as_str)
+}
+
+/// The capabilities a member declares (`"capabilities": {"K": true}`).
+fn declared(plugin: &Map<String, Value>) -> impl Iterator<Item = &str> {
+    gojson::field(plugin, "capabilities")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter(|(_, on)| on.as_bool() == Some(true))
+        .map(|(k, _)| k.as_str())
 }
 
 #[cfg(test)]

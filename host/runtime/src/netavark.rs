@@ -180,7 +180,8 @@ struct PortMapping {
 /// printed as given.
 fn create(stdin: &[u8]) -> Result<Value, String> {
     let given: Value = parse(stdin, "the network config on stdin")?;
-    let network: Network = parse(stdin, "the network config on stdin")?;
+    let network: Network = serde_path_to_error::deserialize(&given)
+        .map_err(|e| invalid("the network config on stdin", &e))?;
     let chain = Chain::of(&network)?;
     let policy = Policy::load(None).map_err(|e| format!("the policy does not load: {e}"))?;
     chain::check(&chain.config(&Map::new(), None), &policy)
@@ -262,12 +263,12 @@ fn teardown(netns: &str, stdin: &[u8]) -> Result<(), String> {
     let chain = match (Chain::of(&exec.network), setup_list) {
         // The list renamed since the setup: its attachment (IPAM pool,
         // records, rules) is under the setup's name.
-        (Ok(now), Some(then)) if now.name != then.name => {
+        (Ok(now), Some(then)) if now.list.name != then.list.name => {
             log::warn!(
                 "{} is now network {:?}, set up as {:?}: tearing down with the list of the setup",
                 now.source,
-                now.name,
-                then.name
+                now.list.name,
+                then.list.name
             );
             then
         }
@@ -293,27 +294,26 @@ fn parse_exec(stdin: &[u8]) -> Result<PluginExec, String> {
 /// `stdin` as a `T`, or a message naming the field at fault.
 fn parse<T: serde::de::DeserializeOwned>(stdin: &[u8], what: &str) -> Result<T, String> {
     let de = &mut serde_json::Deserializer::from_slice(stdin);
-    serde_path_to_error::deserialize(de).map_err(|e| {
-        let at = e.path().to_string();
-        if at == "." {
-            format!("{what} is not valid: {}", e.inner())
-        } else {
-            format!("{what} is not valid: {at}: {}", e.inner())
-        }
-    })
+    serde_path_to_error::deserialize(de).map_err(|e| invalid(what, &e))
+}
+
+/// `what` is not valid, at the field `e` names.
+fn invalid(what: &str, e: &serde_path_to_error::Error<serde_json::Error>) -> String {
+    let at = e.path().to_string();
+    if at == "." {
+        format!("{what} is not valid: {}", e.inner())
+    } else {
+        format!("{what} is not valid: {at}: {}", e.inner())
+    }
 }
 
 /// The conflist a network names, as one `wasmcni-chain`.
 struct Chain {
     /// Where it came from, for messages.
     source: String,
-    /// The list's `name` (the CNI network: IPAM pools and attachment
-    /// records are kept under it).
-    name: String,
-    /// The list's `cniVersion`.
-    cni_version: String,
-    /// The members.
-    plugins: Vec<Map<String, Value>>,
+    /// The list, its members the chain's (its `name` is the CNI network:
+    /// IPAM pools and attachment records are kept under it).
+    list: Conflist,
     /// The list as read.
     list_value: Value,
 }
@@ -363,10 +363,9 @@ impl Chain {
     /// A conflist's value as a chain; a list that is one `wasmcni-chain`
     /// already is its members.
     fn from_list(value: Value, source: &str) -> Result<Chain, String> {
-        let list = Conflist::parse(&value).map_err(|e| format!("{source}: {e:#}"))?;
-        let mut plugins = list.plugins.clone();
-        if plugins.len() == 1 && list.plugin_type(0) == chain::NAME {
-            let members = gojson::field(&plugins[0], "plugins")
+        let mut list = Conflist::parse(&value).map_err(|e| format!("{source}: {e:#}"))?;
+        if list.plugins.len() == 1 && list.plugin_type(0) == chain::NAME {
+            let members = gojson::field(&list.plugins[0], "plugins")
                 .and_then(Value::as_array)
                 .ok_or_else(|| {
                     format!(
@@ -374,7 +373,7 @@ impl Chain {
                         chain::NAME
                     )
                 })?;
-            plugins = members
+            list.plugins = members
                 .iter()
                 .enumerate()
                 .map(|(i, m)| {
@@ -386,34 +385,33 @@ impl Chain {
         }
         Ok(Chain {
             source: source.to_owned(),
-            name: list.name,
-            cni_version: list.cni_version,
-            plugins,
+            list,
             list_value: value,
         })
     }
 
     /// Whether a member declares capability `cap`.
     fn declares(&self, cap: &str) -> bool {
-        self.plugins.iter().any(|p| {
-            gojson::field(p, "capabilities")
-                .and_then(Value::as_object)
-                .and_then(|c| c.get(cap))
-                .and_then(Value::as_bool)
-                == Some(true)
-        })
+        self.list.declares(cap)
     }
 
     /// The `wasmcni-chain` config for the runtime's capability arguments
     /// and `prevResult`.
     fn config(&self, cap_args: &Map<String, Value>, prev: Option<&Value>) -> Vec<u8> {
         let mut c = Map::new();
-        c.insert("cniVersion".into(), self.cni_version.clone().into());
-        c.insert("name".into(), self.name.clone().into());
+        c.insert("cniVersion".into(), self.list.cni_version.clone().into());
+        c.insert("name".into(), self.list.name.clone().into());
         c.insert("type".into(), chain::NAME.into());
         c.insert(
             "plugins".into(),
-            Value::Array(self.plugins.iter().cloned().map(Value::Object).collect()),
+            Value::Array(
+                self.list
+                    .plugins
+                    .iter()
+                    .cloned()
+                    .map(Value::Object)
+                    .collect(),
+            ),
         );
         if !cap_args.is_empty() {
             c.insert("runtimeConfig".into(), Value::Object(cap_args.clone()));
@@ -911,7 +909,7 @@ mod tests {
             "test",
         )
         .unwrap();
-        assert_eq!(c.plugins.len(), 2);
+        assert_eq!(c.list.plugins.len(), 2);
         let conf: Value = serde_json::from_slice(&c.config(&Map::new(), None)).unwrap();
         assert_eq!(conf["type"], "wasmcni-chain");
         assert_eq!(conf["plugins"][1]["type"], "portmap");
@@ -933,7 +931,7 @@ mod tests {
         let c = Chain::of(&net(json!({"conflist-json":
             r#"{"cniVersion":"0.4.0","name":"cni","plugins":[{"type":"loopback"}]}"#})))
         .unwrap();
-        assert_eq!(c.name, "cni");
+        assert_eq!(c.list.name, "cni");
     }
 
     #[test]
