@@ -497,6 +497,15 @@ fn teardown_completes_with_the_namespace_gone_or_the_conflist_removed() {
     drop(gone);
     let down = node.teardown(&path, &opts);
     assert_eq!(down.code, 0, "{down:?}");
+    // The node's end of the veth goes with the namespace, as with the
+    // reference bridge: the kernel deletes the pair when it destroys the
+    // namespace, in a work queue, a moment after `ip netns del` returned
+    // (a run failed on it under load).
+    support::wait_until(
+        "the kernel to delete the gone namespace's veth pair",
+        std::time::Duration::from_secs(10),
+        || node.veths() == 0,
+    );
     node.assert_clean("teardown with the namespace gone");
     // The conflist removed after setup: the list the setup ran is used.
     let opts = Node::options("ctr-h", &network, "10.61.0.21", ports.clone());
@@ -516,6 +525,34 @@ fn teardown_completes_with_the_namespace_gone_or_the_conflist_removed() {
     let down = node.teardown(&node.net.ctr.path, &opts);
     assert_eq!(down.code, 0, "{down:?}");
     node.assert_clean("teardown with the network renamed");
+    // The conflist removed and the kept result gone too (a reboot empties
+    // the run dir): no list to run, as for libcni without the config. The
+    // host tears down what the setup's records hold (the container's link,
+    // the reservation, the rules), and says what only the list's DEL could
+    // take back (bridge's changes to the shared bridge).
+    node.write_conflist(json!([{"type": "portmap", "capabilities": {"portMappings": true}}]));
+    let opts = Node::options("ctr-l", &network, "10.61.0.24", ports.clone());
+    assert_eq!(node.setup(&node.net.ctr, &opts).code, 0);
+    std::fs::remove_file(&node.conflist).expect("rm conflist");
+    std::fs::remove_dir_all(node.run_dir().join("netavark")).expect("rm kept results");
+    let down = node.teardown(&node.net.ctr.path, &opts);
+    assert_eq!(down.code, 1, "{down:?}");
+    assert!(
+        down.json()["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("the records of network \"devnet\"")
+                && e.contains("only the plugin's DEL takes back")),
+        "{down:?}"
+    );
+    assert!(!node.net.has_eth0());
+    assert_eq!(node.veths(), 0);
+    assert_eq!(node.net.reservations(), Vec::<String>::new());
+    assert_eq!(node.net.node.wasmcni_rules(), Vec::<Value>::new());
+    // The list back: the teardown completes, and leaves nothing.
+    node.write_conflist(json!([{"type": "portmap", "capabilities": {"portMappings": true}}]));
+    let down = node.teardown(&node.net.ctr.path, &opts);
+    assert_eq!(down.code, 0, "{down:?}");
+    node.assert_clean("teardown once the conflist is back");
     // The list inline (conflist-json), set up and torn down.
     node.write_conflist(json!([{"type": "portmap", "capabilities": {"portMappings": true}}]));
     let mut inline = network.clone();

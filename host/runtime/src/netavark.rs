@@ -277,7 +277,33 @@ fn teardown(netns: &str, stdin: &[u8]) -> Result<(), String> {
             log::warn!("{why}; tearing down with the list of the setup");
             then
         }
-        (Err(why), None) => return Err(why),
+        // Neither the list nor the setup's result (the conflist removed,
+        // and a reboot took the run dir; libcni could not DEL either): the
+        // host's record-driven DEL of the attachment, under the network its
+        // record names, as for a chain whose members cannot run. It
+        // releases what the record holds, and fails naming what only the
+        // list's DEL could take back. Nothing recorded: nothing of
+        // wasmcni's is left, and the DEL succeeds, as the CNI DEL of an
+        // attachment that is not there does.
+        (Err(why), None) => match recorded_network(&exec.container_id, ifname) {
+            Some(name) => {
+                log::warn!("{why}; tearing down what the records of network {name:?} hold");
+                Chain {
+                    source: format!("the records of network {name:?}"),
+                    list: Conflist {
+                        name,
+                        cni_version: cni_spec::LATEST.to_owned(),
+                        plugins: Vec::new(),
+                    },
+                    list_value: Value::Null,
+                }
+            }
+            None => {
+                log::warn!("{why}; no record of this attachment: nothing to tear down");
+                cache.remove();
+                return Ok(());
+            }
+        },
     };
     let prev = kept.map(|k| k.result);
     let cap_args = capability_args(&exec, &chain, Strict::No)?;
@@ -285,6 +311,22 @@ fn teardown(netns: &str, stdin: &[u8]) -> Result<(), String> {
     invoke(&chain, "DEL", &exec.container_id, netns, ifname, &config)?;
     cache.remove();
     Ok(())
+}
+
+/// The network whose attachment records hold the chain's attachment
+/// (`container_id`, `ifname`), if one does.
+fn recorded_network(container_id: &str, ifname: &str) -> Option<String> {
+    let root = crate::record::Location::root_from_env();
+    crate::record::networks(&root).into_iter().find(|network| {
+        let attachment = crate::attachment::Attachment {
+            network: network.clone(),
+            container_id: container_id.to_owned(),
+            ifname: ifname.to_owned(),
+            ..Default::default()
+        };
+        let at = crate::record::Location::new(&root, &attachment, chain::NAME);
+        at.path().exists() || at.has_intent()
+    })
 }
 
 fn parse_exec(stdin: &[u8]) -> Result<PluginExec, String> {
