@@ -2058,6 +2058,14 @@ fn uninstall_removes_what_install_wrote_and_restores_what_force_replaced() {
         "{}",
         text(&out)
     );
+    // Said once, counted once (its backup is not a second file left, nor
+    // was it "replaced since").
+    assert!(
+        err.contains("warning: 1 file(s) left in place"),
+        "{}",
+        text(&out)
+    );
+    assert!(!err.contains("it was replaced since"), "{}", text(&out));
     let mut expected = before.clone();
     let edited = PathBuf::from("net.d/10-net.conflist");
     expected.insert(
@@ -2154,4 +2162,40 @@ fn install_prune_removes_the_links_a_narrower_only_no_longer_asks_for() {
         .collect();
     arts.sort();
     assert_eq!(arts, ["bridge", "loopback", "myplugin"]);
+}
+
+/// Install checks the policy dir as a run reads it: an entry file, or the
+/// directory, that others could write is refused by every run, so install
+/// refuses to go live on it (it used to read the entry as any file).
+#[test]
+fn install_refuses_a_policy_entry_or_dir_others_could_write() {
+    use std::os::unix::fs::PermissionsExt;
+    support::require_root();
+    let node = Node::new();
+    std::fs::create_dir(node.path("policy.d")).unwrap();
+    let entry = node.path("policy.d/loopback.json");
+    std::fs::write(
+        &entry,
+        json!({"container": {"read": true, "modify": true}}).to_string(),
+    )
+    .unwrap();
+    std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o664)).unwrap();
+    node.assert_refused(
+        &["--only", "loopback"],
+        &["loopback", "writable by group or others"],
+    );
+    std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::set_permissions(
+        node.path("policy.d"),
+        std::fs::Permissions::from_mode(0o777),
+    )
+    .unwrap();
+    node.assert_refused(&["--only", "loopback"], &["the policy dir"]);
+    std::fs::set_permissions(
+        node.path("policy.d"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let out = node.install(&["--only", "loopback"]);
+    assert!(out.status.success(), "{}", text(&out));
 }

@@ -120,8 +120,11 @@ fn report(outcome: Outcome, what: &str) {
 
 /// The entry in `path`, its placeholders filled from `var`.
 pub fn load_entry(path: &Path, var: impl Fn(&str) -> Option<String>) -> anyhow::Result<Value> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("--entry {}", path.display()))?;
+    let text = String::from_utf8(
+        wasmcni_runtime::conflist::read_file(path, MAX_LIST)
+            .map_err(|e| anyhow!("--entry: {e}"))?,
+    )
+    .with_context(|| format!("--entry {} is not UTF-8", path.display()))?;
     let mut entry: Value = serde_json::from_str(&text)
         .with_context(|| format!("--entry {} is not JSON", path.display()))?;
     fill(&mut entry, &var).with_context(|| format!("--entry {}", path.display()))?;
@@ -178,20 +181,16 @@ pub fn primary(conf_dir: &Path, name: Option<&str>) -> anyhow::Result<PathBuf> {
         }
         return Ok(conf_dir.join(n));
     }
-    let mut names: Vec<String> = std::fs::read_dir(conf_dir)
-        .with_context(|| format!("the conf dir {}", conf_dir.display()))?
-        .filter_map(|e| e.ok())
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter(|n| {
-            [".conflist", ".conf", ".json"]
-                .iter()
-                .any(|x| n.ends_with(x))
-                && !n.starts_with('.')
-                && !n.contains("wasmcni")
-        })
+    if !conf_dir.is_dir() {
+        bail!("the conf dir {} is not a directory", conf_dir.display());
+    }
+    // wasmcni's own network configs (those install wrote) are not the
+    // primary's.
+    let ours = crate::install::Record::load(conf_dir)?;
+    let names: Vec<String> = crate::install::network_configs(conf_dir)
+        .into_iter()
+        .filter(|n| !ours.has(n))
         .collect();
-    names.sort();
     names
         .into_iter()
         .next()
@@ -215,14 +214,10 @@ fn read_list(path: &Path) -> anyhow::Result<(String, Value)> {
             path.display()
         );
     }
-    let meta = std::fs::metadata(path).with_context(|| path.display().to_string())?;
-    if !meta.is_file() || meta.len() > MAX_LIST {
-        bail!(
-            "{} is not a regular file of at most {MAX_LIST} bytes",
-            path.display()
-        );
-    }
-    let text = std::fs::read_to_string(path).with_context(|| path.display().to_string())?;
+    let text = String::from_utf8(
+        wasmcni_runtime::conflist::read_file(path, MAX_LIST).map_err(|e| anyhow!(e))?,
+    )
+    .with_context(|| format!("{} is not UTF-8", path.display()))?;
     let list: Value =
         serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
     if !list.get("plugins").is_some_and(Value::is_array) {
@@ -405,6 +400,12 @@ mod tests {
         ] {
             std::fs::write(d.path().join(n), "{}").unwrap();
         }
+        // Install's record of what it wrote there: its own network.
+        std::fs::write(
+            d.path().join(crate::install::OWNED_RECORD),
+            format!("{}  05-wasmcni.conflist\n", "0".repeat(64)),
+        )
+        .unwrap();
         assert_eq!(
             primary(d.path(), None).unwrap(),
             d.path().join("10-calico.conflist")

@@ -424,30 +424,6 @@ fn short_path(path: &Path, n: usize) -> String {
 /// What `list --bin-dir` says a `wasmcni-chain` link reaches.
 const CHAIN_RUNNER: &str = "bundled (chain runner)";
 
-/// Finds plugin `name` as a run whose plugin dir is `plugin_dir` would
-/// ([`plugins::find`] reads the plugin dir of this process's settings):
-/// a standard plugin first, then `<plugin_dir>/NAME.wasm`.
-pub fn find_in(name: &str, plugin_dir: &Path) -> Result<Plugin, plugins::LookupError> {
-    if !plugins::valid_name(name) {
-        return Err(plugins::LookupError::InvalidName(name.to_owned()));
-    }
-    if let Some(p) = plugins::bundled().find(|p| p.name() == name) {
-        return Ok(p);
-    }
-    let path = plugin_dir.join(format!("{name}.wasm"));
-    match Plugin::from_path(&path) {
-        Err(plugins::LookupError::Io { source, .. })
-            if source.kind() == std::io::ErrorKind::NotFound =>
-        {
-            Err(plugins::LookupError::NotFound {
-                name: name.to_owned(),
-                path,
-            })
-        }
-        other => other,
-    }
-}
-
 /// What a name in a CNI bin dir is, as the runtime would execute it
 /// (`kind`: `wasmcni`, `wasmcni link`, `native binary`, `dangling link`,
 /// `not executable`, `directory`, `unreadable`), and for a wasmcni link
@@ -467,7 +443,7 @@ pub fn bin_entry(dir: &Path, name: &str, plugin_dir: &Path) -> Value {
         if name == crate::chain::NAME {
             return Value::from(CHAIN_RUNNER);
         }
-        match find_in(name, plugin_dir) {
+        match plugins::find_in(name, plugin_dir) {
             Ok(p) => Value::from(match p.origin() {
                 plugins::Origin::Bundled => "bundled".to_owned(),
                 plugins::Origin::File(f) => f.display().to_string(),

@@ -133,7 +133,8 @@ pub struct Options {
     pub policy_file: Option<PathBuf>,
     /// Where the policy file goes (default: $WASMCNI_POLICY, else
     /// /etc/wasmcni/policy.json).
-    #[arg(long, value_name = "PATH", requires = "policy_file")]
+    /// Also the policy file install's checks read when it writes none.
+    #[arg(long, value_name = "PATH")]
     pub policy_target: Option<PathBuf>,
     /// Install even what wasmcni would refuse to run (a plugin whose
     /// policy entry is pinned to another build, invalid, or both in the
@@ -344,6 +345,11 @@ impl Record {
     /// Each file it records, with the sha256 install wrote it with.
     pub(crate) fn files(&self) -> impl Iterator<Item = (&String, &String)> {
         self.files.iter()
+    }
+
+    /// Whether install wrote a file of this name here.
+    pub(crate) fn has(&self, name: &str) -> bool {
+        self.files.contains_key(name)
     }
 
     fn claims(&self, name: &str, sha: &str) -> bool {
@@ -1332,25 +1338,35 @@ fn conf_dir(opts: &Options) -> PathBuf {
 /// `.conflist`, `.conf`, `.json`, not hidden), but `skip`, each with the
 /// types it names; unreadable ones are left out.
 fn conf_dir_networks(conf_dir: &Path, skip: &[&str]) -> Vec<(PathBuf, Vec<Named>)> {
-    let mut found: Vec<(PathBuf, Vec<Named>)> = fs::read_dir(conf_dir)
+    network_configs(conf_dir)
+        .into_iter()
+        .filter(|name| !skip.contains(&name.as_str()))
+        .filter_map(|name| {
+            let path = conf_dir.join(&name);
+            let bytes = read_input(&path, "network configuration", 1 << 20).ok()?;
+            Some((path, conf_types(&name, &bytes)))
+        })
+        .collect()
+}
+
+/// The names of the network configurations in `conf_dir`, in the order a
+/// runtime (libcni, the kubelet) considers them: `.conflist`, `.conf`,
+/// `.json`, not hidden, sorted.
+pub(crate) fn network_configs(conf_dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(conf_dir)
         .into_iter()
         .flatten()
         .flatten()
-        .filter_map(|e| {
-            let name = e.file_name().to_str()?.to_owned();
-            let ext = [".conflist", ".conf", ".json"];
-            if !plain(&name)
-                || skip.contains(&name.as_str())
-                || !ext.iter().any(|x| name.ends_with(x))
-            {
-                return None;
-            }
-            let bytes = read_input(&e.path(), "network configuration", 1 << 20).ok()?;
-            Some((e.path(), conf_types(&name, &bytes)))
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .filter(|name| {
+            plain(name)
+                && [".conflist", ".conf", ".json"]
+                    .iter()
+                    .any(|x| name.ends_with(x))
         })
         .collect();
-    found.sort_by(|a, b| a.0.cmp(&b.0));
-    found
+    names.sort();
+    names
 }
 
 /// Where the policy file is (or goes): `--policy-target`, else

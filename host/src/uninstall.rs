@@ -106,15 +106,15 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
 fn remove_recorded(dir: &Path) -> anyhow::Result<usize> {
     let record = install::Record::load(dir)?;
     let mut left = 0;
+    // Files changed since install wrote them: counted and said once, here.
+    let mut edited = Vec::new();
     for (name, sha) in record.files() {
         let path = dir.join(name);
         let meta = match fs::symlink_metadata(&path) {
             Ok(m) => m,
-            // Gone already (removed by hand): nothing to do.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                restore_or_keep(dir, name, &mut left)?;
-                continue;
-            }
+            // Gone already (removed by hand): its backup, if any, comes
+            // back with the rest.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(e).with_context(|| format!("inspecting {path:?}")),
         };
         let unchanged = meta.is_file()
@@ -127,11 +127,12 @@ fn remove_recorded(dir: &Path) -> anyhow::Result<usize> {
                 path.display()
             );
             left += 1;
+            edited.push(name.clone());
             continue;
         }
         restore_or_remove(dir, name)?;
     }
-    left += restore_rest(dir)?;
+    left += restore_rest(dir, &edited)?;
     let record_path = dir.join(install::OWNED_RECORD);
     match fs::remove_file(&record_path) {
         Ok(()) => {}
@@ -180,7 +181,7 @@ fn remove_bin_dir(dir: &Path) -> anyhow::Result<usize> {
             ),
         }
     }
-    restore_rest(dir)
+    restore_rest(dir, &[])
 }
 
 /// Puts `dir/name`'s backup back over it, else removes it.
@@ -224,10 +225,10 @@ fn restore_or_keep(dir: &Path, name: &str, left: &mut usize) -> anyhow::Result<(
 
 /// The backups in `dir` not restored yet: each comes back where its name
 /// is free; one whose name something else took stays. Returns how many
-/// stay.
-fn restore_rest(dir: &Path) -> anyhow::Result<usize> {
+/// stay, but for those of `said` (files already counted as left).
+fn restore_rest(dir: &Path, said: &[String]) -> anyhow::Result<usize> {
     let mut left = 0;
-    for name in backup::names(dir) {
+    for name in backup::names(dir).into_iter().filter(|n| !said.contains(n)) {
         restore_or_keep(dir, &name, &mut left)?;
     }
     backup::tidy(dir);

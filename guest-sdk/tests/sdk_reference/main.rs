@@ -97,8 +97,7 @@ fn the_reference_answers_what_authors_asked() {
         "### struct `net::RouteInfo`",
         "| `route` | `Route` |",
         "| `owned` | `bool` |",
-        // which types deserialize
-        "## Types and JSON",
+        // which types deserialize (the section itself is always written)
         "| [`cni::config::NetConf`](#struct-cniconfignetconf) | hand-written (",
         "| [`cni::result::Cidr`](#struct-cniresultcidr) | hand-written",
     ] {

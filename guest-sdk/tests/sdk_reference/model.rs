@@ -133,7 +133,7 @@ pub fn item_name(item: &Item) -> Option<(String, &Visibility)> {
     Some((ident.to_string(), vis))
 }
 
-fn item_attrs(item: &Item) -> &[Attribute] {
+pub fn item_attrs(item: &Item) -> &[Attribute] {
     match item {
         Item::Struct(i) => &i.attrs,
         Item::Enum(i) => &i.attrs,

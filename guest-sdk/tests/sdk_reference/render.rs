@@ -278,20 +278,6 @@ fn renamed(field: &str, rule: Option<&str>) -> String {
     }
 }
 
-/// The attributes of a documented item (empty for WIT types).
-fn attrs_of(item: &Item) -> &[Attribute] {
-    match item {
-        Item::Struct(i) => &i.attrs,
-        Item::Enum(i) => &i.attrs,
-        Item::Trait(i) => &i.attrs,
-        Item::Type(i) => &i.attrs,
-        Item::Fn(i) => &i.attrs,
-        Item::Const(i) => &i.attrs,
-        Item::Static(i) => &i.attrs,
-        _ => &[],
-    }
-}
-
 fn kind_of(item: &Item) -> Option<Kind> {
     Some(match item {
         Item::Struct(_) | Item::Union(_) => Kind::Struct,
@@ -701,7 +687,7 @@ impl<'m> Api<'m> {
             Entity::Item(module, name) => (
                 self.m
                     .item(*module, name)
-                    .map(|i| model::docs(attrs_of(i)))
+                    .map(|i| model::docs(model::item_attrs(i)))
                     .unwrap_or_default(),
                 *module,
             ),
@@ -716,7 +702,7 @@ impl<'m> Api<'m> {
             Entity::Item(module, name) => self
                 .m
                 .item(*module, name)
-                .map(|i| derives(attrs_of(i)))
+                .map(|i| derives(model::item_attrs(i)))
                 .unwrap_or_default(),
             Entity::WitType(..) => self.m.wit_derives.clone(),
             _ => Vec::new(),
@@ -1337,7 +1323,7 @@ impl<'m> Api<'m> {
             Entity::Item(m, name) => self
                 .m
                 .item(*m, name)
-                .map(|i| derives(attrs_of(i)))
+                .map(|i| derives(model::item_attrs(i)))
                 .unwrap_or_default(),
             Entity::WitType(iface, name) => {
                 let w = self.wit_doc(iface, name);

@@ -108,6 +108,33 @@ impl Conflist {
     }
 }
 
+/// The network configuration file `path`, at most `max` bytes, read
+/// without waiting on it (a FIFO is refused, not waited on: netavark and a
+/// DaemonSet have no timeout); the error names the file.
+pub fn read_file(path: &std::path::Path, max: u64) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("conflist {}: {e}", path.display()))?;
+    if !f.metadata().is_ok_and(|m| m.is_file()) {
+        return Err(format!("conflist {} is not a regular file", path.display()));
+    }
+    let mut text = Vec::new();
+    f.take(max + 1)
+        .read_to_end(&mut text)
+        .map_err(|e| format!("conflist {}: {e}", path.display()))?;
+    if text.len() as u64 > max {
+        return Err(format!(
+            "conflist {} is larger than {max} bytes",
+            path.display()
+        ));
+    }
+    Ok(text)
+}
+
 /// A list member's `type`: libcni reads it with Go's encoding/json (its
 /// `types.NetConf`), so `"Type"` names it too. The list's own keys it reads
 /// from a map, exactly.

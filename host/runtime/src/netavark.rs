@@ -383,7 +383,10 @@ impl Chain {
                         p.display()
                     ));
                 }
-                (read_conflist(&p)?, format!("conflist {}", p.display()))
+                (
+                    crate::conflist::read_file(&p, MAX_CONFLIST)?,
+                    format!("conflist {}", p.display()),
+                )
             }
             (None, Some(j)) => (
                 j.clone().into_bytes(),
@@ -463,31 +466,6 @@ impl Chain {
         }
         serde_json::to_vec(&Value::Object(c)).unwrap_or_default()
     }
-}
-
-/// Reads a conflist file, bounded.
-fn read_conflist(path: &Path) -> Result<Vec<u8>, String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    // Never wait on a FIFO (netavark has no timeout for its plugins).
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| format!("conflist {}: {e}", path.display()))?;
-    if !f.metadata().is_ok_and(|m| m.is_file()) {
-        return Err(format!("conflist {} is not a regular file", path.display()));
-    }
-    let mut text = Vec::new();
-    f.take(MAX_CONFLIST + 1)
-        .read_to_end(&mut text)
-        .map_err(|e| format!("conflist {}: {e}", path.display()))?;
-    if text.len() as u64 > MAX_CONFLIST {
-        return Err(format!(
-            "conflist {} is larger than {MAX_CONFLIST} bytes",
-            path.display()
-        ));
-    }
-    Ok(text)
 }
 
 /// Whether [`capability_args`] refuses what it cannot pass (setup), or

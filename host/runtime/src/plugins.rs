@@ -215,13 +215,19 @@ pub fn third_party_in(dir: &Path) -> Vec<(String, Result<Plugin, LookupError>)> 
 /// Finds plugin `name`: a standard plugin first (a file cannot shadow one),
 /// then `<plugin dir>/<name>.wasm`.
 pub fn find(name: &str) -> Result<Plugin, LookupError> {
+    find_in(name, &plugin_dir())
+}
+
+/// [`find`] with the third-party plugins in `plugin_dir` (`wasmcni list`
+/// and `install` look in the dir they are given).
+pub fn find_in(name: &str, plugin_dir: &Path) -> Result<Plugin, LookupError> {
     if !valid_name(name) {
         return Err(LookupError::InvalidName(name.to_owned()));
     }
     if let Some(p) = bundled().find(|p| p.name == name) {
         return Ok(p);
     }
-    let path = plugin_dir().join(format!("{name}.wasm"));
+    let path = plugin_dir.join(format!("{name}.wasm"));
     match Plugin::from_path(&path) {
         Err(LookupError::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
             Err(LookupError::NotFound {

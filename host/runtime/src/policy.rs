@@ -767,8 +767,9 @@ fn parse_document(text: &str, origin: &str) -> Result<BTreeMap<String, Value>, P
     Ok(doc.plugins)
 }
 
-/// Reads and checks `NAME.json` of the policy directory.
-fn read_entry_file(name: &str, path: &Path) -> Result<Entry, PolicyError> {
+/// Reads and checks `NAME.json` of the policy directory (as a run does:
+/// a file others could write is refused).
+pub fn read_entry_file(name: &str, path: &Path) -> Result<Entry, PolicyError> {
     let origin = path.display().to_string();
     // Present when the directory was listed; gone since is an error too.
     let text = read_trusted(path, true)?.unwrap_or_default();

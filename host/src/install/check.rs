@@ -87,17 +87,36 @@ impl Prospect<'_> {
                 }
             }
         }
-        if self.installing.is_empty() && self.networks.is_empty() && self.new_policy_file.is_none()
+        if self.installing.is_empty()
+            && self.links.is_empty()
+            && self.networks.is_empty()
+            && self.new_policy_file.is_none()
         {
             // Nothing a run reads is new.
             return found;
         }
+        // A run refuses every entry of a policy dir others could write.
+        if let Err(why) = crate::policy::check_trusted_dir(self.policy_dir) {
+            found.broken.push(format!(
+                "the policy dir {}: {why}",
+                self.policy_dir.display()
+            ));
+        }
         let file = self.file_entries(&mut found);
         // The plugins whose policy a run of what install makes live reads.
+        // The plugins install installs, and the standard ones it links (a
+        // run of the link reads the plugin's entry too).
         let mut plugins: BTreeSet<String> = self
             .installing
             .iter()
-            .map(|(n, _)| (*n).to_owned())
+            .map(|(n, _)| *n)
+            .chain(
+                self.links
+                    .iter()
+                    .copied()
+                    .filter(|n| *n != crate::chain::NAME),
+            )
+            .map(str::to_owned)
             .collect();
         if self.new_policy_file.is_some() {
             plugins.extend(file.keys().cloned());
@@ -165,7 +184,7 @@ impl Prospect<'_> {
                 bundled: false,
             });
         }
-        inspect::find_in(name, self.plugin_dir)
+        crate::plugins::find_in(name, self.plugin_dir)
             .ok()
             .map(|p| Reached {
                 sha256: p.sha256().to_owned(),
@@ -205,7 +224,7 @@ impl Prospect<'_> {
                 let origin = dir_path.display().to_string();
                 let entry = match planned {
                     Some((_, value)) => Entry::from_value(name, value, &origin),
-                    None => read_entry(name, &dir_path),
+                    None => crate::policy::read_entry_file(name, &dir_path),
                 };
                 (entry, Some(Source::Dir(dir_path)))
             }
@@ -371,18 +390,4 @@ impl Prospect<'_> {
             }
         }
     }
-}
-
-/// Reads `NAME.json` of the policy dir as a run reads it.
-fn read_entry(name: &str, path: &Path) -> Result<Entry, PolicyError> {
-    let origin = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Io {
-        path: path.to_owned(),
-        source,
-    })?;
-    let value: Value = serde_json::from_str(&text).map_err(|e| PolicyError::Invalid {
-        origin: origin.clone(),
-        msg: format!("plugins.{name}: not a JSON object: {e}"),
-    })?;
-    Entry::from_value(name, &value, &origin)
 }
