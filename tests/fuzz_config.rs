@@ -1469,17 +1469,24 @@ fn ns_state(ns: &Netns) -> Value {
 }
 
 /// Every file below `dir` but the policy, the audit log and wasmcni's
-/// run directory (its network locks), its boot id and its list of IPAM
-/// state directories, relative path → content.
+/// run directory (its network locks), its boot id, its list of IPAM
+/// state directories and their owner index, relative path → content.
 fn files(dir: &Path) -> Value {
     fn walk(root: &Path, d: &Path, out: &mut Map<String, Value>) {
         let Ok(rd) = std::fs::read_dir(d) else { return };
         for e in rd.flatten() {
             let p = e.path();
             let rel = p.strip_prefix(root).expect("below").display().to_string();
+            // (And the IPAM owner index: a cache of the IPAM state, which
+            // is compared, checked against it by every call that reads it.)
             if matches!(
                 rel.as_str(),
-                "policy.json" | "audit.jsonl" | "run" | "state/boot-id" | "state/ipam-stores"
+                "policy.json"
+                    | "audit.jsonl"
+                    | "run"
+                    | "state/boot-id"
+                    | "state/ipam-stores"
+                    | "state/ipam-index"
             ) {
                 continue;
             }

@@ -183,6 +183,9 @@ impl World {
         // state of any attachment.
         records.remove("boot-id");
         records.remove("ipam-stores");
+        // The IPAM owner index: a cache of the IPAM state (above), checked
+        // against it by every call that reads it.
+        records.retain(|k, _| !k.starts_with("ipam-index/"));
         let mut node = self.node.full_snapshot();
         let mut ctr = self.ctr.full_snapshot();
         // The firewall capability's nftables rules (not in the

@@ -76,9 +76,12 @@ pub(crate) fn run_plugin(
     arm: Option<Duration>,
     ctx: impl FnOnce(Grant, Audit) -> Result<Ctx, CniError>,
 ) -> Result<(Result<Output, CniError>, Ctx), CniError> {
+    let t0 = std::time::Instant::now();
     let (component, imports) = prepare(rt, plugin)?;
+    let t1 = std::time::Instant::now();
     let audit = Audit::new(identity(env, plugin, command), rt.sink.clone());
     let caps = ctx(resolved.entry.grant(), audit)?;
+    log::debug!("timing: load {:?}, context {:?}", t1 - t0, t1.elapsed());
     // A top-level run's deadline starts now, its component loaded and its
     // records reconciled (a nested run's is its caller's, never re-armed).
     if let Some(deadline) = arm {
@@ -93,6 +96,7 @@ pub(crate) fn run_plugin(
         config,
         &resolved.limits,
         caps,
+        arm.is_some(),
     );
     // The process exits soon after this; unmapping the code and the
     // engine's type registry would only add to every call's latency.
@@ -362,6 +366,7 @@ pub(crate) fn execute(
     stdin: &[u8],
     limits: &Limits,
     caps: caps::Ctx,
+    top_level: bool,
 ) -> (Result<Output, CniError>, caps::Ctx) {
     let stdout = MemoryOutputPipe::new(MAX_STDOUT);
     let wasi = WasiCtxBuilder::new()
@@ -394,20 +399,39 @@ pub(crate) fn execute(
     store.epoch_deadline_trap();
     let t0 = std::time::Instant::now();
     let result = linker(&rt.engine, imports).and_then(|linker| {
-        let r = sync::Command::instantiate(&mut store, component, &linker)
-            .and_then(|cmd| cmd.wasi_cli_run().call_run(&mut store));
+        let t1 = std::time::Instant::now();
+        let r = sync::Command::instantiate(&mut store, component, &linker).and_then(|cmd| {
+            let t2 = std::time::Instant::now();
+            let r = cmd.wasi_cli_run().call_run(&mut store);
+            log::debug!(
+                "timing: link {:?}, instantiate {:?}, run {:?}",
+                t1 - t0,
+                t2 - t1,
+                t2.elapsed()
+            );
+            r
+        });
         // As below: no teardown in a process about to exit.
         std::mem::forget(linker);
         r
     });
-    log::debug!("timing: link + instantiate + run {:?}", t0.elapsed());
     let hit_memory_cap = store.data().limiter.cap_hit();
     let out = stdout.contents().to_vec();
     let outcome = outcome(result, out, plugin, limits, hit_memory_cap);
-    // The store's tables and WASI context go with it; its 4 GiB
-    // reservation needs no unmapping in a process that is about to exit
-    // (a delegate's store is small beside the top-level run).
-    let caps = store.into_data().caps;
+    // A top-level run's process exits soon after this: its store (tables,
+    // WASI context, the 4 GiB reservation of the plugin's memory) is left
+    // for the exit to tear down, not unmapped here (a TLB shootdown across
+    // CPUs while the namespace threads live). A nested run's store (a
+    // delegate, a chain member) goes with it.
+    let caps = if top_level {
+        // SAFETY: `caps` is moved out of the store once, and the store is
+        // forgotten right after: never dropped, never used again.
+        let caps = unsafe { std::ptr::read(&store.data().caps) };
+        std::mem::forget(store);
+        caps
+    } else {
+        store.into_data().caps
+    };
     (outcome, caps)
 }
 

@@ -22,6 +22,8 @@
 //! a single validated component, and files are only ever named by an
 //! address or a fixed name.
 
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::io::{self, Write};
 use std::net::IpAddr;
 use std::os::fd::AsFd;
@@ -32,6 +34,8 @@ use cap_std::ambient_authority;
 use cap_std::fs::{Dir, DirBuilder, OpenOptions};
 use nix::fcntl::{AtFlags, OFlag};
 use nix::sys::stat::Mode;
+
+mod index;
 
 /// The reference's default data directory.
 pub const DEFAULT_DATA_DIR: &str = "/var/lib/cni/networks";
@@ -156,6 +160,34 @@ pub struct NetworkStore {
     /// Whether `_lock` is held (not for [`NetworkStore::read_only`]).
     locked: bool,
     path: PathBuf,
+    /// The owner index, where the store keeps one
+    /// ([`NetworkStore::with_owner_index`]).
+    index: Option<Indexed>,
+}
+
+/// A store's owner index ([`index`]): where it is kept, and once loaded
+/// (or rebuilt) and checked against the directory, the reservations.
+#[derive(Debug)]
+struct Indexed {
+    at: index::Location,
+    files: RefCell<Option<BTreeMap<IpAddr, index::Entry>>>,
+    /// Whether `files` differs from what is saved.
+    dirty: std::cell::Cell<bool>,
+}
+
+impl Drop for NetworkStore {
+    /// Saves the owner index, if it changed, with the directory's stamp as
+    /// this store leaves it (the lock is still held: fields drop after).
+    fn drop(&mut self) {
+        let Some(ix) = &self.index else { return };
+        if !ix.dirty.get() {
+            return;
+        }
+        if let (Some(files), Ok(stamp)) = (ix.files.borrow().as_ref(), index::Stamp::of(&self.dir))
+        {
+            ix.at.save(stamp, files);
+        }
+    }
 }
 
 impl NetworkStore {
@@ -203,6 +235,7 @@ impl NetworkStore {
             _lock: lock,
             locked: true,
             path: root.join(net_rel),
+            index: None,
         })
     }
 
@@ -225,6 +258,7 @@ impl NetworkStore {
             _lock: lock,
             locked: true,
             path: path.to_owned(),
+            index: None,
         })
     }
 
@@ -241,13 +275,33 @@ impl NetworkStore {
             _lock: lock,
             locked: false,
             path: path.to_owned(),
+            index: None,
         })
+    }
+
+    /// Keeps the network's owner index ([`index`]) in state root `root`:
+    /// [`NetworkStore::owned_by`] then reads only the attachment's own
+    /// files, and every change made through this store updates the index.
+    /// Only for a store under the lock.
+    pub fn with_owner_index(mut self, root: &Path) -> NetworkStore {
+        if self.locked {
+            self.index = Some(Indexed {
+                at: index::Location::new(root, &self.path),
+                files: RefCell::new(None),
+                dirty: std::cell::Cell::new(false),
+            });
+        }
+        self
     }
 
     /// Puts a released reservation back (the journal's undo), leaving the
     /// last-reserved record alone. False if the address is held.
     pub fn restore(&self, ip: IpAddr, owner: &Owner) -> io::Result<()> {
-        if self.create_whole(&ip.to_string(), owner.contents().as_bytes())? {
+        let made = self.change(
+            || self.create_whole(&ip.to_string(), owner.contents().as_bytes()),
+            |made, files| self.note_made(*made, ip, owner, files),
+        )?;
+        if made {
             Ok(())
         } else {
             Err(io::Error::from_raw_os_error(libc::EADDRINUSE))
@@ -265,14 +319,152 @@ impl NetworkStore {
         if !valid_range_id(range_id) {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "bad range id"));
         }
-        if !self.create_whole(&ip.to_string(), owner.contents().as_bytes())? {
-            return Ok(false);
+        self.change(
+            || {
+                if !self.create_whole(&ip.to_string(), owner.contents().as_bytes())? {
+                    return Ok(false);
+                }
+                if let Err(e) = self.write_last_reserved(range_id, Some(ip)) {
+                    let _ = self.dir.remove_file(ip.to_string());
+                    return Err(e);
+                }
+                Ok(true)
+            },
+            |made, files| self.note_made(*made, ip, owner, files),
+        )
+    }
+
+    /// Enters the reservation of `ip` for `owner` just made (if `made`) in
+    /// the index `files`.
+    fn note_made(
+        &self,
+        made: bool,
+        ip: IpAddr,
+        owner: &Owner,
+        files: &mut BTreeMap<IpAddr, index::Entry>,
+    ) -> io::Result<()> {
+        if made {
+            let st = nix::sys::stat::fstatat(
+                self.dir.as_fd(),
+                ip.to_string().as_str(),
+                AtFlags::AT_SYMLINK_NOFOLLOW,
+            )?;
+            files.insert(
+                ip,
+                index::Entry {
+                    ino: st.st_ino,
+                    owner: owner.clone(),
+                },
+            );
         }
-        if let Err(e) = self.set_last_reserved(range_id, Some(ip)) {
-            let _ = self.dir.remove_file(ip.to_string());
-            return Err(e);
+        Ok(())
+    }
+
+    /// Makes a change to the directory (`change`), keeping the owner
+    /// index in step where the store keeps one: loaded (or rebuilt)
+    /// before, so that it describes the directory the change starts from;
+    /// `update` enters the change. The index is saved once, when the store
+    /// is dropped (a GC's thousand releases write it once), with the
+    /// directory's stamp as the changes left it. A change that fails
+    /// leaves the index to be rebuilt.
+    fn change<T>(
+        &self,
+        change: impl FnOnce() -> io::Result<T>,
+        update: impl FnOnce(&T, &mut BTreeMap<IpAddr, index::Entry>) -> io::Result<()>,
+    ) -> io::Result<T> {
+        let Some(ix) = &self.index else {
+            return change();
+        };
+        if let Err(e) = self.load_index(ix, true) {
+            log::debug!("IPAM owner index of {}: {e}", self.path.display());
         }
-        Ok(true)
+        let out = change();
+        let mut files = ix.files.borrow_mut();
+        let updated = match (&out, files.as_mut()) {
+            (Ok(v), Some(f)) => update(v, f).is_ok(),
+            _ => false,
+        };
+        if !updated {
+            *files = None;
+        }
+        ix.dirty.set(updated);
+        out
+    }
+
+    /// Loads the owner index `ix` unless loaded: the saved one if it still
+    /// describes the directory (and `trust_saved`), else one built from
+    /// every reservation file, and saved.
+    fn load_index(&self, ix: &Indexed, trust_saved: bool) -> io::Result<()> {
+        if ix.files.borrow().is_some() {
+            return Ok(());
+        }
+        let listing = self.listing()?;
+        // After the listing: it removes what a killed process left.
+        let stamp = index::Stamp::of(&self.dir)?;
+        let inodes: Vec<(IpAddr, u64)> = listing.iter().map(|(ip, _, ino)| (*ip, *ino)).collect();
+        let saved = if trust_saved {
+            ix.at.load(stamp, &inodes)
+        } else {
+            None
+        };
+        let files = match saved {
+            Some(files) => files,
+            None => {
+                let mut files = BTreeMap::new();
+                for (ip, name, ino) in listing {
+                    if let Ok(s) = self.read(&name) {
+                        let owner = Owner::parse(&s);
+                        files.insert(ip, index::Entry { ino, owner });
+                    }
+                }
+                ix.dirty.set(true);
+                files
+            }
+        };
+        *ix.files.borrow_mut() = Some(files);
+        Ok(())
+    }
+
+    /// The reservations `me` holds ([`Owner::holds`]). With an owner index
+    /// only the files it names as `me`'s are read, and each is read back:
+    /// what the file says is what is returned (and acted on), not what the
+    /// index says. Without one, every reservation file is read.
+    pub fn owned_by(&self, me: &Owner) -> io::Result<Vec<(IpAddr, Owner)>> {
+        let Some(ix) = &self.index else {
+            return Ok(self
+                .list()?
+                .into_iter()
+                .filter(|(_, o)| me.holds(o))
+                .collect());
+        };
+        for trust_saved in [true, false] {
+            self.load_index(ix, trust_saved)?;
+            let candidates: Vec<(IpAddr, Owner)> = ix
+                .files
+                .borrow()
+                .iter()
+                .flatten()
+                .filter(|(_, e)| me.holds(&e.owner))
+                .map(|(ip, e)| (*ip, e.owner.clone()))
+                .collect();
+            let mut out = Vec::with_capacity(candidates.len());
+            let mut stale = false;
+            for (ip, indexed) in candidates {
+                let holder = self.holder(ip)?;
+                stale |= holder.as_ref() != Some(&indexed);
+                out.extend(holder.filter(|h| me.holds(h)).map(|h| (ip, h)));
+            }
+            if !stale {
+                return Ok(out);
+            }
+            // The index was wrong about a file: built again from every file.
+            *ix.files.borrow_mut() = None;
+        }
+        Ok(self
+            .list()?
+            .into_iter()
+            .filter(|(_, o)| me.holds(o))
+            .collect())
     }
 
     /// Creates file `name` holding `data`, whole or not at all; false if
@@ -347,6 +539,12 @@ impl NetworkStore {
     /// Sets (or, with `None`, removes) the last reserved address of range
     /// set `range_id`, replacing the file atomically.
     pub fn set_last_reserved(&self, range_id: &str, ip: Option<IpAddr>) -> io::Result<()> {
+        // Replacing the file changes the directory's stamp, not the index.
+        self.change(|| self.write_last_reserved(range_id, ip), |_, _| Ok(()))
+    }
+
+    /// [`NetworkStore::set_last_reserved`], leaving the index alone.
+    fn write_last_reserved(&self, range_id: &str, ip: Option<IpAddr>) -> io::Result<()> {
         if !valid_range_id(range_id) {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "bad range id"));
         }
@@ -420,19 +618,7 @@ impl NetworkStore {
             return Ok(self.holder(ip)?.map(|o| (ip, o)).into_iter().collect());
         }
         let mut out = Vec::new();
-        for entry in self.dir.entries()? {
-            let entry = entry?;
-            let Ok(name) = entry.file_name().into_string() else {
-                continue;
-            };
-            let Ok(ip) = name.parse::<IpAddr>() else {
-                // What a killed process left; under the lock no one is
-                // writing it.
-                if self.locked && name.starts_with(TMP_PREFIX) {
-                    let _ = self.dir.remove_file(&name);
-                }
-                continue;
-            };
+        for (ip, name, _) in self.listing()? {
             if net.is_some_and(|n| !n.contains(&ip)) {
                 continue;
             }
@@ -446,12 +632,42 @@ impl NetworkStore {
         Ok(out)
     }
 
+    /// The reservation files, as listed (one directory read, no file
+    /// opened): address, name, inode. Under the lock, removes what a
+    /// killed process left.
+    fn listing(&self) -> io::Result<Vec<(IpAddr, String, u64)>> {
+        use std::os::unix::fs::DirEntryExt;
+        let mut out = Vec::new();
+        for entry in self.dir.entries()? {
+            let entry = entry?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            let Ok(ip) = name.parse::<IpAddr>() else {
+                // What a killed process left; under the lock no one is
+                // writing it.
+                if self.locked && name.starts_with(TMP_PREFIX) {
+                    let _ = self.dir.remove_file(&name);
+                }
+                continue;
+            };
+            out.push((ip, name, entry.ino()));
+        }
+        Ok(out)
+    }
+
     /// Removes the reservation of `ip` (nothing if there is none).
     pub fn release(&self, ip: IpAddr) -> io::Result<()> {
-        match self.dir.remove_file(ip.to_string()) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        }
+        self.change(
+            || match self.dir.remove_file(ip.to_string()) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+                _ => Ok(()),
+            },
+            |(), files| {
+                files.remove(&ip);
+                Ok(())
+            },
+        )
     }
 }
 
@@ -549,6 +765,91 @@ mod tests {
             .map(|e| e.expect("entry").file_name().into_string().expect("utf8"))
             .collect();
         assert!(!names.iter().any(|n| n.starts_with('.')), "{names:?}");
+    }
+
+    #[test]
+    fn the_owner_index_reads_only_the_owners_files_and_sees_other_writers() {
+        let tmp = tempfile::tempdir().expect("tmp");
+        let root = tempfile::tempdir().expect("state root");
+        let indexed = || store(tmp.path()).with_owner_index(root.path());
+        let dir = tmp.path().join("net1");
+        let ip = |s: &str| -> IpAddr { s.parse().expect("ip") };
+        let other = Owner {
+            container_id: "ctr2".into(),
+            ifname: "eth0".into(),
+        };
+        {
+            let s = indexed();
+            assert!(s.owned_by(&me()).expect("owned").is_empty());
+            assert!(s.reserve(ip("10.1.0.2"), &me(), "0").expect("reserve"));
+            assert!(s.reserve(ip("10.1.0.3"), &other, "0").expect("reserve"));
+            assert_eq!(
+                s.owned_by(&me()).expect("owned"),
+                vec![(ip("10.1.0.2"), me())]
+            );
+        }
+        assert!(
+            root.path()
+                .join("ipam-index")
+                .read_dir()
+                .expect("index")
+                .count()
+                == 1
+        );
+        // Rewritten in place (same inode, the directory unchanged: what no
+        // writer does): the index is what was consulted, not the file.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(dir.join("10.1.0.3"))
+            .and_then(|mut f| f.write_all(b"ctr1\r\neth0"))
+            .expect("rewrite");
+        assert_eq!(
+            indexed().owned_by(&me()).expect("owned"),
+            vec![(ip("10.1.0.2"), me())]
+        );
+        std::fs::write(dir.join("10.1.0.3"), "ctr2\r\neth0").expect("put back");
+        // A reservation made by another implementation (the reference's
+        // layout, no index of its own): seen.
+        std::fs::write(dir.join("10.1.0.4"), "ctr1\r\neth0").expect("reference");
+        assert_eq!(
+            indexed().owned_by(&me()).expect("owned"),
+            vec![(ip("10.1.0.2"), me()), (ip("10.1.0.4"), me())]
+        );
+        // Released and taken by another holder elsewhere: gone from me.
+        std::fs::remove_file(dir.join("10.1.0.4")).expect("release");
+        std::fs::write(dir.join("10.1.0.4"), "ctr3\r\neth0").expect("retake");
+        assert_eq!(
+            indexed().owned_by(&me()).expect("owned"),
+            vec![(ip("10.1.0.2"), me())]
+        );
+        // The index names a file as mine that another holds (rewritten in
+        // place): never returned, and the index is built again.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(dir.join("10.1.0.2"))
+            .and_then(|mut f| f.write_all(b"ctr3\r\neth1"))
+            .expect("rewrite");
+        assert!(indexed().owned_by(&me()).expect("owned").is_empty());
+        std::fs::write(dir.join("10.1.0.2"), "ctr1\r\neth0").expect("put back");
+        std::fs::remove_file(dir.join("10.1.0.4")).expect("release");
+        // Released through the store: the index follows, and goes with the
+        // last reservation.
+        {
+            let s = indexed();
+            s.release(ip("10.1.0.2")).expect("release");
+            assert!(s.owned_by(&me()).expect("owned").is_empty());
+        }
+        assert!(indexed().owned_by(&me()).expect("owned").is_empty());
+        let s = indexed();
+        assert_eq!(
+            s.owned_by(&other).expect("owned"),
+            vec![(ip("10.1.0.3"), other.clone())]
+        );
+        s.release(ip("10.1.0.3")).expect("release");
+        drop(s);
+        assert!(!root.path().join("ipam-index").exists());
     }
 
     #[test]

@@ -26,10 +26,12 @@ impl IpamUndo {
         let deadline = Instant::now() + Duration::from_secs(5);
         let io = |e: std::io::Error| CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO));
         let open = |dir: &PathBuf| {
-            NetworkStore::reopen(dir, deadline).map_err(|e| match e {
-                StoreError::Io(e) => io(e),
-                _ => CapError::Kernel(libc::EBUSY),
-            })
+            NetworkStore::reopen(dir, deadline)
+                .map(indexed)
+                .map_err(|e| match e {
+                    StoreError::Io(e) => io(e),
+                    _ => CapError::Kernel(libc::EBUSY),
+                })
         };
         match self {
             IpamUndo::Unreserve {
@@ -63,6 +65,16 @@ impl IpamUndo {
             }
         }
     }
+}
+
+/// `store`, keeping the network's owner index ([`NetworkStore::with_owner_index`])
+/// in the state root, unless the root may not be trusted with records: an
+/// index planted there could hide a reservation.
+pub(super) fn indexed(store: NetworkStore) -> NetworkStore {
+    if crate::record::Location::untrusted_root().is_some() {
+        return store;
+    }
+    store.with_owner_index(&crate::record::Location::root_from_env())
 }
 
 fn store_err(e: StoreError) -> CapError {
@@ -106,7 +118,7 @@ impl Ctx {
             ))
         })?;
         let store = match NetworkStore::open(root, &rel, &self.attachment.network, deadline) {
-            Ok(store) => store,
+            Ok(store) => indexed(store),
             Err(e) => {
                 if let StoreError::Io(io) = &e {
                     self.note_host_error(format!(
@@ -182,9 +194,8 @@ impl Ctx {
     fn reservations_held(&mut self, store: &NetworkStore) -> Result<Vec<IpAddress>, CapError> {
         let me = self.attachment.owner();
         Ok(store
-            .list()?
+            .owned_by(&me)?
             .into_iter()
-            .filter(|(_, o)| me.holds(o))
             .map(|(ip, _)| ip_to_wit(ip))
             .collect())
     }
@@ -220,8 +231,8 @@ impl Ctx {
     /// Releases every address this attachment holds, journaling their return.
     fn release_all_owned(&mut self, store: &NetworkStore) -> Result<(), CapError> {
         let me = self.attachment.owner();
-        for (ip, holder) in store.list()? {
-            if me.holds(&holder) && !self.keeps_for_live_incarnation(&holder, ip) {
+        for (ip, holder) in store.owned_by(&me)? {
+            if !self.keeps_for_live_incarnation(&holder, ip) {
                 self.release_journaled(store, ip, holder)?;
             }
         }

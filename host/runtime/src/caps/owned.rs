@@ -321,6 +321,7 @@ impl Ctx {
             let args = json!({"record": loc.path(), "address": r.address, "dir": r.dir});
             let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
             let result = NetworkStore::reopen(&r.dir, deadline)
+                .map(super::ipam_store::indexed)
                 .map_err(|e| e.to_string())
                 .and_then(|s| match s.holder(r.address) {
                     Ok(Some(h)) if h == holder => s

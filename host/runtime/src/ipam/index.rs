@@ -1,0 +1,218 @@
+//! The owner index of one network's IPAM state: which attachment holds
+//! which reservation, kept in the state root, so that an ADD (which
+//! refuses a second address for one attachment) and a DEL (which releases
+//! by owner) read their own attachment's files, not every reservation of
+//! the network: at a thousand containers, a thousand `openat`s each.
+//!
+//! The directory is shared: the reference host-local writes the same
+//! layout (a node switched between the two, or both in use), and its
+//! reservations have no record. So the index is trusted only while it
+//! describes the directory as it is now, which every call checks:
+//!
+//! - the same directory (device and inode);
+//! - the same change time: creating, removing or renaming any file in it
+//!   changes the directory's, whoever does it;
+//! - the same reservation files, each under the same name with the same
+//!   inode (from the listing every call makes anyway; a file made by
+//!   `O_EXCL` or `linkat` is never rewritten in place, by either side).
+//!
+//! Every writer changes the directory under the network's lock, and wasmcni
+//! reads and writes the index under it. When any check fails, the index is
+//! rebuilt from the files (the reads it saves) and saved again.
+//!
+//! What a stale index could still miss: a reservation removed and made
+//! again under the same name, reusing its inode, by another writer within
+//! one tick of the kernel's coarse clock after wasmcni's last change, on a
+//! kernel or file system without multigrain timestamps (Linux 6.13 gives a
+//! change that follows a `stat` a fine-grained time of its own). So what
+//! the index says a file holds is read back before it is acted upon: a
+//! stale index can at worst miss a reservation (a second address, as a
+//! reference `GetByID` racing a writer would), never release or report
+//! another attachment's.
+//!
+//! The file is `<state root>/ipam-index/<digest of the directory's path>`,
+//! JSON, written whole by rename; one that does not parse is rebuilt. It is
+//! removed when the network holds no reservation.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::net::IpAddr;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::Owner;
+
+/// The state root's directory of index files.
+const DIR: &str = "ipam-index";
+
+/// The largest index file read (about 100 bytes a reservation).
+const MAX_INDEX: u64 = 64 << 20;
+
+/// What identifies the directory's contents as of a change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(super) struct Stamp {
+    dev: u64,
+    ino: u64,
+    ctime: i64,
+    ctime_nsec: i64,
+}
+
+impl Stamp {
+    /// The directory `dir`'s stamp now.
+    pub(super) fn of(dir: &impl AsFd) -> io::Result<Stamp> {
+        let st = nix::sys::stat::fstat(dir.as_fd())?;
+        Ok(Stamp {
+            dev: st.st_dev,
+            ino: st.st_ino,
+            ctime: st.st_ctime,
+            ctime_nsec: st.st_ctime_nsec,
+        })
+    }
+}
+
+/// One reservation file: its inode, and what it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Entry {
+    pub(super) ino: u64,
+    pub(super) owner: Owner,
+}
+
+/// The index as saved.
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    stamp: Stamp,
+    /// Address, inode, the file's contents.
+    files: Vec<(IpAddr, u64, String)>,
+}
+
+/// Where a network directory's index is kept.
+#[derive(Debug)]
+pub(super) struct Location {
+    root: PathBuf,
+    file: String,
+}
+
+impl Location {
+    /// The index of the network directory at `dir`, in state root `root`.
+    pub(super) fn new(root: &Path, dir: &Path) -> Location {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(dir.as_os_str().as_encoded_bytes());
+        Location {
+            root: root.to_owned(),
+            file: hex::encode(&digest[..20]),
+        }
+    }
+
+    /// The saved index, if it describes the directory whose stamp is
+    /// `stamp` and whose reservation files are `listing` (address and
+    /// inode, in any order).
+    pub(super) fn load(
+        &self,
+        stamp: Stamp,
+        listing: &[(IpAddr, u64)],
+    ) -> Option<BTreeMap<IpAddr, Entry>> {
+        let text =
+            crate::state_fs::read_bounded(&self.root, &Path::new(DIR).join(&self.file), MAX_INDEX)
+                .ok()??;
+        let saved: Saved = serde_json::from_slice(&text).ok()?;
+        if saved.stamp != stamp || saved.files.len() != listing.len() {
+            return None;
+        }
+        let files: BTreeMap<IpAddr, Entry> = saved
+            .files
+            .into_iter()
+            .map(|(ip, ino, contents)| {
+                let owner = Owner::parse(&contents);
+                (ip, Entry { ino, owner })
+            })
+            .collect();
+        let same = files.len() == listing.len()
+            && listing
+                .iter()
+                .all(|(ip, ino)| files.get(ip).is_some_and(|e| e.ino == *ino));
+        same.then_some(files)
+    }
+
+    /// Saves `files` as the index of the directory as of `stamp`, or
+    /// removes the index when there are none. Best effort: an index not
+    /// saved is rebuilt by the next call.
+    pub(super) fn save(&self, stamp: Stamp, files: &BTreeMap<IpAddr, Entry>) {
+        let result = if files.is_empty() {
+            crate::state_fs::remove_pruning(&self.root, Path::new(DIR), &self.file, Path::new(""))
+        } else {
+            let saved = Saved {
+                stamp,
+                files: files
+                    .iter()
+                    .map(|(ip, e)| (*ip, e.ino, e.owner.contents()))
+                    .collect(),
+            };
+            serde_json::to_vec(&saved)
+                .map_err(io::Error::other)
+                .and_then(|text| {
+                    crate::state_fs::write_atomic(&self.root, Path::new(DIR), &self.file, &text)
+                })
+        };
+        if let Err(e) = result {
+            log::debug!(
+                "IPAM owner index {}: {e}",
+                self.root.join(DIR).join(&self.file).display()
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner(id: &str) -> Owner {
+        Owner {
+            container_id: id.into(),
+            ifname: "eth0".into(),
+        }
+    }
+
+    #[test]
+    fn an_index_holds_only_for_the_directory_it_was_saved_for() {
+        let root = tempfile::tempdir().expect("tmp");
+        let dir = tempfile::tempdir().expect("tmp");
+        let d = std::fs::File::open(dir.path()).expect("dir");
+        let stamp = Stamp::of(&d).expect("stamp");
+        let loc = Location::new(root.path(), dir.path());
+        let ip: IpAddr = "10.1.0.2".parse().expect("ip");
+        let files = BTreeMap::from([(
+            ip,
+            Entry {
+                ino: 7,
+                owner: owner("a"),
+            },
+        )]);
+        loc.save(stamp, &files);
+        assert_eq!(loc.load(stamp, &[(ip, 7)]), Some(files.clone()));
+        // Another inode under the name, another file, one file fewer, or
+        // another change time: rebuilt.
+        assert_eq!(loc.load(stamp, &[(ip, 8)]), None);
+        let other: IpAddr = "10.1.0.3".parse().expect("ip");
+        assert_eq!(loc.load(stamp, &[(ip, 7), (other, 9)]), None);
+        assert_eq!(loc.load(stamp, &[]), None);
+        let later = Stamp {
+            ctime_nsec: stamp.ctime_nsec + 1,
+            ..stamp
+        };
+        assert_eq!(loc.load(later, &[(ip, 7)]), None);
+        // Another directory's index is another file.
+        let elsewhere = Location::new(root.path(), &dir.path().join("x"));
+        assert_eq!(elsewhere.load(stamp, &[(ip, 7)]), None);
+        // A torn file does not parse.
+        let path = root.path().join(DIR).join(&loc.file);
+        let text = std::fs::read(&path).expect("saved");
+        std::fs::write(&path, &text[..text.len() - 1]).expect("tear");
+        assert_eq!(loc.load(stamp, &[(ip, 7)]), None);
+        // No reservations: no file, and no directory.
+        loc.save(stamp, &BTreeMap::new());
+        assert!(!root.path().join(DIR).exists());
+    }
+}
