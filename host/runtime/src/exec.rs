@@ -418,11 +418,18 @@ pub(crate) fn execute(
     let hit_memory_cap = store.data().limiter.cap_hit();
     let out = stdout.contents().to_vec();
     let outcome = outcome(result, out, plugin, limits, hit_memory_cap);
-    // A top-level run's process exits soon after this: its store (tables,
-    // WASI context, the 4 GiB reservation of the plugin's memory) is left
-    // for the exit to tear down, not unmapped here (a TLB shootdown across
-    // CPUs while the namespace threads live). A nested run's store (a
-    // delegate, a chain member) goes with it.
+    // A top-level run's process exits soon after this: its store (the 4
+    // GiB reservation of the plugin's memory, its instances, the WASI
+    // context) is left for the exit to tear down, not unmapped here (a TLB
+    // shootdown across CPUs while the namespace threads live). A nested
+    // run's store (a delegate, a chain member) goes with it. Either way
+    // the resources the guest still holds go now: a plugin that trapped
+    // holding an IPAM store still holds its network's lock, which the
+    // journal's undo takes next.
+    drop(std::mem::replace(
+        &mut store.data_mut().table,
+        ResourceTable::new(),
+    ));
     let caps = if top_level {
         // SAFETY: `caps` is moved out of the store once, and the store is
         // forgotten right after: never dropped, never used again.

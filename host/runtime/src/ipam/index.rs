@@ -140,7 +140,9 @@ impl Location {
     /// saved is rebuilt by the next call.
     pub(super) fn save(&self, stamp: Stamp, files: &BTreeMap<IpAddr, Entry>) {
         let result = if files.is_empty() {
-            crate::state_fs::remove_pruning(&self.root, Path::new(DIR), &self.file, Path::new(""))
+            // The directory stays: another network's save may be on its
+            // way into it (under that network's lock, not this one's).
+            crate::state_fs::remove_pruning(&self.root, Path::new(DIR), &self.file, Path::new(DIR))
         } else {
             let saved = Saved {
                 stamp,
@@ -211,8 +213,8 @@ mod tests {
         let text = std::fs::read(&path).expect("saved");
         std::fs::write(&path, &text[..text.len() - 1]).expect("tear");
         assert_eq!(loc.load(stamp, &[(ip, 7)]), None);
-        // No reservations: no file, and no directory.
+        // No reservations: no file.
         loc.save(stamp, &BTreeMap::new());
-        assert!(!root.path().join(DIR).exists());
+        assert!(!root.path().join(DIR).join(&loc.file).exists());
     }
 }
