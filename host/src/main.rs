@@ -7,5 +7,5 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    wasmcni::runner::exit_now(wasmcni::cli::main())
+    std::process::exit(wasmcni::cli::main());
 }

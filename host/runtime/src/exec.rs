@@ -96,7 +96,6 @@ pub(crate) fn run_plugin(
         config,
         &resolved.limits,
         caps,
-        arm.is_some(),
     );
     // The process exits soon after this; unmapping the code and the
     // engine's type registry would only add to every call's latency.
@@ -366,7 +365,6 @@ pub(crate) fn execute(
     stdin: &[u8],
     limits: &Limits,
     caps: caps::Ctx,
-    top_level: bool,
 ) -> (Result<Output, CniError>, caps::Ctx) {
     let stdout = MemoryOutputPipe::new(MAX_STDOUT);
     let wasi = WasiCtxBuilder::new()
@@ -418,27 +416,10 @@ pub(crate) fn execute(
     let hit_memory_cap = store.data().limiter.cap_hit();
     let out = stdout.contents().to_vec();
     let outcome = outcome(result, out, plugin, limits, hit_memory_cap);
-    // A top-level run's process exits soon after this: its store (the 4
-    // GiB reservation of the plugin's memory, its instances, the WASI
-    // context) is left for the exit to tear down, not unmapped here (a TLB
-    // shootdown across CPUs while the namespace threads live). A nested
-    // run's store (a delegate, a chain member) goes with it. Either way
-    // the resources the guest still holds go now: a plugin that trapped
-    // holding an IPAM store still holds its network's lock, which the
-    // journal's undo takes next.
-    drop(std::mem::replace(
-        &mut store.data_mut().table,
-        ResourceTable::new(),
-    ));
-    let caps = if top_level {
-        // SAFETY: `caps` is moved out of the store once, and the store is
-        // forgotten right after: never dropped, never used again.
-        let caps = unsafe { std::ptr::read(&store.data().caps) };
-        std::mem::forget(store);
-        caps
-    } else {
-        store.into_data().caps
-    };
+    // The store's tables, WASI context and instances go with it (the
+    // guest's resources too: a plugin that trapped holding an IPAM store
+    // holds its network's lock, which the journal's undo takes next).
+    let caps = store.into_data().caps;
     (outcome, caps)
 }
 

@@ -183,8 +183,10 @@ impl Drop for NetworkStore {
         if !ix.dirty.get() {
             return;
         }
-        if let (Some(files), Ok(stamp)) = (ix.files.borrow().as_ref(), index::Stamp::of(&self.dir))
-        {
+        let Ok(files) = ix.files.try_borrow() else {
+            return;
+        };
+        if let (Some(files), Ok(stamp)) = (files.as_ref(), index::Stamp::of(&self.dir)) {
             ix.at.save(stamp, files);
         }
     }
@@ -361,12 +363,14 @@ impl NetworkStore {
     }
 
     /// Makes a change to the directory (`change`), keeping the owner
-    /// index in step where the store keeps one: loaded (or rebuilt)
-    /// before, so that it describes the directory the change starts from;
-    /// `update` enters the change. The index is saved once, when the store
-    /// is dropped (a GC's thousand releases write it once), with the
-    /// directory's stamp as the changes left it. A change that fails
-    /// leaves the index to be rebuilt.
+    /// index in step where the store keeps one: loaded before if the saved
+    /// one holds (a change never reads every file to build one), so that it
+    /// describes the directory the change starts from; `update` enters the
+    /// change. The index is saved once, when the store is dropped (a GC's
+    /// thousand releases write it once), with the directory's stamp as the
+    /// changes left it. Without a loaded index, or when the change fails,
+    /// the saved one no longer matches the directory's stamp, and the next
+    /// call that needs it builds it again.
     fn change<T>(
         &self,
         change: impl FnOnce() -> io::Result<T>,
@@ -375,7 +379,7 @@ impl NetworkStore {
         let Some(ix) = &self.index else {
             return change();
         };
-        if let Err(e) = self.load_index(ix, true) {
+        if let Err(e) = self.load_index(ix, true, false) {
             log::debug!("IPAM owner index of {}: {e}", self.path.display());
         }
         let out = change();
@@ -392,9 +396,10 @@ impl NetworkStore {
     }
 
     /// Loads the owner index `ix` unless loaded: the saved one if it still
-    /// describes the directory (and `trust_saved`), else one built from
-    /// every reservation file, and saved.
-    fn load_index(&self, ix: &Indexed, trust_saved: bool) -> io::Result<()> {
+    /// describes the directory (and `trust_saved`), else, with `rebuild`,
+    /// one built from every reservation file (saved when the store is
+    /// dropped, if every file could be read), else none.
+    fn load_index(&self, ix: &Indexed, trust_saved: bool, rebuild: bool) -> io::Result<()> {
         if ix.files.borrow().is_some() {
             return Ok(());
         }
@@ -409,17 +414,21 @@ impl NetworkStore {
         };
         let files = match saved {
             Some(files) => files,
-            None => {
+            None if rebuild => {
                 let mut files = BTreeMap::new();
-                for (ip, name, ino) in listing {
-                    if let Ok(s) = self.read(&name) {
+                for (ip, name, ino) in &listing {
+                    if let Ok(s) = self.read(name) {
                         let owner = Owner::parse(&s);
-                        files.insert(ip, index::Entry { ino, owner });
+                        files.insert(*ip, index::Entry { ino: *ino, owner });
                     }
                 }
-                ix.dirty.set(true);
+                // A file that could not be read (or two names of one
+                // address) would make the saved index fail every check:
+                // such an index serves this call only.
+                ix.dirty.set(files.len() == listing.len());
                 files
             }
+            None => return Ok(()),
         };
         *ix.files.borrow_mut() = Some(files);
         Ok(())
@@ -428,38 +437,40 @@ impl NetworkStore {
     /// The reservations `me` holds ([`Owner::holds`]). With an owner index
     /// only the files it names as `me`'s are read, and each is read back:
     /// what the file says is what is returned (and acted on), not what the
-    /// index says. Without one, every reservation file is read.
+    /// index says; a file it is wrong about, or that cannot be read, has
+    /// the index built again from every file, and then every file read as
+    /// without one.
     pub fn owned_by(&self, me: &Owner) -> io::Result<Vec<(IpAddr, Owner)>> {
-        let Some(ix) = &self.index else {
-            return Ok(self
-                .list()?
-                .into_iter()
-                .filter(|(_, o)| me.holds(o))
-                .collect());
-        };
-        for trust_saved in [true, false] {
-            self.load_index(ix, trust_saved)?;
-            let candidates: Vec<(IpAddr, Owner)> = ix
-                .files
-                .borrow()
-                .iter()
-                .flatten()
-                .filter(|(_, e)| me.holds(&e.owner))
-                .map(|(ip, e)| (*ip, e.owner.clone()))
-                .collect();
-            let mut out = Vec::with_capacity(candidates.len());
-            let mut stale = false;
-            for (ip, indexed) in candidates {
-                let holder = self.holder(ip)?;
-                stale |= holder.as_ref() != Some(&indexed);
-                out.extend(holder.filter(|h| me.holds(h)).map(|h| (ip, h)));
+        if let Some(ix) = &self.index {
+            for trust_saved in [true, false] {
+                self.load_index(ix, trust_saved, true)?;
+                let candidates: Vec<(IpAddr, Owner)> = ix
+                    .files
+                    .borrow()
+                    .iter()
+                    .flatten()
+                    .filter(|(_, e)| me.holds(&e.owner))
+                    .map(|(ip, e)| (*ip, e.owner.clone()))
+                    .collect();
+                let mut out = Vec::with_capacity(candidates.len());
+                let mut stale = false;
+                for (ip, indexed) in candidates {
+                    match self.holder(ip) {
+                        Ok(holder) => {
+                            stale |= holder.as_ref() != Some(&indexed);
+                            out.extend(holder.filter(|h| me.holds(h)).map(|h| (ip, h)));
+                        }
+                        Err(_) => stale = true,
+                    }
+                }
+                if !stale {
+                    return Ok(out);
+                }
+                *ix.files.borrow_mut() = None;
+                ix.dirty.set(false);
             }
-            if !stale {
-                return Ok(out);
-            }
-            // The index was wrong about a file: built again from every file.
-            *ix.files.borrow_mut() = None;
         }
+        // Every file, skipping one that cannot be read.
         Ok(self
             .list()?
             .into_iter()
@@ -774,6 +785,16 @@ mod tests {
         let indexed = || store(tmp.path()).with_owner_index(root.path());
         let dir = tmp.path().join("net1");
         let ip = |s: &str| -> IpAddr { s.parse().expect("ip") };
+        // A file's contents changed in place: same inode, the directory's
+        // stamp unchanged.
+        let rewrite = |name: &str, contents: &[u8]| {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .truncate(true)
+                .open(dir.join(name))
+                .and_then(|mut f| f.write_all(contents))
+                .expect("rewrite");
+        };
         let other = Owner {
             container_id: "ctr2".into(),
             ifname: "eth0".into(),
@@ -796,14 +817,11 @@ mod tests {
                 .count()
                 == 1
         );
-        // Rewritten in place (same inode, the directory unchanged: what no
-        // writer does): the index is what was consulted, not the file.
-        std::fs::OpenOptions::new()
-            .write(true)
-            .truncate(true)
-            .open(dir.join("10.1.0.3"))
-            .and_then(|mut f| f.write_all(b"ctr1\r\neth0"))
-            .expect("rewrite");
+        // Rewritten in place (same inode, the directory unchanged: what
+        // neither implementation does; each makes a reservation whole under
+        // its name): the index is what was consulted, not every file. This
+        // is what makes an ADD read only its own reservations.
+        rewrite("10.1.0.3", b"ctr1\r\neth0");
         assert_eq!(
             indexed().owned_by(&me()).expect("owned"),
             vec![(ip("10.1.0.2"), me())]
@@ -825,12 +843,7 @@ mod tests {
         );
         // The index names a file as mine that another holds (rewritten in
         // place): never returned, and the index is built again.
-        std::fs::OpenOptions::new()
-            .write(true)
-            .truncate(true)
-            .open(dir.join("10.1.0.2"))
-            .and_then(|mut f| f.write_all(b"ctr3\r\neth1"))
-            .expect("rewrite");
+        rewrite("10.1.0.2", b"ctr3\r\neth1");
         assert!(indexed().owned_by(&me()).expect("owned").is_empty());
         std::fs::write(dir.join("10.1.0.2"), "ctr1\r\neth0").expect("put back");
         std::fs::remove_file(dir.join("10.1.0.4")).expect("release");
@@ -849,13 +862,25 @@ mod tests {
         );
         s.release(ip("10.1.0.3")).expect("release");
         drop(s);
-        let left = root
-            .path()
-            .join("ipam-index")
-            .read_dir()
-            .expect("index dir")
-            .count();
-        assert_eq!(left, 0, "the index of a network that holds nothing");
+        let saved = || {
+            root.path()
+                .join("ipam-index")
+                .read_dir()
+                .expect("index dir")
+                .count()
+        };
+        assert_eq!(saved(), 0, "the index of a network that holds nothing");
+        // A name no file can be read under (a directory): an index built
+        // without it would fail every check, so it serves its call only.
+        std::fs::create_dir(dir.join("10.1.0.9")).expect("unreadable");
+        let s = indexed();
+        assert!(s.reserve(ip("10.1.0.5"), &me(), "0").expect("reserve"));
+        assert_eq!(
+            s.owned_by(&me()).expect("owned"),
+            vec![(ip("10.1.0.5"), me())]
+        );
+        drop(s);
+        assert_eq!(saved(), 0, "an index that cannot hold was saved");
     }
 
     #[test]

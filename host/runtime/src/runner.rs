@@ -39,15 +39,6 @@ pub enum Target<'a> {
 /// and returns the exit code. `policy_file` overrides `$WASMCNI_POLICY`.
 pub fn main(target: Target<'_>, policy_file: Option<&Path>) -> i32 {
     log::debug!("timing: CPU time before main {:?}", cpu_time());
-    // One malloc arena: the namespace threads would each map a 128 MiB
-    // arena of their own and trim it (two unmappings, each a TLB shootdown
-    // across CPUs), for threads that only hand netlink calls back and
-    // forth with this one.
-    #[cfg(target_env = "gnu")]
-    // SAFETY: mallopt sets a malloc parameter; no pointers involved.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 1);
-    }
     let t0 = std::time::Instant::now();
     let code = run_main(target, policy_file);
     log::debug!(
@@ -56,19 +47,6 @@ pub fn main(target: Target<'_>, policy_file: Option<&Path>) -> i32 {
         cpu_time()
     );
     code
-}
-
-/// Ends the process with `code`: what `std::process::exit` does, less the
-/// C library's exit handlers. They run the main thread's thread-local
-/// destructors, which unmap the signal stacks wasmtime and std set up
-/// (each unmapping, with a namespace thread alive, a TLB shootdown across
-/// CPUs) in a process about to be torn down whole. Nothing is left to
-/// flush but std's buffered stdout.
-pub fn exit_now(code: i32) -> ! {
-    let _ = std::io::stdout().flush();
-    let _ = std::io::stderr().flush();
-    // SAFETY: `_exit` ends the process; nothing runs after it.
-    unsafe { libc::_exit(code) }
 }
 
 /// The process's CPU time so far (user and system: the kernel's exec and
