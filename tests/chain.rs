@@ -587,3 +587,69 @@ fn a_chain_killed_at_any_host_call_is_cleaned_up_by_del_and_gc() {
         "{left} of {killed} kills left an intent log"
     );
 }
+
+/// Closing a netfilter socket after a commit waits out an RCU grace
+/// period in the kernel (nf_tables' destroy work, 7–18 ms here), so a
+/// process keeps one socket per namespace for all its users: a chain
+/// whose bridge masquerades, whose portmap maps a TCP and a UDP port (the
+/// UDP one flushes conntrack entries) and whose firewall adds rules opens
+/// one netfilter socket in ADD and one in DEL, where it used to open one
+/// per member and one more for conntrack.
+#[test]
+fn a_chain_opens_one_netfilter_socket() {
+    support::require_root();
+    let net = Net::new("chnf");
+    let conf = json!({"cniVersion": "1.0.0", "name": "devnet", "type": "wasmcni-chain",
+        "plugins": [
+            members(GOOD)[0].clone(),
+            {"type": "portmap", "capabilities": {"portMappings": true}},
+            {"type": "firewall"}],
+        "runtimeConfig": {"portMappings": [
+            {"hostPort": 8080, "containerPort": 80, "protocol": "tcp"},
+            {"hostPort": 5353, "containerPort": 53, "protocol": "udp"}]}})
+    .to_string()
+    .replace(
+        "\"@data\"",
+        &Value::from(net.data().display().to_string()).to_string(),
+    );
+    for command in ["ADD", "DEL"] {
+        let log = net.dir.path().join(format!("{command}.strace"));
+        let mut inv = support::Invoke::exe("strace", conf.as_bytes());
+        let exe = support::wasmcni().display().to_string();
+        let log_arg = log.display().to_string();
+        for a in [
+            "-f",
+            "-qq",
+            "-e",
+            "trace=socket",
+            "-e",
+            "signal=none",
+            "-o",
+            &log_arg,
+            &exe,
+            "run",
+            "wasmcni-chain",
+        ] {
+            inv = inv.arg(a);
+        }
+        inv = inv.cni(command, &net.ctr.path, "eth0").env(
+            "WASMCNI_CACHE_DIR",
+            support::cache_dir().display().to_string(),
+        );
+        for (k, v) in &net.env {
+            inv = inv.env(k, v);
+        }
+        let run = inv.in_netns(&net.node).run();
+        assert_eq!(run.code, 0, "{command}: {run:?}");
+        let trace = std::fs::read_to_string(&log).expect("strace's log");
+        let netfilter = trace
+            .lines()
+            .filter(|l| l.contains("NETLINK_NETFILTER") && !l.contains("= -1"))
+            .count();
+        assert!(
+            trace.contains("NETLINK_ROUTE"),
+            "{command}: is strace's output what this test reads?\n{trace}"
+        );
+        assert_eq!(netfilter, 1, "{command}: netfilter sockets opened\n{trace}");
+    }
+}

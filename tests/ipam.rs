@@ -254,7 +254,8 @@ fn assert_whole(node: &Node, network: &str, what: &str) {
 }
 
 /// S5: a process killed at each step of a reservation (the file written,
-/// linked under its name, the last-reserved record written, renamed), and
+/// linked under its name, the last-reserved record written, cut to
+/// length), and
 /// at random instants: never an empty or partial reservation, never an
 /// address both held and handed out again, and DEL releases what the
 /// killed ADD held.
@@ -262,7 +263,7 @@ fn assert_whole(node: &Node, network: &str, what: &str) {
 fn s5_a_kill_at_any_step_leaves_no_partial_reservation() {
     let node = Node::new("s5", 3);
     let conf = host_local_conf(&node, "10.55.0.0/24");
-    for step in ["written", "linked", "last-written", "last-renamed"] {
+    for step in ["written", "linked", "last-written", "last-cut"] {
         let fault = format!("ipam:{step}");
         let killed = node.run(
             &wasm("host-local"),

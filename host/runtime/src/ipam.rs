@@ -12,7 +12,8 @@
 //! (`linkat`, which fails if the name exists, as `O_EXCL` does), so a
 //! process killed at any instant leaves the reservation whole or absent,
 //! never an empty file that holds an address forever. The last-reserved
-//! file is replaced by `rename`. Nothing is synced to disk (as in the
+//! file, a hint, is written in place (a `rename` would free a block: a
+//! synchronous discard on a file system mounted with `discard`). Nothing is synced to disk (as in the
 //! reference): a kill cannot lose what is in the page cache, and syncing
 //! would cost every ADD a disk flush; after a power loss the state of
 //! containers that no longer exist is stale anyway (GC releases it).
@@ -566,6 +567,24 @@ impl NetworkStore {
                 _ => Ok(()),
             };
         };
+        let text = ip.to_string();
+        // In place, not by rename: replacing the file frees its block, and
+        // on a file system mounted with `discard` that is a synchronous
+        // discard inside the `rename` (0.15 ms median, up to 100 ms
+        // measured on these machines). The file is a hint where the next
+        // search starts: a kill between the write and the cut leaves the
+        // new address with the old one's last characters, which reads as
+        // an address or as none (the range's start), never a reservation.
+        if let Some(f) = crate::state_fs::open_in_place(&self.dir, &name, 0o644)? {
+            use std::os::unix::fs::FileExt;
+            f.write_all_at(text.as_bytes(), 0)?;
+            crate::fault::at("ipam", "last-written");
+            f.set_len(text.len() as u64)?;
+            crate::fault::at("ipam", "last-cut");
+            return Ok(());
+        }
+        // A symlink or a linked file under the name: replaced, never
+        // written through.
         let tmp = format!("{TMP_PREFIX}{name}");
         let mut opts = OpenOptions::new();
         opts.write(true).create(true).truncate(true);
@@ -574,7 +593,7 @@ impl NetworkStore {
             opts.mode(0o644);
         }
         let mut f = self.dir.open_with(&tmp, &opts)?;
-        f.write_all(ip.to_string().as_bytes())?;
+        f.write_all(text.as_bytes())?;
         drop(f);
         crate::fault::at("ipam", "last-written");
         self.dir.rename(&tmp, &self.dir, &name)?;
@@ -746,6 +765,50 @@ mod tests {
         Owner {
             container_id: "ctr1".into(),
             ifname: "eth0".into(),
+        }
+    }
+
+    /// The last-reserved file is written in place (no rename, which frees
+    /// a block), but never through a symlink or a hard link planted under
+    /// its name: those are replaced, and what they point at is untouched.
+    #[test]
+    fn the_last_reserved_file_is_written_in_place_never_through_a_link() {
+        use std::os::unix::fs::MetadataExt;
+        let tmp = tempfile::tempdir().expect("tmp");
+        let s = store(tmp.path());
+        let dir = tmp.path().join("net1");
+        let last = dir.join("last_reserved_ip.0");
+        let a: IpAddr = "10.1.0.200".parse().expect("ip");
+        let b: IpAddr = "10.1.0.9".parse().expect("ip");
+        s.set_last_reserved("0", Some(a)).expect("set");
+        let ino = std::fs::metadata(&last).expect("last").ino();
+        s.set_last_reserved("0", Some(b)).expect("set");
+        assert_eq!(
+            std::fs::metadata(&last).expect("last").ino(),
+            ino,
+            "in place"
+        );
+        assert_eq!(std::fs::read_to_string(&last).expect("last"), "10.1.0.9");
+        assert_eq!(s.last_reserved("0").expect("last"), Some(b));
+        let victim = dir.join("10.1.0.7");
+        for link in ["symlink", "hard link"] {
+            std::fs::remove_file(&last).expect("rm");
+            std::fs::write(&victim, "ctr9\r\neth0").expect("victim");
+            if link == "symlink" {
+                std::os::unix::fs::symlink("10.1.0.7", &last).expect("symlink");
+            } else {
+                std::fs::hard_link(&victim, &last).expect("hard link");
+            }
+            s.set_last_reserved("0", Some(a)).expect("set");
+            assert_eq!(
+                std::fs::read_to_string(&victim).expect("victim"),
+                "ctr9\r\neth0",
+                "written through a {link}"
+            );
+            let meta = std::fs::symlink_metadata(&last).expect("last");
+            assert!(meta.is_file() && meta.nlink() == 1, "{link} not replaced");
+            assert_eq!(s.last_reserved("0").expect("last"), Some(a));
+            std::fs::remove_file(&victim).expect("rm");
         }
     }
 

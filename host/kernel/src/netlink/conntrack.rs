@@ -6,10 +6,9 @@
 //! tuple, delete each (`IPCTNL_MSG_CT_DELETE` with the original tuple and
 //! zone). Raw messages: `netlink-packet-netfilter` types none of this.
 
-use netlink_sys::{protocols::NETLINK_NETFILTER, Socket, SocketAddr};
+use netlink_sys::Socket;
 
 use super::NlError;
-use crate::netns::NetNs;
 
 const NFNL_SUBSYS_CTNETLINK: u16 = 1;
 const IPCTNL_MSG_CT_GET: u16 = 1;
@@ -92,16 +91,21 @@ fn victim(body: &[u8], port: u16) -> Option<Vec<u8>> {
     Some(o)
 }
 
-/// Deletes the UDP conntrack entries of `ns` whose original destination
-/// port is `port` (`ipv6`: of that family); how many. Entries that expire
-/// meanwhile are no error.
-pub fn flush_udp_port(ns: &NetNs, ipv6: bool, port: u16) -> Result<usize, NlError> {
-    let socket = ns.run_inside(|| {
-        let mut s = Socket::new(NETLINK_NETFILTER)?;
-        s.bind_auto()?;
-        s.connect(&SocketAddr::new(0, 0))?;
-        Ok(s)
-    })?;
+/// Deletes the UDP conntrack entries whose original destination port is
+/// `port` (`ipv6`: of that family), through `socket`, a netfilter socket
+/// of the namespace (the nftables one: a socket of its own would cost its
+/// own wait at close, see `nfsock`); how many. Entries that expire
+/// meanwhile are no error. Whatever an error leaves unread is read off
+/// before it returns: the socket goes on serving nftables.
+pub fn flush_udp_port(socket: &Socket, ipv6: bool, port: u16) -> Result<usize, NlError> {
+    let r = flush(socket, ipv6, port);
+    if r.is_err() {
+        super::nfsock::drained(socket);
+    }
+    r
+}
+
+fn flush(socket: &Socket, ipv6: bool, port: u16) -> Result<usize, NlError> {
     let family = if ipv6 { 10 } else { 2 };
     socket.send(
         &message(

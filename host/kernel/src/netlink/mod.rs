@@ -1,9 +1,10 @@
 //! Netlink, by family: [`route`] (rtnetlink: links, addresses, routes,
 //! neighbours, namespace ids), [`tc`] (traffic control) and [`nft`]
-//! (nftables, over its own netfilter socket).
+//! (nftables, over a netfilter socket the process keeps: [`nfsock`]).
 
 pub mod bridge_vlan;
 pub mod conntrack;
+pub mod nfsock;
 pub mod nft;
 pub mod route;
 pub mod rule;

@@ -24,7 +24,6 @@ use netlink_packet_netfilter::none::ControlMessage;
 use netlink_packet_netfilter::{
     NetfilterHeader, NetfilterMessage, NetfilterMessageInner, NetfilterProtoFamily,
 };
-use netlink_sys::{protocols::NETLINK_NETFILTER, Socket, SocketAddr};
 use sha2::{Digest, Sha256};
 
 use super::NlError;
@@ -390,38 +389,29 @@ impl Batch {
     }
 }
 
-/// A netfilter socket bound inside one namespace.
+/// nftables through a netfilter socket bound inside one namespace (the
+/// process's kept one, [`super::nfsock`]).
 pub struct Nft {
-    socket: Socket,
+    socket: super::nfsock::Lease,
     seq: u32,
     buf: Vec<u8>,
 }
 
 impl Nft {
-    /// Opens a socket inside `ns`.
+    /// A socket inside `ns`: the process's kept one, or a new one.
     pub fn open(ns: &NetNs) -> Result<Nft, NlError> {
-        let socket = ns.run_inside(|| {
-            let mut s = Socket::new(NETLINK_NETFILTER)?;
-            s.bind_auto()?;
-            s.connect(&SocketAddr::new(0, 0))?;
-            // Room for the largest batch (256 mappings with 16 conditions
-            // each, sent in one message) and for one acknowledgement per
-            // change: a dropped acknowledgement would leave the outcome of
-            // an applied batch unknown. Root may exceed the sysctl limits.
-            use nix::sys::socket::{setsockopt, sockopt};
-            let size: usize = 4 << 20;
-            if let Err(e) = setsockopt(&s, sockopt::SndBufForce, &size)
-                .and_then(|()| setsockopt(&s, sockopt::RcvBufForce, &size))
-            {
-                log::debug!("nftables socket buffers: {e}");
-            }
-            Ok(s)
-        })?;
+        let socket = super::nfsock::lease(ns)?;
         Ok(Nft {
             socket,
             seq: 0,
             buf: vec![0; 64 * 1024],
         })
+    }
+
+    /// The socket, for other netfilter requests in the same namespace
+    /// (conntrack), which must leave nothing unread on it.
+    pub fn socket(&self) -> &netlink_sys::Socket {
+        &self.socket
     }
 
     fn next_seq(&mut self) -> u32 {

@@ -1060,14 +1060,18 @@ impl Ctx {
     /// Deletes the UDP conntrack entries to these host ports, best effort
     /// (as the reference: a failure is logged, never fatal).
     fn fw_flush_udp(&mut self, ports: &[(bool, u16)]) {
-        if ports.is_empty() || self.open_host().is_err() {
+        if ports.is_empty() {
             return;
         }
-        let Some(ns) = self.ns(Kind::Host) else {
-            return;
+        let nft = match self.nft() {
+            Ok(nft) => nft,
+            Err(e) => {
+                log::warn!("flushing UDP conntrack entries: {e:?}");
+                return;
+            }
         };
         for (v6, port) in ports {
-            if let Err(e) = crate::netlink::conntrack::flush_udp_port(ns, *v6, *port) {
+            if let Err(e) = crate::netlink::conntrack::flush_udp_port(nft.socket(), *v6, *port) {
                 log::warn!("flushing UDP conntrack entries to port {port}: {e}");
             }
         }

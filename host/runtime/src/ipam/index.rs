@@ -34,8 +34,13 @@
 //! once, so the listing tells.)
 //!
 //! The file is `<state root>/ipam-index/<digest of the directory's path>`,
-//! JSON, written whole by rename; one that does not parse is rebuilt. It is
-//! removed when the network holds no reservation.
+//! JSON, written over its old bytes and cut to length
+//! ([`crate::state_fs::write_in_place`]: a rename would free a block, a
+//! synchronous discard on a file system mounted with `discard`); one that
+//! does not parse, torn or mixed with the old bytes by a kill or a power
+//! loss, is rebuilt, and one that parses but names another set of files
+//! fails the listing check. It is removed when the network holds no
+//! reservation.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -157,7 +162,9 @@ impl Location {
             serde_json::to_vec(&saved)
                 .map_err(io::Error::other)
                 .and_then(|text| {
-                    crate::state_fs::write_atomic(&self.root, Path::new(DIR), &self.file, &text)
+                    // In place: a torn or mixed index fails to parse or
+                    // fails its checks, and is rebuilt.
+                    crate::state_fs::write_in_place(&self.root, Path::new(DIR), &self.file, &text)
                 })
         };
         if let Err(e) = result {
