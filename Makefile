@@ -11,6 +11,9 @@ DEB_PACKAGES := iproute2 iputils-ping containernetworking-plugins golang-go gola
 	containerd python3-grpcio python3-grpc-tools python3-protobuf protobuf-compiler
 # The node installer image (deploy/): a static build of wasmcni, FROM scratch.
 MUSL_TARGET := x86_64-unknown-linux-musl
+# What every plain cargo build makes (.cargo/config.toml: a static build for
+# this target).
+RELEASE_BIN := target/x86_64-unknown-linux-gnu/release/wasmcni
 IMAGE ?= localhost/wasmcni-installer:dev
 GUESTS := $(notdir $(wildcard guests/*)) $(notdir $(wildcard tests/fixtures/*))
 
@@ -61,7 +64,7 @@ hot-symbols: setup
 
 bench: setup
 	$(CARGO) build --release -p wasmcni
-	mkdir -p target/bench-bin && cp target/release/wasmcni target/bench-bin/wasmcni
+	mkdir -p target/bench-bin && cp $(RELEASE_BIN) target/bench-bin/wasmcni
 	@# Every benchmark runs; a floor one misses fails the target at the end.
 	@status=0; for b in loopback bridge chain cri netavark; do \
 	  WASMCNI_BIN=$(CURDIR)/target/bench-bin/wasmcni $(CARGO) bench -p wasmcni --bench $$b || status=1; \
@@ -78,7 +81,7 @@ bench-image: setup
 # Install into a CNI bin dir: make install DIR=/opt/cni/bin
 install: setup
 	$(CARGO) build --release -p wasmcni
-	./target/release/wasmcni install $(DIR)
+	./$(RELEASE_BIN) install $(DIR)
 
 # The node installer image (deploy/Containerfile, deploy/README.md): a
 # static release build of wasmcni for $(MUSL_TARGET) (its C parts built by

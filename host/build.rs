@@ -10,7 +10,9 @@ use std::path::PathBuf;
 fn main() {
     // Every CNI call is a fresh process, so start-up is the hot path: a
     // non-PIE executable needs no run-time relocation of its ~25k relative
-    // relocations (each CNI call would pay for them at start-up).
+    // relocations (each CNI call would pay for them at start-up). The glibc
+    // build is static besides (.cargo/config.toml: crt-static and
+    // relocation-model=static; then `-z lazy` below has nothing to do).
     // On musl, only with `-C relocation-model=static` (.cargo/config.toml):
     // musl's static-pie start code crashes in a -no-pie executable.
     let musl = env::var("CARGO_CFG_TARGET_ENV").as_deref() == Ok("musl");

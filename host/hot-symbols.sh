@@ -31,7 +31,7 @@ else
   # names (only the executable's link step differs). The next plain build
   # links it stripped again.
   WASMCNI_KEEP_SYMBOLS=1 cargo build --release -p wasmcni
-  bin=target/release/wasmcni
+  bin=target/x86_64-unknown-linux-gnu/release/wasmcni
 fi
 # Under target/: the policy file must sit in directories only root can write.
 mkdir -p target

@@ -89,8 +89,8 @@ fn main() {
     // The executable users install is `cargo build --release`'s; `cargo
     // bench` builds its own with dev-dependency features unified, which
     // changes symbol names (and so the hot-symbol link order), and it
-    // overwrites target/release/wasmcni. `make bench` points WASMCNI_BIN at
-    // a copy of the release build.
+    // overwrites target/x86_64-unknown-linux-gnu/release/wasmcni. `make
+    // bench` points WASMCNI_BIN at a copy of the release build.
     let wasmcni = std::env::var_os("WASMCNI_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_wasmcni")));

@@ -53,7 +53,8 @@ const MAX_FILE: u64 = 4096;
 /// The prefix of wasmcni's temporary files in a network directory. Each
 /// has a fixed name (`.wasmcni-tmp.last_reserved_ip.0`), written only under
 /// the lock: a process killed at the wrong instant leaves at most that one
-/// file, which the next writer truncates and reuses, and the next listing
+/// file, which the next writer removes and makes anew (`O_EXCL`: never
+/// written through a link left under the name), and the next listing
 /// under the lock removes (no listing of its own at every open: on a busy
 /// network a listing of the directory costs more than the rest of a
 /// reservation).
@@ -520,8 +521,13 @@ impl NetworkStore {
             // never a partial reservation).
             Err(nix::errno::Errno::EOPNOTSUPP | nix::errno::Errno::EISDIR) => {
                 let tmp = format!("{TMP_PREFIX}{name}");
+                // Made anew, never opened through what is left there.
+                match self.dir.remove_file(&tmp) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                    _ => {}
+                }
                 let mut opts = OpenOptions::new();
-                opts.write(true).create(true).truncate(true);
+                opts.write(true).create_new(true);
                 let mut f = self.dir.open_with(&tmp, &opts)?;
                 f.write_all(data)?;
                 let r = self.dir.hard_link(&tmp, &self.dir, name);
@@ -549,9 +555,9 @@ impl NetworkStore {
     }
 
     /// Sets (or, with `None`, removes) the last reserved address of range
-    /// set `range_id`, replacing the file atomically.
+    /// set `range_id`: in place (see `write_last_reserved`).
     pub fn set_last_reserved(&self, range_id: &str, ip: Option<IpAddr>) -> io::Result<()> {
-        // Replacing the file changes the directory's stamp, not the index.
+        // The index names reservations only: this leaves it alone.
         self.change(|| self.write_last_reserved(range_id, ip), |_, _| Ok(()))
     }
 
@@ -583,11 +589,18 @@ impl NetworkStore {
             crate::fault::at("ipam", "last-cut");
             return Ok(());
         }
-        // A symlink or a linked file under the name: replaced, never
-        // written through.
+        // A symlink, a linked file or anything but a regular file under
+        // the name: replaced, never written through. The temporary file is
+        // made anew (`O_EXCL`: whatever a killed writer or anyone else left
+        // under its name is removed first, and a link planted between the
+        // two is refused, not followed).
         let tmp = format!("{TMP_PREFIX}{name}");
+        match self.dir.remove_file(&tmp) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
         let mut opts = OpenOptions::new();
-        opts.write(true).create(true).truncate(true);
+        opts.write(true).create_new(true);
         {
             use cap_std::fs::OpenOptionsExt;
             opts.mode(0o644);
@@ -770,7 +783,8 @@ mod tests {
 
     /// The last-reserved file is written in place (no rename, which frees
     /// a block), but never through a symlink or a hard link planted under
-    /// its name: those are replaced, and what they point at is untouched.
+    /// its name, or under its temporary file's, and never blocked by a
+    /// FIFO: those are replaced, and what they point at is untouched.
     #[test]
     fn the_last_reserved_file_is_written_in_place_never_through_a_link() {
         use std::os::unix::fs::MetadataExt;
@@ -791,14 +805,20 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&last).expect("last"), "10.1.0.9");
         assert_eq!(s.last_reserved("0").expect("last"), Some(b));
         let victim = dir.join("10.1.0.7");
-        for link in ["symlink", "hard link"] {
+        for link in ["symlink", "hard link", "FIFO"] {
             std::fs::remove_file(&last).expect("rm");
             std::fs::write(&victim, "ctr9\r\neth0").expect("victim");
-            if link == "symlink" {
-                std::os::unix::fs::symlink("10.1.0.7", &last).expect("symlink");
-            } else {
-                std::fs::hard_link(&victim, &last).expect("hard link");
+            match link {
+                "symlink" => std::os::unix::fs::symlink("10.1.0.7", &last).expect("symlink"),
+                "hard link" => std::fs::hard_link(&victim, &last).expect("hard link"),
+                // An open for writing would wait for a reader, forever.
+                _ => nix::unistd::mkfifo(&last, Mode::from_bits_truncate(0o600)).expect("fifo"),
             }
+            // And the temporary file's name a link to the victim too: made
+            // anew, never written through.
+            let tmp = dir.join(".wasmcni-tmp.last_reserved_ip.0");
+            let _ = std::fs::remove_file(&tmp);
+            std::os::unix::fs::symlink("10.1.0.7", &tmp).expect("symlink");
             s.set_last_reserved("0", Some(a)).expect("set");
             assert_eq!(
                 std::fs::read_to_string(&victim).expect("victim"),

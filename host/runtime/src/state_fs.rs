@@ -101,21 +101,48 @@ pub(crate) fn write_in_place(root: &Path, dir: &Path, file: &str, text: &[u8]) -
 }
 
 /// `file` of `dir` opened for writing in place (made, `mode`, when
-/// missing), or `None` if it must be replaced instead: a symlink, or not a
-/// regular file with one link (writing through a link would change
-/// another name's contents).
+/// missing), or `None` if it must be replaced instead: a symlink, a FIFO,
+/// a device, anything but a regular file with one link (writing through a
+/// link would change another name's contents). One `openat` with
+/// `O_NOFOLLOW` on the directory's descriptor, never a path resolution of
+/// cap-std's own (which, where `openat2` is missing or refused, follows a
+/// final symlink that stays inside the directory); `O_NONBLOCK`: a FIFO
+/// never blocks the open, under a lock every ADD of the network waits
+/// for.
 pub(crate) fn open_in_place(dir: &Dir, file: &str, mode: u32) -> io::Result<Option<std::fs::File>> {
-    let mut opts = OpenOptions::new();
-    opts.write(true).create(true);
-    {
-        use cap_std::fs::OpenOptionsExt;
-        opts.mode(mode).custom_flags(libc::O_NOFOLLOW);
+    use nix::errno::Errno;
+    use nix::fcntl::{AtFlags, OFlag};
+    use nix::sys::stat::{Mode, SFlag};
+    use std::os::fd::AsFd;
+    if file.is_empty() || file.contains('/') || file == "." || file == ".." {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "bad file name"));
     }
-    let f = match dir.open_with(file, &opts) {
-        Ok(f) => f.into_std(),
-        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Ok(None),
-        Err(e) => return Err(e),
+    // Not even opened when it is something else already (a device's open
+    // may act).
+    match nix::sys::stat::fstatat(dir.as_fd(), file, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(st) if SFlag::from_bits_truncate(st.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG => {
+            return Ok(None)
+        }
+        Ok(_) | Err(Errno::ENOENT) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let fd = match nix::fcntl::openat(
+        dir.as_fd(),
+        file,
+        OFlag::O_WRONLY
+            | OFlag::O_CREAT
+            | OFlag::O_NOFOLLOW
+            | OFlag::O_NONBLOCK
+            | OFlag::O_NOCTTY
+            | OFlag::O_CLOEXEC,
+        Mode::from_bits_truncate(mode),
+    ) {
+        Ok(fd) => fd,
+        // Swapped for a symlink, a FIFO or a directory since the check.
+        Err(Errno::ELOOP | Errno::ENXIO | Errno::EISDIR | Errno::ETXTBSY) => return Ok(None),
+        Err(e) => return Err(e.into()),
     };
+    let f = std::fs::File::from(fd);
     let meta = f.metadata()?;
     use std::os::unix::fs::MetadataExt;
     Ok((meta.file_type().is_file() && meta.nlink() == 1).then_some(f))

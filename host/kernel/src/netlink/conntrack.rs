@@ -97,12 +97,30 @@ fn victim(body: &[u8], port: u16) -> Option<Vec<u8>> {
 /// own wait at close, see `nfsock`); how many. Entries that expire
 /// meanwhile are no error. Whatever an error leaves unread is read off
 /// before it returns: the socket goes on serving nftables.
+/// Anything left unread before it starts (the rest of a dump an error cut
+/// short) is read off first, and every answer is matched by its sequence
+/// number (its own, from [`SEQ_BASE`]); a socket that will not empty is
+/// an error, and the caller then drops it.
 pub fn flush_udp_port(socket: &Socket, ipv6: bool, port: u16) -> Result<usize, NlError> {
+    if !super::nfsock::drained(socket) {
+        return Err(NlError::Io(std::io::Error::other(
+            "the netfilter socket holds unread answers",
+        )));
+    }
     let r = flush(socket, ipv6, port);
     if r.is_err() {
         super::nfsock::drained(socket);
     }
     r
+}
+
+/// Conntrack's sequence numbers on a shared socket: far above the
+/// nftables user's, which count from 1.
+const SEQ_BASE: u32 = 0x4354_0000;
+
+/// The sequence number of the netlink message at `buf[off..]`.
+fn seq_at(buf: &[u8], off: usize) -> u32 {
+    u32::from_ne_bytes([buf[off + 8], buf[off + 9], buf[off + 10], buf[off + 11]])
 }
 
 fn flush(socket: &Socket, ipv6: bool, port: u16) -> Result<usize, NlError> {
@@ -111,7 +129,7 @@ fn flush(socket: &Socket, ipv6: bool, port: u16) -> Result<usize, NlError> {
         &message(
             IPCTNL_MSG_CT_GET,
             NLM_F_REQUEST | NLM_F_DUMP,
-            1,
+            SEQ_BASE,
             family,
             &[],
         ),
@@ -128,6 +146,11 @@ fn flush(socket: &Socket, ipv6: bool, port: u16) -> Result<usize, NlError> {
             let ty = u16::from_ne_bytes([buf[off + 4], buf[off + 5]]);
             if len < 16 || off + len > n {
                 break;
+            }
+            if seq_at(&buf, off) != SEQ_BASE {
+                // Not this dump's.
+                off += (len + 3) & !3;
+                continue;
             }
             match ty {
                 NLMSG_DONE => break 'dump,
@@ -158,24 +181,32 @@ fn flush(socket: &Socket, ipv6: bool, port: u16) -> Result<usize, NlError> {
     }
     let mut deleted = 0;
     for (i, v) in victims.iter().enumerate() {
+        let seq = SEQ_BASE.wrapping_add(1 + i as u32);
         socket.send(
             &message(
                 IPCTNL_MSG_CT_DELETE,
                 NLM_F_REQUEST | NLM_F_ACK,
-                2 + i as u32,
+                seq,
                 family,
                 v,
             ),
             0,
         )?;
-        let n = socket.recv(&mut &mut buf[..], 0)?;
-        if n >= 20 && u16::from_ne_bytes([buf[4], buf[5]]) == NLMSG_ERROR {
-            let code = i32::from_ne_bytes([buf[16], buf[17], buf[18], buf[19]]);
-            if code == 0 {
-                deleted += 1;
-            } else if code != -libc::ENOENT {
-                return Err(NlError::Kernel(-code));
+        // Its acknowledgement (anything else is skipped).
+        loop {
+            let n = socket.recv(&mut &mut buf[..], 0)?;
+            if n < 20 || seq_at(&buf, 0) != seq {
+                continue;
             }
+            if u16::from_ne_bytes([buf[4], buf[5]]) == NLMSG_ERROR {
+                let code = i32::from_ne_bytes([buf[16], buf[17], buf[18], buf[19]]);
+                if code == 0 {
+                    deleted += 1;
+                } else if code != -libc::ENOENT {
+                    return Err(NlError::Kernel(-code));
+                }
+            }
+            break;
         }
     }
     Ok(deleted)

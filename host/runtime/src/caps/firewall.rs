@@ -1070,10 +1070,17 @@ impl Ctx {
                 return;
             }
         };
+        let mut failed = false;
         for (v6, port) in ports {
             if let Err(e) = crate::netlink::conntrack::flush_udp_port(nft.socket(), *v6, *port) {
                 log::warn!("flushing UDP conntrack entries to port {port}: {e}");
+                failed = true;
             }
+        }
+        // The socket may hold what the failure left unread: given back (the
+        // pool keeps it only once it is empty), a fresh one next time.
+        if failed {
+            self.nft = None;
         }
     }
 
