@@ -72,8 +72,10 @@ fn cargo_build_as(dir: &Path, name: &str, offline: bool) -> PathBuf {
         cmd.env_remove(var);
     }
     // This workspace's .cargo/config.toml reaches crates below it: its
-    // flags for wasmcni's own static build are not an author's.
-    cmd.env("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS", "");
+    // flags for wasmcni's own static build are not an author's. Set and
+    // empty, this variable replaces every configured flag (an empty
+    // CARGO_TARGET_<triple>_RUSTFLAGS would be merged with them instead).
+    cmd.env("CARGO_ENCODED_RUSTFLAGS", "");
     ok(cmd.output().expect("cargo"), "cargo build --release");
     let wasm = target.join(format!("wasm32-wasip2/release/{name}.wasm"));
     assert!(wasm.is_file(), "no {}", wasm.display());

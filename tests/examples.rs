@@ -56,8 +56,10 @@ fn cargo(dir: &Path, args: &[&str]) -> std::process::Output {
         cmd.env_remove(var);
     }
     // This workspace's .cargo/config.toml reaches crates below it: its
-    // flags for wasmcni's own static build are not an author's.
-    cmd.env("CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS", "");
+    // flags for wasmcni's own static build are not an author's. Set and
+    // empty, this variable replaces every configured flag (an empty
+    // CARGO_TARGET_<triple>_RUSTFLAGS would be merged with them instead).
+    cmd.env("CARGO_ENCODED_RUSTFLAGS", "");
     let out = cmd
         .output()
         .unwrap_or_else(|e| panic!("running cargo in {}: {e}", dir.display()));

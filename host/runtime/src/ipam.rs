@@ -528,6 +528,10 @@ impl NetworkStore {
                 }
                 let mut opts = OpenOptions::new();
                 opts.write(true).create_new(true);
+                {
+                    use cap_std::fs::OpenOptionsExt;
+                    opts.mode(0o644);
+                }
                 let mut f = self.dir.open_with(&tmp, &opts)?;
                 f.write_all(data)?;
                 let r = self.dir.hard_link(&tmp, &self.dir, name);
@@ -781,6 +785,12 @@ mod tests {
         }
     }
 
+    /// `set_last_reserved` of range "0" to `ip`, through a store of its own
+    /// (a store is not shared between threads).
+    fn s_set(dir: &Path, ip: IpAddr) -> io::Result<()> {
+        store(dir.parent().expect("data dir")).set_last_reserved("0", Some(ip))
+    }
+
     /// The last-reserved file is written in place (no rename, which frees
     /// a block), but never through a symlink or a hard link planted under
     /// its name, or under its temporary file's, and never blocked by a
@@ -804,6 +814,9 @@ mod tests {
         );
         assert_eq!(std::fs::read_to_string(&last).expect("last"), "10.1.0.9");
         assert_eq!(s.last_reserved("0").expect("last"), Some(b));
+        // Each write below in a store of its own (a thread's): this one
+        // would hold the network's lock.
+        drop(s);
         let victim = dir.join("10.1.0.7");
         for link in ["symlink", "hard link", "FIFO"] {
             std::fs::remove_file(&last).expect("rm");
@@ -816,10 +829,25 @@ mod tests {
             }
             // And the temporary file's name a link to the victim too: made
             // anew, never written through.
-            let tmp = dir.join(".wasmcni-tmp.last_reserved_ip.0");
-            let _ = std::fs::remove_file(&tmp);
-            std::os::unix::fs::symlink("10.1.0.7", &tmp).expect("symlink");
-            s.set_last_reserved("0", Some(a)).expect("set");
+            let temp = dir.join(".wasmcni-tmp.last_reserved_ip.0");
+            let _ = std::fs::remove_file(&temp);
+            std::os::unix::fs::symlink("10.1.0.7", &temp).expect("symlink");
+            // In a thread, bounded: a FIFO that blocked the open would
+            // hang the test, not fail it.
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::scope(|scope| {
+                scope.spawn(|| {
+                    let _ = tx.send(s_set(&dir, a));
+                });
+                let done = rx.recv_timeout(Duration::from_secs(10));
+                if done.is_err() {
+                    // Unblock the writer (a reader on the FIFO) so the
+                    // scope can end, then fail.
+                    let _ = std::fs::File::open(&last);
+                    panic!("writing over a {link} blocked");
+                }
+                done.expect("sent").expect("set");
+            });
             assert_eq!(
                 std::fs::read_to_string(&victim).expect("victim"),
                 "ctr9\r\neth0",
@@ -827,7 +855,7 @@ mod tests {
             );
             let meta = std::fs::symlink_metadata(&last).expect("last");
             assert!(meta.is_file() && meta.nlink() == 1, "{link} not replaced");
-            assert_eq!(s.last_reserved("0").expect("last"), Some(a));
+            assert_eq!(store(tmp.path()).last_reserved("0").expect("last"), Some(a));
             std::fs::remove_file(&victim).expect("rm");
         }
     }

@@ -65,8 +65,14 @@ pub(crate) fn read_bounded(root: &Path, path: &Path, max: u64) -> io::Result<Opt
 pub(crate) fn write_atomic(root: &Path, dir: &Path, file: &str, text: &[u8]) -> io::Result<()> {
     let dir = state_dir(root, dir)?;
     let tmp = format!(".{file}.tmp");
+    // Made anew (`O_EXCL`): never written through a link left under the
+    // temporary name, and what a killed writer left there goes first.
+    match dir.remove_file(&tmp) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+        _ => {}
+    }
     let mut opts = OpenOptions::new();
-    opts.write(true).create(true).truncate(true);
+    opts.write(true).create_new(true);
     {
         use cap_std::fs::OpenOptionsExt;
         opts.mode(0o600);
