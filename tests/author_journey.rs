@@ -73,9 +73,10 @@ fn cargo_build_as(dir: &Path, name: &str, offline: bool) -> PathBuf {
     }
     // This workspace's .cargo/config.toml reaches crates below it: its
     // flags for wasmcni's own static build are not an author's. Set and
-    // empty, this variable replaces every configured flag (an empty
+    // empty, these replace every configured flag (an empty
     // CARGO_TARGET_<triple>_RUSTFLAGS would be merged with them instead).
-    cmd.env("CARGO_ENCODED_RUSTFLAGS", "");
+    cmd.env("CARGO_ENCODED_RUSTFLAGS", "")
+        .env("CARGO_ENCODED_RUSTDOCFLAGS", "");
     ok(cmd.output().expect("cargo"), "cargo build --release");
     let wasm = target.join(format!("wasm32-wasip2/release/{name}.wasm"));
     assert!(wasm.is_file(), "no {}", wasm.display());

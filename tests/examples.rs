@@ -57,9 +57,10 @@ fn cargo(dir: &Path, args: &[&str]) -> std::process::Output {
     }
     // This workspace's .cargo/config.toml reaches crates below it: its
     // flags for wasmcni's own static build are not an author's. Set and
-    // empty, this variable replaces every configured flag (an empty
+    // empty, these replace every configured flag (an empty
     // CARGO_TARGET_<triple>_RUSTFLAGS would be merged with them instead).
-    cmd.env("CARGO_ENCODED_RUSTFLAGS", "");
+    cmd.env("CARGO_ENCODED_RUSTFLAGS", "")
+        .env("CARGO_ENCODED_RUSTDOCFLAGS", "");
     let out = cmd
         .output()
         .unwrap_or_else(|e| panic!("running cargo in {}: {e}", dir.display()));
