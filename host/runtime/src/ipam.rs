@@ -521,18 +521,7 @@ impl NetworkStore {
             // never a partial reservation).
             Err(nix::errno::Errno::EOPNOTSUPP | nix::errno::Errno::EISDIR) => {
                 let tmp = format!("{TMP_PREFIX}{name}");
-                // Made anew, never opened through what is left there.
-                match self.dir.remove_file(&tmp) {
-                    Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-                    _ => {}
-                }
-                let mut opts = OpenOptions::new();
-                opts.write(true).create_new(true);
-                {
-                    use cap_std::fs::OpenOptionsExt;
-                    opts.mode(0o644);
-                }
-                let mut f = self.dir.open_with(&tmp, &opts)?;
+                let mut f = crate::state_fs::create_fresh(&self.dir, &tmp, 0o644)?;
                 f.write_all(data)?;
                 let r = self.dir.hard_link(&tmp, &self.dir, name);
                 let _ = self.dir.remove_file(&tmp);
@@ -594,22 +583,9 @@ impl NetworkStore {
             return Ok(());
         }
         // A symlink, a linked file or anything but a regular file under
-        // the name: replaced, never written through. The temporary file is
-        // made anew (`O_EXCL`: whatever a killed writer or anyone else left
-        // under its name is removed first, and a link planted between the
-        // two is refused, not followed).
+        // the name: replaced, never written through.
         let tmp = format!("{TMP_PREFIX}{name}");
-        match self.dir.remove_file(&tmp) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
-        let mut opts = OpenOptions::new();
-        opts.write(true).create_new(true);
-        {
-            use cap_std::fs::OpenOptionsExt;
-            opts.mode(0o644);
-        }
-        let mut f = self.dir.open_with(&tmp, &opts)?;
+        let mut f = crate::state_fs::create_fresh(&self.dir, &tmp, 0o644)?;
         f.write_all(text.as_bytes())?;
         drop(f);
         crate::fault::at("ipam", "last-written");

@@ -65,9 +65,18 @@ pub(crate) fn read_bounded(root: &Path, path: &Path, max: u64) -> io::Result<Opt
 pub(crate) fn write_atomic(root: &Path, dir: &Path, file: &str, text: &[u8]) -> io::Result<()> {
     let dir = state_dir(root, dir)?;
     let tmp = format!(".{file}.tmp");
-    // Made anew (`O_EXCL`): never written through a link left under the
-    // temporary name, and what a killed writer left there goes first.
-    match dir.remove_file(&tmp) {
+    let mut f = create_fresh(&dir, &tmp, 0o600)?;
+    f.write_all(text)?;
+    drop(f);
+    dir.rename(&tmp, &dir, file)
+}
+
+/// A temporary file `name` of `dir` made anew (`mode`): whatever a killed
+/// writer or anyone else left under the name is removed first, and the
+/// file is created with `O_EXCL`, so a link planted in between is refused,
+/// never written through.
+pub(crate) fn create_fresh(dir: &Dir, name: &str, mode: u32) -> io::Result<cap_std::fs::File> {
+    match dir.remove_file(name) {
         Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
         _ => {}
     }
@@ -75,12 +84,9 @@ pub(crate) fn write_atomic(root: &Path, dir: &Path, file: &str, text: &[u8]) -> 
     opts.write(true).create_new(true);
     {
         use cap_std::fs::OpenOptionsExt;
-        opts.mode(0o600);
+        opts.mode(mode);
     }
-    let mut f = dir.open_with(&tmp, &opts)?;
-    f.write_all(text)?;
-    drop(f);
-    dir.rename(&tmp, &dir, file)
+    dir.open_with(name, &opts)
 }
 
 /// Writes `text` as `dir/file` below `root` over the file's old bytes and

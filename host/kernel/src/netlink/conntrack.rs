@@ -95,23 +95,18 @@ fn victim(body: &[u8], port: u16) -> Option<Vec<u8>> {
 /// `port` (`ipv6`: of that family), through `socket`, a netfilter socket
 /// of the namespace (the nftables one: a socket of its own would cost its
 /// own wait at close, see `nfsock`); how many. Entries that expire
-/// meanwhile are no error. Whatever an error leaves unread is read off
-/// before it returns: the socket goes on serving nftables.
-/// Anything left unread before it starts (the rest of a dump an error cut
-/// short) is read off first, and every answer is matched by its sequence
-/// number (its own, from [`SEQ_BASE`]); a socket that will not empty is
-/// an error, and the caller then drops it.
+/// meanwhile are no error. Anything left unread before it starts (the
+/// rest of a dump an error cut short) is read off first, and every answer
+/// is matched by its sequence number (its own, from [`SEQ_BASE`]). After
+/// an error the socket may hold unread answers: the caller drops it (its
+/// return to the pool reads them off, or closes it).
 pub fn flush_udp_port(socket: &Socket, ipv6: bool, port: u16) -> Result<usize, NlError> {
     if !super::nfsock::drained(socket) {
         return Err(NlError::Io(std::io::Error::other(
             "the netfilter socket holds unread answers",
         )));
     }
-    let r = flush(socket, ipv6, port);
-    if r.is_err() {
-        super::nfsock::drained(socket);
-    }
-    r
+    flush(socket, ipv6, port)
 }
 
 /// Conntrack's sequence numbers on a shared socket: far above the

@@ -107,7 +107,10 @@ pub fn lease(ns: &NetNs) -> Result<Lease, NlError> {
 /// Reads whatever is left on `socket` without waiting: whether it is
 /// empty now.
 pub(super) fn drained(socket: &Socket) -> bool {
-    let mut buf = vec![0u8; 64 * 1024];
+    // What is read is thrown away: a short buffer takes a whole datagram
+    // off the socket all the same (the rest is truncated), and every lease's
+    // return runs this, on the hot path.
+    let mut buf = [0u8; 256];
     for _ in 0..DRAIN_READS {
         match socket.recv(&mut &mut buf[..], libc::MSG_DONTWAIT) {
             Ok(_) => {}
