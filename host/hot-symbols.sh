@@ -56,7 +56,7 @@ run() {
     CNI_PATH=/opt/cni/bin WASMCNI_POLICY="$work/policy.json" \
     WASMCNI_AUDIT="$work/audit.jsonl" WASMCNI_CACHE_DIR="$work/cache" WASMCNI_STATE_DIR="$work/state" \
     valgrind --tool=callgrind --demangle=no --callgrind-out-file="$work/$6" \
-    "$bin" run "$1" < "$work/$2" > /dev/null 2> "$work/vg.log"
+    "$bin" run "$1" < "$work/$2" > /dev/null 2> "$work/vg.log" || { cat "$work/vg.log" >&2; exit 1; }
 }
 # The first runs compile the plugins for valgrind's CPU and store the
 # artifacts; the warm runs (ADD, CHECK, DEL of loopback, and of bridge with
@@ -75,24 +75,31 @@ if [ -n "$counts" ]; then
   done
   exit 0
 fi
-python3 - "$bin" "$work"/add.out "$work"/check.out "$work"/del.out "$work"/badd.out "$work"/bdel.out > host/hot-symbols.txt <<'PY'
+python3 - "$bin" "$work" > host/hot-symbols.txt <<'PY'
 import re, subprocess, sys
-names = set()
-for path in sys.argv[2:]:
-    for line in open(path):
-        m = re.match(r'^c?fn=\(\d+\) (.+)$', line.rstrip('\n'))
-        if m:
-            names.add(m.group(1))
+bin, work = sys.argv[1:]
+def executed(runs):
+    names = set()
+    for r in runs:
+        for line in open(f'{work}/{r}.out'):
+            m = re.match(r'^c?fn=\(\d+\) (.+)$', line.rstrip('\n'))
+            if m:
+                names.add(m.group(1))
+    return names
 addr = {}
-for l in subprocess.run(['nm', '--defined-only', sys.argv[1]], capture_output=True, text=True).stdout.splitlines():
+for l in subprocess.run(['nm', '--defined-only', bin], capture_output=True, text=True).stdout.splitlines():
     p = l.split()
     if len(p) == 3 and p[1] in 'tTwW':
         addr[p[2]] = int(p[0], 16)
-hot = sorted((n for n in names if n in addr), key=lambda n: addr[n])
-# The two markers enclose the hot text (host/src/main.rs maps it in one
-# call at start-up): first and last, whether a run executed them or not.
 markers = ('wasmcni_hot_text_start', 'wasmcni_hot_text_end')
-hot = [markers[0]] + [n for n in hot if n not in markers] + [markers[1]]
+order = lambda names: sorted((n for n in names if n in addr and n not in markers), key=lambda n: addr[n])
+# What every plugin run executes (loopback's: start-up, policy, engine,
+# one component's run), then what only bridge's adds (netlink, IPAM, a
+# second component in the process). The two markers enclose the first
+# part, which host/src/main.rs maps in one call at start-up: every run
+# needs it, and mapping the rest would only add to a small run's RSS.
+common = executed(['add', 'check', 'del'])
+hot = [markers[0]] + order(common) + [markers[1]] + order(executed(['badd', 'bdel']) - common)
 print('\n'.join(hot))
 PY
 echo "host/hot-symbols.txt: $(wc -l < host/hot-symbols.txt) functions"

@@ -1869,26 +1869,80 @@ fn audit_shows_identity_imports_grants_and_refusals() {
         !text.contains("\n  wasi:cli/stdout"),
         "WASI is grouped: {text}"
     );
-    // Under the default policy, bridge is denied nothing.
-    let out = std::process::Command::new(support::wasmcni())
-        .args(["audit", "--json", "bridge"])
-        .env_remove("WASMCNI_POLICY")
-        .env_remove("WASMCNI_POLICY_DIR")
-        .output()
-        .expect("run");
-    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
-    let statuses: Vec<String> = v["imports"]
+    // Under the default policy. bridge shares the standard component with
+    // the other standard plugins but loopback, so its audit lists every
+    // function that component imports: each one bridge is denied is granted
+    // to another plugin the component carries (an import no plugin may call
+    // would be dead weight, or a missing grant).
+    let audit = |plugin: &str| -> Value {
+        let out = std::process::Command::new(support::wasmcni())
+            .args(["audit", "--json", plugin])
+            .env_remove("WASMCNI_POLICY")
+            .env_remove("WASMCNI_POLICY_DIR")
+            .output()
+            .expect("run");
+        assert!(out.status.success(), "{plugin}: {out:?}");
+        serde_json::from_slice(&out.stdout).expect("json")
+    };
+    // (interface.function, granted) of every wasmcni host function.
+    let grants = |v: &Value| -> Vec<(String, bool)> {
+        v["imports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|i| {
+                let iface = i["interface"].as_str().unwrap_or_default().to_owned();
+                i["functions"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter_map(move |f| {
+                        let g = f["grant"].as_str()?;
+                        Some((
+                            format!("{iface}.{}", f["function"].as_str()?),
+                            !g.starts_with("DENIED"),
+                        ))
+                    })
+            })
+            .collect()
+    };
+    let v = audit("bridge");
+    assert_eq!(v["component"], "standard", "{v}");
+    let shared: Vec<String> = v["shared-with"]
         .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|i| i["functions"].as_array().cloned().unwrap_or_default())
-        .filter_map(|f| f["grant"].as_str().map(str::to_owned))
+        .expect("shared-with")
+        .iter()
+        .filter_map(|n| n.as_str().map(str::to_owned))
         .collect();
-    assert!(!statuses.is_empty(), "{v}");
+    assert!(shared.iter().any(|n| n == "host-local"), "{shared:?}");
+    assert!(!shared.iter().any(|n| n == "loopback"), "{shared:?}");
+    let bridge = grants(&v);
+    assert!(bridge.iter().any(|(_, granted)| *granted), "{v}");
+    let mut denied: std::collections::BTreeSet<String> = bridge
+        .into_iter()
+        .filter(|(_, granted)| !granted)
+        .map(|(f, _)| f)
+        .collect();
+    for other in &shared {
+        for (f, granted) in grants(&audit(other)) {
+            if granted {
+                denied.remove(&f);
+            }
+        }
+    }
     assert!(
-        statuses.iter().all(|g| !g.starts_with("DENIED")),
-        "{statuses:?}"
+        denied.is_empty(),
+        "imported by the standard component, granted to none of its plugins: {denied:?}"
     );
+    // loopback is a component of its own: it imports only what it calls,
+    // and is denied none of it.
+    let lo = audit("loopback");
+    assert_eq!(lo["component"], "loopback", "{lo}");
+    assert_eq!(lo["shared-with"], json!([]), "{lo}");
+    let lo = grants(&lo);
+    assert!(!lo.is_empty());
+    assert!(lo.iter().all(|(_, granted)| *granted), "{lo:?}");
 }
 
 /// The reference's (and wasmcni's) `ifb` name for network `n`, container

@@ -202,7 +202,8 @@ fn install_makes_a_bin_dir_is_idempotent_and_refuses_foreign_files() {
     let lo = bin.join("loopback");
     assert_eq!(std::fs::read_link(&lo).unwrap(), Path::new("wasmcni"));
     assert!(bin.join("wasmcni").is_file());
-    // One artifact per standard plugin, each linked.
+    // One artifact per standard component (loopback's own, the one the
+    // others share), every standard plugin linked.
     let arts = artifacts(&bin.join(".wasmcni-cache"));
     // Every bundled plugin (`wasmcni list`), the first five at least.
     let listed = std::process::Command::new(support::wasmcni())
@@ -210,20 +211,32 @@ fn install_makes_a_bin_dir_is_idempotent_and_refuses_foreign_files() {
         .output()
         .unwrap();
     let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
-    let standard: Vec<String> = listed["plugins"]
+    let rows: Vec<&serde_json::Value> = listed["plugins"]
         .as_array()
         .into_iter()
         .flatten()
         .filter(|p| p["origin"] == "bundled")
+        .collect();
+    let standard: Vec<String> = rows
+        .iter()
         .filter_map(|p| p["name"].as_str().map(str::to_owned))
         .collect();
+    let component = |name: &str| -> String {
+        let row = rows.iter().find(|p| p["name"] == name).expect("listed");
+        row["component"].as_str().expect("component").to_owned()
+    };
+    assert_eq!(component("loopback"), "loopback");
+    assert_eq!(component("bridge"), "standard");
+    assert_eq!(component("host-local"), "standard");
+    let components: std::collections::BTreeSet<String> =
+        standard.iter().map(|p| component(p)).collect();
     for p in ["bridge", "host-local", "loopback", "ptp", "static"] {
         assert!(
             standard.iter().any(|s| s == p),
             "{p} not listed: {standard:?}"
         );
     }
-    assert_eq!(arts.len(), standard.len(), "{arts:?}");
+    assert_eq!(arts.len(), components.len(), "{arts:?}");
     for p in &standard {
         assert_eq!(
             std::fs::read_link(bin.join(p)).unwrap(),
@@ -235,7 +248,7 @@ fn install_makes_a_bin_dir_is_idempotent_and_refuses_foreign_files() {
                 .file_name()
                 .unwrap()
                 .to_string_lossy()
-                .starts_with(&format!("{p}-"))),
+                .starts_with(&format!("{}-", component(p)))),
             "no artifact for {p}: {arts:?}"
         );
     }

@@ -32,13 +32,16 @@ fn main() {
         "cargo:rerun-if-changed={}",
         root.join("tests").join("fixtures").display()
     );
-    // Standard plugins are embedded; test fixtures (hostile plugins) are
-    // only built, for the integration tests to run by path.
-    // Plugins are the binary crates; a library under guests/ (code the
-    // plugins share) is built as their dependency, never embedded.
-    let guests: Vec<String> = crates_in(&root.join("guests"))
+    // The standard plugins: most are carried by one component,
+    // guests/standard, which runs the plugin its program name names; each
+    // of those is a library crate and a path dependency of that crate, and
+    // its name is the dependency's. A plugin crate with a src/main.rs
+    // (loopback) is a component of its own. Test fixtures (hostile plugins)
+    // are only built, for the integration tests to run by path.
+    let carried = standard_plugins(&root.join("guests").join(STANDARD).join("Cargo.toml"));
+    let own: Vec<String> = crates_in(&root.join("guests"))
         .into_iter()
-        .filter(|g| root.join("guests").join(g).join("src/main.rs").is_file())
+        .filter(|g| g != STANDARD && root.join("guests").join(g).join("src/main.rs").is_file())
         .collect();
     let fixtures = crates_in(&root.join("tests").join("fixtures"));
 
@@ -49,7 +52,8 @@ fn main() {
         .args(["build", "--profile", "guest", "--target", "wasm32-wasip2"])
         .arg("--target-dir")
         .arg(&target_dir);
-    for g in guests.iter().chain(&fixtures) {
+    cmd.args(["-p", STANDARD]);
+    for g in own.iter().chain(&fixtures) {
         cmd.args(["-p", g]);
     }
     for var in [
@@ -69,28 +73,45 @@ fn main() {
         );
     }
 
-    // The standard plugins are carried as one zstd stream (a long window,
-    // so what they share — the SDK, serde, std — is stored once: 6.5 MB of
-    // components in about 0.5 MB), decompressed only when a plugin is
-    // compiled or inspected; a run from a precompiled artifact never
-    // reads it.
+    // The standard components are carried as one zstd stream (a long
+    // window: what they share, std, serde and the SDK, is stored once),
+    // decompressed only when one is compiled or inspected: a run from a
+    // precompiled artifact never reads it.
     let mut bundle = Vec::new();
     let mut table = String::from(
-        "/// (name, byte range in the decompressed bundle, sha256) of every standard plugin.\n\
-         pub static BUNDLED: &[(&str, core::ops::Range<usize>, &str)] = &[\n",
+        "/// (name, component, byte range of the component in the decompressed\n\
+         /// bundle, its sha256) of every standard plugin.\n\
+         pub static BUNDLED: &[(&str, &str, core::ops::Range<usize>, &str)] = &[\n",
     );
-    for g in &guests {
+    let mut rows = Vec::new();
+    for component in std::iter::once(STANDARD).chain(own.iter().map(String::as_str)) {
         let wasm = target_dir
             .join("wasm32-wasip2")
             .join("guest")
-            .join(format!("{g}.wasm"));
+            .join(format!("{component}.wasm"));
         let bytes = fs::read(&wasm).unwrap_or_else(|e| panic!("reading {}: {e}", wasm.display()));
         let sha = hex::encode(Sha256::digest(&bytes));
-        let start = bundle.len();
+        let range = bundle.len()..bundle.len() + bytes.len();
         bundle.extend_from_slice(&bytes);
+        let names: Vec<&str> = if component == STANDARD {
+            carried.iter().map(String::as_str).collect()
+        } else {
+            vec![component]
+        };
+        for name in names {
+            rows.push((
+                name.to_owned(),
+                component.to_owned(),
+                range.clone(),
+                sha.clone(),
+            ));
+        }
+    }
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    for (name, component, range, sha) in rows {
         table.push_str(&format!(
-            "    ({g:?}, {start}..{}, {sha:?}),\n",
-            bundle.len()
+            "    ({name:?}, {component:?}, {}..{}, {sha:?}),\n",
+            range.start, range.end
         ));
     }
     table.push_str("];\n");
@@ -102,10 +123,32 @@ fn main() {
     let dest = out.join("bundled.zst");
     fs::write(&dest, compressed).expect("writing the bundle");
     table.push_str(&format!(
-        "/// Every standard plugin, one zstd stream.\npub static BUNDLE: &[u8] = include_bytes!({:?});\n",
+        "/// The standard components, one zstd stream.\npub static BUNDLE: &[u8] = include_bytes!({:?});\n",
         path_str(&dest)
     ));
     fs::write(out.join("bundled.rs"), table).expect("writing bundled.rs");
+}
+
+/// The crate under guests/ that is the standard plugins' component.
+const STANDARD: &str = "standard";
+
+/// The standard plugins: the path dependencies in the standard component's
+/// manifest (`name = { path = "../name" }`), in its order.
+fn standard_plugins(manifest: &Path) -> Vec<String> {
+    let text = fs::read_to_string(manifest)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", manifest.display()));
+    let names: Vec<String> = text
+        .lines()
+        .filter(|l| l.contains("path = \"../"))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_owned)
+        .collect();
+    assert!(
+        !names.is_empty(),
+        "no standard plugins in {}",
+        manifest.display()
+    );
+    names
 }
 
 /// zstd at level 19 with a window that holds the whole bundle (at most

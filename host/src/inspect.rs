@@ -64,8 +64,20 @@ pub fn report(plugin: &str, policy_file: Option<&Path>) -> anyhow::Result<Value>
     }
     let refused = runner::refused_imports(&names);
     let pin_ok = entry.check_pin(p.sha256());
+    // The standard plugins that share this one's component: its imports
+    // are theirs too.
+    let shared_with: Vec<String> = if p.shares_component() {
+        plugins::bundled()
+            .filter(|o| o.component_name() == p.component_name() && o.name() != p.name())
+            .map(|o| o.name().to_owned())
+            .collect()
+    } else {
+        Vec::new()
+    };
     Ok(json!({
         "plugin": p.name(),
+        "component": p.component_name(),
+        "shared-with": shared_with,
         "sha256": p.sha256(),
         "size": p.size(),
         "origin": match p.origin() {
@@ -218,6 +230,19 @@ pub fn print(plugin: &str, as_json: bool, policy_file: Option<&Path>) -> anyhow:
     println!("sha256   {}", s(&r["sha256"]));
     println!("size     {} bytes", s(&r["size"]));
     println!("origin   {}", s(&r["origin"]));
+    let shared: Vec<String> = r["shared-with"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect();
+    if !shared.is_empty() {
+        println!(
+            "component {} (shared with {}: what runs is this plugin's code, under this plugin's policy)",
+            s(&r["component"]),
+            shared.join(", ")
+        );
+    }
     let pol = &r["policy"];
     println!("\npolicy");
     println!(
@@ -271,7 +296,14 @@ pub fn print(plugin: &str, as_json: bool, policy_file: Option<&Path>) -> anyhow:
         list(&pol["delegates"]),
         list(&pol["native-delegates"])
     );
-    println!("\nimports (each host function: what it can do; whether this policy grants it)");
+    if shared.is_empty() {
+        println!("\nimports (each host function: what it can do; whether this policy grants it)");
+    } else {
+        println!(
+            "\nimports of the shared component, for all the plugins it carries (each host \
+             function: what it can do; whether this policy grants it)"
+        );
+    }
     let mut wasi = Vec::new();
     let mut denied = 0;
     let refused_list = r["refused-imports"].as_array().cloned().unwrap_or_default();
@@ -297,7 +329,12 @@ pub fn print(plugin: &str, as_json: bool, policy_file: Option<&Path>) -> anyhow:
     if denied > 0 {
         println!(
             "  {denied} function(s) this policy denies: a call to one fails with access-denied \
-             (the checks on a call's arguments apply at run time too)"
+             (the checks on a call's arguments apply at run time too){}",
+            if shared.is_empty() {
+                ""
+            } else {
+                "; in a shared component, some are other plugins' calls"
+            }
         );
     }
     if !wasi.is_empty() {
@@ -493,6 +530,7 @@ pub fn list_report(bin_dir: Option<&Path>, policy_file: Option<&Path>) -> anyhow
         let mut v = json!({
             "name": p.name(),
             "origin": origin,
+            "component": p.component_name(),
             "sha256": p.sha256(),
             "size": p.size(),
             "policy": policy_status(&policy, p),

@@ -12,8 +12,8 @@ fn main() {
 }
 
 /// The first function of the hot text: `host/hot-symbols.txt` lists it
-/// first and [`wasmcni_hot_text_end`] last, so the linker places every
-/// function a warm plugin run executes between the two.
+/// first, then what every warm run executes, then [`wasmcni_hot_text_end`]
+/// (then what only bridge's run adds, which is not mapped up front).
 #[no_mangle]
 #[inline(never)]
 pub extern "C" fn wasmcni_hot_text_start() -> u32 {

@@ -123,11 +123,12 @@ impl ArtifactCache {
         &self.dir
     }
 
-    /// The artifact path for a plugin under an engine fingerprint.
+    /// The artifact path for a plugin under an engine fingerprint (one
+    /// for all the standard plugins: they are one component).
     pub fn path_for(&self, plugin: &Plugin, fingerprint: &str) -> PathBuf {
         self.dir.join(format!(
             "{}-{}-{}.cwasm",
-            plugin.name(),
+            plugin.component_name(),
             &plugin.sha256()[..16],
             fingerprint
         ))
@@ -311,7 +312,36 @@ pub fn not_a_component(what: &str, bytes: &[u8]) -> Option<String> {
 
 /// Loads `plugin`, from its artifact if a valid one exists, else by
 /// compiling it (and storing the artifact when `cache` allows).
+///
+/// A component is loaded once per process and engine: the standard plugins
+/// are one component, so a plugin that runs another in the same process
+/// (bridge its IPAM plugin, a chain its members) maps and registers it
+/// once.
 pub fn load(
+    engine: &Engine,
+    plugin: &Plugin,
+    cache: Option<&ArtifactCache>,
+) -> wasmtime::Result<Component> {
+    type Loaded = Vec<(Engine, String, Component)>;
+    static LOADED: std::sync::Mutex<Loaded> = std::sync::Mutex::new(Vec::new());
+    let found = |loaded: &Loaded| {
+        loaded
+            .iter()
+            .find(|(e, sha, _)| Engine::same(e, engine) && sha == plugin.sha256())
+            .map(|(_, _, c)| c.clone())
+    };
+    if let Some(c) = found(&LOADED.lock().unwrap_or_else(|e| e.into_inner())) {
+        return Ok(c);
+    }
+    let c = load_uncached(engine, plugin, cache)?;
+    let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    if found(&loaded).is_none() {
+        loaded.push((engine.clone(), plugin.sha256().to_owned(), c.clone()));
+    }
+    Ok(c)
+}
+
+fn load_uncached(
     engine: &Engine,
     plugin: &Plugin,
     cache: Option<&ArtifactCache>,

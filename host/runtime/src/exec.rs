@@ -351,6 +351,35 @@ fn linker(engine: &Engine, imports: &[String]) -> wasmtime::Result<Linker<StoreD
     Ok(l)
 }
 
+/// `component` linked and type-checked against its imports, ready to
+/// instantiate: once per process, engine and component (the standard
+/// plugins share one, so bridge and the host-local it runs, or a chain's
+/// members, link it once). Kept for the process's life: a process about
+/// to exit does not tear it down.
+fn command_pre(
+    engine: &Engine,
+    component: &Component,
+    plugin: &Plugin,
+    imports: &[String],
+) -> wasmtime::Result<sync::CommandPre<StoreData>> {
+    type Linked = Vec<(Engine, String, sync::CommandPre<StoreData>)>;
+    static LINKED: std::sync::Mutex<Linked> = std::sync::Mutex::new(Vec::new());
+    let mut linked = LINKED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, _, pre)) = linked
+        .iter()
+        .find(|(e, sha, _)| Engine::same(e, engine) && sha == plugin.sha256())
+    {
+        return Ok(pre.clone());
+    }
+    let linker = linker(engine, imports)?;
+    let pre = sync::CommandPre::new(linker.instantiate_pre(component)?)?;
+    // Its definitions live on in `pre`; freeing its maps would only cost
+    // a process about to exit.
+    std::mem::forget(linker);
+    linked.push((engine.clone(), plugin.sha256().to_owned(), pre.clone()));
+    Ok(pre)
+}
+
 /// Runs a prepared component once with `caps` as its capability context,
 /// `env` and `stdin`; returns the outcome and the context (whose journal
 /// holds the inverses of what it did). The caller has armed the deadline
@@ -396,9 +425,9 @@ pub(crate) fn execute(
     }
     store.epoch_deadline_trap();
     let t0 = std::time::Instant::now();
-    let result = linker(&rt.engine, imports).and_then(|linker| {
+    let result = command_pre(&rt.engine, component, plugin, imports).and_then(|pre| {
         let t1 = std::time::Instant::now();
-        let r = sync::Command::instantiate(&mut store, component, &linker).and_then(|cmd| {
+        pre.instantiate(&mut store).and_then(|cmd| {
             let t2 = std::time::Instant::now();
             let r = cmd.wasi_cli_run().call_run(&mut store);
             log::debug!(
@@ -408,10 +437,7 @@ pub(crate) fn execute(
                 t2.elapsed()
             );
             r
-        });
-        // As below: no teardown in a process about to exit.
-        std::mem::forget(linker);
-        r
+        })
     });
     let hit_memory_cap = store.data().limiter.cap_hit();
     let out = stdout.contents().to_vec();

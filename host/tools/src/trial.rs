@@ -287,9 +287,10 @@ fn container_id(salt: &str) -> String {
     )))
 }
 
-/// Precompiled artifacts of `names` from the default cache, when it is as
-/// trusted as the runner requires (owned by root or us, not writable by
-/// group or others), so the sandbox need not compile them again.
+/// Precompiled artifacts of `names` (component name, sha256) from the
+/// default cache, when it is as trusted as the runner requires (owned by
+/// root or us, not writable by group or others), so the sandbox need not
+/// compile them again.
 fn seed_artifacts(names: &[(String, String)]) -> Vec<(String, Vec<u8>)> {
     let Some(cache) = wasmcni_runtime::engine::ArtifactCache::default_location() else {
         return Vec::new();
@@ -962,14 +963,18 @@ impl Inputs {
                 ipam_types.push(t.to_owned());
             }
         }
-        let mut seeds = vec![(name.clone(), plugin.sha256().to_owned())];
+        // By component (every standard plugin's is the standard component).
+        let mut seeds = vec![(
+            plugin.component_name().to_owned(),
+            plugin.sha256().to_owned(),
+        )];
         for p in plugins::bundled() {
             let used = ipam_types.iter().any(|t| t == p.name())
                 || before
                     .iter()
                     .any(|b| b.get("type").and_then(Value::as_str) == Some(p.name()));
             if used {
-                seeds.push((p.name().to_owned(), p.sha256().to_owned()));
+                seeds.push((p.component_name().to_owned(), p.sha256().to_owned()));
             }
         }
         Ok(Inputs {

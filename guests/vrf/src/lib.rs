@@ -271,7 +271,9 @@ impl Plugin for Vrf {
     }
 }
 
-fn main() {
+/// Runs the plugin on this process's CNI environment and stdin, and exits
+/// (the standard component calls it when invoked as `vrf`).
+pub fn main() -> ! {
     skel::run(Vrf, "CNI vrf plugin (wasmcni)");
 }
 

@@ -343,7 +343,9 @@ impl Plugin for BandwidthPlugin {
     }
 }
 
-fn main() {
+/// Runs the plugin on this process's CNI environment and stdin, and exits
+/// (the standard component calls it when invoked as `bandwidth`).
+pub fn main() -> ! {
     skel::run(BandwidthPlugin, "CNI bandwidth plugin (wasmcni)");
 }
 

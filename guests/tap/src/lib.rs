@@ -204,7 +204,9 @@ impl Plugin for Tap {
     }
 }
 
-fn main() {
+/// Runs the plugin on this process's CNI environment and stdin, and exits
+/// (the standard component calls it when invoked as `tap`).
+pub fn main() -> ! {
     skel::run(Tap, "CNI tap plugin (wasmcni)");
 }
 

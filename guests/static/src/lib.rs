@@ -79,7 +79,9 @@ impl Plugin for Static {
     }
 }
 
-fn main() {
+/// Runs the plugin on this process's CNI environment and stdin, and exits
+/// (the standard component calls it when invoked as `static`).
+pub fn main() -> ! {
     skel::run(Static, "CNI static plugin (wasmcni)");
 }
 

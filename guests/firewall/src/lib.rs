@@ -201,7 +201,9 @@ impl Plugin for Firewall {
     }
 }
 
-fn main() {
+/// Runs the plugin on this process's CNI environment and stdin, and exits
+/// (the standard component calls it when invoked as `firewall`).
+pub fn main() -> ! {
     skel::run(Firewall, "CNI firewall plugin (wasmcni)");
 }
 

@@ -374,7 +374,9 @@ impl Plugin for Tuning {
     }
 }
 
-fn main() {
+/// Runs the plugin on this process's CNI environment and stdin, and exits
+/// (the standard component calls it when invoked as `tuning`).
+pub fn main() -> ! {
     skel::run(Tuning, "CNI tuning plugin (wasmcni)");
 }
 

@@ -290,7 +290,9 @@ impl Plugin for Ptp {
     }
 }
 
-fn main() {
+/// Runs the plugin on this process's CNI environment and stdin, and exits
+/// (the standard component calls it when invoked as `ptp`).
+pub fn main() -> ! {
     skel::run(Ptp, "CNI ptp plugin (wasmcni)");
 }
 

@@ -92,7 +92,9 @@ impl Plugin for Dummy {
     }
 }
 
-fn main() {
+/// Runs the plugin on this process's CNI environment and stdin, and exits
+/// (the standard component calls it when invoked as `dummy`).
+pub fn main() -> ! {
     skel::run(Dummy, "CNI dummy plugin (wasmcni)");
 }
 

@@ -203,7 +203,9 @@ impl Plugin for Macvlan {
     }
 }
 
-fn main() {
+/// Runs the plugin on this process's CNI environment and stdin, and exits
+/// (the standard component calls it when invoked as `macvlan`).
+pub fn main() -> ! {
     skel::run(Macvlan, "CNI macvlan plugin (wasmcni)");
 }
 

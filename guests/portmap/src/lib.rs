@@ -407,7 +407,9 @@ impl Plugin for Portmap {
     }
 }
 
-fn main() {
+/// Runs the plugin on this process's CNI environment and stdin, and exits
+/// (the standard component calls it when invoked as `portmap`).
+pub fn main() -> ! {
     skel::run(Portmap, "CNI portmap plugin (wasmcni)");
 }
 

@@ -570,7 +570,9 @@ fn check_attachment(
     plugin_common::check::addresses_and_routes(container, &ctr, prev)
 }
 
-fn main() {
+/// Runs the plugin on this process's CNI environment and stdin, and exits
+/// (the standard component calls it when invoked as `bridge`).
+pub fn main() -> ! {
     skel::run(Bridge, "CNI bridge plugin (wasmcni)");
 }
 

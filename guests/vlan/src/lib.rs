@@ -154,7 +154,9 @@ impl Plugin for Vlan {
     }
 }
 
-fn main() {
+/// Runs the plugin on this process's CNI environment and stdin, and exits
+/// (the standard component calls it when invoked as `vlan`).
+pub fn main() -> ! {
     skel::run(Vlan, "CNI vlan plugin (wasmcni)");
 }
 

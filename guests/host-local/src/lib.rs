@@ -158,7 +158,9 @@ impl Plugin for HostLocal {
     }
 }
 
-fn main() {
+/// Runs the plugin on this process's CNI environment and stdin, and exits
+/// (the standard component calls it when invoked as `host-local`).
+pub fn main() -> ! {
     skel::run(HostLocal, "CNI host-local plugin (wasmcni)");
 }
 

@@ -180,7 +180,9 @@ impl Plugin for Ipvlan {
     }
 }
 
-fn main() {
+/// Runs the plugin on this process's CNI environment and stdin, and exits
+/// (the standard component calls it when invoked as `ipvlan`).
+pub fn main() -> ! {
     skel::run(Ipvlan, "CNI ipvlan plugin (wasmcni)");
 }
 

@@ -319,7 +319,9 @@ impl Plugin for Sbr {
     }
 }
 
-fn main() {
+/// Runs the plugin on this process's CNI environment and stdin, and exits
+/// (the standard component calls it when invoked as `sbr`).
+pub fn main() -> ! {
     skel::run(Sbr, "CNI sbr plugin (wasmcni)");
 }
 

@@ -239,7 +239,9 @@ impl Plugin for HostDevice {
     }
 }
 
-fn main() {
+/// Runs the plugin on this process's CNI environment and stdin, and exits
+/// (the standard component calls it when invoked as `host-device`).
+pub fn main() -> ! {
     skel::run(HostDevice, "CNI host-device plugin (wasmcni)");
 }
 
