@@ -15,6 +15,22 @@ fn hostile(mode: &str) -> Invoke<'static> {
         .env("CNI_ARGS", format!("MODE={mode}"))
 }
 
+/// The standard plugins' component runs the plugin its program name
+/// names; a copy run under any other name (by path, as `standard`)
+/// refuses every command, VERSION too, and runs none of them.
+#[test]
+fn the_standard_component_under_another_name_runs_no_plugin() {
+    let path = fixture("standard");
+    let conf = br#"{"cniVersion":"1.0.0","name":"n","type":"bridge"}"#;
+    for command in ["VERSION", "ADD", "DEL"] {
+        let r = Invoke::wasmcni_run(path.to_str().unwrap(), conf)
+            .env("CNI_COMMAND", command)
+            .run();
+        r.assert_cni_error(4, "the standard plugins' component, run as \"standard\"");
+        assert!(r.stdout.contains("bridge, dummy"), "{command}: {r:?}");
+    }
+}
+
 #[test]
 fn an_infinite_loop_ends_at_the_deadline() {
     let start = Instant::now();

@@ -494,6 +494,10 @@ fn install_refuses_what_it_cannot_or_must_not_install() {
             "standard plugin",
         ),
         (
+            &["--plugin", "src/myplugin.wasm", "--name", "standard"][..],
+            "standard plugin or component",
+        ),
+        (
             &["--plugin", "src/myplugin.wasm", "--name", "../x"][..],
             "invalid plugin name",
         ),

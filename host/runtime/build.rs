@@ -132,17 +132,50 @@ fn main() {
 /// The crate under guests/ that is the standard plugins' component.
 const STANDARD: &str = "standard";
 
-/// The standard plugins: the path dependencies in the standard component's
-/// manifest (`name = { path = "../name" }`), in its order.
+/// The standard plugins the standard component carries: the path
+/// dependencies in its manifest's `[dependencies]` (`name = { path =
+/// "../name" }`), in its order. Each must be a library crate under
+/// guests/ named as its directory (a plugin name), carried once, and not
+/// a component of its own (a crate with a src/main.rs).
 fn standard_plugins(manifest: &Path) -> Vec<String> {
     let text = fs::read_to_string(manifest)
         .unwrap_or_else(|e| panic!("reading {}: {e}", manifest.display()));
-    let names: Vec<String> = text
-        .lines()
-        .filter(|l| l.contains("path = \"../"))
-        .filter_map(|l| l.split_whitespace().next())
-        .map(str::to_owned)
-        .collect();
+    let guests = manifest.parent().and_then(Path::parent).expect("guests/");
+    let mut names: Vec<String> = Vec::new();
+    let mut section = "";
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line;
+            continue;
+        }
+        if section != "[dependencies]" || line.starts_with('#') || !line.contains("path") {
+            continue;
+        }
+        let (key, value) = line
+            .split_once('=')
+            .unwrap_or_else(|| panic!("{}: cannot read {line:?}", manifest.display()));
+        let name = key.trim().to_owned();
+        let expected = format!("{{ path = \"../{name}\" }}");
+        assert_eq!(
+            value.trim(),
+            expected,
+            "{}: a carried plugin is `NAME = {{ path = \"../NAME\" }}`",
+            manifest.display()
+        );
+        let ok = !name.is_empty()
+            && !name.starts_with('.')
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+        assert!(ok, "{}: {name:?} is not a plugin name", manifest.display());
+        let dir = guests.join(&name);
+        assert!(
+            dir.join("src/lib.rs").is_file() && !dir.join("src/main.rs").exists(),
+            "guests/{name}: a plugin the standard component carries is a library (src/lib.rs, no src/main.rs)"
+        );
+        assert!(!names.contains(&name), "{name} is listed twice");
+        names.push(name);
+    }
     assert!(
         !names.is_empty(),
         "no standard plugins in {}",

@@ -561,6 +561,7 @@ pub fn list_report(bin_dir: Option<&Path>, policy_file: Option<&Path>) -> anyhow
             Err(e) => rows.push(json!({
                 "name": name,
                 "origin": plugin_dir.join(format!("{name}.wasm")).display().to_string(),
+                "component": name,
                 "sha256": null,
                 "size": null,
                 "policy": {"status": format!("UNREADABLE: {e}"), "valid": false},

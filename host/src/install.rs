@@ -797,8 +797,8 @@ fn plan_plugin(
     if !plugins::valid_name(&name) {
         bail!("{}", plugins::LookupError::InvalidName(name));
     }
-    if name == crate::plugins::SELF_NAME || plugins::bundled().any(|p| p.name() == name) {
-        bail!("plugin name {name:?} is taken by a standard plugin carried in wasmcni (a file cannot shadow it): choose another with --name");
+    if plugins::taken(&name) {
+        bail!("plugin name {name:?} is taken by a standard plugin or component carried in wasmcni (a file cannot shadow it): choose another with --name");
     }
     let wasm = read_input(file, "plugin", 64 << 20)?;
     check_component(engine, &wasm, file)?;

@@ -11,8 +11,7 @@
 //! their names from this crate's Cargo.toml. A guest crate with a
 //! `src/main.rs` (loopback) is a component of its own instead.
 
-use guest_sdk::cni::{CniResult, Error};
-use guest_sdk::skel::{self, Invocation, Plugin};
+use guest_sdk::cni::{Error, LATEST};
 
 /// Every standard plugin: its name and its `main`.
 const PLUGINS: &[(&str, fn() -> !)] = &[
@@ -34,43 +33,21 @@ const PLUGINS: &[(&str, fn() -> !)] = &[
     ("vrf", vrf::main),
 ];
 
-/// Run under a name that is no standard plugin's (wasmcni never does):
-/// every command fails with a CNI error naming it.
-struct Unknown(String);
-
-impl Unknown {
-    fn error(&self) -> Error {
-        Error::internal(format!(
-            "the standard plugins' component has no plugin named {:?}",
-            self.0
-        ))
-    }
-}
-
-impl Plugin for Unknown {
-    fn add(&self, _inv: &Invocation) -> Result<CniResult, Error> {
-        Err(self.error())
-    }
-    fn check(&self, _inv: &Invocation) -> Result<(), Error> {
-        Err(self.error())
-    }
-    fn del(&self, _inv: &Invocation) -> Result<(), Error> {
-        Err(self.error())
-    }
-    fn status(&self, _inv: &Invocation) -> Result<(), Error> {
-        Err(self.error())
-    }
-    fn gc(&self, _inv: &Invocation) -> Result<(), Error> {
-        Err(self.error())
-    }
-}
-
 fn main() {
     let name = std::env::args().next().unwrap_or_default();
-    match PLUGINS.iter().find(|(n, _)| *n == name) {
-        Some((_, main)) => main(),
-        None => skel::run(Unknown(name), ""),
+    if let Some((_, main)) = PLUGINS.iter().find(|(n, _)| *n == name) {
+        main();
     }
+    // Run under another name (a copy of this component run by path, as
+    // `wasmcni run FILE.wasm` runs it under the file's name): every
+    // command fails, VERSION too, naming the plugins it carries.
+    let names: Vec<&str> = PLUGINS.iter().map(|(n, _)| *n).collect();
+    let e = Error::invalid_env(format!(
+        "this is the standard plugins' component, run as {name:?}: it runs only as one of {}",
+        names.join(", ")
+    ));
+    println!("{}", e.to_json(LATEST));
+    std::process::exit(1);
 }
 
 #[cfg(test)]

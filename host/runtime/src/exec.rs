@@ -258,8 +258,8 @@ type AddFn = fn(&mut Linker<StoreData>) -> wasmtime::Result<()>;
 const PROVIDED: &[(&str, AddFn)] = {
     type T = StoreData;
     &[
-        // wasmcni's own interfaces, each only when imported: the linker
-        // is built for every call, and most plugins import a few.
+        // wasmcni's own interfaces, each only when imported: a linker is
+        // built in every process, and loopback imports a few.
         ("wasmcni:plugin/types@", caps::add_types),
         ("wasmcni:plugin/netns@", caps::add_netns),
         ("wasmcni:plugin/link@", caps::add_link),

@@ -192,6 +192,13 @@ pub fn valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
 }
 
+/// Whether `name` is taken by what this binary carries: its own name, a
+/// standard plugin's, or a standard component's (`standard`: a file of
+/// that name would be listed, audited and cached as that component).
+pub fn taken(name: &str) -> bool {
+    name == SELF_NAME || bundled().any(|p| p.name() == name || p.component_name() == name)
+}
+
 /// The standard plugins carried in this binary.
 pub fn bundled() -> impl Iterator<Item = Plugin> {
     bundled::BUNDLED

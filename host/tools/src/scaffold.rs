@@ -177,8 +177,8 @@ pub fn check_name(name: &str) -> Result<(), ScaffoldError> {
     if RESERVED.contains(&name) || KEYWORDS.contains(&name) {
         return bad("Cargo or wasmcni reserves it");
     }
-    if wasmcni_runtime::plugins::bundled().any(|p| p.name() == name) {
-        return bad("a standard plugin has it");
+    if wasmcni_runtime::plugins::taken(name) {
+        return bad("a standard plugin or component has it");
     }
     Ok(())
 }
