@@ -322,23 +322,45 @@ pub fn load(
     plugin: &Plugin,
     cache: Option<&ArtifactCache>,
 ) -> wasmtime::Result<Component> {
-    type Loaded = Vec<(Engine, String, Component)>;
-    static LOADED: std::sync::Mutex<Loaded> = std::sync::Mutex::new(Vec::new());
-    let found = |loaded: &Loaded| {
-        loaded
-            .iter()
-            .find(|(e, sha, _)| Engine::same(e, engine) && sha == plugin.sha256())
-            .map(|(_, _, c)| c.clone())
-    };
-    if let Some(c) = found(&LOADED.lock().unwrap_or_else(|e| e.into_inner())) {
-        return Ok(c);
+    static LOADED: PerProcess<Component> = PerProcess::new();
+    LOADED.get_or_make(engine, plugin.sha256(), || {
+        load_uncached(engine, plugin, cache)
+    })
+}
+
+/// What is made once per process, engine and component (sha256): kept for
+/// the process's life (a process about to exit does not tear it down).
+pub(crate) struct PerProcess<T>(std::sync::Mutex<Vec<(Engine, String, T)>>);
+
+impl<T: Clone> PerProcess<T> {
+    /// None yet.
+    pub(crate) const fn new() -> PerProcess<T> {
+        PerProcess(std::sync::Mutex::new(Vec::new()))
     }
-    let c = load_uncached(engine, plugin, cache)?;
-    let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
-    if found(&loaded).is_none() {
-        loaded.push((engine.clone(), plugin.sha256().to_owned(), c.clone()));
+
+    /// The one made for `engine` and `sha256`, else what `make` makes
+    /// (kept when it succeeds; the lock is not held while it runs).
+    pub(crate) fn get_or_make(
+        &self,
+        engine: &Engine,
+        sha256: &str,
+        make: impl FnOnce() -> wasmtime::Result<T>,
+    ) -> wasmtime::Result<T> {
+        let found = |made: &[(Engine, String, T)]| {
+            made.iter()
+                .find(|(e, sha, _)| Engine::same(e, engine) && sha == sha256)
+                .map(|(_, _, t)| t.clone())
+        };
+        if let Some(t) = found(&self.0.lock().unwrap_or_else(|e| e.into_inner())) {
+            return Ok(t);
+        }
+        let t = make()?;
+        let mut made = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if found(&made).is_none() {
+            made.push((engine.clone(), sha256.to_owned(), t.clone()));
+        }
+        Ok(t)
     }
-    Ok(c)
 }
 
 fn load_uncached(

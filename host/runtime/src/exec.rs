@@ -354,30 +354,22 @@ fn linker(engine: &Engine, imports: &[String]) -> wasmtime::Result<Linker<StoreD
 /// `component` linked and type-checked against its imports, ready to
 /// instantiate: once per process, engine and component (the standard
 /// plugins share one, so bridge and the host-local it runs, or a chain's
-/// members, link it once). Kept for the process's life: a process about
-/// to exit does not tear it down.
+/// members, link it once).
 fn command_pre(
     engine: &Engine,
     component: &Component,
     plugin: &Plugin,
     imports: &[String],
 ) -> wasmtime::Result<sync::CommandPre<StoreData>> {
-    type Linked = Vec<(Engine, String, sync::CommandPre<StoreData>)>;
-    static LINKED: std::sync::Mutex<Linked> = std::sync::Mutex::new(Vec::new());
-    let mut linked = LINKED.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, _, pre)) = linked
-        .iter()
-        .find(|(e, sha, _)| Engine::same(e, engine) && sha == plugin.sha256())
-    {
-        return Ok(pre.clone());
-    }
-    let linker = linker(engine, imports)?;
-    let pre = sync::CommandPre::new(linker.instantiate_pre(component)?)?;
-    // Its definitions live on in `pre`; freeing its maps would only cost
-    // a process about to exit.
-    std::mem::forget(linker);
-    linked.push((engine.clone(), plugin.sha256().to_owned(), pre.clone()));
-    Ok(pre)
+    static LINKED: engine::PerProcess<sync::CommandPre<StoreData>> = engine::PerProcess::new();
+    LINKED.get_or_make(engine, plugin.sha256(), || {
+        let linker = linker(engine, imports)?;
+        let pre = sync::CommandPre::new(linker.instantiate_pre(component)?)?;
+        // Its definitions live on in `pre`; freeing its maps would only
+        // cost a process about to exit.
+        std::mem::forget(linker);
+        Ok(pre)
+    })
 }
 
 /// Runs a prepared component once with `caps` as its capability context,

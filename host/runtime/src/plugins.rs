@@ -201,16 +201,27 @@ pub fn taken(name: &str) -> bool {
 
 /// The standard plugins carried in this binary.
 pub fn bundled() -> impl Iterator<Item = Plugin> {
-    bundled::BUNDLED
-        .iter()
-        .map(|(name, component, range, sha)| Plugin {
-            name: (*name).to_owned(),
-            component: (*component).to_owned(),
-            wasm: Wasm::Bundled(range.clone()),
-            sha256: (*sha).to_owned(),
-            origin: Origin::Bundled,
-        })
+    bundled::BUNDLED.iter().map(bundled_plugin)
 }
+
+/// The standard plugin of a `BUNDLED` row.
+fn bundled_plugin(row: &BundledRow) -> Plugin {
+    let (name, component, range, sha) = row;
+    Plugin {
+        name: (*name).to_owned(),
+        component: (*component).to_owned(),
+        wasm: Wasm::Bundled(range.clone()),
+        sha256: (*sha).to_owned(),
+        origin: Origin::Bundled,
+    }
+}
+
+type BundledRow = (
+    &'static str,
+    &'static str,
+    std::ops::Range<usize>,
+    &'static str,
+);
 
 /// The third-party plugin directory.
 pub fn plugin_dir() -> PathBuf {
@@ -252,8 +263,9 @@ pub fn find_in(name: &str, plugin_dir: &Path) -> Result<Plugin, LookupError> {
     if !valid_name(name) {
         return Err(LookupError::InvalidName(name.to_owned()));
     }
-    if let Some(p) = bundled().find(|p| p.name == name) {
-        return Ok(p);
+    // The row first: a lookup on every run makes one Plugin, not one per row.
+    if let Some(row) = bundled::BUNDLED.iter().find(|r| r.0 == name) {
+        return Ok(bundled_plugin(row));
     }
     let path = plugin_dir.join(format!("{name}.wasm"));
     match Plugin::from_path(&path) {
