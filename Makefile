@@ -57,16 +57,18 @@ cycles:
 cycles-methods:
 	@python3 host/module-cycles.py host/runtime/src -v -m
 
-# Regenerate host/hot-symbols.txt (link order of the hot path; needs root
+# Regenerate host/hot-symbols.txt and host/hot-symbols-musl.txt (link order
+# of the hot path, for the glibc and the musl build; needs root
 # and valgrind). Rerun after large changes to the run path, then `make bench`.
 hot-symbols: setup
 	host/hot-symbols.sh
+	host/hot-symbols.sh --musl
 
 bench: setup
 	$(CARGO) build --release -p wasmcni
 	mkdir -p target/bench-bin && cp $(RELEASE_BIN) target/bench-bin/wasmcni
 	@# Every benchmark runs; a floor one misses fails the target at the end.
-	@status=0; for b in loopback bridge chain cri netavark; do \
+	@status=0; for b in loopback bridge chain cri netavark podman; do \
 	  WASMCNI_BIN=$(CURDIR)/target/bench-bin/wasmcni $(CARGO) bench -p wasmcni --bench $$b || status=1; \
 	done; exit $$status
 

@@ -44,17 +44,34 @@ fn main() {
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
     // The functions a warm plugin run executes, packed together at the start
     // of .text (see hot-symbols.sh): the kernel maps 64 KiB around every
-    // page fault in the executable, so scattered hot code costs RSS. rustc
-    // links x86_64-unknown-linux-gnu with lld, which takes the list; names
-    // it does not find (a stale list) are ignored.
-    let hot = manifest.join("hot-symbols.txt");
-    println!("cargo:rerun-if-changed={}", hot.display());
-    if env::var("TARGET").as_deref() == Ok("x86_64-unknown-linux-gnu") && hot.exists() {
-        println!(
-            "cargo:rustc-link-arg-bin=wasmcni=-Wl,--symbol-ordering-file={}",
-            hot.display()
-        );
-        println!("cargo:rustc-link-arg-bin=wasmcni=-Wl,--no-warn-symbol-ordering");
+    // page fault in the executable, so scattered hot code costs RSS. A list
+    // per target (the symbol names differ: the target is in every crate's
+    // hash). rustc links x86_64-unknown-linux-gnu with its own lld, which
+    // takes the list; the musl build is linked through `cc`, so it is told
+    // to use the same lld (rustc's `gcc-ld/ld.lld`). Names lld does not
+    // find (a stale list) are ignored; without the list (or the lld) the
+    // build is the same, only its hot code is scattered.
+    let target = env::var("TARGET").unwrap_or_default();
+    let list = match target.as_str() {
+        "x86_64-unknown-linux-gnu" => Some("hot-symbols.txt"),
+        "x86_64-unknown-linux-musl" => Some("hot-symbols-musl.txt"),
+        _ => None,
+    };
+    if let Some(list) = list {
+        let hot = manifest.join(list);
+        println!("cargo:rerun-if-changed={}", hot.display());
+        let lld = if musl { rustc_lld() } else { None };
+        if hot.exists() && (!musl || lld.is_some()) {
+            if let Some(dir) = lld {
+                println!("cargo:rustc-link-arg-bin=wasmcni=-fuse-ld=lld");
+                println!("cargo:rustc-link-arg-bin=wasmcni=-B{}", dir.display());
+            }
+            println!(
+                "cargo:rustc-link-arg-bin=wasmcni=-Wl,--symbol-ordering-file={}",
+                hot.display()
+            );
+            println!("cargo:rustc-link-arg-bin=wasmcni=-Wl,--no-warn-symbol-ordering");
+        }
     }
     let root = manifest.parent().expect("workspace root");
     let fixtures = root.join("target/guests/wasm32-wasip2/guest");
@@ -62,4 +79,21 @@ fn main() {
         "cargo:rustc-env=WASMCNI_FIXTURES={}",
         fixtures.to_str().expect("UTF-8 path")
     );
+}
+
+/// The directory of rustc's own `ld.lld` driver shim (`-B` for `cc`):
+/// `<sysroot>/lib/rustlib/<host>/bin/gcc-ld`, shipped with every rustup
+/// toolchain. None when the toolchain has none (a distribution's rustc).
+fn rustc_lld() -> Option<PathBuf> {
+    let rustc = env::var_os("RUSTC")?;
+    let out = std::process::Command::new(rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()?;
+    let sysroot = PathBuf::from(String::from_utf8(out.stdout).ok()?.trim());
+    let dir = sysroot
+        .join("lib/rustlib")
+        .join(env::var("HOST").ok()?)
+        .join("bin/gcc-ld");
+    dir.join("ld.lld").exists().then_some(dir)
 }

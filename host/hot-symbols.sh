@@ -11,6 +11,8 @@
 #
 # Needs root (a network namespace for the plugin) and valgrind. Usage:
 #   host/hot-symbols.sh        (from the workspace root; `make hot-symbols`)
+#   host/hot-symbols.sh --musl the same for the static musl build (the
+#                              installer image's): host/hot-symbols-musl.txt
 #   host/hot-symbols.sh --instructions BIN
 #                              the same runs of wasmcni BIN, printing each warm
 #                              run's instruction count (callgrind: repeatable on
@@ -20,7 +22,9 @@
 #                              hot-symbol order depends on the path)
 set -euo pipefail
 counts=
+target=x86_64-unknown-linux-gnu list=host/hot-symbols.txt
 if [ "${1:-}" = --instructions ]; then counts=$(realpath "${2:?usage: $0 --instructions BIN}"); fi
+if [ "${1:-}" = --musl ]; then target=x86_64-unknown-linux-musl list=host/hot-symbols-musl.txt; fi
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install valgrind)" >&2; exit 1; }
 if [ -n "$counts" ]; then
@@ -30,8 +34,8 @@ else
   # the list is made from the same build linked with it: the same symbol
   # names (only the executable's link step differs). The next plain build
   # links it stripped again.
-  WASMCNI_KEEP_SYMBOLS=1 cargo build --release -p wasmcni
-  bin=target/x86_64-unknown-linux-gnu/release/wasmcni
+  WASMCNI_KEEP_SYMBOLS=1 cargo build --release --target "$target" -p wasmcni
+  bin=target/$target/release/wasmcni
 fi
 # Under target/: the policy file must sit in directories only root can write.
 mkdir -p target
@@ -75,7 +79,7 @@ if [ -n "$counts" ]; then
   done
   exit 0
 fi
-python3 - "$bin" "$work" > host/hot-symbols.txt <<'PY'
+python3 - "$bin" "$work" > "$list" <<'PY'
 import re, subprocess, sys
 bin, work = sys.argv[1:]
 def executed(runs):
@@ -102,4 +106,4 @@ common = executed(['add', 'check', 'del'])
 hot = [markers[0]] + order(common) + [markers[1]] + order(executed(['badd', 'bdel']) - common)
 print('\n'.join(hot))
 PY
-echo "host/hot-symbols.txt: $(wc -l < host/hot-symbols.txt) functions"
+echo "$list: $(wc -l < "$list") functions"
