@@ -46,11 +46,11 @@ fn main() {
     // of .text (see hot-symbols.sh): the kernel maps 64 KiB around every
     // page fault in the executable, so scattered hot code costs RSS. A list
     // per target (the symbol names differ: the target is in every crate's
-    // hash). rustc links x86_64-unknown-linux-gnu with its own lld, which
-    // takes the list; the musl build is linked through `cc`, so it is told
-    // to use the same lld (rustc's `gcc-ld/ld.lld`). Names lld does not
-    // find (a stale list) are ignored; without the list (or the lld) the
-    // build is the same, only its hot code is scattered.
+    // hash), handed to rustc's own lld (`gcc-ld/ld.lld`, which `cc` is told
+    // to use: rustc links x86_64-unknown-linux-gnu with it already, the musl
+    // target with the system linker, which takes no such list). Names lld
+    // does not find (a stale list) are ignored; without the list or the lld
+    // (a distribution's rustc) the build is the same, its hot code scattered.
     let target = env::var("TARGET").unwrap_or_default();
     let list = match target.as_str() {
         "x86_64-unknown-linux-gnu" => Some("hot-symbols.txt"),
@@ -60,17 +60,21 @@ fn main() {
     if let Some(list) = list {
         let hot = manifest.join(list);
         println!("cargo:rerun-if-changed={}", hot.display());
-        let lld = if musl { rustc_lld() } else { None };
-        if hot.exists() && (!musl || lld.is_some()) {
-            if let Some(dir) = lld {
+        match (hot.exists(), rustc_lld()) {
+            (true, Some(lld)) => {
                 println!("cargo:rustc-link-arg-bin=wasmcni=-fuse-ld=lld");
-                println!("cargo:rustc-link-arg-bin=wasmcni=-B{}", dir.display());
+                println!("cargo:rustc-link-arg-bin=wasmcni=-B{}", lld.display());
+                println!(
+                    "cargo:rustc-link-arg-bin=wasmcni=-Wl,--symbol-ordering-file={}",
+                    hot.display()
+                );
+                println!("cargo:rustc-link-arg-bin=wasmcni=-Wl,--no-warn-symbol-ordering");
             }
-            println!(
-                "cargo:rustc-link-arg-bin=wasmcni=-Wl,--symbol-ordering-file={}",
-                hot.display()
-            );
-            println!("cargo:rustc-link-arg-bin=wasmcni=-Wl,--no-warn-symbol-ordering");
+            (true, None) => println!(
+                "cargo:warning=this toolchain has no gcc-ld/ld.lld: wasmcni is linked without \
+                 its hot-symbol order (a larger peak RSS per CNI call)"
+            ),
+            (false, _) => {}
         }
     }
     let root = manifest.parent().expect("workspace root");

@@ -1,6 +1,7 @@
 #!/bin/bash
-# Regenerates host/hot-symbols.txt: the functions of the wasmcni executable
-# that a warm plugin run executes, which build.rs hands to the linker
+# Regenerates host/hot-symbols.txt (with --musl: host/hot-symbols-musl.txt):
+# the functions of the wasmcni executable that a warm plugin run executes,
+# which build.rs hands to the linker
 # (lld --symbol-ordering-file) so they sit together at the start of .text.
 #
 # Why: every CNI call is a fresh process, and the kernel maps 64 KiB of
@@ -59,6 +60,7 @@ run() {
   ip netns exec "$ns" env CNI_COMMAND=$5 CNI_CONTAINERID=hot CNI_NETNS=/run/netns/$3 CNI_IFNAME=$4 \
     CNI_PATH=/opt/cni/bin WASMCNI_POLICY="$work/policy.json" \
     WASMCNI_AUDIT="$work/audit.jsonl" WASMCNI_CACHE_DIR="$work/cache" WASMCNI_STATE_DIR="$work/state" \
+    WASMCNI_RUN_DIR="$work/run" \
     valgrind --tool=callgrind --demangle=no --callgrind-out-file="$work/$6" \
     "$bin" run "$1" < "$work/$2" > /dev/null 2> "$work/vg.log" || { cat "$work/vg.log" >&2; exit 1; }
 }

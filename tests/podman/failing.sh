@@ -24,7 +24,7 @@ mount --make-rprivate /
 # As run.sh, and /run/netns too: podman's container namespaces (which this
 # test counts) are made there.
 for d in /var/lib/containers /run/containers /run/libpod /etc/cni/net.d /var/lib/cni \
-         /etc/containers/containers.conf.d /var/log/wasmcni /var/lib/wasmcni /run/netns; do
+         /etc/containers/containers.conf.d /var/log/wasmcni /var/lib/wasmcni /run/netns /run/wasmcni; do
   mkdir -p "$d"
   mount -t tmpfs -o mode=0755 tmpfs "$d"
 done

@@ -9,12 +9,13 @@
 set -euo pipefail
 wasmcni=$1 bin=$2 work=$3
 mount --make-rprivate /
-# /var/log/wasmcni and /var/lib/wasmcni too: podman runs the plugins
-# without this script's WASMCNI_* settings (its cleanup process at least),
-# so they use wasmcni's default audit log and state root (the attachment
-# records), which must not be the machine's.
+# /var/log/wasmcni, /var/lib/wasmcni and /run/wasmcni too: podman runs the
+# plugins without this script's WASMCNI_* settings (its cleanup process at
+# least), so they use wasmcni's default audit log, state root (the
+# attachment records) and run directory (locks), which must not be the
+# machine's.
 for d in /var/lib/containers /run/containers /run/libpod /etc/cni/net.d /var/lib/cni \
-         /etc/containers/containers.conf.d /var/log/wasmcni /var/lib/wasmcni; do
+         /etc/containers/containers.conf.d /var/log/wasmcni /var/lib/wasmcni /run/wasmcni; do
   mkdir -p "$d"
   mount -t tmpfs -o mode=0755 tmpfs "$d"
 done

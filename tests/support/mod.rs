@@ -134,13 +134,18 @@ impl Netns {
     /// address on a link with carrier is tentative for about a second,
     /// and its local route appears only after, so a snapshot taken
     /// meanwhile would differ from the next one for nobody's doing (a
-    /// CI run failed on it). Waits at most 3 s; an address still
-    /// tentative then is reported as it is.
+    /// CI run failed on it). And once every link's operational state
+    /// follows its carrier: the kernel updates it from a work queue (up to a
+    /// second later), so a bridge whose last port just went still read
+    /// `UP` without carrier, then `NO-CARRIER`/`DOWN` (a CI run failed on
+    /// that too). Waits at most 3 s; a state still pending then is reported
+    /// as it is.
     pub fn snapshot(&self) -> Value {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
         loop {
             let v = self.snapshot_now();
-            if !dad_pending(&v["addrs"]) || std::time::Instant::now() >= deadline {
+            let settled = !dad_pending(&v["addrs"]) && !operstate_pending(&v["links"]);
+            if settled || std::time::Instant::now() >= deadline {
                 return v;
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
@@ -455,6 +460,24 @@ fn dad_pending(addrs: &Value) -> bool {
                     a.iter()
                         .any(|i| i["tentative"] == true && i["dadfailed"] != true)
                 })
+        })
+    })
+}
+
+/// Whether a link that is up has a carrier its operational state does not
+/// show yet (`ip -j link` output): `UP` without `LOWER_UP`, or `LOWER_UP`
+/// and `DOWN`.
+fn operstate_pending(links: &Value) -> bool {
+    links.as_array().is_some_and(|links| {
+        links.iter().any(|l| {
+            let flags = l["flags"].as_array();
+            let has = |f: &str| flags.is_some_and(|fl| fl.iter().any(|x| x == f));
+            has("UP")
+                && match l["operstate"].as_str() {
+                    Some("UP") => !has("LOWER_UP"),
+                    Some("DOWN") => has("LOWER_UP"),
+                    _ => false,
+                }
         })
     })
 }
