@@ -126,10 +126,7 @@ pub fn install_wasmcni() -> (tempfile::TempDir, PathBuf) {
         nix::unistd::geteuid().is_root(),
         "the benchmark needs root (network namespaces)"
     );
-    let wasmcni = std::env::var_os("WASMCNI_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_wasmcni")));
-    println!("wasmcni under test: {}", wasmcni.display());
+    let wasmcni = under_test();
     let work = support::private_tempdir();
     let bin = work.path().join("bin");
     let out = std::process::Command::new(&wasmcni)
@@ -140,6 +137,30 @@ pub fn install_wasmcni() -> (tempfile::TempDir, PathBuf) {
     assert!(out.status.success(), "wasmcni install: {out:?}");
     support::cni::driver();
     (work, bin)
+}
+
+/// The wasmcni under test: `WASMCNI_BIN` (`make bench` points it at a copy
+/// of the release build), else this build's. Printed.
+pub fn under_test() -> PathBuf {
+    let wasmcni = std::env::var_os("WASMCNI_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_wasmcni")));
+    println!("wasmcni under test: {}", wasmcni.display());
+    wasmcni
+}
+
+/// Fails unless every one of `tools` is on the PATH; `hint` says how to
+/// install them.
+pub fn require_tools(tools: &[&str], hint: &str) {
+    for tool in tools {
+        assert!(
+            std::process::Command::new("sh")
+                .args(["-c", &format!("command -v {tool}")])
+                .output()
+                .is_ok_and(|o| o.status.success()),
+            "the benchmark needs {tool} ({hint})"
+        );
+    }
 }
 
 /// Medians of interleaved ADD/DEL pairs, each (libcni call, driver

@@ -29,7 +29,7 @@ mod common;
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use common::{env_num, median, verdict};
@@ -39,10 +39,7 @@ fn main() {
         nix::unistd::geteuid().is_root(),
         "the benchmark needs root (namespaces, containerd)"
     );
-    let wasmcni = std::env::var_os("WASMCNI_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_wasmcni")));
-    println!("wasmcni under test: {}", wasmcni.display());
+    let wasmcni = common::under_test();
     let runs = env_num("BENCH_RUNS", 30);
     let hostport = std::env::var("BENCH_CRI_HOSTPORT").is_ok_and(|v| v == "1");
     let work = support::private_tempdir();

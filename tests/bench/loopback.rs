@@ -91,10 +91,7 @@ fn main() {
     // changes symbol names (and so the hot-symbol link order), and it
     // overwrites target/x86_64-unknown-linux-gnu/release/wasmcni. `make
     // bench` points WASMCNI_BIN at a copy of the release build.
-    let wasmcni = std::env::var_os("WASMCNI_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_wasmcni")));
-    println!("wasmcni under test: {}", wasmcni.display());
+    let wasmcni = common::under_test();
     let out = Command::new(&wasmcni)
         .arg("install")
         .arg(&bin)

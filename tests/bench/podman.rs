@@ -31,7 +31,7 @@ mod common;
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use common::{env_num, median, verdict};
@@ -41,20 +41,12 @@ fn main() {
         nix::unistd::geteuid().is_root(),
         "the benchmark needs root (network and mount namespaces)"
     );
-    for tool in ["podman", "runc", "busybox", "unshare"] {
-        assert!(
-            Command::new("sh")
-                .args(["-c", &format!("command -v {tool}")])
-                .output()
-                .is_ok_and(|o| o.status.success()),
-            "the benchmark needs {tool} (apt-get install podman runc busybox-static)"
-        );
-    }
+    common::require_tools(
+        &["podman", "runc", "busybox", "unshare", "nft"],
+        "apt-get install podman runc busybox-static nftables",
+    );
     let runs = env_num("BENCH_RUNS", 40);
-    let wasmcni = std::env::var_os("WASMCNI_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_wasmcni")));
-    println!("wasmcni under test: {}", wasmcni.display());
+    let wasmcni = common::under_test();
     let work = support::private_tempdir();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/bench/podman.sh");
     let out = Command::new("unshare")
