@@ -1746,6 +1746,40 @@ fn an_untrusted_or_malformed_policy_file_is_refused() {
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
 }
 
+/// A reader that stops early (`wasmcni audit bridge | head -1`) ends a
+/// report command as it ends `cat`, by SIGPIPE: no panic on the failed
+/// write.
+#[test]
+fn report_commands_end_quietly_when_the_reader_stops() {
+    require_root();
+    use std::os::unix::process::ExitStatusExt;
+    for args in [
+        &["audit", "bridge"][..],
+        &["audit", "--json", "bridge"],
+        &["list"],
+        &["capabilities"],
+    ] {
+        // A pipe whose read end is closed before the command writes.
+        let (r, w) = nix::unistd::pipe().expect("pipe");
+        drop(r);
+        let out = std::process::Command::new(support::wasmcni())
+            .args(args)
+            .env_remove("WASMCNI_POLICY")
+            .stdout(std::process::Stdio::from(w))
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+        assert_eq!(
+            out.status.signal(),
+            Some(libc::SIGPIPE),
+            "{args:?}: {:?} {stderr}",
+            out.status
+        );
+    }
+}
+
 #[test]
 fn audit_shows_identity_imports_grants_and_refusals() {
     require_root();

@@ -228,6 +228,22 @@ enum PolicyCommand {
     },
 }
 
+/// For the commands that only print a report (`list`, `audit`, `policy
+/// suggest`, `capabilities`): a reader that stops early (`wasmcni audit X |
+/// head`) ends the process as it ends `cat`, by `SIGPIPE`, where Rust's
+/// default (the signal ignored, then a panic on the failed write) would
+/// print a panic. Not for the commands that change anything.
+fn reader_may_stop() {
+    // SAFETY: restores the default disposition of one signal, before any
+    // other thread exists that could depend on it.
+    let _ = unsafe {
+        nix::sys::signal::signal(
+            nix::sys::signal::Signal::SIGPIPE,
+            nix::sys::signal::SigHandler::SigDfl,
+        )
+    };
+}
+
 /// Entry point; returns the process exit code.
 pub fn main() -> i32 {
     env_logger::Builder::new()
@@ -271,7 +287,10 @@ pub fn main() -> i32 {
             bin_dir,
             json,
             policy,
-        } => crate::inspect::print_list(bin_dir.as_deref(), json, policy.as_deref()),
+        } => {
+            reader_may_stop();
+            crate::inspect::print_list(bin_dir.as_deref(), json, policy.as_deref())
+        }
         Command::Demo => crate::demo::run(),
         Command::Try {
             plugin,
@@ -298,12 +317,18 @@ pub fn main() -> i32 {
             plugin,
             audit,
             from_try,
-        }) => crate::suggest::run(&plugin, audit.as_deref(), from_try.as_deref()),
+        }) => {
+            reader_may_stop();
+            crate::suggest::run(&plugin, audit.as_deref(), from_try.as_deref())
+        }
         Command::Audit {
             plugin,
             json,
             policy,
-        } => crate::inspect::print(&plugin, json, policy.as_deref()),
+        } => {
+            reader_may_stop();
+            crate::inspect::print(&plugin, json, policy.as_deref())
+        }
         Command::New {
             name,
             dir,
@@ -326,6 +351,7 @@ pub fn main() -> i32 {
         }
         Command::Info => return netavark::main(netavark::Call::Info),
         Command::Capabilities => {
+            reader_may_stop();
             print!("{}", crate::caps::catalog::markdown());
             Ok(())
         }
