@@ -1760,7 +1760,9 @@ fn report_commands_end_quietly_when_the_reader_stops() {
         &["capabilities"],
     ] {
         // A pipe whose read end is closed before the command writes.
-        let (r, w) = nix::unistd::pipe().expect("pipe");
+        // Close-on-exec: no process another test starts meanwhile keeps
+        // a read end open.
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
         drop(r);
         let out = std::process::Command::new(support::wasmcni())
             .args(args)

@@ -1142,6 +1142,56 @@ fn sysctl_read_write_inside_the_namespace() {
         "1"
     );
     assert_eq!(cat_in(&a, "/proc/sys/net/ipv6/conf/d0/disable_ipv6"), "1");
+    // IPv4 settings wasmcni reads and writes over netlink (no lookup
+    // below /proc/sys/net/ipv4): the same values, the same errors.
+    assert_eq!(
+        sysctl::read(&ha, "net.ipv4.ip_forward").unwrap(),
+        cat_in(&a, "/proc/sys/net/ipv4/ip_forward")
+    );
+    let mut prev = cat_in(&a, "/proc/sys/net/ipv4/conf/d0/arp_notify");
+    for v in ["1", "0", "2", "-1"] {
+        sysctl::write(&ha, "net.ipv4.conf.d0/100.arp_notify", v).unwrap();
+        assert_eq!(cat_in(&a, "/proc/sys/net/ipv4/conf/d0.100/arp_notify"), v);
+        assert_eq!(
+            sysctl::read(&ha, "net.ipv4.conf.d0/100.arp_notify").unwrap(),
+            v
+        );
+        assert_eq!(
+            sysctl::exchange(&ha, "net.ipv4.conf.d0.arp_notify", v).unwrap(),
+            prev
+        );
+        assert_eq!(cat_in(&a, "/proc/sys/net/ipv4/conf/d0/arp_notify"), v);
+        prev = v.to_owned();
+    }
+    // Not the link's own name (an alternative one): not a /proc/sys
+    // directory, so no setting.
+    a.ip(&["link", "property", "add", "dev", "d0", "altname", "d0alt"]);
+    for key in [
+        "net.ipv4.conf.d0alt.arp_notify",
+        "net.ipv4.conf.nosuch.arp_notify",
+    ] {
+        assert_eq!(
+            sysctl::read(&ha, key).unwrap_err().kind(),
+            io::ErrorKind::NotFound,
+            "{key}"
+        );
+        assert_eq!(
+            sysctl::write(&ha, key, "1").unwrap_err().kind(),
+            io::ErrorKind::NotFound,
+            "{key}"
+        );
+    }
+    // What the kernel would parse differently goes to /proc/sys.
+    assert_eq!(
+        os_errno(sysctl::write(&ha, "net.ipv4.conf.d0.arp_notify", "x")),
+        libc::EINVAL
+    );
+    assert_eq!(
+        os_errno(sysctl::write(&ha, "net.ipv4.conf.d0.arp_notify", "+1")),
+        libc::EINVAL
+    );
+    sysctl::write(&ha, "net.ipv4.conf.d0.arp_notify", "007").unwrap();
+    assert_eq!(cat_in(&a, "/proc/sys/net/ipv4/conf/d0/arp_notify"), "7");
     // A multi-value key keeps its inner whitespace.
     let range = sysctl::read(&ha, "net.ipv4.ip_local_port_range").unwrap();
     assert!(range.contains('\t') && !range.ends_with('\n'), "{range:?}");
@@ -1179,6 +1229,116 @@ fn sysctl_read_write_inside_the_namespace() {
     let e = sysctl::write(&ha, "net.ipv4.ip_forward", "1\n0").unwrap_err();
     assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
     assert_eq!(sysctl::read(&ha, "net.ipv4.ip_forward").unwrap(), flipped);
+}
+
+/// wasmcni writes an IPv4 setting of a link (`arp_notify`) over netlink
+/// only while the link is down: on a link that is up, netlink's write also
+/// announces a change of the link (`RTM_NEWLINK`; `NETDEV_CHANGE` inside the
+/// kernel), which a write below /proc/sys does not. `ip monitor link` shows
+/// which way each write went; links created as markers order its output.
+/// The netlink calls themselves are asked directly too, so the sysctls'
+/// results above cannot come from the /proc/sys fallback alone.
+#[test]
+fn ipv4_settings_go_over_netlink_only_on_links_that_are_down() {
+    use std::io::BufRead;
+    use std::sync::{Arc, Mutex};
+    let a = Netns::new("nl-inetconf");
+    let (ha, mut nl) = open(&a);
+    nl.create_bridge("down0", &no_opts(), false).unwrap();
+    nl.create_bridge("up0", &no_opts(), false).unwrap();
+    a.ip(&["link", "set", "up0", "up"]);
+
+    // The kernel's answers, asked directly.
+    let (forwarding, was, up0) = ha
+        .run_inside(|| {
+            let mut here = Netlink::here().map_err(io::Error::other)?;
+            let forwarding = here.ipv4_forwarding().map_err(io::Error::other)?;
+            let down0 = here.inet_conf("down0").map_err(io::Error::other)?;
+            assert!(!down0.up);
+            here.set_inet_conf(down0.index, 22, 1)
+                .map_err(io::Error::other)?;
+            let up0 = here.inet_conf("up0").map_err(io::Error::other)?;
+            assert!(up0.up);
+            Ok((forwarding, down0.conf.map(|c| c.arp_notify), up0.index))
+        })
+        .unwrap();
+    assert_eq!(
+        forwarding.to_string(),
+        cat_in(&a, "/proc/sys/net/ipv4/ip_forward")
+    );
+    assert_eq!(was, Some(0));
+    assert_eq!(cat_in(&a, "/proc/sys/net/ipv4/conf/down0/arp_notify"), "1");
+
+    let mut monitor = std::process::Command::new("ip")
+        .args(["-n", &a.name, "-o", "monitor", "link"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("ip monitor");
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let out = monitor.stdout.take().unwrap();
+    let seen = lines.clone();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            seen.lock().unwrap().push(line);
+        }
+    });
+    // Creates marker links until the monitor shows one: its position.
+    let mut n = 0;
+    let mut marker = |nl: &mut Netlink| -> usize {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let name = format!("mark{n}");
+            n += 1;
+            nl.create_bridge(&name, &no_opts(), false).unwrap();
+            let until = Instant::now() + Duration::from_millis(500);
+            while Instant::now() < until {
+                if let Some(i) = lines
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .position(|l| l.contains(&format!(": {name}:")))
+                {
+                    return i;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            assert!(Instant::now() < deadline, "ip monitor showed no marker");
+        }
+    };
+    let mentions = |from: usize, to: usize, link: &str| {
+        lines.lock().unwrap()[from..to]
+            .iter()
+            .filter(|l| l.contains(&format!(": {link}:")))
+            .count()
+    };
+    let m0 = marker(&mut nl);
+    sysctl::write(&ha, "net.ipv4.conf.up0.arp_notify", "1").unwrap();
+    assert_eq!(
+        sysctl::exchange(&ha, "net.ipv4.conf.up0.arp_notify", "0").unwrap(),
+        "1"
+    );
+    sysctl::write(&ha, "net.ipv4.conf.down0.arp_notify", "0").unwrap();
+    let m1 = marker(&mut nl);
+    // The control: netlink's own write on the up link is announced.
+    ha.run_inside(|| {
+        let mut here = Netlink::here().map_err(io::Error::other)?;
+        here.set_inet_conf(up0, 22, 1).map_err(io::Error::other)
+    })
+    .unwrap();
+    let m2 = marker(&mut nl);
+    let _ = monitor.kill();
+    let _ = monitor.wait();
+    assert_eq!(
+        mentions(m0, m1, "up0"),
+        0,
+        "a write of an up link's setting was announced (it went over netlink)"
+    );
+    assert!(
+        mentions(m1, m2, "up0") > 0,
+        "netlink's own write on an up link was not announced: the check above shows nothing"
+    );
+    assert_eq!(cat_in(&a, "/proc/sys/net/ipv4/conf/up0/arp_notify"), "1");
+    assert_eq!(cat_in(&a, "/proc/sys/net/ipv4/conf/down0/arp_notify"), "0");
 }
 
 #[test]

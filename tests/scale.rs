@@ -48,6 +48,10 @@ struct Trace {
     ipam_dir_reads: usize,
     /// Other directory reads.
     dir_reads: usize,
+    /// Lookups of a directory below `/proc/sys/net` from its top (an open
+    /// of `/proc/sys/net/...`): the kernel compares one entry per network
+    /// namespace on the node for each.
+    proc_sys_net: usize,
 }
 
 /// The network: bridge + host-local on a /16, on a node ([`Net`]: its
@@ -193,6 +197,9 @@ fn parse(log: &Path, state: &Path, data: &Path) -> Trace {
             .rsplit_once(" = ")
             .and_then(|(_, r)| r.split_whitespace().next()?.parse().ok());
         let netlink = rest.contains("NETLINK");
+        if matches!(call, "openat" | "openat2" | "open") && rest.contains("\"/proc/sys/net/") {
+            t.proc_sys_net += 1;
+        }
         match call {
             "sendto" | "sendmsg" if netlink => {
                 // Each message header of the request.
@@ -303,6 +310,17 @@ fn add_and_del_do_not_grow_with_the_node() {
     println!("ADD at 10: {a10:?}\nADD at 200: {a200:?}\nDEL at 10: {d10:?}\nDEL at 200: {d200:?}");
     assert_flat("ADD", &a10, &a200);
     assert_flat("DEL", &d10, &d200);
+    // A setting below /proc/sys/net costs a lookup of its directory in
+    // each namespace the call works in, which grows with the namespaces
+    // on the node (about 1 ms each at 2000): IPv6's in the node and in
+    // the container (accept_ra, accept_dad); IPv4's (ip_forward,
+    // arp_notify) go over netlink.
+    assert!(
+        a200.proc_sys_net <= 2,
+        "ADD looked up {} directories below /proc/sys/net (at most 2: ipv6 in the node and \
+         in the container)\n{a200:?}",
+        a200.proc_sys_net
+    );
     for (i, ctr) in net.ctrs.iter().enumerate() {
         let run = net.invoke("DEL", &format!("fill{i}"), &ctr.path, &[]);
         assert_eq!(run.code, 0, "DEL fill{i}: {run:?}");

@@ -9,6 +9,9 @@ use std::io::{self, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+use netlink_packet_route::link::InetDevConf;
+
+use crate::netlink::route::{Netlink, NlError};
 use crate::netns::NetNs;
 
 /// The most a sysctl read returns (network sysctls are a few bytes; this
@@ -108,12 +111,150 @@ fn open_here(path: &Path, write: bool) -> io::Result<File> {
     })
 }
 
+thread_local! {
+    /// A route socket of this thread's namespace, opened on first use (see
+    /// [`by_netlink`]).
+    static ROUTE: std::cell::RefCell<Option<Netlink>> = const { std::cell::RefCell::new(None) };
+}
+
+/// A setting read (and, for a link's, written) over netlink rather than
+/// below `/proc/sys/net/ipv4`: the first lookup of that directory in a
+/// process compares one entry per namespace on the node (about 1 ms each
+/// with 2000 namespaces here), and an ADD made two (`ip_forward` in the
+/// node, `arp_notify` in the container). The values are the sysctls' own
+/// stores; a write goes this way only for a setting whose sysctl write does
+/// nothing else in the kernel, on a link that is down (as a plugin's new
+/// link is), and only where `/proc/sys` is mounted writable. Anything
+/// netlink cannot answer (a link without IPv4, an old kernel) goes to
+/// `/proc/sys` as before, which answers with its own error. A link renamed
+/// between the lookup by name and the write by index keeps the write (a
+/// sysctl open at that instant would have found the new holder of the
+/// name); only root can rename links.
+enum ByNetlink {
+    /// `net.ipv4.ip_forward`.
+    Forwarding,
+    /// `net.ipv4.conf.<link>.<setting>`: the link, `IPV4_DEVCONF_*`, and
+    /// the setting in the kernel's answer.
+    InetConf { link: String, id: u16, get: Getter },
+}
+
+/// A setting's value in the kernel's IPv4 settings of a link.
+type Getter = fn(&InetDevConf) -> i32;
+
+/// How `key` (already checked by [`key_path`]) goes over netlink, if it
+/// does.
+fn by_netlink(key: &str) -> Option<ByNetlink> {
+    const IPV4_DEVCONF_ARP_NOTIFY: u16 = 22;
+    if key == "net.ipv4.ip_forward" {
+        return Some(ByNetlink::Forwarding);
+    }
+    let (link, setting) = key.strip_prefix("net.ipv4.conf.")?.split_once('.')?;
+    let (id, get): (u16, Getter) = match setting {
+        "arp_notify" => (IPV4_DEVCONF_ARP_NOTIFY, |c| c.arp_notify),
+        _ => return None,
+    };
+    // `all` and `default` are no links.
+    (link != "all" && link != "default").then(|| ByNetlink::InetConf {
+        link: link.replace('/', "."),
+        id,
+        get,
+    })
+}
+
+/// Runs `f` on this thread's route socket.
+fn with_route<T>(f: impl FnOnce(&mut Netlink) -> Result<T, NlError>) -> Option<T> {
+    ROUTE.with(|route| {
+        let mut route = route.borrow_mut();
+        if route.is_none() {
+            *route = Netlink::here().ok();
+        }
+        f(route.as_mut()?).ok()
+    })
+}
+
+/// [`read_here`] over netlink ([`by_netlink`]), if it can.
+fn read_netlink(key: &str) -> Option<String> {
+    proc_sys()?;
+    match by_netlink(key)? {
+        ByNetlink::Forwarding => with_route(|nl| nl.ipv4_forwarding()).map(|v| v.to_string()),
+        ByNetlink::InetConf { link, get, .. } => with_route(|nl| nl.inet_conf(&link))?
+            .conf
+            .map(|c| get(&c).to_string()),
+    }
+}
+
+/// A link's setting `key` over netlink, if it goes that way, and `value`
+/// as an `int`: one the kernel prints so (else `/proc/sys` parses it), 0
+/// or 1 (newer kernels refuse other values over netlink), and only where
+/// `/proc/sys` would take the write (netlink ignores a read-only mount).
+fn inet_conf_write(key: &str, value: &str) -> Option<(String, u16, Getter, i32)> {
+    let ByNetlink::InetConf { link, id, get } = by_netlink(key)? else {
+        return None;
+    };
+    let v = value.parse::<i32>().ok()?;
+    (v.to_string() == value && (0..=1).contains(&v) && proc_sys() == Some(true))
+        .then_some((link, id, get, v))
+}
+
+/// Whether `/proc/sys` is mounted (`None`: it is not, or cannot be
+/// asked) and writable, in this process's mount namespace. Netlink
+/// answers and takes settings without it: where `/proc/sys` would refuse,
+/// so must wasmcni.
+fn proc_sys() -> Option<bool> {
+    static STATE: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    *STATE.get_or_init(|| {
+        nix::sys::statvfs::statvfs("/proc/sys")
+            .ok()
+            .map(|s| !s.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY))
+    })
+}
+
+/// [`write_here`] over netlink, if it can: whether it did. Only on a link
+/// that is down: on one that is up, netlink's write also announces a
+/// change of the link (`NETDEV_CHANGE`), which the sysctl's does not.
+fn write_netlink(key: &str, value: &str) -> bool {
+    let Some((link, id, _, v)) = inet_conf_write(key, value) else {
+        return false;
+    };
+    with_route(|nl| {
+        let found = nl.inet_conf(&link)?;
+        if found.up || found.conf.is_none() {
+            return Err(NlError::Kernel(libc::EAGAIN));
+        }
+        nl.set_inet_conf(found.index, id, v)
+    })
+    .is_some()
+}
+
+/// [`exchange`]'s work over netlink, if it can (as [`write_netlink`]): one
+/// answer for the link and its old value, then the change if it is one.
+fn exchange_netlink(key: &str, value: &str) -> Option<String> {
+    key_path(key).ok()?;
+    let (link, id, get, v) = inet_conf_write(key, value)?;
+    with_route(|nl| {
+        let found = nl.inet_conf(&link)?;
+        let conf = match found.conf {
+            Some(c) if !found.up => c,
+            _ => return Err(NlError::Kernel(libc::EAGAIN)),
+        };
+        let old = get(&conf);
+        if old != v {
+            nl.set_inet_conf(found.index, id, v)?;
+        }
+        Ok(old.to_string())
+    })
+}
+
 /// Reads dotted key `key` (`net.ipv4.ip_forward`; a `/` inside a component
 /// stands for a `.` in an interface name, as in sysctl(8)), without the
 /// trailing newline.
 pub fn read(ns: &NetNs, key: &str) -> io::Result<String> {
     let path = key_path(key)?;
+    let key = key.to_owned();
     ns.run_inside(move || {
+        if let Some(v) = read_netlink(&key) {
+            return Ok(v);
+        }
         let file = open_here(&path, false)?;
         let mut value = String::new();
         file.take(MAX_VALUE).read_to_string(&mut value)?;
@@ -134,6 +275,9 @@ pub fn exchange(ns: &NetNs, key: &str, value: &str) -> io::Result<String> {
     }
     let (key, value) = (key.to_owned(), value.to_owned());
     ns.run_inside(move || {
+        if let Some(old) = exchange_netlink(&key, &value) {
+            return Ok(old);
+        }
         let old = read_here(&key).ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::NotFound,
@@ -161,6 +305,9 @@ pub fn write(ns: &NetNs, key: &str, value: &str) -> io::Result<()> {
 /// Writes `value` to `key` in the namespace of the calling thread.
 fn write_here(key: &str, value: &str) -> io::Result<()> {
     let path = key_path(key)?;
+    if write_netlink(key, value) {
+        return Ok(());
+    }
     let mut data = Vec::with_capacity(value.len() + 1);
     data.extend_from_slice(value.as_bytes());
     data.push(b'\n');
@@ -401,8 +548,12 @@ pub fn restore(ns: &NetNs, values: &[(String, String)]) -> io::Result<Vec<String
 /// Reads `key` in the namespace of the calling thread, without the
 /// trailing newline; `None` if it cannot be read (gone, write-only).
 fn read_here(key: &str) -> Option<String> {
+    let path = key_path(key).ok()?;
+    if let Some(v) = read_netlink(key) {
+        return Some(v);
+    }
     let mut v = String::new();
-    open_here(&key_path(key).ok()?, false)
+    open_here(&path, false)
         .ok()?
         .take(MAX_VALUE)
         .read_to_string(&mut v)

@@ -12,17 +12,17 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, BorrowedFd};
 
 use netlink_packet_core::{
-    DefaultNla, NetlinkHeader, NetlinkMessage, NetlinkPayload, Nla, NLA_TYPE_MASK, NLM_F_ACK,
-    NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
+    DefaultNla, NetlinkHeader, NetlinkMessage, NetlinkPayload, Nla, NLA_F_NESTED, NLA_TYPE_MASK,
+    NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
 };
 use netlink_packet_route::address::{
     AddressAttribute, AddressFlags, AddressHeaderFlags, AddressMessage, AddressProtocol,
     AddressScope,
 };
 use netlink_packet_route::link::{
-    InfoBridge, InfoBridgePort, InfoData, InfoIpVlan, InfoKind, InfoMacVlan, InfoPortData,
-    InfoVeth, InfoVlan, InfoVrf, IpVlanMode, LinkAttribute, LinkFlags, LinkInfo, LinkMessage,
-    LinkProtoInfoBridge, MacVlanMode,
+    AfSpecInet, AfSpecUnspec, InetDevConf, InfoBridge, InfoBridgePort, InfoData, InfoIpVlan,
+    InfoKind, InfoMacVlan, InfoPortData, InfoVeth, InfoVlan, InfoVrf, IpVlanMode, LinkAttribute,
+    LinkFlags, LinkInfo, LinkMessage, LinkProtoInfoBridge, MacVlanMode,
 };
 use netlink_packet_route::neighbour::{NeighbourMessage, NeighbourState};
 use netlink_packet_route::nsid::{NsidAttribute, NsidMessage};
@@ -70,20 +70,163 @@ pub struct Netlink {
 impl Netlink {
     /// Opens a socket inside `ns`.
     pub fn open(ns: &NetNs) -> Result<Netlink, NlError> {
-        let socket = ns.run_inside(|| {
-            let mut s = Socket::new(NETLINK_ROUTE)?;
-            s.bind_auto()?;
-            s.connect(&SocketAddr::new(0, 0))?;
-            // Dumps filtered by the kernel (addresses of one link); an
-            // older kernel without it dumps everything, filtered here.
-            let _ = s.set_netlink_get_strict_chk(true);
-            Ok(s)
-        })?;
+        let socket = ns.run_inside(socket_here)?;
         Ok(Netlink {
             socket,
             seq: 0,
             buf: vec![0; 32 * 1024],
         })
+    }
+
+    /// A socket in the namespace of the calling thread (which, as every
+    /// thread of wasmcni's, never changes namespace).
+    pub fn here() -> Result<Netlink, NlError> {
+        Ok(Netlink {
+            socket: socket_here()?,
+            seq: 0,
+            buf: vec![0; 32 * 1024],
+        })
+    }
+
+    /// The index of link `name`, whether it is up, and its IPv4 settings
+    /// (`net.ipv4.conf.<name>.*`), as its netlink answer carries them;
+    /// `None` if it has none (IPv4 is off on it).
+    pub fn inet_conf(&mut self, name: &str) -> Result<InetConf, NlError> {
+        let link = self.link_named(name)?;
+        let index = link.header.index;
+        let up = link.header.flags.contains(LinkFlags::Up);
+        let conf = link.attributes.into_iter().find_map(|a| match a {
+            LinkAttribute::AfSpecUnspec(specs) => specs.into_iter().find_map(|s| match s {
+                AfSpecUnspec::Inet(inet) => inet.into_iter().find_map(|i| match i {
+                    AfSpecInet::DevConf(c) => Some(c),
+                    _ => None,
+                }),
+                _ => None,
+            }),
+            _ => None,
+        });
+        Ok(InetConf { index, up, conf })
+    }
+
+    /// Sets IPv4 setting `id` (`IPV4_DEVCONF_*`) of link `index` to
+    /// `value` (`IFLA_AF_SPEC` with `AF_INET`'s `IFLA_INET_CONF`, which the
+    /// kernel stores where the sysctl does). Unlike a write of
+    /// `net.ipv4.conf.<name>.<setting>`, on a link that is up it also
+    /// announces a change of the link (`NETDEV_CHANGE`: routes, neighbours
+    /// and multicast memberships are looked at again), and newer kernels
+    /// bound some settings (`arp_notify` to 0 or 1).
+    pub fn set_inet_conf(&mut self, index: u32, id: u16, value: i32) -> Result<(), NlError> {
+        const IFLA_AF_SPEC: u16 = 26;
+        const IFLA_INET_CONF: u16 = 1 | NLA_F_NESTED;
+        // The nests by hand: the crate's request form of IFLA_INET_CONF
+        // leaves out every setting whose value is 0.
+        let nla = |kind: u16, value: &[u8]| {
+            let mut out = Vec::with_capacity(4 + value.len());
+            out.extend_from_slice(&(4 + value.len() as u16).to_ne_bytes());
+            out.extend_from_slice(&kind.to_ne_bytes());
+            out.extend_from_slice(value);
+            out
+        };
+        let conf = nla(IFLA_INET_CONF, &nla(id, &value.to_ne_bytes()));
+        let inet = nla(libc::AF_INET as u16 | NLA_F_NESTED, &conf);
+        let mut msg = link_at(index)?;
+        msg.attributes.push(LinkAttribute::Other(DefaultNla::new(
+            IFLA_AF_SPEC | NLA_F_NESTED,
+            inet,
+        )));
+        self.ack(RouteNetlinkMessage::SetLink(msg), 0)
+    }
+
+    /// The link whose own name is `name`: the kernel finds a link by an
+    /// alternative name too, `/proc/sys/net/*/conf` does not.
+    fn link_named(&mut self, name: &str) -> Result<LinkMessage, NlError> {
+        check_ifname(name)?;
+        let link = self.link_by_name(name)?;
+        let own = link
+            .attributes
+            .iter()
+            .any(|a| matches!(a, LinkAttribute::IfName(n) if n == name));
+        if own {
+            Ok(link)
+        } else {
+            Err(NlError::Kernel(libc::ENODEV))
+        }
+    }
+
+    /// IPv4 forwarding of the namespace (`net.ipv4.ip_forward`, which is
+    /// `net.ipv4.conf.all.forwarding`), by `RTM_GETNETCONF`.
+    pub fn ipv4_forwarding(&mut self) -> Result<i32, NlError> {
+        const NLMSG_ERROR: u16 = 2;
+        const RTM_NEWNETCONF: u16 = 80;
+        const RTM_GETNETCONF: u16 = 82;
+        const NETCONFA_IFINDEX: u16 = 1;
+        const NETCONFA_FORWARDING: u16 = 2;
+        const NETCONFA_IFINDEX_ALL: i32 = -1;
+        self.seq = self.seq.wrapping_add(1);
+        let seq = self.seq;
+        // nlmsghdr, struct netconfmsg (the family, padded), NETCONFA_IFINDEX.
+        let mut req = Vec::with_capacity(28);
+        req.extend_from_slice(&28u32.to_ne_bytes());
+        req.extend_from_slice(&RTM_GETNETCONF.to_ne_bytes());
+        req.extend_from_slice(&NLM_F_REQUEST.to_ne_bytes());
+        req.extend_from_slice(&seq.to_ne_bytes());
+        req.extend_from_slice(&0u32.to_ne_bytes());
+        req.extend_from_slice(&[libc::AF_INET as u8, 0, 0, 0]);
+        req.extend_from_slice(&8u16.to_ne_bytes());
+        req.extend_from_slice(&NETCONFA_IFINDEX.to_ne_bytes());
+        req.extend_from_slice(&NETCONFA_IFINDEX_ALL.to_ne_bytes());
+        self.socket.send(&req, 0)?;
+        let short = || NlError::Decode("short netconf answer".into());
+        loop {
+            let n = self.socket.recv(&mut &mut self.buf[..], 0)?;
+            let buf = &self.buf[..n];
+            let u16_at =
+                |b: &[u8], i: usize| b.get(i..i + 2).map(|x| u16::from_ne_bytes([x[0], x[1]]));
+            let u32_at = |b: &[u8], i: usize| {
+                b.get(i..i + 4)
+                    .map(|x| u32::from_ne_bytes([x[0], x[1], x[2], x[3]]))
+            };
+            let mut off = 0;
+            while off + 16 <= n {
+                let len = u32_at(buf, off).ok_or_else(short)? as usize;
+                if len < 16 || off + len > n {
+                    return Err(short());
+                }
+                let msg = &buf[off..off + len];
+                if u32_at(msg, 8) == Some(seq) {
+                    match u16_at(msg, 4) {
+                        Some(NLMSG_ERROR) => {
+                            let code = u32_at(msg, 16).ok_or_else(short)? as i32;
+                            return Err(if code < 0 {
+                                NlError::Kernel(-code)
+                            } else {
+                                short()
+                            });
+                        }
+                        Some(RTM_NEWNETCONF) => {
+                            // The attributes, after struct netconfmsg.
+                            let mut at = 20;
+                            while at + 4 <= len {
+                                let alen = usize::from(u16_at(msg, at).ok_or_else(short)?);
+                                let kind = u16_at(msg, at + 2).ok_or_else(short)? & NLA_TYPE_MASK;
+                                if alen < 4 || at + alen > len {
+                                    return Err(short());
+                                }
+                                if kind == NETCONFA_FORWARDING && alen >= 8 {
+                                    return Ok(u32_at(msg, at + 4).ok_or_else(short)? as i32);
+                                }
+                                at += (alen + 3) & !3;
+                            }
+                            return Err(NlError::Decode(
+                                "netconf answer without forwarding".into(),
+                            ));
+                        }
+                        _ => {}
+                    }
+                }
+                off += (len + 3) & !3;
+            }
+        }
     }
 
     /// Sends one request and collects every answer until the kernel says it
@@ -226,6 +369,27 @@ impl Netlink {
             .filter(|a| index.is_none_or(|i| a.header.index == i))
             .collect())
     }
+}
+
+/// What [`Netlink::inet_conf`] found.
+pub struct InetConf {
+    /// The link's index.
+    pub index: u32,
+    /// Whether it is up (`IFF_UP`).
+    pub up: bool,
+    /// Its IPv4 settings; `None` without IPv4.
+    pub conf: Option<InetDevConf>,
+}
+
+/// A route socket in the calling thread's namespace.
+fn socket_here() -> io::Result<Socket> {
+    let mut s = Socket::new(NETLINK_ROUTE)?;
+    s.bind_auto()?;
+    s.connect(&SocketAddr::new(0, 0))?;
+    // Dumps filtered by the kernel (addresses of one link); an older
+    // kernel without it dumps everything, filtered here.
+    let _ = s.set_netlink_get_strict_chk(true);
+    Ok(s)
 }
 
 /// The address an `ip addr` listing shows for an address message: the local
