@@ -1142,8 +1142,9 @@ fn sysctl_read_write_inside_the_namespace() {
         "1"
     );
     assert_eq!(cat_in(&a, "/proc/sys/net/ipv6/conf/d0/disable_ipv6"), "1");
-    // IPv4 settings wasmcni reads and writes over netlink (no lookup
-    // below /proc/sys/net/ipv4): the same values, the same errors.
+    // IPv4 settings wasmcni reads over netlink, and on a down link writes
+    // over netlink when the value is 0 or 1 (others through /proc/sys):
+    // the same values, the same errors.
     assert_eq!(
         sysctl::read(&ha, "net.ipv4.ip_forward").unwrap(),
         cat_in(&a, "/proc/sys/net/ipv4/ip_forward")

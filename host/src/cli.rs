@@ -262,6 +262,15 @@ pub fn main() -> i32 {
     }
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if matches!(
+        cli.command,
+        Command::List { .. }
+            | Command::Audit { .. }
+            | Command::Capabilities
+            | Command::Policy(PolicyCommand::Suggest { .. })
+    ) {
+        reader_may_stop();
+    }
     let result = match cli.command {
         Command::Run { plugin, policy } => {
             let target = if plugin.ends_with(".wasm") {
@@ -287,10 +296,7 @@ pub fn main() -> i32 {
             bin_dir,
             json,
             policy,
-        } => {
-            reader_may_stop();
-            crate::inspect::print_list(bin_dir.as_deref(), json, policy.as_deref())
-        }
+        } => crate::inspect::print_list(bin_dir.as_deref(), json, policy.as_deref()),
         Command::Demo => crate::demo::run(),
         Command::Try {
             plugin,
@@ -317,18 +323,12 @@ pub fn main() -> i32 {
             plugin,
             audit,
             from_try,
-        }) => {
-            reader_may_stop();
-            crate::suggest::run(&plugin, audit.as_deref(), from_try.as_deref())
-        }
+        }) => crate::suggest::run(&plugin, audit.as_deref(), from_try.as_deref()),
         Command::Audit {
             plugin,
             json,
             policy,
-        } => {
-            reader_may_stop();
-            crate::inspect::print(&plugin, json, policy.as_deref())
-        }
+        } => crate::inspect::print(&plugin, json, policy.as_deref()),
         Command::New {
             name,
             dir,
@@ -351,7 +351,6 @@ pub fn main() -> i32 {
         }
         Command::Info => return netavark::main(netavark::Call::Info),
         Command::Capabilities => {
-            reader_may_stop();
             print!("{}", crate::caps::catalog::markdown());
             Ok(())
         }

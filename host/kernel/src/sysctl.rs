@@ -174,8 +174,9 @@ fn with_route<T>(f: impl FnOnce(&mut Netlink) -> Result<T, NlError>) -> Option<T
 
 /// [`read_here`] over netlink ([`by_netlink`]), if it can.
 fn read_netlink(key: &str) -> Option<String> {
+    let how = by_netlink(key)?;
     proc_sys()?;
-    match by_netlink(key)? {
+    match how {
         ByNetlink::Forwarding => with_route(|nl| nl.ipv4_forwarding()).map(|v| v.to_string()),
         ByNetlink::InetConf { link, get, .. } => with_route(|nl| nl.inet_conf(&link))?
             .conf

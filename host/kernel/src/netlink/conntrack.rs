@@ -8,7 +8,7 @@
 
 use netlink_sys::Socket;
 
-use super::NlError;
+use super::{raw, NlError};
 
 const NFNL_SUBSYS_CTNETLINK: u16 = 1;
 const IPCTNL_MSG_CT_GET: u16 = 1;
@@ -27,33 +27,9 @@ const NLA_F_NESTED: u16 = 0x8000;
 /// Most entries deleted in one call.
 const MAX_DELETIONS: usize = 4096;
 
+/// A ctnetlink request of message type `ty`.
 fn message(ty: u16, flags: u16, seq: u32, family: u8, attrs: &[u8]) -> Vec<u8> {
-    let len = 16 + 4 + attrs.len();
-    let mut v = Vec::with_capacity(len);
-    v.extend((len as u32).to_ne_bytes());
-    v.extend(((NFNL_SUBSYS_CTNETLINK << 8) | ty).to_ne_bytes());
-    v.extend(flags.to_ne_bytes());
-    v.extend(seq.to_ne_bytes());
-    v.extend(0u32.to_ne_bytes());
-    v.extend([family, 0, 0, 0]);
-    v.extend(attrs);
-    v
-}
-
-/// The attributes of a stream: (type without flags, payload, whole bytes).
-fn attributes(b: &[u8]) -> Vec<(u16, &[u8], &[u8])> {
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i + 4 <= b.len() {
-        let l = u16::from_ne_bytes([b[i], b[i + 1]]) as usize;
-        let t = u16::from_ne_bytes([b[i + 2], b[i + 3]]) & 0x3fff;
-        if l < 4 || i + l > b.len() {
-            break;
-        }
-        out.push((t, &b[i + 4..i + l], &b[i..i + l]));
-        i += (l + 3) & !3;
-    }
-    out
+    raw::message((NFNL_SUBSYS_CTNETLINK << 8) | ty, flags, seq, family, attrs)
 }
 
 /// The original tuple (and zone) of an entry whose original tuple is UDP
@@ -62,13 +38,13 @@ fn victim(body: &[u8], port: u16) -> Option<Vec<u8>> {
     let mut orig = None;
     let mut zone = None;
     let mut hit = false;
-    for (t, p, whole) in attributes(body) {
+    for (t, p, whole) in raw::attributes(body) {
         if t == CTA_TUPLE_ORIG {
             orig = Some(whole.to_vec());
-            for (t2, p2, _) in attributes(p) {
+            for (t2, p2, _) in raw::attributes(p) {
                 if t2 == CTA_TUPLE_PROTO {
                     let (mut num, mut dport) = (0u8, 0u16);
-                    for (t3, p3, _) in attributes(p2) {
+                    for (t3, p3, _) in raw::attributes(p2) {
                         if t3 == CTA_PROTO_NUM && !p3.is_empty() {
                             num = p3[0];
                         }

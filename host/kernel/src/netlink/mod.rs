@@ -6,6 +6,7 @@ pub mod bridge_vlan;
 pub mod conntrack;
 pub mod nfsock;
 pub mod nft;
+mod raw;
 pub mod route;
 pub mod rule;
 pub mod tc;

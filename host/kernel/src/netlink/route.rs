@@ -33,6 +33,8 @@ use netlink_packet_route::route::{
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
+use super::raw;
+
 use crate::netns::NetNs;
 
 /// A netlink failure.
@@ -120,15 +122,8 @@ impl Netlink {
         const IFLA_INET_CONF: u16 = 1 | NLA_F_NESTED;
         // The nests by hand: the crate's request form of IFLA_INET_CONF
         // leaves out every setting whose value is 0.
-        let nla = |kind: u16, value: &[u8]| {
-            let mut out = Vec::with_capacity(4 + value.len());
-            out.extend_from_slice(&(4 + value.len() as u16).to_ne_bytes());
-            out.extend_from_slice(&kind.to_ne_bytes());
-            out.extend_from_slice(value);
-            out
-        };
-        let conf = nla(IFLA_INET_CONF, &nla(id, &value.to_ne_bytes()));
-        let inet = nla(libc::AF_INET as u16 | NLA_F_NESTED, &conf);
+        let conf = raw::nla(IFLA_INET_CONF, &raw::nla(id, &value.to_ne_bytes()));
+        let inet = raw::nla(libc::AF_INET as u16 | NLA_F_NESTED, &conf);
         let mut msg = link_at(index)?;
         msg.attributes.push(LinkAttribute::Other(DefaultNla::new(
             IFLA_AF_SPEC | NLA_F_NESTED,
@@ -164,65 +159,46 @@ impl Netlink {
         const NETCONFA_IFINDEX_ALL: i32 = -1;
         self.seq = self.seq.wrapping_add(1);
         let seq = self.seq;
-        // nlmsghdr, struct netconfmsg (the family, padded), NETCONFA_IFINDEX.
-        let mut req = Vec::with_capacity(28);
-        req.extend_from_slice(&28u32.to_ne_bytes());
-        req.extend_from_slice(&RTM_GETNETCONF.to_ne_bytes());
-        req.extend_from_slice(&NLM_F_REQUEST.to_ne_bytes());
-        req.extend_from_slice(&seq.to_ne_bytes());
-        req.extend_from_slice(&0u32.to_ne_bytes());
-        req.extend_from_slice(&[libc::AF_INET as u8, 0, 0, 0]);
-        req.extend_from_slice(&8u16.to_ne_bytes());
-        req.extend_from_slice(&NETCONFA_IFINDEX.to_ne_bytes());
-        req.extend_from_slice(&NETCONFA_IFINDEX_ALL.to_ne_bytes());
+        let ifindex = raw::nla(NETCONFA_IFINDEX, &NETCONFA_IFINDEX_ALL.to_ne_bytes());
+        let req = raw::message(
+            RTM_GETNETCONF,
+            NLM_F_REQUEST,
+            seq,
+            libc::AF_INET as u8,
+            &ifindex,
+        );
         self.socket.send(&req, 0)?;
-        let short = || NlError::Decode("short netconf answer".into());
+        let bad = |what: &str| NlError::Decode(format!("netconf answer: {what}"));
         loop {
             let n = self.socket.recv(&mut &mut self.buf[..], 0)?;
             let buf = &self.buf[..n];
-            let u16_at =
-                |b: &[u8], i: usize| b.get(i..i + 2).map(|x| u16::from_ne_bytes([x[0], x[1]]));
-            let u32_at = |b: &[u8], i: usize| {
-                b.get(i..i + 4)
-                    .map(|x| u32::from_ne_bytes([x[0], x[1], x[2], x[3]]))
-            };
             let mut off = 0;
             while off + 16 <= n {
-                let len = u32_at(buf, off).ok_or_else(short)? as usize;
+                let word =
+                    |i: usize| u32::from_ne_bytes([buf[i], buf[i + 1], buf[i + 2], buf[i + 3]]);
+                let len = word(off) as usize;
                 if len < 16 || off + len > n {
-                    return Err(short());
+                    return Err(bad("a short message"));
                 }
-                let msg = &buf[off..off + len];
-                if u32_at(msg, 8) == Some(seq) {
-                    match u16_at(msg, 4) {
-                        Some(NLMSG_ERROR) => {
-                            let code = u32_at(msg, 16).ok_or_else(short)? as i32;
-                            return Err(if code < 0 {
-                                NlError::Kernel(-code)
-                            } else {
-                                short()
-                            });
-                        }
-                        Some(RTM_NEWNETCONF) => {
-                            // The attributes, after struct netconfmsg.
-                            let mut at = 20;
-                            while at + 4 <= len {
-                                let alen = usize::from(u16_at(msg, at).ok_or_else(short)?);
-                                let kind = u16_at(msg, at + 2).ok_or_else(short)? & NLA_TYPE_MASK;
-                                if alen < 4 || at + alen > len {
-                                    return Err(short());
-                                }
-                                if kind == NETCONFA_FORWARDING && alen >= 8 {
-                                    return Ok(u32_at(msg, at + 4).ok_or_else(short)? as i32);
-                                }
-                                at += (alen + 3) & !3;
-                            }
-                            return Err(NlError::Decode(
-                                "netconf answer without forwarding".into(),
-                            ));
-                        }
-                        _ => {}
+                let ty = u16::from_ne_bytes([buf[off + 4], buf[off + 5]]);
+                if word(off + 8) == seq {
+                    // After the header, the error code or the 4-byte
+                    // struct netconfmsg.
+                    if len < 20 {
+                        return Err(bad("a short message"));
                     }
+                    return match ty {
+                        NLMSG_ERROR => match word(off + 16) as i32 {
+                            code if code < 0 => Err(NlError::Kernel(-code)),
+                            _ => Err(bad("an acknowledgement")),
+                        },
+                        RTM_NEWNETCONF => raw::attributes(&buf[off + 20..off + len])
+                            .into_iter()
+                            .find(|(t, p, _)| *t == NETCONFA_FORWARDING && p.len() >= 4)
+                            .map(|(_, p, _)| i32::from_ne_bytes([p[0], p[1], p[2], p[3]]))
+                            .ok_or_else(|| bad("no forwarding")),
+                        _ => Err(bad("an unexpected message")),
+                    };
                 }
                 off += (len + 3) & !3;
             }
