@@ -138,13 +138,19 @@ impl Netns {
     /// follows its carrier: the kernel updates it from a work queue (up to a
     /// second later), so a bridge whose last port just went still read
     /// `UP` without carrier, then `NO-CARRIER`/`DOWN` (a CI run failed on
-    /// that too). Waits at most 3 s; a state still pending then is reported
-    /// as it is.
+    /// that too). And once every IPv6 address past detection on a link with
+    /// carrier has its local route: the kernel adds it from the same work
+    /// queue, after the address shows (with `nodad` the address is never
+    /// tentative, so the wait above does not cover it; a CI run failed on a
+    /// borrowed link's restored address). Waits at most 3 s; a state still
+    /// pending then is reported as it is.
     pub fn snapshot(&self) -> Value {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
         loop {
             let v = self.snapshot_now();
-            let settled = !dad_pending(&v["addrs"]) && !operstate_pending(&v["links"]);
+            let settled = !dad_pending(&v["addrs"])
+                && !operstate_pending(&v["links"])
+                && !local_route_pending(&v["addrs"], &v["routes6"]);
             if settled || std::time::Instant::now() >= deadline {
                 return v;
             }
@@ -459,6 +465,36 @@ fn dad_pending(addrs: &Value) -> bool {
                 && l["addr_info"].as_array().is_some_and(|a| {
                     a.iter()
                         .any(|i| i["tentative"] == true && i["dadfailed"] != true)
+                })
+        })
+    })
+}
+
+/// Whether an IPv6 address that is past duplicate address detection, on a
+/// link that is up with carrier, has no local route yet (`ip -j addr` and
+/// `ip -j -6 route show table all` output). The kernel adds that route
+/// when detection completes, from a work queue, also for `nodad`
+/// addresses, which never show as tentative.
+fn local_route_pending(addrs: &Value, routes6: &Value) -> bool {
+    let routes = routes6.as_array().map(Vec::as_slice).unwrap_or_default();
+    let has_local = |a: &str| {
+        routes
+            .iter()
+            .any(|r| r["type"] == "local" && r["dst"].as_str() == Some(a))
+    };
+    addrs.as_array().is_some_and(|links| {
+        links.iter().any(|l| {
+            let flags = l["flags"].as_array();
+            let has = |f: &str| flags.is_some_and(|fl| fl.iter().any(|x| x == f));
+            has("UP")
+                && has("LOWER_UP")
+                && l["addr_info"].as_array().is_some_and(|a| {
+                    a.iter().any(|i| {
+                        i["family"] == "inet6"
+                            && i["tentative"] != true
+                            && i["dadfailed"] != true
+                            && i["local"].as_str().is_some_and(|x| !has_local(x))
+                    })
                 })
         })
     })
