@@ -76,26 +76,39 @@ impl Owner {
         format!("{}{LINE_BREAK}{}", self.container_id.trim(), self.ifname)
     }
 
-    /// The owner a file's contents name.
-    fn parse(contents: &str) -> Owner {
+    /// The container ID and interface name a file's contents name (the
+    /// name empty in an old file that holds only the ID).
+    fn parts(contents: &str) -> (&str, &str) {
         let t = contents.trim();
         match t.split_once(LINE_BREAK) {
-            Some((id, ifname)) => Owner {
-                container_id: id.trim().to_owned(),
-                ifname: ifname.to_owned(),
-            },
-            None => Owner {
-                container_id: t.to_owned(),
-                ifname: String::new(),
-            },
+            Some((id, ifname)) => (id.trim(), ifname),
+            None => (t, ""),
+        }
+    }
+
+    /// The owner a file's contents name.
+    fn parse(contents: &str) -> Owner {
+        let (id, ifname) = Owner::parts(contents);
+        Owner {
+            container_id: id.to_owned(),
+            ifname: ifname.to_owned(),
         }
     }
 
     /// Whether a reservation held by `holder` is this attachment's: the
     /// same ID and interface, or (an old file) the same ID alone.
     pub fn holds(&self, holder: &Owner) -> bool {
-        holder.container_id == self.container_id.trim()
-            && (holder.ifname == self.ifname || holder.ifname.is_empty())
+        self.holds_parts(&holder.container_id, &holder.ifname)
+    }
+
+    /// [`Owner::holds`] for a file's contents.
+    fn holds_contents(&self, contents: &str) -> bool {
+        let (id, ifname) = Owner::parts(contents);
+        self.holds_parts(id, ifname)
+    }
+
+    fn holds_parts(&self, id: &str, ifname: &str) -> bool {
+        id == self.container_id.trim() && (ifname == self.ifname || ifname.is_empty())
     }
 }
 
@@ -357,7 +370,7 @@ impl NetworkStore {
                 ip,
                 index::Entry {
                     ino: st.st_ino,
-                    owner: owner.clone(),
+                    contents: owner.contents(),
                 },
             );
         }
@@ -419,9 +432,14 @@ impl NetworkStore {
             None if rebuild => {
                 let mut files = BTreeMap::new();
                 for (ip, name, ino) in &listing {
-                    if let Ok(s) = self.read(name) {
-                        let owner = Owner::parse(&s);
-                        files.insert(*ip, index::Entry { ino: *ino, owner });
+                    if let Ok(contents) = self.read(name) {
+                        files.insert(
+                            *ip,
+                            index::Entry {
+                                ino: *ino,
+                                contents,
+                            },
+                        );
                     }
                 }
                 // A file that could not be read (or two names of one
@@ -451,8 +469,8 @@ impl NetworkStore {
                     .borrow()
                     .iter()
                     .flatten()
-                    .filter(|(_, e)| me.holds(&e.owner))
-                    .map(|(ip, e)| (*ip, e.owner.clone()))
+                    .filter(|(_, e)| e.held_by(me))
+                    .map(|(ip, e)| (*ip, e.owner()))
                     .collect();
                 let mut out = Vec::with_capacity(candidates.len());
                 let mut stale = false;
@@ -978,6 +996,21 @@ mod tests {
         assert!(!me().holds(&Owner::parse("ctr1\r\neth1")));
         assert!(me().holds(&Owner::parse(" ctr1\r\neth0")));
         assert!(!me().holds(&Owner::parse("ctr2")));
+        // Asked of the contents directly, the same answers.
+        for contents in [
+            "ctr1\n",
+            "ctr1\r\neth1",
+            " ctr1\r\neth0",
+            "ctr2",
+            "ctr1\r\n",
+            "",
+        ] {
+            assert_eq!(
+                me().holds_contents(contents),
+                me().holds(&Owner::parse(contents)),
+                "{contents:?}"
+            );
+        }
     }
 
     #[test]
