@@ -474,8 +474,8 @@ enum Overlay {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Policy {
     /// The embedded (or parsed-document) entries, applying to bundled
-    /// plugins only.
-    embedded: BTreeMap<String, Value>,
+    /// plugins only: each its JSON text, parsed when asked for.
+    embedded: BTreeMap<String, String>,
     /// The policy file's and directory's entries, applying to any plugin
     /// of that name.
     overlay: BTreeMap<String, Overlay>,
@@ -484,11 +484,13 @@ pub struct Policy {
     stray: Vec<PathBuf>,
 }
 
-/// The top level of a policy document; each entry stays JSON until asked for.
+/// The top level of a policy document; each entry stays JSON text until
+/// asked for.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Document {
-    plugins: BTreeMap<String, Value>,
+struct Document<'a> {
+    #[serde(borrow)]
+    plugins: BTreeMap<String, &'a serde_json::value::RawValue>,
 }
 
 /// Everything a plugin may do in one invocation.
@@ -575,8 +577,8 @@ impl Policy {
     /// their names, as the embedded defaults do.
     pub fn parse(text: &str, origin: &str) -> Result<Policy, PolicyError> {
         let embedded = parse_document(text, origin)?;
-        for (name, value) in &embedded {
-            Entry::from_value(name, value, origin)?;
+        for (name, text) in &embedded {
+            entry_from_text(name, text, origin)?;
         }
         Ok(Policy {
             embedded,
@@ -586,7 +588,8 @@ impl Policy {
 
     /// The embedded default policy.
     pub fn embedded() -> Policy {
-        // Only the top level is parsed here (every run pays for it); each
+        // Only the top level is parsed here (every run pays for it; parsing
+        // every entry was a tenth of a loopback run's instructions); each
         // entry is parsed when asked for. The whole document is checked by
         // a unit test; an error here would be a build defect, so fall back
         // to denying everything.
@@ -615,7 +618,9 @@ impl Policy {
             (None, None) => (PathBuf::from(DEFAULT_POLICY_FILE), false),
         };
         if let Some(text) = read_trusted(&path, required)? {
-            for (name, value) in parse_document(&text, &path.display().to_string())? {
+            let origin = path.display().to_string();
+            for (name, text) in parse_document(&text, &origin)? {
+                let value = entry_value(&name, &text, &origin)?;
                 policy.overlay.insert(
                     name,
                     Overlay::File {
@@ -705,7 +710,7 @@ impl Policy {
                 dir: dir.clone(),
             }),
             None => match self.embedded.get(name) {
-                Some(value) if bundled => Entry::from_value(name, value, "embedded"),
+                Some(text) if bundled => entry_from_text(name, text, "embedded"),
                 _ => Ok(Entry::default()),
             },
         }
@@ -758,13 +763,33 @@ impl Policy {
 
 /// Parses the top level of a policy document: JSON, and an object with
 /// exactly `plugins`, itself an object.
-fn parse_document(text: &str, origin: &str) -> Result<BTreeMap<String, Value>, PolicyError> {
+/// Each entry is kept as its JSON text (checked as JSON, not parsed).
+fn parse_document(text: &str, origin: &str) -> Result<BTreeMap<String, String>, PolicyError> {
     let de = &mut serde_json::Deserializer::from_str(text);
     let doc: Document = serde_path_to_error::deserialize(de).map_err(|e| PolicyError::Invalid {
         origin: origin.to_owned(),
         msg: e.to_string(),
     })?;
-    Ok(doc.plugins)
+    Ok(doc
+        .plugins
+        .into_iter()
+        .map(|(name, raw)| (name, raw.get().to_owned()))
+        .collect())
+}
+
+/// An entry's JSON text ([`parse_document`]) as a value.
+fn entry_value(name: &str, text: &str, origin: &str) -> Result<Value, PolicyError> {
+    // The text was checked as JSON with the document: only a nesting
+    // deeper than serde_json's limit could fail here.
+    serde_json::from_str(text).map_err(|e| PolicyError::Invalid {
+        origin: origin.to_owned(),
+        msg: format!("plugins.{name}: {e}"),
+    })
+}
+
+/// An entry's JSON text ([`parse_document`]), parsed and checked.
+fn entry_from_text(name: &str, text: &str, origin: &str) -> Result<Entry, PolicyError> {
+    Entry::from_value(name, &entry_value(name, text, origin)?, origin)
 }
 
 /// Reads and checks `NAME.json` of the policy directory (as a run does:
@@ -1234,7 +1259,8 @@ mod tests {
         let text = r#"{"plugins":{"good":{"container":{"read":true}},
                        "typo":{"container":{"modfiy":true}}}}"#;
         let mut p = Policy::embedded();
-        for (name, value) in parse_document(text, "/etc/p.json").expect("top level") {
+        for (name, text) in parse_document(text, "/etc/p.json").expect("top level") {
+            let value = entry_value(&name, &text, "/etc/p.json").expect("value");
             p.overlay.insert(
                 name,
                 Overlay::File {
