@@ -996,20 +996,22 @@ mod tests {
         assert!(!me().holds(&Owner::parse("ctr1\r\neth1")));
         assert!(me().holds(&Owner::parse(" ctr1\r\neth0")));
         assert!(!me().holds(&Owner::parse("ctr2")));
-        // Asked of the contents directly, the same answers.
-        for contents in [
-            "ctr1\n",
-            "ctr1\r\neth1",
-            " ctr1\r\neth0",
-            "ctr2",
-            "ctr1\r\n",
-            "",
+        // Asked of a file's contents directly (the owner index's entries).
+        for (contents, mine) in [
+            ("ctr1\r\neth0", true),
+            ("ctr1\r\neth0\r\n", true),
+            (" ctr1 \r\neth0", true),
+            ("ctr1\n", true),
+            ("ctr1", true),
+            ("ctr1\r\n", true),
+            ("ctr1\r\neth1", false),
+            ("ctr1\r\n eth0", false),
+            ("ctr1\neth0", false),
+            ("ctr2\r\neth0", false),
+            ("", false),
         ] {
-            assert_eq!(
-                me().holds_contents(contents),
-                me().holds(&Owner::parse(contents)),
-                "{contents:?}"
-            );
+            assert_eq!(me().holds_contents(contents), mine, "{contents:?}");
+            assert_eq!(me().holds(&Owner::parse(contents)), mine, "{contents:?}");
         }
     }
 

@@ -576,10 +576,10 @@ impl Policy {
     /// bad one is the error). The entries apply to the bundled plugins of
     /// their names, as the embedded defaults do.
     pub fn parse(text: &str, origin: &str) -> Result<Policy, PolicyError> {
-        let embedded = parse_document(text, origin)?;
-        for (name, text) in &embedded {
-            entry_from_text(name, text, origin)?;
+        for (name, value) in &document_values(text, origin)? {
+            Entry::from_value(name, value, origin)?;
         }
+        let embedded = parse_document(text, origin)?;
         Ok(Policy {
             embedded,
             ..Policy::default()
@@ -589,7 +589,7 @@ impl Policy {
     /// The embedded default policy.
     pub fn embedded() -> Policy {
         // Only the top level is parsed here (every run pays for it; parsing
-        // every entry was a tenth of a loopback run's instructions); each
+        // every entry was 7% of a warm loopback run's instructions); each
         // entry is parsed when asked for. The whole document is checked by
         // a unit test; an error here would be a build defect, so fall back
         // to denying everything.
@@ -618,9 +618,7 @@ impl Policy {
             (None, None) => (PathBuf::from(DEFAULT_POLICY_FILE), false),
         };
         if let Some(text) = read_trusted(&path, required)? {
-            let origin = path.display().to_string();
-            for (name, text) in parse_document(&text, &origin)? {
-                let value = entry_value(&name, &text, &origin)?;
+            for (name, value) in document_values(&text, &path.display().to_string())? {
                 policy.overlay.insert(
                     name,
                     Overlay::File {
@@ -777,19 +775,45 @@ fn parse_document(text: &str, origin: &str) -> Result<BTreeMap<String, String>, 
         .collect())
 }
 
-/// An entry's JSON text ([`parse_document`]) as a value.
-fn entry_value(name: &str, text: &str, origin: &str) -> Result<Value, PolicyError> {
-    // The text was checked as JSON with the document: only a nesting
-    // deeper than serde_json's limit could fail here.
-    serde_json::from_str(text).map_err(|e| PolicyError::Invalid {
-        origin: origin.to_owned(),
-        msg: format!("plugins.{name}: {e}"),
+/// Every entry of a policy document as a value. The top-level read
+/// ([`parse_document`]) checks an entry's syntax but lets through what only
+/// a full parse refuses (a number out of range, a lone surrogate); such a
+/// document fails with the full parse's own error: the path of the value
+/// and its position in the document.
+fn document_values(text: &str, origin: &str) -> Result<BTreeMap<String, Value>, PolicyError> {
+    let entries = parse_document(text, origin)?;
+    let values: Result<BTreeMap<String, Value>, _> = entries
+        .iter()
+        .map(|(name, entry)| serde_json::from_str(entry).map(|v| (name.clone(), v)))
+        .collect();
+    values.map_err(|e| {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Full {
+            plugins: BTreeMap<String, Value>,
+        }
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let msg = match serde_path_to_error::deserialize::<_, Full>(de) {
+            Err(full) => full.to_string(),
+            // Not expected: the entry's own error.
+            Ok(_) => format!("plugins: {e}"),
+        };
+        PolicyError::Invalid {
+            origin: origin.to_owned(),
+            msg,
+        }
     })
 }
 
-/// An entry's JSON text ([`parse_document`]), parsed and checked.
+/// An embedded entry's JSON text ([`parse_document`]), parsed and checked
+/// (the whole embedded document is checked by a unit test).
 fn entry_from_text(name: &str, text: &str, origin: &str) -> Result<Entry, PolicyError> {
-    Entry::from_value(name, &entry_value(name, text, origin)?, origin)
+    let value: Value = serde_json::from_str(text).map_err(|e| PolicyError::Invalid {
+        origin: origin.to_owned(),
+        msg: format!("plugins.{name}: {e}"),
+    })?;
+    Entry::from_value(name, &value, origin)
 }
 
 /// Reads and checks `NAME.json` of the policy directory (as a run does:
@@ -1259,8 +1283,7 @@ mod tests {
         let text = r#"{"plugins":{"good":{"container":{"read":true}},
                        "typo":{"container":{"modfiy":true}}}}"#;
         let mut p = Policy::embedded();
-        for (name, text) in parse_document(text, "/etc/p.json").expect("top level") {
-            let value = entry_value(&name, &text, "/etc/p.json").expect("value");
+        for (name, value) in document_values(text, "/etc/p.json").expect("top level") {
             p.overlay.insert(
                 name,
                 Overlay::File {
@@ -1290,6 +1313,26 @@ mod tests {
             r#"{"plugins":[]}"#,
         ] {
             assert!(parse_document(bad, "t").is_err(), "{bad}");
+        }
+        // What only a full parse refuses, inside an entry, fails the whole
+        // document with the full parse's path and position.
+        for (bad, path, what) in [
+            (
+                "{\"plugins\":{\"x\":{\"a\":1e999}}}",
+                "plugins.x.a",
+                "number out of range at line 1 column 26",
+            ),
+            (
+                "{\"plugins\":{\"x\":{\"a\":\"\\ud800\"}}}",
+                "plugins.x.a",
+                "hex escape at line 1 column 29",
+            ),
+        ] {
+            assert!(parse_document(bad, "t").is_ok(), "{bad}: syntax only");
+            let e = document_values(bad, "t").expect_err(bad).to_string();
+            assert!(e.contains(path) && e.contains(what), "{bad}: {e}");
+            let e = Policy::parse(bad, "t").expect_err(bad).to_string();
+            assert!(e.contains(path) && e.contains(what), "{bad}: {e}");
         }
     }
 

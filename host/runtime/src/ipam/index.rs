@@ -40,9 +40,9 @@
 //! instructions), written over its old bytes and cut to length
 //! ([`crate::state_fs::write_in_place`]: a rename would free a block, a
 //! synchronous discard on a file system mounted with `discard`); one that
-//! does not parse, torn or mixed with the old bytes by a kill or a power
-//! loss, is rebuilt, and one that parses but names another set of files
-//! fails the listing check. It is removed when the network holds no
+//! does not parse to its last byte, torn or mixed with the old bytes by a
+//! kill or a power loss, is rebuilt, and one that parses but names another
+//! set of files fails the listing check. It is removed when the network holds no
 //! reservation.
 
 use std::collections::BTreeMap;
@@ -147,8 +147,14 @@ impl Location {
         let text =
             crate::state_fs::read_bounded(&self.root, &Path::new(DIR).join(&self.file), MAX_INDEX)
                 .ok()??;
-        let saved: Saved = postcard::from_bytes(&text).ok()?;
-        if saved.version != VERSION || saved.stamp != stamp || saved.files.len() != listing.len() {
+        // Whole: bytes after the index (an old, longer one's tail, not yet
+        // cut) make it not hold.
+        let (saved, rest) = postcard::take_from_bytes::<Saved>(&text).ok()?;
+        if !rest.is_empty()
+            || saved.version != VERSION
+            || saved.stamp != stamp
+            || saved.files.len() != listing.len()
+        {
             return None;
         }
         let files: BTreeMap<IpAddr, Entry> = saved
@@ -254,6 +260,27 @@ mod tests {
             "files": [[ip, 7, owner("a").contents()]],
         });
         std::fs::write(&path, json.to_string()).expect("old index");
+        assert_eq!(loc.load(stamp, &[(ip, 7)]), None);
+        // Another version of this format, or the right one with bytes
+        // after it, for the same directory as it is: not read.
+        let contents = owner("a").contents();
+        let postcard_of = |version: u32| {
+            postcard::to_allocvec(&Saved {
+                version,
+                stamp,
+                files: vec![(ip, 7, contents.as_str())],
+            })
+            .expect("postcard")
+        };
+        std::fs::write(&path, postcard_of(VERSION)).expect("index");
+        assert_eq!(loc.load(stamp, &[(ip, 7)]), Some(files.clone()));
+        for version in [VERSION - 1, VERSION + 1] {
+            std::fs::write(&path, postcard_of(version)).expect("other version");
+            assert_eq!(loc.load(stamp, &[(ip, 7)]), None, "version {version}");
+        }
+        let mut longer = postcard_of(VERSION);
+        longer.push(0);
+        std::fs::write(&path, longer).expect("tail");
         assert_eq!(loc.load(stamp, &[(ip, 7)]), None);
         loc.save(stamp, &files);
         assert_eq!(loc.load(stamp, &[(ip, 7)]), Some(files.clone()));
