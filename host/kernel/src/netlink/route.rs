@@ -69,15 +69,6 @@ pub struct Netlink {
     buf: Vec<u8>,
 }
 
-/// `IFLA_EXT_MASK` with `RTEXT_FILTER_SKIP_STATS`, for every request
-/// of links: nothing here reads a link's counters, and without it the
-/// kernel fills, and the answer carries, its statistics
-/// (`IFLA_STATS`, `IFLA_STATS64`, IPv6's `IFLA_INET6_STATS` and
-/// `IFLA_INET6_ICMP6STATS`): about half of a veth's answer, parsed on
-/// every lookup.
-fn skip_stats() -> LinkAttribute {
-    LinkAttribute::ExtMask(vec![netlink_packet_route::link::LinkExtentMask::SkipStats])
-}
 impl Netlink {
     /// Opens a socket inside `ns`.
     pub fn open(ns: &NetNs) -> Result<Netlink, NlError> {
@@ -270,9 +261,10 @@ impl Netlink {
 
     /// Every link in the namespace.
     pub fn links(&mut self) -> Result<Vec<LinkMessage>, NlError> {
-        let mut msg = LinkMessage::default();
-        msg.attributes.push(skip_stats());
-        let answers = self.request(RouteNetlinkMessage::GetLink(msg), NLM_F_DUMP)?;
+        let answers = self.request(
+            RouteNetlinkMessage::GetLink(LinkMessage::default()),
+            NLM_F_DUMP,
+        )?;
         Ok(answers
             .into_iter()
             .filter_map(|m| match m {
@@ -296,8 +288,7 @@ impl Netlink {
         self.single_link(msg)
     }
 
-    fn single_link(&mut self, mut msg: LinkMessage) -> Result<LinkMessage, NlError> {
-        msg.attributes.push(skip_stats());
+    fn single_link(&mut self, msg: LinkMessage) -> Result<LinkMessage, NlError> {
         let answers = self.request(RouteNetlinkMessage::GetLink(msg), 0)?;
         answers
             .into_iter()
