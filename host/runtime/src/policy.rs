@@ -484,13 +484,12 @@ pub struct Policy {
     stray: Vec<PathBuf>,
 }
 
-/// The top level of a policy document; each entry stays JSON text until
-/// asked for.
+/// A policy document: each entry as `T`, its JSON text
+/// (`&RawValue`, [`parse_document`]) or its value ([`entry_values`]).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Document<'a> {
-    #[serde(borrow)]
-    plugins: BTreeMap<String, &'a serde_json::value::RawValue>,
+struct Document<T> {
+    plugins: BTreeMap<String, T>,
 }
 
 /// Everything a plugin may do in one invocation.
@@ -576,10 +575,10 @@ impl Policy {
     /// bad one is the error). The entries apply to the bundled plugins of
     /// their names, as the embedded defaults do.
     pub fn parse(text: &str, origin: &str) -> Result<Policy, PolicyError> {
-        for (name, value) in &document_values(text, origin)? {
+        let embedded = parse_document(text, origin)?;
+        for (name, value) in &entry_values(&embedded, text, origin)? {
             Entry::from_value(name, value, origin)?;
         }
-        let embedded = parse_document(text, origin)?;
         Ok(Policy {
             embedded,
             ..Policy::default()
@@ -618,7 +617,9 @@ impl Policy {
             (None, None) => (PathBuf::from(DEFAULT_POLICY_FILE), false),
         };
         if let Some(text) = read_trusted(&path, required)? {
-            for (name, value) in document_values(&text, &path.display().to_string())? {
+            let origin = path.display().to_string();
+            let entries = parse_document(&text, &origin)?;
+            for (name, value) in entry_values(&entries, &text, &origin)? {
                 policy.overlay.insert(
                     name,
                     Overlay::File {
@@ -764,10 +765,11 @@ impl Policy {
 /// Each entry is kept as its JSON text (checked as JSON, not parsed).
 fn parse_document(text: &str, origin: &str) -> Result<BTreeMap<String, String>, PolicyError> {
     let de = &mut serde_json::Deserializer::from_str(text);
-    let doc: Document = serde_path_to_error::deserialize(de).map_err(|e| PolicyError::Invalid {
-        origin: origin.to_owned(),
-        msg: e.to_string(),
-    })?;
+    let doc: Document<&serde_json::value::RawValue> = serde_path_to_error::deserialize(de)
+        .map_err(|e| PolicyError::Invalid {
+            origin: origin.to_owned(),
+            msg: e.to_string(),
+        })?;
     Ok(doc
         .plugins
         .into_iter()
@@ -775,26 +777,23 @@ fn parse_document(text: &str, origin: &str) -> Result<BTreeMap<String, String>, 
         .collect())
 }
 
-/// Every entry of a policy document as a value. The top-level read
-/// ([`parse_document`]) checks an entry's syntax but lets through what only
-/// a full parse refuses (a number out of range, a lone surrogate); such a
-/// document fails with the full parse's own error: the path of the value
-/// and its position in the document.
-fn document_values(text: &str, origin: &str) -> Result<BTreeMap<String, Value>, PolicyError> {
-    let entries = parse_document(text, origin)?;
+/// The entries of document `text` ([`parse_document`]'s `entries`) as
+/// values. The top-level read checks an entry's syntax but lets through
+/// what only a full parse refuses (a number out of range, a lone
+/// surrogate); such a document fails with the full parse's own error: the
+/// path of the value and its position in the document.
+fn entry_values(
+    entries: &BTreeMap<String, String>,
+    text: &str,
+    origin: &str,
+) -> Result<BTreeMap<String, Value>, PolicyError> {
     let values: Result<BTreeMap<String, Value>, _> = entries
         .iter()
         .map(|(name, entry)| serde_json::from_str(entry).map(|v| (name.clone(), v)))
         .collect();
     values.map_err(|e| {
-        #[derive(Deserialize)]
-        #[serde(deny_unknown_fields)]
-        #[allow(dead_code)]
-        struct Full {
-            plugins: BTreeMap<String, Value>,
-        }
         let de = &mut serde_json::Deserializer::from_str(text);
-        let msg = match serde_path_to_error::deserialize::<_, Full>(de) {
+        let msg = match serde_path_to_error::deserialize::<_, Document<Value>>(de) {
             Err(full) => full.to_string(),
             // Not expected: the entry's own error.
             Ok(_) => format!("plugins: {e}"),
@@ -1283,7 +1282,8 @@ mod tests {
         let text = r#"{"plugins":{"good":{"container":{"read":true}},
                        "typo":{"container":{"modfiy":true}}}}"#;
         let mut p = Policy::embedded();
-        for (name, value) in document_values(text, "/etc/p.json").expect("top level") {
+        let entries = parse_document(text, "/etc/p.json").expect("top level");
+        for (name, value) in entry_values(&entries, text, "/etc/p.json").expect("values") {
             p.overlay.insert(
                 name,
                 Overlay::File {
@@ -1328,8 +1328,8 @@ mod tests {
                 "hex escape at line 1 column 29",
             ),
         ] {
-            assert!(parse_document(bad, "t").is_ok(), "{bad}: syntax only");
-            let e = document_values(bad, "t").expect_err(bad).to_string();
+            let entries = parse_document(bad, "t").expect("syntax only");
+            let e = entry_values(&entries, bad, "t").expect_err(bad).to_string();
             assert!(e.contains(path) && e.contains(what), "{bad}: {e}");
             let e = Policy::parse(bad, "t").expect_err(bad).to_string();
             assert!(e.contains(path) && e.contains(what), "{bad}: {e}");
