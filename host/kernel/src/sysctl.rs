@@ -275,6 +275,7 @@ pub fn exchange(ns: &NetNs, key: &str, value: &str) -> io::Result<String> {
         )));
     }
     let (key, value) = (key.to_owned(), value.to_owned());
+    crate::netlink::note_change();
     ns.run_inside(move || {
         if let Some(old) = exchange_netlink(&key, &value) {
             return Ok(old);
@@ -300,6 +301,7 @@ pub fn write(ns: &NetNs, key: &str, value: &str) -> io::Result<()> {
         )));
     }
     let (key, value) = (key.to_owned(), value.to_owned());
+    crate::netlink::note_change();
     ns.run_inside(move || write_here(&key, &value))
 }
 
@@ -457,6 +459,7 @@ pub fn changes(before: &[(String, String)], after: &[(String, String)]) -> Vec<C
 /// as they should be.
 pub fn restore_changes(ns: &NetNs, changes: &[Change]) -> io::Result<Vec<String>> {
     let changes = changes.to_vec();
+    crate::netlink::note_change();
     ns.run_inside(move || {
         let start = snapshot_here();
         let value_at = |snap: &[(String, String)], key: &str| -> Option<String> {
@@ -525,6 +528,7 @@ pub fn restore(ns: &NetNs, values: &[(String, String)]) -> io::Result<Vec<String
     // restored whatever its value now.
     let mut targets: Vec<(String, String)> = values.to_vec();
     targets.sort_by_key(|(k, _)| restore_rank(k));
+    crate::netlink::note_change();
     ns.run_inside(move || {
         for _pass in 0..3 {
             let mut any = false;

@@ -41,6 +41,7 @@ pub fn create_tap(
     {
         return Err(invalid(format!("bad tap name {name:?}")));
     }
+    crate::netlink::note_change();
     ns.run_inside(move || {
         // The device is created in the namespace of the task calling
         // TUNSETIFF, which is this thread's.

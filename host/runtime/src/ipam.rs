@@ -722,6 +722,17 @@ impl NetworkStore {
 /// interrupted calls.) A waiter that gives up leaves its thread blocked;
 /// the process exits soon after, and the lock, if it got it, with it.
 pub(crate) fn take_lock(file: &impl AsFd, deadline: Instant) -> io::Result<()> {
+    let taken = take_lock_inner(file, deadline);
+    if taken.is_ok() {
+        // What another invocation changed before it let go is read
+        // afresh, not from a link answer kept before
+        // ([`crate::netlink::Netlink::keep_links`]).
+        crate::netlink::note_change();
+    }
+    taken
+}
+
+fn take_lock_inner(file: &impl AsFd, deadline: Instant) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: flock on a descriptor we own; no pointers involved.
     if unsafe { libc::flock(file.as_fd().as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {

@@ -122,7 +122,11 @@ fn lock_named(network: &str) -> Option<NetworkLock> {
     let file = open_lock(&lock_path(network)).ok()?;
     // SAFETY: flock on a descriptor we own.
     let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-    (r == 0).then_some(NetworkLock { _file: file })
+    (r == 0).then(|| {
+        // What another invocation changed before it let go is read afresh.
+        crate::netlink::note_change();
+        NetworkLock { _file: file }
+    })
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, BorrowedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use netlink_packet_core::{
     DefaultNla, NetlinkHeader, NetlinkMessage, NetlinkPayload, Nla, NLA_F_NESTED, NLA_TYPE_MASK,
@@ -67,6 +68,85 @@ pub struct Netlink {
     socket: Socket,
     seq: u32,
     buf: Vec<u8>,
+    links: LinkCache,
+}
+
+/// How many changes to the kernel's links and their settings this process
+/// has asked for: every rtnetlink request but a read ([`Netlink::request`])
+/// and every change made another way ([`note_change`]). A kept link answer
+/// stands only while this is what it was when the answer came.
+static CHANGES: AtomicU64 = AtomicU64::new(0);
+
+/// Notes a change this process makes to a link, or to what a link's answer
+/// carries, other than by an rtnetlink request (a sysctl written through
+/// `/proc/sys`, a tap device created by ioctl), or a moment after which
+/// what other processes changed must be seen (a lock taken, a native
+/// delegate run). Every link answer kept until now is dropped
+/// ([`Netlink::keep_links`]).
+pub fn note_change() {
+    CHANGES.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Link answers kept while a caller asks for it ([`Netlink::keep_links`]).
+#[derive(Default)]
+struct LinkCache {
+    on: bool,
+    /// [`CHANGES`] when `answers` were read.
+    at: u64,
+    answers: Vec<LinkMessage>,
+}
+
+impl LinkCache {
+    /// A kept answer that `is` the link asked for, if no change was asked
+    /// for since it came.
+    fn find(&mut self, is: impl Fn(&LinkMessage) -> bool) -> Option<LinkMessage> {
+        if !self.on {
+            return None;
+        }
+        let now = CHANGES.load(Ordering::Relaxed);
+        if self.at != now {
+            self.answers.clear();
+            self.at = now;
+            return None;
+        }
+        self.answers.iter().find(|l| is(l)).cloned()
+    }
+
+    /// Keeps `link`, the kernel's answer of now.
+    fn keep(&mut self, link: &LinkMessage) {
+        if !self.on {
+            return;
+        }
+        let now = CHANGES.load(Ordering::Relaxed);
+        if self.at != now {
+            self.answers.clear();
+            self.at = now;
+        }
+        self.answers.retain(|l| l.header.index != link.header.index);
+        self.answers.push(link.clone());
+    }
+}
+
+/// Whether `msg` only reads.
+fn is_read(msg: &RouteNetlinkMessage) -> bool {
+    use RouteNetlinkMessage as M;
+    matches!(
+        msg,
+        M::GetLink(_)
+            | M::GetAddress(_)
+            | M::GetAddrLabel(_)
+            | M::GetNeighbour(_)
+            | M::GetNeighbourTable(_)
+            | M::GetRoute(_)
+            | M::GetQueueDiscipline(_)
+            | M::GetTrafficClass(_)
+            | M::GetTrafficFilter(_)
+            | M::GetTrafficAction(_)
+            | M::GetTrafficChain(_)
+            | M::GetStats(_)
+            | M::GetNsId(_)
+            | M::GetRule(_)
+    )
 }
 
 impl Netlink {
@@ -77,6 +157,7 @@ impl Netlink {
             socket,
             seq: 0,
             buf: vec![0; 32 * 1024],
+            links: LinkCache::default(),
         })
     }
 
@@ -87,6 +168,7 @@ impl Netlink {
             socket: socket_here()?,
             seq: 0,
             buf: vec![0; 32 * 1024],
+            links: LinkCache::default(),
         })
     }
 
@@ -212,6 +294,9 @@ impl Netlink {
         msg: RouteNetlinkMessage,
         flags: u16,
     ) -> Result<Vec<RouteNetlinkMessage>, NlError> {
+        if !is_read(&msg) {
+            note_change();
+        }
         self.seq = self.seq.wrapping_add(1);
         let mut header = NetlinkHeader::default();
         header.flags = NLM_F_REQUEST | flags;
@@ -274,15 +359,39 @@ impl Netlink {
             .collect())
     }
 
+    /// Keeps each link answer (by index or by name) until this process
+    /// asks for any change ([`CHANGES`]) or `on` is false again, and
+    /// answers a request for the same link from it: one host call's checks
+    /// and its action read one link several times. Off by default, and for
+    /// every reader that waits for a link to change (the kernel changes a
+    /// link's carrier and operational state on its own).
+    pub fn keep_links(&mut self, on: bool) {
+        self.links = LinkCache {
+            on,
+            ..LinkCache::default()
+        };
+    }
+
     /// One link, by index.
     pub fn link_by_index(&mut self, index: u32) -> Result<LinkMessage, NlError> {
+        if let Some(link) = self.links.find(|l| l.header.index == index) {
+            return Ok(link);
+        }
         let mut msg = LinkMessage::default();
         msg.header.index = index;
         self.single_link(msg)
     }
 
-    /// One link, by name.
+    /// One link, by name (its own, or one of its alternative names).
     pub fn link_by_name(&mut self, name: &str) -> Result<LinkMessage, NlError> {
+        // A kept answer is found by the link's own name only.
+        if let Some(link) = self.links.find(|l| {
+            l.attributes
+                .iter()
+                .any(|a| matches!(a, LinkAttribute::IfName(n) if n == name))
+        }) {
+            return Ok(link);
+        }
         let mut msg = LinkMessage::default();
         msg.attributes.push(LinkAttribute::IfName(name.to_owned()));
         self.single_link(msg)
@@ -290,13 +399,15 @@ impl Netlink {
 
     fn single_link(&mut self, msg: LinkMessage) -> Result<LinkMessage, NlError> {
         let answers = self.request(RouteNetlinkMessage::GetLink(msg), 0)?;
-        answers
+        let link = answers
             .into_iter()
             .find_map(|m| match m {
                 RouteNetlinkMessage::NewLink(l) => Some(l),
                 _ => None,
             })
-            .ok_or(NlError::Kernel(libc::ENODEV))
+            .ok_or(NlError::Kernel(libc::ENODEV))?;
+        self.links.keep(&link);
+        Ok(link)
     }
 
     /// Sets `IFF_UP` on a link, or clears it.
@@ -1656,5 +1767,96 @@ impl Netlink {
     pub fn delete_route(&mut self, spec: &RouteSpec) -> Result<(), NlError> {
         let msg = route_message(spec, true)?;
         self.ack(RouteNetlinkMessage::DelRoute(msg), 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    /// The MTU of `lo` as `nl` answers it: by name, or by `index`.
+    fn lo_mtu(nl: &mut Netlink, index: Option<u32>) -> u32 {
+        let link = match index {
+            Some(i) => nl.link_by_index(i),
+            None => nl.link_by_name("lo"),
+        }
+        .expect("lo");
+        link.attributes
+            .iter()
+            .find_map(|a| match a {
+                LinkAttribute::Mtu(m) => Some(*m),
+                _ => None,
+            })
+            .expect("an MTU")
+    }
+
+    /// Sets `lo`'s MTU as another process would: wasmcni does not learn of it.
+    fn ip_sets_lo_mtu(mtu: u32) {
+        // A child forked by this thread is born in the thread's namespace.
+        let st = Command::new("ip")
+            .args(["link", "set", "lo", "mtu", &mtu.to_string()])
+            .status()
+            .expect("ip");
+        assert!(st.success());
+    }
+
+    /// While kept, a link answer stands until this process asks for a
+    /// change: through this socket or another (in another namespace), or
+    /// by a sysctl written. Not kept, every read is the kernel's. In
+    /// namespaces of the test's own (a thread's `unshare`), never the
+    /// machine's; no other test of this crate asks for a change.
+    #[test]
+    fn kept_link_answers_stand_until_this_process_asks_for_a_change() {
+        let in_new_netns = |f: Box<dyn FnOnce() + Send>| {
+            std::thread::spawn(move || {
+                if let Err(e) = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET) {
+                    #[allow(clippy::disallowed_methods)] // CI decides: fail, not skip
+                    let ci = std::env::var_os("CI").is_some_and(|v| v == "true");
+                    assert!(!ci, "this test needs root (a network namespace): {e}");
+                    return;
+                }
+                f();
+            })
+            .join()
+            .expect("the test thread");
+        };
+        // A socket in a second namespace, to ask for a change through.
+        let (tx, rx) = std::sync::mpsc::channel::<Netlink>();
+        in_new_netns(Box::new(move || {
+            tx.send(Netlink::here().expect("a socket")).unwrap();
+        }));
+        let Ok(mut other) = rx.try_recv() else {
+            return; // not root, outside CI (asserted above)
+        };
+        in_new_netns(Box::new(move || {
+            let mut nl = Netlink::here().expect("a socket");
+            let lo = nl.link_by_name("lo").expect("lo").header.index;
+            ip_sets_lo_mtu(1400);
+            assert_eq!(lo_mtu(&mut nl, None), 1400, "not kept: the kernel's");
+            nl.keep_links(true);
+            assert_eq!(lo_mtu(&mut nl, None), 1400);
+            ip_sets_lo_mtu(1300);
+            assert_eq!(lo_mtu(&mut nl, None), 1400, "kept, by name");
+            assert_eq!(lo_mtu(&mut nl, Some(lo)), 1400, "kept, by index");
+            // A change asked for through another socket, in another
+            // namespace, ends it (its lo: index 1 there too).
+            other.set_link_up(1, true).expect("lo up there");
+            assert_eq!(lo_mtu(&mut nl, Some(lo)), 1300, "after a change");
+            ip_sets_lo_mtu(1200);
+            assert_eq!(lo_mtu(&mut nl, None), 1300, "kept again");
+            // So does a sysctl written.
+            let ns = NetNs::open_container(std::path::Path::new("/proc/thread-self/ns/net"))
+                .expect("the thread's namespace");
+            crate::sysctl::write(&ns, "net.ipv4.ip_forward", "1").expect("a sysctl");
+            assert_eq!(lo_mtu(&mut nl, None), 1200, "after a sysctl write");
+            // And a failed request that was not a read.
+            let _ = nl.set_mtu(lo, 10);
+            ip_sets_lo_mtu(1100);
+            assert_eq!(lo_mtu(&mut nl, None), 1100, "after a refused change");
+            nl.keep_links(false);
+            ip_sets_lo_mtu(1000);
+            assert_eq!(lo_mtu(&mut nl, Some(lo)), 1000, "not kept again");
+        }));
     }
 }

@@ -43,6 +43,9 @@ pub struct Ctx {
     pub(super) container: Option<NetNs>,
     pub(super) host: Option<NetNs>,
     pub(super) sockets: HashMap<Kind, Netlink>,
+    /// Whether a host call is under way: while it is, the sockets keep
+    /// link answers ([`Ctx::keep_links`]).
+    in_call: bool,
     pub(super) journal: Journal<Box<dyn Inverse>>,
     pub(super) audit: Audit,
     pub(super) calls: u64,
@@ -154,6 +157,7 @@ impl Ctx {
             container: p.container,
             host: None,
             sockets: HashMap::new(),
+            in_call: false,
             journal: Journal::default(),
             audit: p.audit,
             calls: 0,
@@ -286,7 +290,8 @@ impl Ctx {
     pub(super) fn netlink(&mut self, kind: Kind) -> Result<&mut Netlink, CapError> {
         if !self.sockets.contains_key(&kind) {
             let ns = self.ns(kind).ok_or(CapError::Code(ErrorCode::NotFound))?;
-            let sock = Netlink::open(ns)?;
+            let mut sock = Netlink::open(ns)?;
+            sock.keep_links(self.in_call);
             self.sockets.insert(kind, sock);
         }
         self.sockets
@@ -294,7 +299,23 @@ impl Ctx {
             .ok_or(CapError::Code(ErrorCode::NotFound))
     }
 
-    /// A link as the kernel reports it now.
+    /// Keeps link answers for the length of one host call, or stops: its
+    /// checks and its action read the same links several times (a bridge
+    /// ADD asked the kernel for a link 40 times, each answer ~2 KB to build
+    /// and parse; 11 of them were a link read earlier in the same call with
+    /// no change in between). Any change this process asks for, a lock it
+    /// takes and a native delegate it runs drop what was kept
+    /// ([`crate::netlink::note_change`]); the next call reads afresh (a
+    /// plugin polls a link's state by calling again).
+    fn keep_links(&mut self, on: bool) {
+        self.in_call = on;
+        for s in self.sockets.values_mut() {
+            s.keep_links(on);
+        }
+    }
+
+    /// A link as the kernel reports it (in a host call, as it did at the
+    /// call's last change: [`Ctx::keep_links`]).
     pub(super) fn link(&mut self, kind: Kind, index: u32) -> Result<Link, CapError> {
         if index == 0 {
             return Err(ErrorCode::NotFound.into());
@@ -433,7 +454,10 @@ impl StoreData {
                 ),
             }))
         } else {
-            f(caps)
+            caps.keep_links(true);
+            let result = f(caps);
+            caps.keep_links(false);
+            result
         };
         if kill {
             crate::fault::kill();

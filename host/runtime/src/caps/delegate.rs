@@ -77,6 +77,9 @@ fn run_native(
     stdin: &[u8],
     deadline: Instant,
 ) -> std::io::Result<(i32, Vec<u8>)> {
+    // What it changes is read afresh afterwards, not from a kept link
+    // answer (this thread reads nothing until it returns).
+    crate::netlink::note_change();
     let mut child = Process::new(path)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k, v)))
