@@ -34,6 +34,8 @@ struct Trace {
     dumps: BTreeMap<String, usize>,
     /// Netlink requests in all.
     requests: usize,
+    /// Requests for one link (`RTM_GETLINK` without `NLM_F_DUMP`).
+    link_reads: usize,
     /// Bytes received on netlink sockets.
     received: usize,
     /// Files opened under the state root (attachment records).
@@ -163,6 +165,7 @@ impl Network {
 /// IPAM data dir's if below `data`.
 fn parse(log: &Path, state: &Path, data: &Path) -> Trace {
     const NLM_F_DUMP: u64 = 0x300;
+    const RTM_GETLINK: &str = "0x12";
     let (dir, stem) = (
         log.parent().unwrap(),
         log.file_name().unwrap().to_str().unwrap(),
@@ -216,6 +219,8 @@ fn parse(log: &Path, state: &Path, data: &Path) -> Trace {
                     flags_read += 1;
                     if flags & NLM_F_DUMP == NLM_F_DUMP {
                         *t.dumps.entry(ty).or_default() += 1;
+                    } else if ty == RTM_GETLINK {
+                        t.link_reads += 1;
                     }
                 }
             }
@@ -320,6 +325,14 @@ fn add_and_del_do_not_grow_with_the_node() {
         "ADD looked up {} directories below /proc/sys/net (at most 2: ipv6 in the node and \
          in the container)\n{a200:?}",
         a200.proc_sys_net
+    );
+    // A host call reads a link from the kernel once until something
+    // changes (`Netlink::keep_links`): 30 link reads in this ADD, where
+    // every check of every call asking the kernel again made 40.
+    assert!(
+        a200.link_reads <= 32,
+        "ADD read a link {} times (at most 32: once per host call until a change)\n{a200:?}",
+        a200.link_reads
     );
     for (i, ctr) in net.ctrs.iter().enumerate() {
         let run = net.invoke("DEL", &format!("fill{i}"), &ctr.path, &[]);

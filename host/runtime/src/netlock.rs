@@ -35,6 +35,7 @@ pub struct NetworkLock {
 /// is narrow, and refusing would fail every ADD on a read-only /run).
 pub fn lock(network: &str) -> Option<NetworkLock> {
     if !crate::ipam::valid_network_name(network) {
+        crate::netlink::note_change();
         return None;
     }
     lock_named(network)
@@ -119,14 +120,15 @@ fn open_lock(path: &std::path::Path) -> io::Result<File> {
 }
 
 fn lock_named(network: &str) -> Option<NetworkLock> {
+    // What another invocation changed before it let go is read afresh, not
+    // from a link answer kept before (`Netlink::keep_links`); so too when
+    // the lock cannot be taken and the caller goes on unlocked. (Nothing
+    // is read while this waits.)
+    crate::netlink::note_change();
     let file = open_lock(&lock_path(network)).ok()?;
     // SAFETY: flock on a descriptor we own.
     let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-    (r == 0).then(|| {
-        // What another invocation changed before it let go is read afresh.
-        crate::netlink::note_change();
-        NetworkLock { _file: file }
-    })
+    (r == 0).then_some(NetworkLock { _file: file })
 }
 
 #[cfg(test)]

@@ -112,15 +112,15 @@ impl LinkCache {
         self.answers.iter().find(|l| is(l)).cloned()
     }
 
-    /// Keeps `link`, the kernel's answer of now.
-    fn keep(&mut self, link: &LinkMessage) {
-        if !self.on {
+    /// Keeps `link`, the kernel's answer to a request sent when
+    /// [`CHANGES`] was `asked_at`: not if a change was noted since.
+    fn keep(&mut self, link: &LinkMessage, asked_at: u64) {
+        if !self.on || CHANGES.load(Ordering::Relaxed) != asked_at {
             return;
         }
-        let now = CHANGES.load(Ordering::Relaxed);
-        if self.at != now {
+        if self.at != asked_at {
             self.answers.clear();
-            self.at = now;
+            self.at = asked_at;
         }
         self.answers.retain(|l| l.header.index != link.header.index);
         self.answers.push(link.clone());
@@ -398,6 +398,7 @@ impl Netlink {
     }
 
     fn single_link(&mut self, msg: LinkMessage) -> Result<LinkMessage, NlError> {
+        let asked_at = CHANGES.load(Ordering::Relaxed);
         let answers = self.request(RouteNetlinkMessage::GetLink(msg), 0)?;
         let link = answers
             .into_iter()
@@ -406,7 +407,7 @@ impl Netlink {
                 _ => None,
             })
             .ok_or(NlError::Kernel(libc::ENODEV))?;
-        self.links.keep(&link);
+        self.links.keep(&link, asked_at);
         Ok(link)
     }
 
@@ -1622,6 +1623,8 @@ impl Netlink {
     /// until every link of its batch is unregistered. A failed deletion
     /// returns its error, as [`Netlink::delete_link`] does.
     pub fn delete_link_detached(ns: &NetNs, index: u32) -> Result<(), NlError> {
+        // The deletion is sent by a child, not through `request`.
+        note_change();
         let msg = link_at(index)?;
         let mon = ns.run_inside(|| {
             let mut s = Socket::new(NETLINK_ROUTE)?;
@@ -1850,8 +1853,9 @@ mod tests {
                 .expect("the thread's namespace");
             crate::sysctl::write(&ns, "net.ipv4.ip_forward", "1").expect("a sysctl");
             assert_eq!(lo_mtu(&mut nl, None), 1200, "after a sysctl write");
-            // And a failed request that was not a read.
-            let _ = nl.set_mtu(lo, 10);
+            // And a request that was not a read, though the kernel
+            // refused it.
+            assert!(nl.set_link_up(u32::MAX, true).is_err(), "no such link");
             ip_sets_lo_mtu(1100);
             assert_eq!(lo_mtu(&mut nl, None), 1100, "after a refused change");
             nl.keep_links(false);
