@@ -69,6 +69,8 @@ pub struct Netlink {
     seq: u32,
     buf: Vec<u8>,
     links: LinkCache,
+    /// Where in `buf` the last answer `request` took lies.
+    last_answer: std::ops::Range<usize>,
 }
 
 /// How many changes to the kernel's links and their settings this process
@@ -93,13 +95,32 @@ struct LinkCache {
     on: bool,
     /// [`CHANGES`] when `answers` were read.
     at: u64,
-    answers: Vec<LinkMessage>,
+    answers: Vec<Kept>,
+}
+
+/// A kept link answer: the link's index, its own name, and the answer as
+/// the kernel sent it. Kept as bytes and parsed again when asked for: a
+/// copy of the parsed message costs about half its parse, and most
+/// answers are not asked for again.
+struct Kept {
+    index: u32,
+    name: Option<String>,
+    raw: Vec<u8>,
+}
+
+/// Which link a request asks for.
+#[derive(Clone, Copy)]
+enum Which<'a> {
+    Index(u32),
+    /// Found by the link's own name only (the kernel also finds a link by
+    /// an alternative name).
+    Name(&'a str),
 }
 
 impl LinkCache {
-    /// A kept answer that `is` the link asked for, if no change was asked
-    /// for since it came.
-    fn find(&mut self, is: impl Fn(&LinkMessage) -> bool) -> Option<LinkMessage> {
+    /// The kept answer for the link asked for, if no change was asked for
+    /// since it came.
+    fn find(&mut self, which: Which<'_>) -> Option<LinkMessage> {
         if !self.on {
             return None;
         }
@@ -109,12 +130,17 @@ impl LinkCache {
             self.at = now;
             return None;
         }
-        self.answers.iter().find(|l| is(l)).cloned()
+        let kept = self.answers.iter().find(|k| match which {
+            Which::Index(i) => k.index == i,
+            Which::Name(n) => k.name.as_deref() == Some(n),
+        })?;
+        link_answer(&kept.raw)
     }
 
-    /// Keeps `link`, the kernel's answer to a request sent when
-    /// [`CHANGES`] was `asked_at`: not if a change was noted since.
-    fn keep(&mut self, link: &LinkMessage, asked_at: u64) {
+    /// Keeps `link` (`raw`: as the kernel sent it), the answer to a
+    /// request sent when [`CHANGES`] was `asked_at`: not if a change was
+    /// noted since.
+    fn keep(&mut self, link: &LinkMessage, raw: &[u8], asked_at: u64) {
         if !self.on || CHANGES.load(Ordering::Relaxed) != asked_at {
             return;
         }
@@ -122,8 +148,28 @@ impl LinkCache {
             self.answers.clear();
             self.at = asked_at;
         }
-        self.answers.retain(|l| l.header.index != link.header.index);
-        self.answers.push(link.clone());
+        let index = link.header.index;
+        self.answers.retain(|k| k.index != index);
+        let name = link.attributes.iter().find_map(|a| match a {
+            LinkAttribute::IfName(n) => Some(n.clone()),
+            _ => None,
+        });
+        self.answers.push(Kept {
+            index,
+            name,
+            raw: raw.to_vec(),
+        });
+    }
+}
+
+/// The link in a kept answer.
+fn link_answer(raw: &[u8]) -> Option<LinkMessage> {
+    match NetlinkMessage::<RouteNetlinkMessage>::deserialize(raw)
+        .ok()?
+        .payload
+    {
+        NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(l)) => Some(l),
+        _ => None,
     }
 }
 
@@ -158,6 +204,7 @@ impl Netlink {
             seq: 0,
             buf: vec![0; 32 * 1024],
             links: LinkCache::default(),
+            last_answer: 0..0,
         })
     }
 
@@ -169,6 +216,7 @@ impl Netlink {
             seq: 0,
             buf: vec![0; 32 * 1024],
             links: LinkCache::default(),
+            last_answer: 0..0,
         })
     }
 
@@ -313,6 +361,7 @@ impl Netlink {
             let n = self.socket.recv(&mut &mut self.buf[..], 0)?;
             let mut offset = 0;
             while offset < n {
+                let start = offset;
                 let bytes = &self.buf[offset..n];
                 let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(bytes)
                     .map_err(|e| NlError::Decode(e.to_string()))?;
@@ -333,6 +382,7 @@ impl Netlink {
                         }
                     }
                     NetlinkPayload::InnerMessage(m) => {
+                        self.last_answer = start..start + len;
                         answers.push(m);
                         if !dump && flags & NLM_F_ACK == 0 {
                             return Ok(answers);
@@ -374,7 +424,7 @@ impl Netlink {
 
     /// One link, by index.
     pub fn link_by_index(&mut self, index: u32) -> Result<LinkMessage, NlError> {
-        if let Some(link) = self.links.find(|l| l.header.index == index) {
+        if let Some(link) = self.links.find(Which::Index(index)) {
             return Ok(link);
         }
         let mut msg = LinkMessage::default();
@@ -384,12 +434,7 @@ impl Netlink {
 
     /// One link, by name (its own, or one of its alternative names).
     pub fn link_by_name(&mut self, name: &str) -> Result<LinkMessage, NlError> {
-        // A kept answer is found by the link's own name only.
-        if let Some(link) = self.links.find(|l| {
-            l.attributes
-                .iter()
-                .any(|a| matches!(a, LinkAttribute::IfName(n) if n == name))
-        }) {
+        if let Some(link) = self.links.find(Which::Name(name)) {
             return Ok(link);
         }
         let mut msg = LinkMessage::default();
@@ -407,7 +452,9 @@ impl Netlink {
                 _ => None,
             })
             .ok_or(NlError::Kernel(libc::ENODEV))?;
-        self.links.keep(&link, asked_at);
+        if let Some(raw) = self.buf.get(self.last_answer.clone()) {
+            self.links.keep(&link, raw, asked_at);
+        }
         Ok(link)
     }
 
