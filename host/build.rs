@@ -48,9 +48,12 @@ fn main() {
     // per target (the symbol names differ: the target is in every crate's
     // hash), handed to rustc's own lld (`gcc-ld/ld.lld`, which `cc` is told
     // to use: rustc links x86_64-unknown-linux-gnu with it already, the musl
-    // target with the system linker, which takes no such list). Names lld
-    // does not find (a stale list) are ignored; without the list or the lld
-    // (a distribution's rustc) the build is the same, its hot code scattered.
+    // target with the system linker, which takes no such list), through
+    // link/ordered-link (`cc -wrapper`), which first maps each function
+    // ThinLTO renamed (NAME.llvm.N, N changing with its module's code) to
+    // its name in this build. Names lld does not find (a stale list) are
+    // ignored; without the list or the lld (a distribution's rustc) the
+    // build is the same, its hot code scattered.
     let target = env::var("TARGET").unwrap_or_default();
     let list = match target.as_str() {
         "x86_64-unknown-linux-gnu" => Some("hot-symbols.txt"),
@@ -64,6 +67,18 @@ fn main() {
             (true, Some(lld)) => {
                 println!("cargo:rustc-link-arg-bin=wasmcni=-fuse-ld=lld");
                 println!("cargo:rustc-link-arg-bin=wasmcni=-B{}", lld.display());
+                // `cc -wrapper PROG`: cc runs the linker through PROG. Only
+                // where the linker driver takes it (gcc does; clang does
+                // not), and PROG's path has no comma (it would split it).
+                let wrapper = manifest.join("link/ordered-link");
+                println!("cargo:rerun-if-changed={}", wrapper.display());
+                println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
+                if let Some(w) = wrapper.to_str().filter(|w| !w.contains(',')) {
+                    if takes_wrapper(w) {
+                        println!("cargo:rustc-link-arg-bin=wasmcni=-wrapper");
+                        println!("cargo:rustc-link-arg-bin=wasmcni={w}");
+                    }
+                }
                 println!(
                     "cargo:rustc-link-arg-bin=wasmcni=-Wl,--symbol-ordering-file={}",
                     hot.display()
@@ -83,6 +98,28 @@ fn main() {
         "cargo:rustc-env=WASMCNI_FIXTURES={}",
         fixtures.to_str().expect("UTF-8 path")
     );
+}
+
+/// Whether the linker driver rustc runs (`cc`, or the one configured for
+/// the target) takes `-wrapper PROG`: preprocessing nothing with PROG as
+/// the wrapper succeeds (the wrapped subcommand's output is not used).
+fn takes_wrapper(prog: &str) -> bool {
+    let cc = env::var_os("RUSTC_LINKER").unwrap_or_else(|| "cc".into());
+    std::process::Command::new(cc)
+        .args([
+            "-wrapper",
+            prog,
+            "-E",
+            "-x",
+            "c",
+            "/dev/null",
+            "-o",
+            "/dev/null",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// The directory of rustc's own `ld.lld` driver shim (`-B` for `cc`):
