@@ -67,14 +67,14 @@ fn main() {
             (true, Some(lld)) => {
                 println!("cargo:rustc-link-arg-bin=wasmcni=-fuse-ld=lld");
                 println!("cargo:rustc-link-arg-bin=wasmcni=-B{}", lld.display());
-                // `cc -wrapper PROG`: cc runs the linker through PROG. Only
-                // where the linker driver takes it (gcc does; clang does
-                // not), and PROG's path has no comma (it would split it).
+                // `cc -wrapper PROG`: cc runs the linker through PROG. For
+                // release builds (the list names their functions), where
+                // the linker driver takes it (gcc does; clang does not),
+                // and PROG's path has no comma (it would split it).
                 let wrapper = manifest.join("link/ordered-link");
                 println!("cargo:rerun-if-changed={}", wrapper.display());
-                println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
                 if let Some(w) = wrapper.to_str().filter(|w| !w.contains(',')) {
-                    if takes_wrapper(w) {
+                    if env::var("PROFILE").as_deref() == Ok("release") && takes_wrapper(w) {
                         println!("cargo:rustc-link-arg-bin=wasmcni=-wrapper");
                         println!("cargo:rustc-link-arg-bin=wasmcni={w}");
                     }
@@ -100,11 +100,29 @@ fn main() {
     );
 }
 
-/// Whether the linker driver rustc runs (`cc`, or the one configured for
-/// the target) takes `-wrapper PROG`: preprocessing nothing with PROG as
-/// the wrapper succeeds (the wrapped subcommand's output is not used).
+/// Whether the linker driver rustc runs takes `-wrapper PROG`:
+/// preprocessing nothing with PROG as the wrapper succeeds (the wrapped
+/// subcommand's output is not used). The driver is the one the flags name
+/// (`-C linker=`), else the target's configured one (cargo's
+/// `RUSTC_LINKER`), else `cc`.
 fn takes_wrapper(prog: &str) -> bool {
-    let cc = env::var_os("RUSTC_LINKER").unwrap_or_else(|| "cc".into());
+    let flags = env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    let mut flags = flags.split('\x1f');
+    let mut from_flags = None;
+    while let Some(f) = flags.next() {
+        let f = if f == "-C" {
+            flags.next().unwrap_or("")
+        } else {
+            f
+        };
+        if let Some(l) = f.strip_prefix("-Clinker=").or(f.strip_prefix("linker=")) {
+            from_flags = Some(l.to_owned());
+        }
+    }
+    let cc = from_flags
+        .map(Into::into)
+        .or_else(|| env::var_os("RUSTC_LINKER"))
+        .unwrap_or_else(|| "cc".into());
     std::process::Command::new(cc)
         .args([
             "-wrapper",
