@@ -125,17 +125,7 @@ impl Call<'_> {
     /// its teardown grow with the number of containers (the benchmark's
     /// sequential run measured the harness, not the plugins, with it).
     pub fn run_setns(&self) -> Drive {
-        use std::os::unix::process::CommandExt;
-        let ns = std::fs::File::open(&self.node.path).expect("open the node netns");
-        let mut c = Command::new(driver());
-        // SAFETY: setns(2) only, between fork and exec.
-        unsafe {
-            c.pre_exec(move || {
-                nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET)
-                    .map_err(std::io::Error::from)
-            });
-        }
-        self.finish(c)
+        self.finish(self.node.command(driver()))
     }
 
     fn finish(&self, mut c: Command) -> Drive {

@@ -311,7 +311,7 @@ impl Netns {
     /// needs Debian's `nftables`).
     pub fn nft(&self, args: &[&str]) -> String {
         let out = self
-            .nft_command()
+            .command("nft")
             .args(args)
             .output()
             .expect("this test needs nft (apt-get install nftables)");
@@ -324,12 +324,13 @@ impl Netns {
         String::from_utf8(out.stdout).unwrap()
     }
 
-    /// `nft`, run in the namespace by setns(2) before its exec, not
-    /// through `ip netns exec` (one exec fewer: each counts under the VM's
-    /// emulation); nft needs the network namespace alone.
-    fn nft_command(&self) -> Command {
-        let ns = std::fs::File::open(&self.path).expect("open netns");
-        let mut c = Command::new("nft");
+    /// `program`, to run in this network namespace alone: setns(2) between
+    /// fork and exec, not `ip netns exec` (one exec fewer, which counts
+    /// under the VM's emulation, and no copy of the mount table).
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let ns = std::fs::File::open(&self.path)
+            .unwrap_or_else(|e| panic!("open {}: {e}", self.path.display()));
+        let mut c = Command::new(program);
         // SAFETY: setns(2) only, between fork and exec.
         unsafe {
             c.pre_exec(move || {
@@ -345,7 +346,7 @@ impl Netns {
     /// the table is missing.
     pub fn wasmcni_rules(&self) -> Vec<Value> {
         let out = self
-            .nft_command()
+            .command("nft")
             .args(["-j", "list", "table", "inet", "wasmcni"])
             .output()
             .expect("this test needs nft (apt-get install nftables)");
