@@ -35,19 +35,29 @@ fn checksum(bytes: &[u8]) -> [u8; 16] {
 }
 
 /// The engine configuration: component model, epoch interruption for
-/// deadlines, and the Winch baseline compiler. Used for both precompiling
-/// and loading.
+/// deadlines, and the Cranelift compiler. Used for both precompiling and
+/// loading.
 ///
-/// Why Winch and not Cranelift: a CNI plugin runs for about a millisecond,
-/// so compile time matters far more than code quality. Measured on the
-/// 2-core VM for the loopback plugin (`examples/compile_time.rs`): Winch
-/// ~80 ms, Cranelift 280–650 ms (opt-level none to speed); warm ADD is
-/// within noise of the Cranelift build.
+/// Why Cranelift and not the Winch baseline compiler: `wasmcni install`
+/// precompiles every plugin, so compile time is paid once per plugin
+/// version, while the code's size and speed are paid by every call.
+/// Measured on the 2-core VM (release build, glibc, executed directly and
+/// interleaved with the reference, 300 runs; docs/performance.md, issue
+/// 26, tenth step):
+/// - install of the 17 plugins: 1.1-1.2 s (Winch 0.3 s);
+/// - the artifacts: 3.01 MB (Winch 5.17 MB); loopback's 0.81 MB (1.29);
+/// - loopback ADD 3.13 ms (Winch 3.90), peak RSS 4.7-4.8 MiB (5.0-5.1);
+/// - bridge + host-local ADD 7.93 ms (Winch 8.91).
+///
+/// A call of a plugin whose artifact is missing compiles it first, before
+/// its deadline starts (a delegated plugin's, within its caller's). Debug
+/// builds optimize Cranelift (Cargo.toml), or each test's install would
+/// compile for 15 s.
 pub fn config() -> Config {
     let mut c = Config::new();
     c.wasm_component_model(true);
     c.epoch_interruption(true);
-    c.strategy(Strategy::Winch);
+    c.strategy(Strategy::Cranelift);
     // No wasm offsets in a trap's backtrace (the function names a plugin's
     // name section gives stay; the standard plugins are built stripped, so
     // theirs read `<wasm function N>` either way): 9% of every artifact
