@@ -178,6 +178,32 @@ fn corrupt_or_foreign_artifacts_are_rebuilt_not_loaded() {
             "{what}: artifact not rebuilt"
         );
     }
+
+    // That was the first run's kind (Winch's: fast to compile). `wasmcni
+    // precompile`, which `install` runs, adds loopback's Cranelift
+    // artifact, and from then on runs load that one: the first run's is
+    // not read again (a run that did would rebuild it).
+    let out = std::process::Command::new(support::wasmcni())
+        .arg("precompile")
+        .arg("--cache-dir")
+        .arg(cache.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "wasmcni precompile: {out:?}");
+    let now = artifacts(cache.path());
+    let loopback = |p: &&std::path::PathBuf| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("loopback-"))
+    };
+    assert_eq!(now.iter().filter(loopback).count(), 2, "{now:?}");
+    std::fs::write(&arts[0], b"garbage").unwrap();
+    let r = run();
+    assert_eq!(r.json()["msg"], "loopback interface is down", "{r:?}");
+    assert_eq!(
+        std::fs::read(&arts[0]).unwrap(),
+        b"garbage",
+        "the first run's artifact was loaded after precompile"
+    );
 }
 
 #[test]

@@ -175,7 +175,7 @@ pub fn invoke(
     };
     let t0 = std::time::Instant::now();
     let container = container_netns(&env, command)?;
-    let rt = exec::runtime(policy, env, t0, deadline)?;
+    let rt = exec::runtime(members.first(), policy, env, t0, deadline)?;
     let var = |k: &str| lookup(&rt.env, k).unwrap_or("").to_owned();
     let identity = Identity {
         plugin: NAME.to_owned(),

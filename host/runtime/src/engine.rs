@@ -49,10 +49,10 @@ fn checksum(bytes: &[u8]) -> [u8; 16] {
 /// - loopback ADD 3.13 ms (Winch 3.90), peak RSS 4.7-4.8 MiB (5.0-5.1);
 /// - bridge + host-local ADD 7.93 ms (Winch 8.91).
 ///
-/// A call of a plugin whose artifact is missing compiles it first, before
-/// its deadline starts (a delegated plugin's, within its caller's). Debug
-/// builds optimize Cranelift (Cargo.toml), or each test's install would
-/// compile for 15 s.
+/// A process whose plugin has no Cranelift artifact yet (not precompiled:
+/// a plugin added after `wasmcni install`, a cache lost) runs under
+/// [`first_run_config`] instead ([`engine_for`]). Debug builds optimize
+/// Cranelift (Cargo.toml), or each test's install would compile for 15 s.
 pub fn config() -> Config {
     let mut c = Config::new();
     c.wasm_component_model(true);
@@ -75,9 +75,37 @@ pub fn config() -> Config {
     c
 }
 
-/// Builds the engine.
+/// Builds the engine: [`config`]'s, the one `wasmcni install` and
+/// `precompile` compile with.
 pub fn engine() -> wasmtime::Result<Engine> {
     Engine::new(&config())
+}
+
+/// [`config`] with the Winch baseline compiler: for a process whose plugin
+/// has no precompiled artifact, which compiles it before it runs. Winch
+/// compiles about 6 times faster than Cranelift (a first loopback ADD, the
+/// artifact compiled and stored: ~50 ms against ~300 ms; issue 2's floor
+/// is 150 ms), and its code is larger and slower. Its artifacts have a
+/// fingerprint of their own, so both kinds can sit in one cache;
+/// `wasmcni install` replaces them with Cranelift's.
+pub fn first_run_config() -> Config {
+    let mut c = config();
+    c.strategy(Strategy::Winch);
+    c
+}
+
+/// The engine for a process whose top-level plugin is `top`: [`engine`]
+/// when `cache` holds a Cranelift artifact of `top` (what `wasmcni
+/// install` leaves), else one of [`first_run_config`]. A plugin the process
+/// delegates to is loaded, or compiled, under the same engine.
+pub fn engine_for(top: &Plugin, cache: Option<&ArtifactCache>) -> wasmtime::Result<Engine> {
+    let engine = engine()?;
+    let precompiled = cache.is_some_and(|c| c.path_for(top, &fingerprint(&engine)).is_file());
+    if precompiled {
+        Ok(engine)
+    } else {
+        Engine::new(&first_run_config())
+    }
 }
 
 /// A short, stable fingerprint of everything that makes an artifact
@@ -472,5 +500,28 @@ mod tests {
         let b = engine().unwrap();
         assert_eq!(fingerprint(&a), fingerprint(&b));
         assert_eq!(fingerprint(&a).len(), 16);
+    }
+
+    #[test]
+    fn a_plugin_runs_under_cranelift_once_precompiled_and_under_winch_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = ArtifactCache::new(dir.path().join("cache"));
+        let plugin = crate::plugins::bundled()
+            .find(|p| p.name() == "loopback")
+            .unwrap();
+        let winch_engine = Engine::new(&first_run_config()).unwrap();
+        let (cranelift, winch) = (fingerprint(&engine().unwrap()), fingerprint(&winch_engine));
+        // Their artifacts are told apart by name.
+        assert_ne!(cranelift, winch);
+        let runs_under =
+            |cache: Option<&ArtifactCache>| fingerprint(&engine_for(&plugin, cache).unwrap());
+        assert_eq!(runs_under(Some(&cache)), winch);
+        assert_eq!(runs_under(None), winch);
+        // A first run's artifact does not make the next runs Cranelift's.
+        precompile(&winch_engine, &plugin, &cache).unwrap();
+        assert_eq!(runs_under(Some(&cache)), winch);
+        // `wasmcni install`'s does.
+        precompile(&engine().unwrap(), &plugin, &cache).unwrap();
+        assert_eq!(runs_under(Some(&cache)), cranelift);
     }
 }

@@ -104,19 +104,26 @@ pub(crate) fn run_plugin(
 }
 
 /// What a top-level run (a plugin, or the chain) shares with the delegates
-/// and members it runs: the engine, the artifact cache, `policy`, the
+/// and members it runs: the engine (for `top`, the plugin or the chain's
+/// first member, if any: [`engine::engine_for`]), the artifact cache, `policy`, the
 /// `CNI_*` environment `env`, and one deadline, `deadline` after `t0`,
 /// never re-armed by a nested run.
 pub(crate) fn runtime(
+    top: Option<&Plugin>,
     policy: Policy,
     env: Vec<(String, String)>,
     t0: Instant,
     deadline: Duration,
 ) -> Result<Arc<Runtime>, CniError> {
-    let engine = engine::engine().map_err(internal)?;
+    let cache = ArtifactCache::default_location();
+    let engine = match top {
+        Some(top) => engine::engine_for(top, cache.as_ref()),
+        None => engine::engine(),
+    }
+    .map_err(internal)?;
     Ok(Arc::new(Runtime {
         engine,
-        cache: ArtifactCache::default_location(),
+        cache,
         policy,
         env,
         deadline: t0 + deadline,

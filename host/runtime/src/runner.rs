@@ -191,7 +191,7 @@ fn run_loaded(
     let t0 = std::time::Instant::now();
     let container = container_netns(&env, command)?;
     let t1 = std::time::Instant::now();
-    let rt = exec::runtime(policy, env, t0, resolved.limits.deadline)?;
+    let rt = exec::runtime(Some(&plugin), policy, env, t0, resolved.limits.deadline)?;
     log::debug!("timing: netns {:?}, engine {:?}", t1 - t0, t1.elapsed());
     exec::in_session(|| {
         let ran = exec::run_plugin(
