@@ -9,10 +9,11 @@ fn main() {
     let path = std::env::args().nth(1).expect("path.wasm");
     let wasm = std::fs::read(path).unwrap();
     // wasmcni's engine::config() as it is, then with these settings on top:
-    // Cranelift's opt level and whether artifacts carry a wasm address map.
-    // (The Winch baseline compiler, used until issue 26's tenth step, is
-    // not built in any more: ~4x faster to compile, 1.7x larger code.)
-    let settings: [(Strategy, Option<OptLevel>, bool); 4] = [
+    // the compiler (Winch, what a first run without an artifact uses;
+    // Cranelift's opt level) and whether artifacts carry a wasm address map.
+    let settings: [(Strategy, Option<OptLevel>, bool); 6] = [
+        (Strategy::Winch, None, true),
+        (Strategy::Winch, None, false),
         (Strategy::Cranelift, Some(OptLevel::None), true),
         (Strategy::Cranelift, Some(OptLevel::Speed), true),
         (Strategy::Cranelift, Some(OptLevel::SpeedAndSize), true),
