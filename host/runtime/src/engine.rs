@@ -83,8 +83,8 @@ pub fn engine() -> wasmtime::Result<Engine> {
 
 /// [`config`] with the Winch baseline compiler: for a process whose plugin
 /// has no precompiled artifact, which compiles it before it runs. Winch
-/// compiles about 6 times faster than Cranelift (a first loopback ADD, the
-/// artifact compiled and stored: ~50 ms against ~300 ms; issue 2's floor
+/// compiles about 4 times faster than Cranelift (a first loopback ADD, the
+/// artifact compiled and stored: ~80 ms against ~300 ms; issue 2's floor
 /// is 150 ms), and its code is larger and slower. Its artifacts have a
 /// fingerprint of their own, so both kinds can sit in one cache;
 /// `wasmcni install` replaces them with Cranelift's.
