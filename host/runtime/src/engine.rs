@@ -110,7 +110,15 @@ pub fn engine_for(top: &Plugin, cache: Option<&ArtifactCache>) -> wasmtime::Resu
 
 /// A short, stable fingerprint of everything that makes an artifact
 /// loadable by `engine`: the wasmtime version and its compilation settings.
+/// Made once per process and engine (choosing the engine and loading the
+/// artifact both need it, and hashing every setting is not free).
 pub fn fingerprint(engine: &Engine) -> String {
+    static MADE: PerProcess<String> = PerProcess::new();
+    MADE.get_or_make(engine, "", || Ok(fingerprint_of(engine)))
+        .unwrap_or_else(|_| fingerprint_of(engine))
+}
+
+fn fingerprint_of(engine: &Engine) -> String {
     // DefaultHasher uses fixed keys: stable for one build of wasmcni, which
     // is what an artifact must match anyway (the version is mixed in too).
     let mut h = std::hash::DefaultHasher::new();
