@@ -96,11 +96,17 @@ pub fn first_run_config() -> Config {
 
 /// The engine for a process whose top-level plugin is `top`: [`engine`]
 /// when `cache` holds a Cranelift artifact of `top` (what `wasmcni
-/// install` leaves), else one of [`first_run_config`]. A plugin the process
+/// install` leaves) and is trusted (one it would load from), else one of
+/// [`first_run_config`]. A plugin the process
 /// delegates to is loaded, or compiled, under the same engine.
 pub fn engine_for(top: &Plugin, cache: Option<&ArtifactCache>) -> wasmtime::Result<Engine> {
     let engine = engine()?;
-    let precompiled = cache.is_some_and(|c| c.path_for(top, &fingerprint(&engine)).is_file());
+    // An untrusted cache is not loaded from (`load`), so its artifacts do
+    // not count: without this check, every call would compile with
+    // Cranelift (about four times Winch's time) and throw the code away.
+    let precompiled = cache.is_some_and(|c| {
+        c.path_for(top, &fingerprint(&engine)).is_file() && c.check_trusted(false).is_ok()
+    });
     if precompiled {
         Ok(engine)
     } else {
@@ -530,6 +536,13 @@ mod tests {
         assert_eq!(runs_under(Some(&cache)), winch);
         // `wasmcni install`'s does.
         precompile(&engine().unwrap(), &plugin, &cache).unwrap();
+        assert_eq!(runs_under(Some(&cache)), cranelift);
+        // A cache that became untrusted after install is not loaded from:
+        // its Cranelift artifact must not make every call compile with
+        // Cranelift.
+        std::fs::set_permissions(cache.dir(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert_eq!(runs_under(Some(&cache)), winch);
+        std::fs::set_permissions(cache.dir(), std::fs::Permissions::from_mode(0o755)).unwrap();
         assert_eq!(runs_under(Some(&cache)), cranelift);
     }
 }
