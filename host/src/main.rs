@@ -8,7 +8,12 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
     populate_hot_text();
-    std::process::exit(wasmcni::cli::main());
+    let code = wasmcni::cli::main();
+    // A plugin that changed the firewall would otherwise wait out an RCU
+    // grace period in its exit (the kernel's release of its netfilter
+    // socket), and the runtime with it.
+    wasmcni_runtime::netlink::nfsock::close_kept_in_background();
+    std::process::exit(code);
 }
 
 /// The first function of the hot text: `host/hot-symbols.txt` lists it

@@ -10,15 +10,19 @@
 //! (`wasmcni-chain`: the bridge's masquerade, portmap, firewall) opened
 //! and closed a socket per member, and a portmap that maps UDP ports
 //! opened a second one for conntrack: each close waited. (Conntrack now
-//! goes through the nftables user's socket.) A kept socket
-//! is closed by the process's exit: one wait per process, and shorter by
-//! whatever the process still does after its last commit.
+//! goes through the nftables user's socket.) The kept sockets
+//! outlive the process: at its end, [`close_kept_in_background`] hands
+//! them to a child that closes them a grace period later: the process's
+//! exit (what a runtime waits for) does not wait for them, and by then
+//! the work of its commits is done, so the close does not hold the commit
+//! lock that the next plugin's commit needs.
 //!
 //! A socket goes back to the pool only when nothing is left to read on it
 //! (the rest of an abandoned dump, the acknowledgements of a batch whose
 //! reader gave up): the next user starts clean, whatever the last one
 //! left.
 
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Mutex;
 
 use netlink_sys::{protocols::NETLINK_NETFILTER, Socket, SocketAddr};
@@ -29,6 +33,11 @@ use crate::netns::NetNs;
 /// The kept sockets, by the inode of their namespace. A socket holds its
 /// namespace, so the inode cannot be reused while the socket is here.
 static POOL: Mutex<Vec<(u64, Socket)>> = Mutex::new(Vec::new());
+
+/// Every netfilter socket this process has open, kept or lent (a user may
+/// never give its lease back: the process exits first), for
+/// [`close_kept_in_background`]. A socket leaves it when it is closed.
+static OPEN: Mutex<Vec<RawFd>> = Mutex::new(Vec::new());
 
 /// Most reads spent emptying a socket before it goes back; one still
 /// talking after that is closed instead.
@@ -56,12 +65,14 @@ impl Drop for Lease {
         let Some(socket) = self.socket.take() else {
             return;
         };
-        if self.ns_ino == 0 || !drained(&socket) {
-            return;
+        if self.ns_ino != 0 && drained(&socket) {
+            if let Ok(mut pool) = POOL.lock() {
+                pool.push((self.ns_ino, socket));
+                return;
+            }
         }
-        if let Ok(mut pool) = POOL.lock() {
-            pool.push((self.ns_ino, socket));
-        }
+        // Closed here: out of the list first (its number may be reused).
+        forget_open(socket.as_raw_fd());
     }
 }
 
@@ -98,10 +109,98 @@ pub fn lease(ns: &NetNs) -> Result<Lease, NlError> {
         }
         Ok(s)
     })?;
+    if let Ok(mut open) = OPEN.lock() {
+        open.push(socket.as_raw_fd());
+    }
     Ok(Lease {
         ns_ino,
         socket: Some(socket),
     })
+}
+
+/// Takes a socket about to be closed out of [`OPEN`].
+fn forget_open(fd: RawFd) {
+    if let Ok(mut open) = OPEN.lock() {
+        open.retain(|&o| o != fd);
+    }
+}
+
+/// Makes the release of this process's netfilter sockets someone else's
+/// wait: for the end of the process, after its answer is written.
+///
+/// The last close of a netfilter socket, while nf_tables still has
+/// destroy work pending from a commit (anyone's, in any namespace), runs
+/// that work to its end under the namespace's commit lock (the kernel's
+/// `NETLINK_URELEASE` notifier, `nft_rcv_nl_event`), and the work waits
+/// out an RCU grace period: 7–18 ms on these machines. A process closes
+/// its sockets in its exit, which a runtime waits for: 10–12 ms of every
+/// portmap or firewall call. So a forked child takes copies of every
+/// socket still open (in the pool, or in a lease its user never gave
+/// back), closes every other descriptor (stdout and stderr, which a
+/// runtime reads to EOF; any lock), waits out a grace period itself
+/// (`membarrier`, which holds no lock: by then the work of this
+/// process's commits is done, and its close has nothing to wait for, nor
+/// a next commit for it), then waits for the parent to be gone (the end
+/// of a pipe only the parent holds), so that the parent's exit drops
+/// references that are not the last, and exits. What was committed is in
+/// the kernel already; the work only frees old transactions. The child
+/// makes system calls only (the process has other threads). Where no
+/// socket was opened, or the fork fails, nothing changes. Returns the
+/// child's pid.
+pub fn close_kept_in_background() -> Option<libc::pid_t> {
+    let open = OPEN.lock().map(|o| o.clone()).unwrap_or_default();
+    let (rd, wr) = match nix::unistd::pipe() {
+        Ok(p) if !open.is_empty() => p,
+        _ => return None,
+    };
+    let pid = hand_over(&open, rd)?;
+    // Until the process exits: its close wakes the child.
+    std::mem::forget(wr);
+    Some(pid)
+}
+
+/// Forks a child that keeps `keep` and `gate` open, closes every other
+/// descriptor, waits out an RCU grace period, then until `gate` reads
+/// end-of-file, and exits. The parent's copy of `gate` is closed.
+fn hand_over(keep: &[RawFd], gate: OwnedFd) -> Option<libc::pid_t> {
+    let gate_fd = gate.as_raw_fd();
+    let mut fds: Vec<u32> = keep
+        .iter()
+        .chain(std::iter::once(&gate_fd))
+        .filter_map(|&fd| u32::try_from(fd).ok())
+        .collect();
+    fds.sort_unstable();
+    fds.dedup();
+    // SAFETY: the child makes system calls only, on memory made before the
+    // fork, then `_exit`s.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let mut from = 0u32;
+        for &fd in &fds {
+            if fd > from {
+                // SAFETY: closes descriptors this child owns.
+                unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, 0u32) };
+            }
+            from = fd + 1;
+        }
+        // SAFETY: as above; `membarrier` waits (a kernel without it
+        // refuses at once); the read blocks until the parent is gone (or
+        // fails); then the child's exit closes the sockets.
+        unsafe {
+            libc::syscall(libc::SYS_close_range, from, u32::MAX, 0u32);
+            const MEMBARRIER_CMD_GLOBAL: libc::c_int = 1;
+            libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0);
+            let mut b = 0u8;
+            while libc::read(gate_fd, (&raw mut b).cast(), 1) != 0 {
+                if *libc::__errno_location() != libc::EINTR {
+                    break;
+                }
+            }
+            libc::_exit(0);
+        }
+    }
+    drop(gate);
+    (pid > 0).then_some(pid)
 }
 
 /// Reads whatever is left on `socket` without waiting: whether it is
@@ -124,7 +223,6 @@ pub(super) fn drained(socket: &Socket) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::fd::AsRawFd;
 
     /// A socket comes back from the pool for the same namespace, emptied
     /// of what its last user left unread; a second lease while the first
@@ -164,6 +262,59 @@ mod tests {
             );
             let other = lease(&ns).expect("lease");
             assert_ne!(other.as_raw_fd(), fd, "a second socket");
+        })
+        .join()
+        .expect("the test's thread");
+    }
+
+    /// At the end of a process its sockets are handed to a child that has
+    /// nothing else open (no stdout a runtime would wait on), and that
+    /// stays until the parent's end of the gate closes. In a namespace of
+    /// the test's own.
+    #[test]
+    fn a_child_takes_the_sockets_alone_and_waits_for_the_gate() {
+        std::thread::spawn(|| {
+            if let Err(e) = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET) {
+                #[allow(clippy::disallowed_methods)] // CI decides: fail, not skip
+                let ci = std::env::var_os("CI").is_some_and(|v| v == "true");
+                assert!(!ci, "this test needs root (a network namespace): {e}");
+                return;
+            }
+            let ns = NetNs::open_container(std::path::Path::new("/proc/thread-self/ns/net"))
+                .expect("the thread's namespace");
+            let (a, b) = (lease(&ns).expect("a socket"), lease(&ns).expect("a socket"));
+            let (rd, wr) = nix::unistd::pipe().expect("a pipe");
+            let mut want = vec![a.as_raw_fd(), b.as_raw_fd(), rd.as_raw_fd()];
+            want.sort_unstable();
+            let child = hand_over(&[a.as_raw_fd(), b.as_raw_fd()], rd).expect("a child");
+            // Once it sleeps (in the gate's read), it has closed the rest.
+            let stat = format!("/proc/{child}/stat");
+            let mut waited = 0;
+            while !std::fs::read_to_string(&stat)
+                .is_ok_and(|s| s.rsplit(") ").next().is_some_and(|r| r.starts_with('S')))
+            {
+                assert!(waited < 5000, "the child never waited on its gate");
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                waited += 1;
+            }
+            let mut has: Vec<RawFd> = std::fs::read_dir(format!("/proc/{child}/fd"))
+                .expect("the child's descriptors")
+                .map(|e| e.unwrap().file_name().to_str().unwrap().parse().unwrap())
+                .collect();
+            has.sort_unstable();
+            assert_eq!(
+                has, want,
+                "the child holds the sockets and its gate, nothing else"
+            );
+            drop((a, b));
+            // The parent's end closes (its exit, here by hand): the child goes.
+            drop(wr);
+            let status = nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(child), None)
+                .expect("the child");
+            assert_eq!(
+                status,
+                nix::sys::wait::WaitStatus::Exited(nix::unistd::Pid::from_raw(child), 0)
+            );
         })
         .join()
         .expect("the test's thread");
