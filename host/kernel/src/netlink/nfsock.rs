@@ -149,10 +149,10 @@ fn forget_open(fd: RawFd) {
 /// child's pid.
 pub fn close_kept_in_background() -> Option<libc::pid_t> {
     let open = OPEN.lock().map(|o| o.clone()).unwrap_or_default();
-    let (rd, wr) = match nix::unistd::pipe() {
-        Ok(p) if !open.is_empty() => p,
-        _ => return None,
-    };
+    if open.is_empty() {
+        return None;
+    }
+    let (rd, wr) = nix::unistd::pipe().ok()?;
     let pid = hand_over(&open, rd)?;
     // Until the process exits: its close wakes the child.
     std::mem::forget(wr);
