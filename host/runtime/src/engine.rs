@@ -140,6 +140,10 @@ fn fingerprint_of(engine: &Engine) -> String {
 #[derive(Debug, Clone)]
 pub struct ArtifactCache {
     dir: PathBuf,
+    /// Set once the directory passed [`ArtifactCache::check_trusted`]:
+    /// choosing the engine and loading the artifact both ask, in the same
+    /// process, microseconds apart.
+    trusted: std::sync::OnceLock<()>,
 }
 
 /// Why the cache could not be used (the plugin is then compiled in memory).
@@ -164,7 +168,10 @@ pub enum CacheError {
 impl ArtifactCache {
     /// The cache in `dir`.
     pub fn new(dir: impl Into<PathBuf>) -> ArtifactCache {
-        ArtifactCache { dir: dir.into() }
+        ArtifactCache {
+            dir: dir.into(),
+            trusted: std::sync::OnceLock::new(),
+        }
     }
 
     /// The default location: `$WASMCNI_CACHE_DIR`, else `.wasmcni-cache`
@@ -195,6 +202,9 @@ impl ArtifactCache {
     }
 
     fn check_trusted(&self, create: bool) -> Result<(), CacheError> {
+        if self.trusted.get().is_some() {
+            return Ok(());
+        }
         let io = |source| CacheError::Io {
             path: self.dir.clone(),
             source,
@@ -215,6 +225,7 @@ impl ArtifactCache {
         if !meta.is_dir() || meta.uid() != euid || meta.permissions().mode() & 0o022 != 0 {
             return Err(CacheError::Untrusted(self.dir.clone()));
         }
+        let _ = self.trusted.set(());
         Ok(())
     }
 
@@ -539,10 +550,13 @@ mod tests {
         assert_eq!(runs_under(Some(&cache)), cranelift);
         // A cache that became untrusted after install is not loaded from:
         // its Cranelift artifact must not make every call compile with
-        // Cranelift.
+        // Cranelift. (Each process sees the cache afresh: a new instance.)
         std::fs::set_permissions(cache.dir(), std::fs::Permissions::from_mode(0o777)).unwrap();
-        assert_eq!(runs_under(Some(&cache)), winch);
+        assert_eq!(runs_under(Some(&ArtifactCache::new(cache.dir()))), winch);
         std::fs::set_permissions(cache.dir(), std::fs::Permissions::from_mode(0o755)).unwrap();
-        assert_eq!(runs_under(Some(&cache)), cranelift);
+        assert_eq!(
+            runs_under(Some(&ArtifactCache::new(cache.dir()))),
+            cranelift
+        );
     }
 }

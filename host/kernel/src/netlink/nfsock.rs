@@ -175,19 +175,11 @@ fn hand_over(keep: &[RawFd], gate: OwnedFd) -> Option<libc::pid_t> {
     // fork, then `_exit`s.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        let mut from = 0u32;
-        for &fd in &fds {
-            if fd > from {
-                // SAFETY: closes descriptors this child owns.
-                unsafe { libc::syscall(libc::SYS_close_range, from, fd - 1, 0u32) };
-            }
-            from = fd + 1;
-        }
-        // SAFETY: as above; `membarrier` waits (a kernel without it
-        // refuses at once); the read blocks until the parent is gone (or
-        // fails); then the child's exit closes the sockets.
+        super::close_all_but(&fds);
+        // SAFETY: `membarrier` waits (a kernel without it refuses at
+        // once); the read blocks until the parent is gone (or fails); then
+        // the child's exit closes the sockets.
         unsafe {
-            libc::syscall(libc::SYS_close_range, from, u32::MAX, 0u32);
             const MEMBARRIER_CMD_GLOBAL: libc::c_int = 1;
             libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0);
             let mut b = 0u8;
@@ -224,12 +216,9 @@ pub(super) fn drained(socket: &Socket) -> bool {
 mod tests {
     use super::*;
 
-    /// A socket comes back from the pool for the same namespace, emptied
-    /// of what its last user left unread; a second lease while the first
-    /// is out is a socket of its own. In a namespace of the test's own (a
-    /// thread's `unshare`), never the machine's.
-    #[test]
-    fn a_lease_comes_back_emptied() {
+    /// Runs `f` on a thread in a network namespace of its own (never the
+    /// machine's). Without root it fails in CI and is skipped elsewhere.
+    fn in_own_netns(f: impl FnOnce(NetNs) + Send + 'static) {
         std::thread::spawn(|| {
             if let Err(e) = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET) {
                 #[allow(clippy::disallowed_methods)] // CI decides: fail, not skip
@@ -237,8 +226,22 @@ mod tests {
                 assert!(!ci, "this test needs root (a network namespace): {e}");
                 return;
             }
-            let ns = NetNs::open_container(std::path::Path::new("/proc/thread-self/ns/net"))
-                .expect("the thread's namespace");
+            f(
+                NetNs::open_container(std::path::Path::new("/proc/thread-self/ns/net"))
+                    .expect("the thread's namespace"),
+            );
+        })
+        .join()
+        .expect("the test's thread");
+    }
+
+    /// A socket comes back from the pool for the same namespace, emptied
+    /// of what its last user left unread; a second lease while the first
+    /// is out is a socket of its own. In a namespace of the test's own (a
+    /// thread's `unshare`), never the machine's.
+    #[test]
+    fn a_lease_comes_back_emptied() {
+        in_own_netns(|ns| {
             let first = lease(&ns).expect("a netfilter socket");
             let fd = first.as_raw_fd();
             // A dump whose answer is left unread: the table list
@@ -262,9 +265,7 @@ mod tests {
             );
             let other = lease(&ns).expect("lease");
             assert_ne!(other.as_raw_fd(), fd, "a second socket");
-        })
-        .join()
-        .expect("the test's thread");
+        });
     }
 
     /// At the end of a process its sockets are handed to a child that has
@@ -273,25 +274,21 @@ mod tests {
     /// the test's own.
     #[test]
     fn a_child_takes_the_sockets_alone_and_waits_for_the_gate() {
-        std::thread::spawn(|| {
-            if let Err(e) = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET) {
-                #[allow(clippy::disallowed_methods)] // CI decides: fail, not skip
-                let ci = std::env::var_os("CI").is_some_and(|v| v == "true");
-                assert!(!ci, "this test needs root (a network namespace): {e}");
-                return;
-            }
-            let ns = NetNs::open_container(std::path::Path::new("/proc/thread-self/ns/net"))
-                .expect("the thread's namespace");
+        in_own_netns(|ns| {
             let (a, b) = (lease(&ns).expect("a socket"), lease(&ns).expect("a socket"));
             let (rd, wr) = nix::unistd::pipe().expect("a pipe");
-            let mut want = vec![a.as_raw_fd(), b.as_raw_fd(), rd.as_raw_fd()];
+            let want_gate = rd.as_raw_fd();
+            let mut want = vec![a.as_raw_fd(), b.as_raw_fd(), want_gate];
             want.sort_unstable();
             let child = hand_over(&[a.as_raw_fd(), b.as_raw_fd()], rd).expect("a child");
-            // Once it sleeps (in the gate's read), it has closed the rest.
-            let stat = format!("/proc/{child}/stat");
+            // Once it blocks in the gate's read (system call 0 on that
+            // descriptor), it has closed the rest and waited out its grace
+            // period; a child that did not wait for the gate never gets
+            // there (it exits after the grace period).
+            let gate = format!("0 {:#x} ", want_gate);
             let mut waited = 0;
-            while !std::fs::read_to_string(&stat)
-                .is_ok_and(|s| s.rsplit(") ").next().is_some_and(|r| r.starts_with('S')))
+            while !std::fs::read_to_string(format!("/proc/{child}/syscall"))
+                .is_ok_and(|s| s.starts_with(&gate))
             {
                 assert!(waited < 5000, "the child never waited on its gate");
                 std::thread::sleep(std::time::Duration::from_millis(1));
@@ -315,8 +312,6 @@ mod tests {
                 status,
                 nix::sys::wait::WaitStatus::Exited(nix::unistd::Pid::from_raw(child), 0)
             );
-        })
-        .join()
-        .expect("the test's thread");
+        });
     }
 }

@@ -1032,26 +1032,16 @@ fn fork_deleter(del: &Netlink, msg: LinkMessage) -> Result<Option<std::fs::File>
     let (rd, wr) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| NlError::Io(io::Error::from(e)))?;
     let wr_fd = wr.as_raw_fd();
+    let mut keep = [sock, wr_fd].map(|fd| u32::try_from(fd).unwrap_or(u32::MAX));
+    keep.sort_unstable();
     // SAFETY: the child only makes async-signal-safe system calls on
     // memory prepared before the fork, then `_exit`s.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
+        super::close_all_but(&keep);
         // SAFETY: system calls on descriptors and buffers owned here.
         unsafe {
             libc::signal(libc::SIGPIPE, libc::SIG_IGN);
-            let (lo, hi) = (sock.min(wr_fd), sock.max(wr_fd));
-            if lo > 0 {
-                libc::syscall(libc::SYS_close_range, 0u32, (lo - 1) as u32, 0u32);
-            }
-            if hi > lo + 1 {
-                libc::syscall(
-                    libc::SYS_close_range,
-                    (lo + 1) as u32,
-                    (hi - 1) as u32,
-                    0u32,
-                );
-            }
-            libc::syscall(libc::SYS_close_range, (hi + 1) as u32, u32::MAX, 0u32);
             let code: i32 = if libc::send(sock, out.as_ptr().cast(), out.len(), 0) < 0 {
                 *libc::__errno_location()
             } else {
