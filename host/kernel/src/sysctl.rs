@@ -1,7 +1,7 @@
 //! Network sysctls, read and written from inside a namespace.
 //!
 //! `/proc/sys/net` resolves to the network namespace of the task that opens
-//! it, so every access happens on a thread that entered the namespace
+//! it, so every access happens inside the namespace
 //! ([`NetNs::run_inside`]).
 
 use std::fs::File;
@@ -52,15 +52,21 @@ pub fn key_path(key: &str) -> io::Result<PathBuf> {
 }
 
 thread_local! {
-    /// `/proc/sys/net/<dir>` (`ipv4`, `ipv6`, ...) of this thread's
-    /// namespace, each opened once. Every namespace on the node has its own
-    /// entry for these directories under the one `/proc/sys/net`, and a
-    /// lookup compares them one by one: with 1000 namespaces an open of
-    /// `/proc/sys/net/ipv4/...` took ~150 µs here, an open below a held
-    /// `/proc/sys/net/ipv4` ~3 µs. (A thread never changes namespace:
-    /// [`NetNs::run_inside`].)
-    static NET_DIRS: std::cell::RefCell<Vec<(String, std::os::fd::OwnedFd)>> =
+    /// `/proc/sys/net/<dir>` (`ipv4`, `ipv6`, ...) of each namespace this
+    /// thread has been in ([`crate::netns::inside`]), each opened once.
+    /// Every namespace on the node has its own entry for these directories
+    /// under the one `/proc/sys/net`, and a lookup compares them one by
+    /// one: with 1000 namespaces an open of `/proc/sys/net/ipv4/...` took
+    /// ~150 µs here, an open below a held `/proc/sys/net/ipv4` ~3 µs.
+    static NET_DIRS: std::cell::RefCell<Vec<(Option<u64>, String, std::os::fd::OwnedFd)>> =
         const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Drops what this thread keeps for the namespace handle `id` (its held
+/// directories and its route socket): the handle is gone.
+pub(crate) fn forget(id: u64) {
+    let _ = NET_DIRS.try_with(|d| d.borrow_mut().retain(|(ns, ..)| *ns != Some(id)));
+    let _ = ROUTE.try_with(|r| r.borrow_mut().retain(|(ns, _)| *ns != Some(id)));
 }
 
 /// Opens `path` (a [`key_path`]) for reading or writing, in the namespace
@@ -88,21 +94,22 @@ fn open_here(path: &Path, write: bool) -> io::Result<File> {
         } else {
             libc::O_RDONLY
         };
+    let ns = crate::netns::inside();
     NET_DIRS.with(|dirs| {
         let mut dirs = dirs.borrow_mut();
-        let at = match dirs.iter().position(|(d, _)| *d == dir) {
+        let at = match dirs.iter().position(|(n, d, _)| *n == ns && *d == dir) {
             Some(i) => i,
             None => {
                 let f = File::options()
                     .read(true)
                     .custom_flags(libc::O_DIRECTORY)
                     .open(Path::new("/proc/sys/net").join(&dir))?;
-                dirs.push((dir, OwnedFd::from(f)));
+                dirs.push((ns, dir, OwnedFd::from(f)));
                 dirs.len() - 1
             }
         };
         // SAFETY: a valid directory descriptor and a NUL-terminated path.
-        let fd = unsafe { libc::openat(dirs[at].1.as_raw_fd(), rest.as_ptr(), flags) };
+        let fd = unsafe { libc::openat(dirs[at].2.as_raw_fd(), rest.as_ptr(), flags) };
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
@@ -112,9 +119,10 @@ fn open_here(path: &Path, write: bool) -> io::Result<File> {
 }
 
 thread_local! {
-    /// A route socket of this thread's namespace, opened on first use (see
-    /// [`by_netlink`]).
-    static ROUTE: std::cell::RefCell<Option<Netlink>> = const { std::cell::RefCell::new(None) };
+    /// A route socket of each namespace this thread has been in
+    /// ([`crate::netns::inside`]), opened on first use (see [`by_netlink`]).
+    static ROUTE: std::cell::RefCell<Vec<(Option<u64>, Netlink)>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// A setting read (and, for a link's, written) over netlink rather than
@@ -161,14 +169,19 @@ fn by_netlink(key: &str) -> Option<ByNetlink> {
     })
 }
 
-/// Runs `f` on this thread's route socket.
+/// Runs `f` on this thread's route socket of the namespace it is in.
 fn with_route<T>(f: impl FnOnce(&mut Netlink) -> Result<T, NlError>) -> Option<T> {
+    let ns = crate::netns::inside();
     ROUTE.with(|route| {
         let mut route = route.borrow_mut();
-        if route.is_none() {
-            *route = Netlink::here().ok();
-        }
-        f(route.as_mut()?).ok()
+        let at = match route.iter().position(|(n, _)| *n == ns) {
+            Some(i) => i,
+            None => {
+                route.push((ns, Netlink::here().ok()?));
+                route.len() - 1
+            }
+        };
+        f(&mut route[at].1).ok()
     })
 }
 

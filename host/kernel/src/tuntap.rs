@@ -44,7 +44,7 @@ pub fn create_tap(
     crate::netlink::note_change();
     ns.run_inside(move || {
         // The device is created in the namespace of the task calling
-        // TUNSETIFF, which is this thread's.
+        // TUNSETIFF, which is this one.
         let tun = File::options()
             .read(true)
             .write(true)

@@ -23,7 +23,7 @@ use netlink_packet_route::address::{
 use netlink_packet_route::link::{
     AfSpecInet, AfSpecUnspec, InetDevConf, InfoBridge, InfoBridgePort, InfoData, InfoIpVlan,
     InfoKind, InfoMacVlan, InfoPortData, InfoVeth, InfoVlan, InfoVrf, IpVlanMode, LinkAttribute,
-    LinkFlags, LinkInfo, LinkMessage, LinkProtoInfoBridge, MacVlanMode,
+    LinkExtentMask, LinkFlags, LinkInfo, LinkMessage, LinkProtoInfoBridge, MacVlanMode,
 };
 use netlink_packet_route::neighbour::{NeighbourMessage, NeighbourState};
 use netlink_packet_route::nsid::{NsidAttribute, NsidMessage};
@@ -208,8 +208,8 @@ impl Netlink {
         })
     }
 
-    /// A socket in the namespace of the calling thread (which, as every
-    /// thread of wasmcni's, never changes namespace).
+    /// A socket in the namespace the calling thread is in (inside a
+    /// [`NetNs::run_inside`], that namespace's).
     pub fn here() -> Result<Netlink, NlError> {
         Ok(Netlink {
             socket: socket_here()?,
@@ -396,10 +396,7 @@ impl Netlink {
 
     /// Every link in the namespace.
     pub fn links(&mut self) -> Result<Vec<LinkMessage>, NlError> {
-        let answers = self.request(
-            RouteNetlinkMessage::GetLink(LinkMessage::default()),
-            NLM_F_DUMP,
-        )?;
+        let answers = self.request(RouteNetlinkMessage::GetLink(link_query()), NLM_F_DUMP)?;
         Ok(answers
             .into_iter()
             .filter_map(|m| match m {
@@ -427,7 +424,7 @@ impl Netlink {
         if let Some(link) = self.links.find(Which::Index(index)) {
             return Ok(link);
         }
-        let mut msg = LinkMessage::default();
+        let mut msg = link_query();
         msg.header.index = index;
         self.single_link(msg)
     }
@@ -437,7 +434,7 @@ impl Netlink {
         if let Some(link) = self.links.find(Which::Name(name)) {
             return Ok(link);
         }
-        let mut msg = LinkMessage::default();
+        let mut msg = link_query();
         msg.attributes.push(LinkAttribute::IfName(name.to_owned()));
         self.single_link(msg)
     }
@@ -514,6 +511,17 @@ pub struct InetConf {
     pub up: bool,
     /// Its IPv4 settings; `None` without IPv4.
     pub conf: Option<InetDevConf>,
+}
+
+/// A link request (`RTM_GETLINK`) that leaves the link's counters out of
+/// the answer (`RTEXT_FILTER_SKIP_STATS`: `IFLA_STATS`, `IFLA_STATS64`,
+/// IPv6's statistics; nothing here reads them): a third of a veth's answer,
+/// which the kernel would fill and wasmcni parse on every read of a link.
+fn link_query() -> LinkMessage {
+    let mut msg = LinkMessage::default();
+    msg.attributes
+        .push(LinkAttribute::ExtMask(vec![LinkExtentMask::SkipStats]));
+    msg
 }
 
 /// A route socket in the calling thread's namespace.
