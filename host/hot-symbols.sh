@@ -97,15 +97,16 @@ for l in subprocess.run(['nm', '--defined-only', bin], capture_output=True, text
     p = l.split()
     if len(p) == 3 and p[1] in 'tTwW':
         addr[p[2]] = int(p[0], 16)
-markers = ('wasmcni_hot_text_start', 'wasmcni_hot_text_end')
+markers = ('wasmcni_hot_text_start', 'wasmcni_hot_text_end', 'wasmcni_hot_text_bridge_end')
 order = lambda names: sorted((n for n in names if n in addr and n not in markers), key=lambda n: addr[n])
 # What every plugin run executes (loopback's: start-up, policy, engine,
 # one component's run), then what only bridge's adds (netlink, IPAM, a
-# second component in the process). The two markers enclose the first
-# part, which host/src/main.rs maps in one call at start-up: every run
-# needs it, and mapping the rest would only add to a small run's RSS.
+# second component in the process). The first two markers enclose the
+# first part, which host/src/main.rs maps in one call at start-up of every
+# run; the last two the second part, which it maps too for every plugin
+# but loopback (mapping it would only add to loopback's RSS).
 common = executed(['add', 'check', 'del'])
-hot = [markers[0]] + order(common) + [markers[1]] + order(executed(['badd', 'bdel']) - common)
+hot = [markers[0]] + order(common) + [markers[1]] + order(executed(['badd', 'bdel']) - common) + [markers[2]]
 print('\n'.join(hot))
 PY
 echo "$list: $(wc -l < "$list") functions"
