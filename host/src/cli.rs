@@ -244,21 +244,27 @@ fn reader_may_stop() {
     };
 }
 
-/// Entry point; returns the process exit code.
-pub fn main() -> i32 {
+/// The name the process was invoked as: the file name of `argv[0]`
+/// (`$CNI_PATH/<type>` is a link to wasmcni), else [`SELF_NAME`].
+pub fn invoked_as() -> String {
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    Path::new(&argv0)
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or(SELF_NAME)
+        .to_owned()
+}
+
+/// Entry point for a process invoked as `invoked_as` ([`invoked_as`]);
+/// returns the process exit code.
+pub fn main(invoked_as: &str) -> i32 {
     env_logger::Builder::new()
         .parse_filters(crate::config::get().log.as_deref().unwrap_or("warn"))
         .format_timestamp(None)
         .init();
-    let argv0 = std::env::args_os().next().unwrap_or_default();
-    let invoked_as = Path::new(&argv0)
-        .file_name()
-        .and_then(|n| n.to_str())
-        .unwrap_or(SELF_NAME)
-        .to_owned();
     if invoked_as != SELF_NAME {
         // Multi-call: `$CNI_PATH/<type>` is a link to wasmcni.
-        return runner::main(Target::Name(&invoked_as), None);
+        return runner::main(Target::Name(invoked_as), None);
     }
     let matches = Cli::command().get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());

@@ -7,8 +7,9 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
-    populate_hot_text();
-    let code = wasmcni::cli::main();
+    let invoked_as = wasmcni::cli::invoked_as();
+    populate_hot_text(&invoked_as);
+    let code = wasmcni::cli::main(&invoked_as);
     // A plugin that changed the firewall would otherwise wait out an RCU
     // grace period in its exit (the kernel's release of its netfilter
     // socket), and the runtime with it.
@@ -50,16 +51,13 @@ pub extern "C" fn wasmcni_hot_text_bridge_end() -> u32 {
 /// plausible hot range (a build without the ordering file places them
 /// anywhere); a kernel without the advice (before 5.14) refuses it, and
 /// the run faults the pages in as before.
-fn populate_hot_text() {
+fn populate_hot_text(invoked_as: &str) {
     const MAX: usize = 8 << 20;
     const PAGE: usize = 4096;
     let start = wasmcni_hot_text_start as *const () as usize;
     let common = wasmcni_hot_text_end as *const () as usize;
     let all = wasmcni_hot_text_bridge_end as *const () as usize;
-    let loopback = std::env::args_os()
-        .next()
-        .is_some_and(|a| std::path::Path::new(&a).file_name() == Some("loopback".as_ref()));
-    let end = if loopback || all <= common || all - start > MAX {
+    let end = if invoked_as == "loopback" || all <= common || all - start > MAX {
         common
     } else {
         all

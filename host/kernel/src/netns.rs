@@ -200,10 +200,11 @@ impl NetNs {
 }
 
 impl Drop for NetNs {
+    /// Drops what the thread keeps for this handle's namespace (sockets,
+    /// held directories): a kept socket would keep a deleted namespace
+    /// alive.
     fn drop(&mut self) {
-        for forget in FORGET {
-            forget(self.id);
-        }
+        crate::sysctl::forget(self.id);
     }
 }
 
@@ -222,15 +223,10 @@ thread_local! {
     static INSIDE: Cell<Option<Inside>> = const { Cell::new(None) };
 }
 
-/// Drops what the thread keeps for a handle's namespace (sockets, held
-/// directories) when the handle goes: a kept socket would keep a deleted
-/// namespace alive.
-const FORGET: &[fn(u64)] = &[crate::sysctl::forget];
-
 /// The handle the calling thread is inside of ([`NetNs::run_inside`]), by
 /// its number; `None` in wasmcni's own namespace. What a thread keeps for
 /// a namespace is kept under this.
-pub fn inside() -> Option<u64> {
+pub(crate) fn inside() -> Option<u64> {
     INSIDE.with(Cell::get).map(|i| i.id)
 }
 
