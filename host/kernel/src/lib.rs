@@ -17,3 +17,12 @@ pub mod netlink;
 pub mod netns;
 pub mod sysctl;
 pub mod tuntap;
+
+/// Held by this crate's tests that ask for a change to the kernel
+/// ([`netlink::note_change`]) or that watch for one: the count of changes
+/// is the process's, and the tests run on threads of one process.
+#[cfg(test)]
+pub(crate) fn changes_serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}

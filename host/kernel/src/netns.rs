@@ -306,6 +306,8 @@ mod tests {
     /// socket) is that namespace's.
     #[test]
     fn a_job_runs_inside_on_the_calling_thread_and_the_thread_comes_back() {
+        // It writes sysctls (changes, for a test that watches for them).
+        let _serial = crate::changes_serial();
         std::thread::spawn(|| {
             let Some(a) = new_ns() else {
                 return; // not root, outside CI (asserted above)

@@ -13,8 +13,8 @@ use std::os::fd::{AsRawFd, BorrowedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use netlink_packet_core::{
-    DefaultNla, NetlinkHeader, NetlinkMessage, NetlinkPayload, Nla, NLA_F_NESTED, NLA_TYPE_MASK,
-    NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
+    DecodeError, DefaultNla, NetlinkHeader, NetlinkMessage, NetlinkPayload, Nla, NLA_F_NESTED,
+    NLA_TYPE_MASK, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST,
 };
 use netlink_packet_route::address::{
     AddressAttribute, AddressFlags, AddressHeaderFlags, AddressMessage, AddressProtocol,
@@ -164,13 +164,65 @@ impl LinkCache {
 
 /// The link in a kept answer.
 fn link_answer(raw: &[u8]) -> Option<LinkMessage> {
-    match NetlinkMessage::<RouteNetlinkMessage>::deserialize(raw)
-        .ok()?
-        .payload
-    {
+    match deserialize(raw).ok()?.payload {
         NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(l)) => Some(l),
         _ => None,
     }
+}
+
+/// `RTM_NEWLINK`: the kernel's answer about a link (and its notice of one).
+const RTM_NEWLINK: u16 = 16;
+
+/// The link attributes (`IFLA_*`) wasmcni reads, the only ones a link
+/// answer is parsed for ([`deserialize`]): its address, name, MTU, lower
+/// link, master, bridge port settings (`IFLA_PROTINFO`), queue length,
+/// operational state, kind and kind's data (`IFLA_LINKINFO`), alias,
+/// group, lower link's namespace, new index, permanent address and parent
+/// device. `IFLA_AF_SPEC` only in an `AF_BRIDGE` answer (a port's VLANs);
+/// [`Netlink::inet_conf`], the one reader of a link's IPv4 settings in it,
+/// parses its answer in full.
+const LINK_ATTRIBUTES_READ: [u16; 16] =
+    [1, 3, 4, 5, 10, 12, 13, 16, 18, 20, 27, 37, 49, 54, 56, 57];
+
+/// `IFLA_AF_SPEC`.
+const IFLA_AF_SPEC: u16 = 26;
+
+/// The first netlink message in `bytes`: as the crate parses it, except
+/// that of a link answer only [`LINK_ATTRIBUTES_READ`] are parsed. A
+/// veth's answer carries about 45 attributes (queue counts, offload
+/// limits, carrier counters, XDP, every IPv4 and IPv6 setting), an ADD
+/// reads about 40 answers, and parsing every attribute of each was about a
+/// tenth of a bridge ADD's instructions (callgrind).
+fn deserialize(bytes: &[u8]) -> Result<NetlinkMessage<RouteNetlinkMessage>, DecodeError> {
+    use netlink_packet_core::{NetlinkBuffer, NlasIterator, Parseable, ParseableParametrized};
+    use netlink_packet_route::link::LinkHeader;
+    const LINK_HEADER_LEN: usize = 16;
+    let buf = NetlinkBuffer::new_checked(bytes)?;
+    if buf.message_type() != RTM_NEWLINK {
+        return NetlinkMessage::deserialize(bytes);
+    }
+    let header = NetlinkHeader::parse(&buf)?;
+    let payload = buf.payload();
+    let link = LinkHeader::parse(payload)?;
+    let bridge = link.interface_family == AddressFamily::Bridge;
+    let mut attributes = Vec::new();
+    for nla in NlasIterator::new(payload.get(LINK_HEADER_LEN..).unwrap_or_default()) {
+        let nla = nla?;
+        let kind = nla.kind();
+        if LINK_ATTRIBUTES_READ.contains(&kind) || (bridge && kind == IFLA_AF_SPEC) {
+            attributes.push(LinkAttribute::parse_with_param(
+                &nla,
+                link.interface_family,
+            )?);
+        }
+    }
+    let mut message = LinkMessage::default();
+    message.header = link;
+    message.attributes = attributes;
+    Ok(NetlinkMessage::new(
+        header,
+        NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(message)),
+    ))
 }
 
 /// Whether `msg` only reads.
@@ -224,7 +276,34 @@ impl Netlink {
     /// (`net.ipv4.conf.<name>.*`), as its netlink answer carries them;
     /// `None` if it has none (IPv4 is off on it).
     pub fn inet_conf(&mut self, name: &str) -> Result<InetConf, NlError> {
-        let link = self.link_named(name)?;
+        // Asked for anew (not from kept answers) and parsed in full: the
+        // settings are in `IFLA_AF_SPEC`, which other readers leave out.
+        // The link must have `name` as its own name: the kernel finds a
+        // link by an alternative name too, `/proc/sys/net/*/conf` does not.
+        check_ifname(name)?;
+        let mut query = link_query();
+        query
+            .attributes
+            .push(LinkAttribute::IfName(name.to_owned()));
+        self.request(RouteNetlinkMessage::GetLink(query), 0)?;
+        let link = self
+            .buf
+            .get(self.last_answer.clone())
+            .and_then(
+                |raw| match NetlinkMessage::<RouteNetlinkMessage>::deserialize(raw) {
+                    Ok(NetlinkMessage {
+                        payload: NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(l)),
+                        ..
+                    }) => Some(l),
+                    _ => None,
+                },
+            )
+            .filter(|l| {
+                l.attributes
+                    .iter()
+                    .any(|a| matches!(a, LinkAttribute::IfName(n) if n == name))
+            })
+            .ok_or(NlError::Kernel(libc::ENODEV))?;
         let index = link.header.index;
         let up = link.header.flags.contains(LinkFlags::Up);
         let conf = link.attributes.into_iter().find_map(|a| match a {
@@ -260,22 +339,6 @@ impl Netlink {
             inet,
         )));
         self.ack(RouteNetlinkMessage::SetLink(msg), 0)
-    }
-
-    /// The link whose own name is `name`: the kernel finds a link by an
-    /// alternative name too, `/proc/sys/net/*/conf` does not.
-    fn link_named(&mut self, name: &str) -> Result<LinkMessage, NlError> {
-        check_ifname(name)?;
-        let link = self.link_by_name(name)?;
-        let own = link
-            .attributes
-            .iter()
-            .any(|a| matches!(a, LinkAttribute::IfName(n) if n == name));
-        if own {
-            Ok(link)
-        } else {
-            Err(NlError::Kernel(libc::ENODEV))
-        }
     }
 
     /// IPv4 forwarding of the namespace (`net.ipv4.ip_forward`, which is
@@ -363,8 +426,7 @@ impl Netlink {
             while offset < n {
                 let start = offset;
                 let bytes = &self.buf[offset..n];
-                let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(bytes)
-                    .map_err(|e| NlError::Decode(e.to_string()))?;
+                let msg = deserialize(bytes).map_err(|e| NlError::Decode(e.to_string()))?;
                 let len = msg.header.length as usize;
                 if len == 0 {
                     return Err(NlError::Decode("zero-length netlink message".into()));
@@ -942,7 +1004,7 @@ const RTNLGRP_LINK: u32 = 1;
 fn messages(buf: &[u8]) -> impl Iterator<Item = NetlinkMessage<RouteNetlinkMessage>> + '_ {
     let mut offset = 0;
     std::iter::from_fn(move || {
-        let msg = NetlinkMessage::<RouteNetlinkMessage>::deserialize(buf.get(offset..)?).ok()?;
+        let msg = deserialize(buf.get(offset..)?).ok()?;
         let len = msg.header.length as usize;
         if len == 0 {
             return None;
@@ -1849,26 +1911,95 @@ mod tests {
         assert!(st.success());
     }
 
+    /// Runs `f` on a thread of its own in a new network namespace (never
+    /// the machine's); outside CI, not at all without root.
+    fn in_new_netns(f: Box<dyn FnOnce() + Send>) {
+        std::thread::spawn(move || {
+            if let Err(e) = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET) {
+                #[allow(clippy::disallowed_methods)] // CI decides: fail, not skip
+                let ci = std::env::var_os("CI").is_some_and(|v| v == "true");
+                assert!(!ci, "this test needs root (a network namespace): {e}");
+                return;
+            }
+            f();
+        })
+        .join()
+        .expect("the test thread");
+    }
+
+    /// `ip ARGS`, in the calling thread's namespace (as another process
+    /// would: wasmcni does not learn of it).
+    fn ip(args: &[&str]) {
+        let st = Command::new("ip").args(args).status().expect("ip");
+        assert!(st.success(), "ip {args:?}");
+    }
+
+    /// A link answer is parsed for the attributes wasmcni reads only, and
+    /// they come out as the crate's full parse of the same answer has them
+    /// (a bridge, a port of it with an alias, its veth peer, `lo`). The
+    /// IPv4 settings, which that parse leaves out, are still read
+    /// ([`Netlink::inet_conf`]).
+    #[test]
+    fn a_link_answer_keeps_what_wasmcni_reads_as_the_full_parse_has_it() {
+        in_new_netns(Box::new(|| {
+            ip(&["link", "add", "tbr0", "type", "bridge"]);
+            ip(&["link", "add", "tv0", "type", "veth", "peer", "name", "tv1"]);
+            ip(&["link", "set", "tv0", "master", "tbr0", "alias", "a port"]);
+            ip(&["link", "set", "tv0", "up"]);
+            ip(&["link", "set", "tbr0", "up"]);
+            let mut nl = Netlink::here().expect("a socket");
+            for name in ["lo", "tbr0", "tv0", "tv1"] {
+                let light = nl.link_by_name(name).expect("the link");
+                let raw = nl.buf[nl.last_answer.clone()].to_vec();
+                let full = match NetlinkMessage::<RouteNetlinkMessage>::deserialize(&raw)
+                    .expect("a full parse")
+                    .payload
+                {
+                    NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(l)) => l,
+                    other => panic!("not a link: {other:?}"),
+                };
+                assert!(
+                    full.attributes.len() > light.attributes.len(),
+                    "{name}: some left out"
+                );
+                let read: Vec<LinkAttribute> = full
+                    .attributes
+                    .into_iter()
+                    .filter(|a| LINK_ATTRIBUTES_READ.contains(&a.kind()))
+                    .collect();
+                assert_eq!(light.header, full.header, "{name}");
+                assert_eq!(light.attributes, read, "{name}");
+                let has = |f: &dyn Fn(&LinkAttribute) -> bool| light.attributes.iter().any(f);
+                assert!(has(&|a| matches!(a, LinkAttribute::IfName(n) if n == name)));
+                assert!(has(&|a| matches!(a, LinkAttribute::Mtu(_))), "{name}");
+                assert!(has(&|a| matches!(a, LinkAttribute::OperState(_))), "{name}");
+                if name != "lo" {
+                    assert!(has(&|a| matches!(a, LinkAttribute::LinkInfo(_))), "{name}");
+                    assert!(has(&|a| matches!(a, LinkAttribute::Address(_))), "{name}");
+                }
+            }
+            let port = nl.link_by_name("tv0").expect("tv0");
+            let bridge = nl.link_by_name("tbr0").expect("tbr0").header.index;
+            assert!(port.attributes.contains(&LinkAttribute::Controller(bridge)));
+            assert!(port
+                .attributes
+                .contains(&LinkAttribute::IfAlias("a port".to_owned())));
+            let conf = nl.inet_conf("tv0").expect("tv0's IPv4 settings");
+            assert_eq!(conf.index, port.header.index);
+            assert!(conf.conf.is_some(), "IFLA_AF_SPEC read in full");
+            assert!(nl.inet_conf("tv9").is_err(), "no such link");
+        }));
+    }
+
     /// While kept, a link answer stands until this process asks for a
     /// change: through this socket or another (in another namespace), or
     /// by a sysctl written. Not kept, every read is the kernel's. In
     /// namespaces of the test's own (a thread's `unshare`), never the
-    /// machine's; no other test of this crate asks for a change.
+    /// machine's; no other test of this crate asks for a change meanwhile
+    /// ([`crate::changes_serial`]).
     #[test]
     fn kept_link_answers_stand_until_this_process_asks_for_a_change() {
-        let in_new_netns = |f: Box<dyn FnOnce() + Send>| {
-            std::thread::spawn(move || {
-                if let Err(e) = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET) {
-                    #[allow(clippy::disallowed_methods)] // CI decides: fail, not skip
-                    let ci = std::env::var_os("CI").is_some_and(|v| v == "true");
-                    assert!(!ci, "this test needs root (a network namespace): {e}");
-                    return;
-                }
-                f();
-            })
-            .join()
-            .expect("the test thread");
-        };
+        let _serial = crate::changes_serial();
         // A socket in a second namespace, to ask for a change through.
         let (tx, rx) = std::sync::mpsc::channel::<Netlink>();
         in_new_netns(Box::new(move || {

@@ -193,6 +193,12 @@ impl Ctx {
     /// with the addresses it established as the attachment's, S13). The
     /// error says why it could not.
     pub fn keep_record(&mut self, done: bool) -> Result<(), String> {
+        // Its checks read each of the attachment's links two or three
+        // times.
+        self.keeping_links(|c| c.write_record(done))
+    }
+
+    fn write_record(&mut self, done: bool) -> Result<(), String> {
         let moved: Vec<Moved<Box<dyn Inverse>>> = self
             .journal
             .moved_out_of(Kind::Host)

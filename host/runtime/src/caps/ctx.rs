@@ -314,6 +314,20 @@ impl Ctx {
         }
     }
 
+    /// Runs `f` with link answers kept as in a host call ([`Ctx::keep_links`]):
+    /// for work outside one (an ADD's record, written after the plugin
+    /// returned) that reads its links several times. Inside a host call,
+    /// just runs `f`.
+    pub(super) fn keeping_links<R>(&mut self, f: impl FnOnce(&mut Ctx) -> R) -> R {
+        if self.in_call {
+            return f(self);
+        }
+        self.keep_links(true);
+        let r = f(self);
+        self.keep_links(false);
+        r
+    }
+
     /// A link as the kernel reports it (in a host call, as it did at the
     /// call's last change: [`Ctx::keep_links`]).
     pub(super) fn link(&mut self, kind: Kind, index: u32) -> Result<Link, CapError> {

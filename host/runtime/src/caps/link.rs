@@ -1067,14 +1067,15 @@ impl Ctx {
             }
             None => false,
         };
+        // Against the undo of a concurrent ADD that created the
+        // shared bridge (it keeps a bridge that has ports). Taken before
+        // the port is read (what was read before it is read again).
+        let _lock = shared.then(|| crate::netlock::lock(&self.attachment.network));
         // A master makes its ports promiscuous: a stacked link must
         // not pass that on to a lower device it may only use.
         if master.is_some() {
             self.check_lower(kind, index, "enslaving")?;
         }
-        // Against the undo of a concurrent ADD that created the
-        // shared bridge (it keeps a bridge that has ports).
-        let _lock = shared.then(|| crate::netlock::lock(&self.attachment.network));
         let change = |c: &mut Ctx| {
             // Leaving a bridge drops the port's VLANs, and joining
             // it again gives it only the bridge's default: the
