@@ -7,8 +7,9 @@
 //!
 //! Prints medians (and p90) of wall time per ADD, the ratio wasmcni /
 //! reference, the first run without a precompiled artifact, and peak RSS
-//! (`ru_maxrss` of each child) of both. Checks the issue's floors: warm
-//! ADD ≤ 1.0× reference, first run ≤ 150 ms, peak RSS ≤ 2× reference.
+//! (`ru_maxrss` of each child) of both. Checks the floors: warm ADD ≤
+//! 0.8× reference and peak RSS ≤ 1.3× reference (issue 26; issue 2's were
+//! 1.0× and 2×), first run ≤ 150 ms (issue 2).
 #![allow(clippy::disallowed_methods)] // a test reads its own environment
 
 #[path = "common.rs"]
@@ -167,8 +168,8 @@ fn main() {
         wrss / rrss
     );
     common::verdict(&[
-        ("warm ADD <= 1.0x reference", wm <= rm),
+        ("warm ADD <= 0.8x reference", wm <= 0.8 * rm),
         ("first run <= 150 ms", cold_m <= 150.0),
-        ("peak RSS <= 2x reference", wrss <= 2.0 * rrss),
+        ("peak RSS <= 1.3x reference", wrss <= 1.3 * rrss),
     ]);
 }
