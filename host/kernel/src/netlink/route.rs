@@ -173,19 +173,28 @@ fn link_answer(raw: &[u8]) -> Option<LinkMessage> {
 /// `RTM_NEWLINK`: the kernel's answer about a link (and its notice of one).
 const RTM_NEWLINK: u16 = 16;
 
-/// The link attributes (`IFLA_*`) wasmcni reads, the only ones a link
-/// answer is parsed for ([`deserialize`]): its address, name, MTU, lower
-/// link, master, bridge port settings (`IFLA_PROTINFO`), queue length,
-/// operational state, kind and kind's data (`IFLA_LINKINFO`), alias,
-/// group, lower link's namespace, new index, permanent address and parent
-/// device. `IFLA_AF_SPEC` only in an `AF_BRIDGE` answer (a port's VLANs);
-/// [`Netlink::inet_conf`], the one reader of a link's IPv4 settings in it,
-/// parses its answer in full.
-const LINK_ATTRIBUTES_READ: [u16; 16] =
-    [1, 3, 4, 5, 10, 12, 13, 16, 18, 20, 27, 37, 49, 54, 56, 57];
-
-/// `IFLA_AF_SPEC`.
-const IFLA_AF_SPEC: u16 = 26;
+/// The link attributes wasmcni reads, the only ones a link answer is
+/// parsed for ([`deserialize`]). `IFLA_AF_SPEC` only in an `AF_BRIDGE`
+/// answer (a port's VLANs); [`Netlink::inet_conf`], the one reader of a
+/// link's IPv4 settings in it, parses its answer in full.
+const LINK_ATTRIBUTES_READ: [u16; 16] = [
+    libc::IFLA_ADDRESS,
+    libc::IFLA_IFNAME,
+    libc::IFLA_MTU,
+    libc::IFLA_LINK,
+    libc::IFLA_MASTER,
+    libc::IFLA_PROTINFO,
+    libc::IFLA_TXQLEN,
+    libc::IFLA_OPERSTATE,
+    libc::IFLA_LINKINFO,
+    libc::IFLA_IFALIAS,
+    libc::IFLA_GROUP,
+    libc::IFLA_LINK_NETNSID,
+    libc::IFLA_NEW_IFINDEX,
+    libc::IFLA_PERM_ADDRESS,
+    libc::IFLA_PARENT_DEV_NAME,
+    libc::IFLA_PARENT_DEV_BUS_NAME,
+];
 
 /// The first netlink message in `bytes`: as the crate parses it, except
 /// that of a link answer only [`LINK_ATTRIBUTES_READ`] are parsed. A
@@ -209,7 +218,7 @@ fn deserialize(bytes: &[u8]) -> Result<NetlinkMessage<RouteNetlinkMessage>, Deco
     for nla in NlasIterator::new(payload.get(LINK_HEADER_LEN..).unwrap_or_default()) {
         let nla = nla?;
         let kind = nla.kind();
-        if LINK_ATTRIBUTES_READ.contains(&kind) || (bridge && kind == IFLA_AF_SPEC) {
+        if LINK_ATTRIBUTES_READ.contains(&kind) || (bridge && kind == libc::IFLA_AF_SPEC) {
             attributes.push(LinkAttribute::parse_with_param(
                 &nla,
                 link.interface_family,
@@ -285,25 +294,23 @@ impl Netlink {
         query
             .attributes
             .push(LinkAttribute::IfName(name.to_owned()));
-        self.request(RouteNetlinkMessage::GetLink(query), 0)?;
-        let link = self
-            .buf
-            .get(self.last_answer.clone())
-            .and_then(
-                |raw| match NetlinkMessage::<RouteNetlinkMessage>::deserialize(raw) {
-                    Ok(NetlinkMessage {
-                        payload: NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(l)),
-                        ..
-                    }) => Some(l),
-                    _ => None,
-                },
-            )
-            .filter(|l| {
-                l.attributes
+        let answers = self.request(RouteNetlinkMessage::GetLink(query), 0)?;
+        let raw = match answers.first() {
+            Some(RouteNetlinkMessage::NewLink(_)) => self.buf.get(self.last_answer.clone()),
+            _ => None,
+        };
+        let full = NetlinkMessage::<RouteNetlinkMessage>::deserialize(raw.unwrap_or_default())
+            .map_err(|e| NlError::Decode(e.to_string()))?;
+        let link = match full.payload {
+            NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(l))
+                if l.attributes
                     .iter()
-                    .any(|a| matches!(a, LinkAttribute::IfName(n) if n == name))
-            })
-            .ok_or(NlError::Kernel(libc::ENODEV))?;
+                    .any(|a| matches!(a, LinkAttribute::IfName(n) if n == name)) =>
+            {
+                l
+            }
+            _ => return Err(NlError::Kernel(libc::ENODEV)),
+        };
         let index = link.header.index;
         let up = link.header.flags.contains(LinkFlags::Up);
         let conf = link.attributes.into_iter().find_map(|a| match a {
@@ -327,7 +334,6 @@ impl Netlink {
     /// and multicast memberships are looked at again), and newer kernels
     /// bound some settings (`arp_notify` to 0 or 1).
     pub fn set_inet_conf(&mut self, index: u32, id: u16, value: i32) -> Result<(), NlError> {
-        const IFLA_AF_SPEC: u16 = 26;
         const IFLA_INET_CONF: u16 = 1 | NLA_F_NESTED;
         // The nests by hand: the crate's request form of IFLA_INET_CONF
         // leaves out every setting whose value is 0.
@@ -335,7 +341,7 @@ impl Netlink {
         let inet = raw::nla(libc::AF_INET as u16 | NLA_F_NESTED, &conf);
         let mut msg = link_at(index)?;
         msg.attributes.push(LinkAttribute::Other(DefaultNla::new(
-            IFLA_AF_SPEC | NLA_F_NESTED,
+            libc::IFLA_AF_SPEC | NLA_F_NESTED,
             inet,
         )));
         self.ack(RouteNetlinkMessage::SetLink(msg), 0)
