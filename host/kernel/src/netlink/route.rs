@@ -205,7 +205,7 @@ const LINK_ATTRIBUTES_READ: [u16; 16] = [
 fn deserialize(bytes: &[u8]) -> Result<NetlinkMessage<RouteNetlinkMessage>, DecodeError> {
     use netlink_packet_core::{NetlinkBuffer, NlasIterator, Parseable, ParseableParametrized};
     use netlink_packet_route::link::LinkHeader;
-    const LINK_HEADER_LEN: usize = 16;
+    const LINK_HEADER_LEN: usize = std::mem::size_of::<libc::ifinfomsg>();
     let buf = NetlinkBuffer::new_checked(bytes)?;
     if buf.message_type() != RTM_NEWLINK {
         return NetlinkMessage::deserialize(bytes);
@@ -1909,12 +1909,7 @@ mod tests {
 
     /// Sets `lo`'s MTU as another process would: wasmcni does not learn of it.
     fn ip_sets_lo_mtu(mtu: u32) {
-        // A child forked by this thread is born in the thread's namespace.
-        let st = Command::new("ip")
-            .args(["link", "set", "lo", "mtu", &mtu.to_string()])
-            .status()
-            .expect("ip");
-        assert!(st.success());
+        ip(&["link", "set", "lo", "mtu", &mtu.to_string()]);
     }
 
     /// Runs `f` on a thread of its own in a new network namespace (never
@@ -1933,8 +1928,9 @@ mod tests {
         .expect("the test thread");
     }
 
-    /// `ip ARGS`, in the calling thread's namespace (as another process
-    /// would: wasmcni does not learn of it).
+    /// `ip ARGS`, in the calling thread's namespace (a child forked by a
+    /// thread is born in the thread's namespace), as another process
+    /// would: wasmcni does not learn of it.
     fn ip(args: &[&str]) {
         let st = Command::new("ip").args(args).status().expect("ip");
         assert!(st.success(), "ip {args:?}");
