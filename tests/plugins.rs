@@ -27,7 +27,10 @@
 //! `ping`: addresses each container must reach after ADD; `peers`: more
 //! containers attached to the same network, which must reach each other.
 //! `node`: `ip` commands run in both sides' node namespaces first (the
-//! node's own links: a master, a device to move).
+//! node's own links: a master, a device to move). `after_first`: `ip`
+//! commands run in both node namespaces after the first container's ADD,
+//! before the peers' (what the node adds to a network in use: a static
+//! neighbour on the bridge the first ADD made).
 //! `deliberate`: where wasmcni differs from the reference on purpose:
 //! `"restores-on-del"` — the reference returns a device it moved in
 //! without its addresses, routes and state, wasmcni exactly as it was:
@@ -488,6 +491,18 @@ fn run_case(plugin: &str, file: &str, case: &Value, version: &str) {
 
     // ADD, for every container (with "expect": "error", the last fails).
     for c in 0..ctrs {
+        if c == 1 {
+            for cmd in case["after_first"].as_array().into_iter().flatten() {
+                let args: Vec<&str> = cmd
+                    .as_array()
+                    .expect("an after_first command is an array of ip arguments")
+                    .iter()
+                    .map(|a| a.as_str().expect("ip argument"))
+                    .collect();
+                r.node.ip(&args);
+                w.node.ip(&args);
+            }
+        }
         // The state a failed ADD must leave (taken only where one is
         // expected: each snapshot costs seconds in tests/vm/).
         let before = (!expect_ok && c == ctrs - 1).then(|| w.state());

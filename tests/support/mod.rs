@@ -296,6 +296,12 @@ impl Netns {
             Value::Array(Vec::new())
         };
         v["tc"] = self.traffic_control();
+        // Permanent neighbour entries only: an operator's (or a plugin's)
+        // static ARP and ND entries; the kernel's own come and go with
+        // traffic.
+        v["neighbours"] =
+            serde_json::from_str(&self.ip(&["-j", "neigh", "show", "nud", "permanent"]))
+                .expect("ip -j neigh output");
         v
     }
 

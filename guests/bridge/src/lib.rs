@@ -91,8 +91,15 @@ fn ensure_bridge(host: &Netns, c: &Conf) -> Result<LinkInfo, Error> {
 
 /// Puts `gw` on the bridge (unless it is there), as the reference's
 /// `ensureAddr`: another IPv4 address, or an overlapping IPv6 one, is an
-/// error unless `forceAddress` (then it is removed). Then pins the bridge's
-/// hardware address to its current value.
+/// error unless `forceAddress` (then it is removed). When it added the
+/// address, it then pins the bridge's hardware address to its current
+/// value; when the address was there, it leaves the bridge alone, as the
+/// reference does. Setting a link's hardware address, even to the one it
+/// has, makes the kernel flush every neighbour entry of the link (the
+/// node's ARP and ND entries for every container on the bridge, and
+/// permanent ones an operator added) and the node's route caches: the
+/// reference does that once, at the ADD that gives the bridge its address,
+/// not at every ADD.
 fn ensure_addr(host: &Netns, br: &LinkInfo, gw: Cidr, force: bool) -> Result<(), Error> {
     let family = if gw.is_ipv4() {
         IpFamily::Ipv4
@@ -142,6 +149,9 @@ fn ensure_addr(host: &Netns, br: &LinkInfo, gw: Cidr, force: bool) -> Result<(),
                 )))
             }
         }
+    }
+    if present {
+        return Ok(());
     }
     // Until it is pinned, the bridge's address follows its ports: another
     // container's ADD may change it between our read and our write, and a
