@@ -18,7 +18,11 @@
 //!   same for both);
 //! - `BENCH_SEQ` sequential ADDs of distinct containers on one network,
 //!   then their DELs in the same order: the median of the last 100 against
-//!   the first 100 (what grows with the number of attachments);
+//!   the first 100 (what grows with the number of attachments), for
+//!   wasmcni, the reference, and the floor: `floor/bridge.c`, a static C
+//!   plugin making only the kernel changes of a bridge ADD (one rtnetlink
+//!   request each, no IPAM state, no checks), run through libcni the same
+//!   way, so the kernel's own growth is measured beside the plugins';
 //! - `BENCH_PAR` ADDs at once, each through its own libcni process: total
 //!   wall time of both (median of three rounds, order alternating);
 //! - peak RSS of one ADD, executed directly: wasmcni's one process against
@@ -125,6 +129,52 @@ fn peak_rss(
         "{exe:?} {command}"
     );
     usage.ru_maxrss
+}
+
+/// The order the three sides of the sequential run take their turns in
+/// round `i`: each side first, second and third as often as the others.
+fn turns(i: usize) -> [usize; 3] {
+    [[0, 1, 2], [1, 2, 0], [2, 0, 1]][i % 3]
+}
+
+/// Builds `floor/bridge.c` into `dir`/floor/bridge, static: with musl-gcc
+/// (`make setup` installs musl-tools; the kernel's uapi headers are put on
+/// its path), else with gcc. Returns the bin dir. Panics if neither builds
+/// it: the benchmark does not run without its floor.
+fn floor_plugin(dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/bench/floor/bridge.c");
+    let bin = dir.join("floor");
+    let headers = dir.join("floor-headers");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(&headers).unwrap();
+    for (name, target) in [
+        ("linux", "/usr/include/linux"),
+        ("asm-generic", "/usr/include/asm-generic"),
+        ("asm", "/usr/include/x86_64-linux-gnu/asm"),
+    ] {
+        let _ = std::os::unix::fs::symlink(target, headers.join(name));
+    }
+    let out = bin.join("bridge");
+    let musl = Command::new("musl-gcc")
+        .args(["-static", "-O2", "-isystem"])
+        .arg(&headers)
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .status();
+    if !musl.is_ok_and(|s| s.success()) {
+        let gcc = Command::new("gcc")
+            .args(["-static", "-O2", "-o"])
+            .arg(&out)
+            .arg(&src)
+            .status()
+            .unwrap();
+        assert!(
+            gcc.success(),
+            "building {src:?} failed with musl-gcc and gcc"
+        );
+    }
+    bin
 }
 
 /// Waits until `node` has no veth left (the kernel deletes a deleted
@@ -309,9 +359,11 @@ fn main() {
     // at all), which leaves only what the kernel and the bridge plugin do.
     let static_ipam = std::env::var("BENCH_SEQ_IPAM").as_deref() == Ok("static");
     settle_namespaces();
+    let floor_bin = floor_plugin(w.dir.path());
     let sides = [
         Side::new("swas", &bin, true),
         Side::new("sref", Path::new("/usr/lib/cni"), false),
+        Side::new("sflr", &floor_bin, false),
     ];
     let lists: Vec<PathBuf> = sides
         .iter()
@@ -323,33 +375,31 @@ fn main() {
             }
         })
         .collect();
-    let mut times = [Vec::with_capacity(seq), Vec::with_capacity(seq)];
-    let mut ctrs = Vec::with_capacity(2 * seq);
+    let mut times: [Vec<f64>; 3] = Default::default();
+    // Each round's containers, in the order the sides took their turns.
+    let mut rounds = Vec::with_capacity(seq);
     for i in 0..seq {
-        let args = if static_ipam {
-            format!(
-                "IgnoreUnknown=1;IP=10.42.{}.{}/16",
-                (i + 2) / 256,
-                (i + 2) % 256
-            )
-        } else {
-            String::new()
-        };
-        let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
+        let addr = format!("IP=10.42.{}.{}/16", (i + 2) / 256, (i + 2) % 256);
+        let order = turns(i);
+        let mut ctrs = Vec::with_capacity(3);
         for k in order {
+            let args = match k {
+                2 => format!("IgnoreUnknown=1;{addr};GW=10.42.0.1;BR=cnibench0"),
+                _ if static_ipam => format!("IgnoreUnknown=1;{addr}"),
+                _ => String::new(),
+            };
             let ctr = Netns::new("sq");
             let t = sides[k].call_with("add", &lists[k], &ctr, &format!("s{i}"), "eth0", &args);
             times[k].push(t.0);
             ctrs.push(ctr);
         }
+        rounds.push(ctrs);
     }
     // Then the DELs, in the order of the ADDs, taking turns the same way:
     // the first ones leave a full network, the last ones an empty one.
-    let mut del_times = [Vec::with_capacity(seq), Vec::with_capacity(seq)];
-    for i in 0..seq {
-        let order = if i % 2 == 0 { [0, 1] } else { [1, 0] };
-        for k in order {
-            let ctr = &ctrs[2 * i + usize::from(order[0] != k)];
+    let mut del_times: [Vec<f64>; 3] = Default::default();
+    for (i, ctrs) in rounds.iter().enumerate() {
+        for (k, ctr) in turns(i).into_iter().zip(ctrs) {
             let t = sides[k].call_with("del", &lists[k], ctr, &format!("s{i}"), "eth0", "");
             del_times[k].push(t.0);
         }
@@ -361,10 +411,12 @@ fn main() {
         )
     };
     let ((first, last), (rfirst, rlast)) = (growth(&times[0]), growth(&times[1]));
+    let (ffirst, flast) = growth(&times[2]);
     let ((dfirst, dlast), (rdfirst, rdlast)) = (growth(&del_times[0]), growth(&del_times[1]));
+    let (fdfirst, fdlast) = growth(&del_times[2]);
     // The kernel tears the namespaces down in the background, with their
     // links: let it finish before the process exits.
-    drop(ctrs);
+    drop(rounds);
     for side in &sides {
         settle(&side.node);
     }
@@ -382,6 +434,16 @@ fn main() {
          100) {:.2}x the reference, ADD at the full network (last 100) {:.2}x",
         dfirst / rdfirst,
         last / rlast
+    );
+    println!(
+        "  the floor (a static C plugin making only the kernel's changes, through libcni): \
+         ADD first 100 {ffirst:.2} ms, last 100 {flast:.2} ms ({:.2}x, +{:.2} ms); DEL first \
+         100 {fdfirst:.2} ms, last 100 {fdlast:.2} ms; wasmcni's ADD grew +{:.2} ms, the \
+         reference's +{:.2} ms",
+        flast / ffirst,
+        flast - ffirst,
+        last - first,
+        rlast - rfirst
     );
 
     // Namespaces go before the exit below (which runs no destructors).
