@@ -22,7 +22,9 @@
 //! true: VLAN 1 stays on the port, as 1.1.1 leaves it). With `isGateway`,
 //! the gateway address of a VLAN sits on `<bridge>.<vlan>`, one end of a
 //! veth pair whose other end is a port of that VLAN, shared by the
-//! network and kept after DEL, as the reference does.
+//! network: the reference keeps it after the network's last DEL, wasmcni
+//! removes it with the network's last attachment (issue 24; the host's
+//! doing, not this plugin's).
 //!
 //! `ipMasq` (masquerade what each container address sends outside its
 //! subnet, not to multicast) and `macspoofchk` (drop frames from the
@@ -90,11 +92,12 @@ fn ensure_bridge(host: &Netns, c: &Conf) -> Result<LinkInfo, Error> {
 }
 
 /// Puts `gw` on the bridge (unless it is there), as the reference's
-/// `ensureAddr`: another IPv4 address, or an overlapping IPv6 one, is an
-/// error unless `forceAddress` (then it is removed). When it added the
-/// address, it then pins the bridge's hardware address to its current
-/// value; when the address was there, it leaves the bridge alone, as the
-/// reference does. Setting a link's hardware address, even to the one it
+/// `ensureAddr`: another IPv4 address, or an overlapping IPv6 one, listed
+/// before `gw`'s is an error unless `forceAddress` (then it is removed).
+/// When it added the address, it then pins the bridge's hardware address
+/// (to its current value; the reference pins the one it read before the
+/// first port was enslaved); when the address was there, it leaves the
+/// bridge alone, as the reference does. Setting a link's hardware address, even to the one it
 /// has, makes the kernel flush every neighbour entry of the link (the
 /// node's ARP and ND entries for every container on the bridge, and
 /// permanent ones an operator added) and the node's route caches: the
@@ -107,16 +110,19 @@ fn ensure_addr(host: &Netns, br: &LinkInfo, gw: Cidr, force: bool) -> Result<(),
         IpFamily::Ipv6
     };
     let name = &br.name;
+    // In the kernel's order, as the reference: the gateway's address found
+    // ends the look (the bridge is left as it is), and only the addresses
+    // listed before it are checked. The node's own addresses added to the
+    // bridge after the gateway's (a second IPv4 address, a link-local one)
+    // are not a conflict: with the reference every later ADD succeeds.
     let addrs = host.addresses(Some(br), Some(family))?;
-    let mut present = false;
     for a in &addrs {
         let have = Cidr::new(
             guest_sdk::net::to_ip(&a.prefix.address),
             a.prefix.prefix_len,
         )?;
         if have == gw {
-            present = true;
-            continue;
+            return Ok(());
         }
         let conflicts = gw.is_ipv4() || overlaps(have, gw);
         if conflicts {
@@ -131,27 +137,22 @@ fn ensure_addr(host: &Netns, br: &LinkInfo, gw: Cidr, force: bool) -> Result<(),
             }
         }
     }
-    if !present {
-        match host.add_address(
-            br.index,
-            prefix(gw.addr(), gw.prefix_len()),
-            AddressOptions {
-                no_dad: false,
-                no_prefix_route: false,
-                scope: None,
-            },
-        ) {
-            Ok(()) => {}
-            Err(e) if e.code == guest_sdk::net::ErrorCode::AlreadyExists => {}
-            Err(e) => {
-                return Err(Error::internal(format!(
-                    "could not add IP address to {name:?}: {e}"
-                )))
-            }
+    match host.add_address(
+        br.index,
+        prefix(gw.addr(), gw.prefix_len()),
+        AddressOptions {
+            no_dad: false,
+            no_prefix_route: false,
+            scope: None,
+        },
+    ) {
+        Ok(()) => {}
+        Err(e) if e.code == guest_sdk::net::ErrorCode::AlreadyExists => {}
+        Err(e) => {
+            return Err(Error::internal(format!(
+                "could not add IP address to {name:?}: {e}"
+            )))
         }
-    }
-    if present {
-        return Ok(());
     }
     // Until it is pinned, the bridge's address follows its ports: another
     // container's ADD may change it between our read and our write, and a
