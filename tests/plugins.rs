@@ -458,14 +458,10 @@ fn drop_naming(v: &mut Value, names: &[String]) {
 }
 
 /// Runs one case in one version; panics naming the first difference.
-fn run_case(plugin: &str, file: &str, case: &Value, version: &str) {
-    let what = format!("{plugin}/{file} {version}");
-    let peers = case["peers"].as_u64().unwrap_or(0) as usize;
-    let ctrs = 1 + peers;
-    let tag = format!("d{}", &file[..file.len().min(4)]);
-    let r = Side::new(&format!("{tag}r"), Path::new(REFERENCE_DIR), false, ctrs);
-    let w = Side::new(&format!("{tag}w"), bin_dir(), true, ctrs);
-    for cmd in case["node"].as_array().into_iter().flatten() {
+/// Runs each of `cmds` (arrays of `ip` arguments; none when null) in both
+/// sides' node namespaces.
+fn node_commands(cmds: &Value, r: &Side, w: &Side) {
+    for cmd in cmds.as_array().into_iter().flatten() {
         let args: Vec<&str> = cmd
             .as_array()
             .expect("a node command is an array of ip arguments")
@@ -475,6 +471,20 @@ fn run_case(plugin: &str, file: &str, case: &Value, version: &str) {
         r.node.ip(&args);
         w.node.ip(&args);
     }
+}
+
+fn run_case(plugin: &str, file: &str, case: &Value, version: &str) {
+    let what = format!("{plugin}/{file} {version}");
+    let peers = case["peers"].as_u64().unwrap_or(0) as usize;
+    let ctrs = 1 + peers;
+    let tag = format!("d{}", &file[..file.len().min(4)]);
+    let r = Side::new(&format!("{tag}r"), Path::new(REFERENCE_DIR), false, ctrs);
+    let w = Side::new(&format!("{tag}w"), bin_dir(), true, ctrs);
+    node_commands(&case["node"], &r, &w);
+    assert!(
+        case["after_first"].is_null() || peers > 0,
+        "{what}: after_first runs before the peers' ADDs; the case has none"
+    );
     let (rl, wl) = (r.conflist(case, version), w.conflist(case, version));
     let (rs, initial) = states(&r, &w);
     assert_same(
@@ -492,16 +502,7 @@ fn run_case(plugin: &str, file: &str, case: &Value, version: &str) {
     // ADD, for every container (with "expect": "error", the last fails).
     for c in 0..ctrs {
         if c == 1 {
-            for cmd in case["after_first"].as_array().into_iter().flatten() {
-                let args: Vec<&str> = cmd
-                    .as_array()
-                    .expect("an after_first command is an array of ip arguments")
-                    .iter()
-                    .map(|a| a.as_str().expect("ip argument"))
-                    .collect();
-                r.node.ip(&args);
-                w.node.ip(&args);
-            }
+            node_commands(&case["after_first"], &r, &w);
         }
         // The state a failed ADD must leave (taken only where one is
         // expected: each snapshot costs seconds in tests/vm/).

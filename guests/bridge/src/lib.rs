@@ -97,12 +97,12 @@ fn ensure_bridge(host: &Netns, c: &Conf) -> Result<LinkInfo, Error> {
 /// When it added the address, it then pins the bridge's hardware address
 /// (to its current value; the reference pins the one it read before the
 /// first port was enslaved); when the address was there, it leaves the
-/// bridge alone, as the reference does. Setting a link's hardware address, even to the one it
-/// has, makes the kernel flush every neighbour entry of the link (the
-/// node's ARP and ND entries for every container on the bridge, and
-/// permanent ones an operator added) and the node's route caches: the
-/// reference does that once, at the ADD that gives the bridge its address,
-/// not at every ADD.
+/// bridge alone, as the reference does. Setting a link's hardware address,
+/// even to the one it has, makes the kernel flush every neighbour entry of
+/// the link (the node's ARP and ND entries for every container on the
+/// bridge, and permanent ones an operator added) and the node's route
+/// caches: the reference does that once, at the ADD that gives the bridge
+/// its address, not at every ADD.
 fn ensure_addr(host: &Netns, br: &LinkInfo, gw: Cidr, force: bool) -> Result<(), Error> {
     let family = if gw.is_ipv4() {
         IpFamily::Ipv4
