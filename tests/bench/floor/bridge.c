@@ -43,7 +43,7 @@ struct req {
 
 static void die(const char *what, int err)
 {
-	printf("{\"cniVersion\":\"1.0.0\",\"code\":11,\"msg\":\"%s: %s\"}\n", what, strerror(err));
+	printf("{\"cniVersion\":\"1.0.0\",\"code\":999,\"msg\":\"%s: %s\"}\n", what, strerror(err));
 	exit(1);
 }
 

@@ -299,7 +299,10 @@ impl Netlink {
             Some(RouteNetlinkMessage::NewLink(_)) => self.buf.get(self.last_answer.clone()),
             _ => None,
         };
-        let full = NetlinkMessage::<RouteNetlinkMessage>::deserialize(raw.unwrap_or_default())
+        let Some(raw) = raw else {
+            return Err(NlError::Kernel(libc::ENODEV));
+        };
+        let full = NetlinkMessage::<RouteNetlinkMessage>::deserialize(raw)
             .map_err(|e| NlError::Decode(e.to_string()))?;
         let link = match full.payload {
             NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewLink(l))
