@@ -1,11 +1,16 @@
 # wasmcni — the two commands a new user needs:
 #   make demo   build, then run the embedded example in a throwaway sandbox
 #   make test   lint and run every test (unit, netns, reference, libcni)
-# Both install what they need first (rustup target, Debian packages).
+# Both install what they need first (rustup targets, Debian packages):
+# demo only what it needs, test everything.
 
 SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 CARGO ?= cargo
+# What `make demo` needs (the release build, and the sandbox's ip, nft
+# and ping): the wasm32-wasip2 target and these. `make test` needs all the
+# rest too (the oracles, the clients, the VM, netavark).
+DEMO_DEB_PACKAGES := iproute2 iputils-ping nftables
 DEB_PACKAGES := iproute2 iputils-ping containernetworking-plugins golang-go golang-github-appc-cni-dev \
 	podman runc busybox-static musl-tools nftables iptables conntrack strace \
 	containerd python3-grpcio python3-grpc-tools python3-protobuf protobuf-compiler
@@ -17,29 +22,48 @@ RELEASE_BIN := target/x86_64-unknown-linux-gnu/release/wasmcni
 IMAGE ?= localhost/wasmcni-installer:dev
 GUESTS := $(notdir $(wildcard guests/*)) $(notdir $(wildcard tests/fixtures/*))
 
-.PHONY: setup demo test lint bench bench-image install docs hot-symbols cycles cycles-methods image image-build
+.PHONY: setup setup-demo demo test lint bench bench-image install docs hot-symbols cycles cycles-methods image image-build
 
-setup:
-	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
-	@rustup target list --installed | grep -qx $(MUSL_TARGET) || rustup target add $(MUSL_TARGET)
-	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+# Installs what is missing of the Debian packages $(1) (apt-get update
+# first only when something is).
+define deb_install
+	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+endef
+
+setup-demo:
+	@rustup target list --installed | grep -qx wasm32-wasip2 || rustup target add wasm32-wasip2
+	$(call deb_install,$(DEMO_DEB_PACKAGES))
+
+setup: setup-demo
+	@rustup target list --installed | grep -qx $(MUSL_TARGET) || rustup target add $(MUSL_TARGET)
+	$(call deb_install,$(DEB_PACKAGES))
 	@tests/vm/setup
 	@tests/netavark/setup
 
-demo: setup
+demo: setup-demo
 	$(CARGO) run --release -p wasmcni -- demo
 
 lint: setup
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --all-targets -p wasmcni -p wasmcni-runtime -p wasmcni-tools -p wasmcni-kernel -p cni-spec -p gojson -p guest-sdk -- -D warnings
+	$(CARGO) clippy --all-targets $(TEST_PACKAGES) -- -D warnings
 	$(CARGO) clippy --target wasm32-wasip2 $(addprefix -p ,$(GUESTS)) -- -D warnings
 
-test: lint
-	tests/node-untouched.sh $(CARGO) test --no-fail-fast -p wasmcni -p wasmcni-runtime -p wasmcni-tools -p wasmcni-kernel -p cni-spec -p gojson -p guest-sdk $(addprefix -p ,$(notdir $(wildcard guests/*)))
+# The packages `make test` tests: the host's crates, the SDK, and the
+# guests' own unit tests (natively).
+TEST_PACKAGES := -p wasmcni -p wasmcni-runtime -p wasmcni-tools -p wasmcni-kernel -p cni-spec -p gojson -p guest-sdk $(addprefix -p ,$(notdir $(wildcard guests/*)))
+
+# `make lint`'s checks, but the host's clippy pass is the test build itself
+# (tests/run --clippy: clippy-driver compiles each workspace crate for the
+# tests and lints it), so the dependencies are compiled once. tests/run
+# then runs the test binaries side by side and prints their times.
+test: setup
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --target wasm32-wasip2 $(addprefix -p ,$(GUESTS)) -- -D warnings
+	tests/node-untouched.sh tests/run --clippy -- $(TEST_PACKAGES)
 
 # Regenerate docs/capabilities.md from host/runtime/src/caps/catalog.rs and
 # docs/sdk-reference.md from guest-sdk's source (a test fails when either

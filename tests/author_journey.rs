@@ -68,6 +68,9 @@ fn cargo_build_as(dir: &Path, name: &str, offline: bool) -> PathBuf {
         "CARGO_BUILD_TARGET",
         "CARGO_MANIFEST_DIR",
         "CARGO_PRIMARY_PACKAGE",
+        // tests/run sets it for the test binary alone (libtest's
+        // --report-time); no build an author makes has it.
+        "RUSTC_BOOTSTRAP",
     ] {
         cmd.env_remove(var);
     }

@@ -51,6 +51,9 @@ fn cargo(dir: &Path, args: &[&str]) -> std::process::Output {
         "CARGO_BUILD_TARGET",
         "RUSTC_WORKSPACE_WRAPPER",
         "CARGO_PRIMARY_PACKAGE",
+        // tests/run sets it for the test binary alone (libtest's
+        // --report-time); no build an author makes has it.
+        "RUSTC_BOOTSTRAP",
         "CARGO_MANIFEST_DIR",
     ] {
         cmd.env_remove(var);

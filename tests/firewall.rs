@@ -455,19 +455,34 @@ impl Server {
         } else {
             format!("{label} ")
         };
-        let child = Command::new("ip")
+        let mut child = Command::new("ip")
             .args(["netns", "exec", &ns.name, "python3", "-c"])
             .arg(format!(
                 "import socket\n\
                  s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
                  s.bind(('0.0.0.0', {port})); s.listen(16)\n\
+                 print('listening', flush=True)\n\
                  while True:\n    c, a = s.accept(); c.sendall(('{prefix}' + a[0]).encode()); c.close()\n",
             ))
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .expect("python3");
-        std::thread::sleep(Duration::from_millis(300));
+        // Listening before anyone connects (a fixed wait let the tests'
+        // "nothing answers" controls pass against a server not yet up):
+        // its first line says so; end of output means it failed to start.
+        let mut first = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.as_mut().expect("piped")),
+            &mut first,
+        )
+        .expect("reading the server's first line");
+        assert_eq!(
+            first.trim(),
+            "listening",
+            "the test server on port {port} in {} did not start",
+            ns.name
+        );
         Server(child)
     }
 }

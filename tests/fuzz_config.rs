@@ -127,7 +127,13 @@ fn fnv(s: &str) -> u64 {
 }
 
 fn env_u64(name: &str) -> Option<u64> {
-    let v = std::env::var(name).ok()?;
+    // The seed and the jobs change what runs, not how much; the number of
+    // mutations narrows the run (refused under CI=true).
+    let v = if name == "WASMCNI_FUZZ_CASES" {
+        support::narrowing_switch(name)?
+    } else {
+        std::env::var(name).ok()?
+    };
     let v = v.trim();
     Some(match v.strip_prefix("0x") {
         Some(hex) => u64::from_str_radix(hex, 16).unwrap_or_else(|e| panic!("{name}={v}: {e}")),
@@ -2205,7 +2211,7 @@ fn jobs() -> usize {
 }
 
 fn plugin_filter() -> Vec<String> {
-    std::env::var("WASMCNI_FUZZ_PLUGINS")
+    support::narrowing_switch("WASMCNI_FUZZ_PLUGINS")
         .map(|v| {
             v.split(',')
                 .filter(|s| !s.is_empty())

@@ -561,6 +561,9 @@ fn build_image() -> f64 {
         .arg(repo())
         .arg("image-build")
         .arg(format!("IMAGE={IMAGE}"))
+        // tests/run sets it for the test binary alone (libtest's
+        // --report-time): the image's build must not see it.
+        .env_remove("RUSTC_BOOTSTRAP")
         .output()
         .expect("running make (apt-get install make)");
     assert!(

@@ -817,10 +817,10 @@ fn needs(case: &Value) -> Vec<String> {
 
 /// Runs every case (× its versions) that `pick` selects; returns how many.
 /// `WASMCNI_CASES=bridge,ptp/02` narrows the run to cases whose
-/// `plugin/file` starts with one of the prefixes (while developing; CI
-/// runs all).
+/// `plugin/file` starts with one of the prefixes (while developing;
+/// refused under CI=true, which runs all).
 fn run_cases(pick: impl Fn(&Value) -> bool) -> usize {
-    let only: Vec<String> = std::env::var("WASMCNI_CASES")
+    let only: Vec<String> = support::narrowing_switch("WASMCNI_CASES")
         .map(|v| v.split(',').map(str::to_owned).collect())
         .unwrap_or_default();
     let mut ran = 0;

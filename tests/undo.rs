@@ -446,43 +446,82 @@ fn a_masters_link_is_never_changed_through_a_bridge() {
 
 /// The undo of a propagating sysctl write restores only what that write
 /// changed and is still as it left it: a setting someone else changed
-/// meanwhile stays as they set it.
+/// meanwhile stays as they set it (to a value that is neither the one
+/// before the write nor the one it left, so restoring either is caught),
+/// what the kernel propagated the write over and nobody touched goes back,
+/// and a setting the write never changed is left alone.
 #[test]
 fn a_sysctl_undo_keeps_what_others_changed_meanwhile() {
     let world = World::new("sysco");
-    world.node.sysctl("net.ipv4.ip_forward", "0");
+    let n = &world.node;
+    n.sysctl("net.ipv4.ip_forward", "0");
+    // No link of the node ever set its own rp_filter: a write of the
+    // default is copied to each of them.
+    n.sysctl("net.ipv4.conf.default.rp_filter", "0");
     let mut grant = wide();
-    grant["host"]["sysctls"] = json!(["net.ipv4.ip_forward"]);
-    grant["deadline-ms"] = json!(2000);
+    grant["host"]["sysctls"] = json!(["net.ipv4.ip_forward", "net.ipv4.conf.default.rp_filter"]);
+    grant["deadline-ms"] = json!(3000);
     let policy = policy_with(grant);
     let stdin = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
-        "ops": [{"call": "sysctl.set", "ns": "host", "key": "net.ipv4.ip_forward", "value": "1"}],
-        "fail": {"after": 2, "how": "sleep"}});
+        "ops": [{"call": "sysctl.set", "ns": "host", "key": "net.ipv4.ip_forward", "value": "1"},
+                {"call": "sysctl.set", "ns": "host", "key": "net.ipv4.conf.default.rp_filter", "value": "1"}],
+        "fail": {"after": 3, "how": "sleep"}});
+    let has = |sysctls: &[String], line: &str| sysctls.iter().any(|l| l == line);
     let run = std::thread::scope(|s| {
         let (w, p, st) = (&world, &policy, &stdin);
         let h = s.spawn(move || w.run("ADD", p, st, &[]));
-        // While the plugin sleeps, another tool changes a setting the
-        // write changed, and one it did not.
-        std::thread::sleep(Duration::from_millis(700));
-        world.node.sysctl("net.ipv4.conf.uplink.forwarding", "0");
-        world.node.sysctl("net.ipv4.conf.lo.rp_filter", "2");
+        // Once both writes are made (the plugin then sleeps until its
+        // deadline), another tool changes settings.
+        let t = Instant::now();
+        while !has(&n.sysctls(), "/proc/sys/net/ipv4/conf/uplinkp/rp_filter:1") {
+            assert!(
+                t.elapsed() < Duration::from_millis(2500) && !h.is_finished(),
+                "the plugin's writes never showed"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // One the writes changed (0 -> 1), to neither value.
+        n.sysctl("net.ipv4.conf.uplink.rp_filter", "2");
+        // One they did not change.
+        n.sysctl("net.ipv4.conf.lo.accept_local", "1");
+        assert!(
+            !h.is_finished(),
+            "the ADD ended before the other tool's changes: they were not made meanwhile"
+        );
         h.join().expect("run")
     });
     run.assert_cni_error(101, "deadline");
-    let sysctls = world.node.sysctls();
-    let has = |line: &str| sysctls.iter().any(|l| l == line);
-    assert!(
-        has("/proc/sys/net/ipv4/ip_forward:0"),
-        "the plugin's write is undone"
-    );
-    assert!(
-        has("/proc/sys/net/ipv4/conf/uplink/forwarding:0"),
-        "another's change stays"
-    );
-    assert!(
-        has("/proc/sys/net/ipv4/conf/lo/rp_filter:2"),
-        "another's change stays"
-    );
+    let sysctls = n.sysctls();
+    for (line, what) in [
+        (
+            "/proc/sys/net/ipv4/ip_forward:0",
+            "the plugin's write is undone",
+        ),
+        (
+            "/proc/sys/net/ipv4/conf/default/rp_filter:0",
+            "the plugin's write is undone",
+        ),
+        (
+            "/proc/sys/net/ipv4/conf/uplinkp/forwarding:0",
+            "what ip_forward propagated over goes back",
+        ),
+        (
+            "/proc/sys/net/ipv4/conf/uplinkp/rp_filter:0",
+            "what the default propagated over goes back",
+        ),
+        (
+            "/proc/sys/net/ipv4/conf/uplink/rp_filter:2",
+            "another's change stays",
+        ),
+        (
+            "/proc/sys/net/ipv4/conf/lo/accept_local:1",
+            "another's change stays",
+        ),
+    ] {
+        let key = &line[..line.rfind(':').unwrap_or(line.len())];
+        let now: Vec<&String> = sysctls.iter().filter(|l| l.starts_with(key)).collect();
+        assert!(has(&sysctls, line), "{what}: not {line} but {now:?}");
+    }
 }
 
 /// `conf.all.disable_ipv6` drops every link's IPv6 addresses and routes:

@@ -52,6 +52,20 @@ pub fn netavark() -> PathBuf {
     path
 }
 
+/// The value of `name`, a switch that narrows or defuses a test (one
+/// case file, fewer fuzz cases, one plugin) while developing. Under
+/// `CI=true` a set switch fails the test instead: CI runs every test in
+/// full, and a switch left in its environment must not make it pass on
+/// less.
+pub fn narrowing_switch(name: &str) -> Option<String> {
+    let v = std::env::var(name).ok()?;
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{name}={v} narrows this test, and CI=true runs every test in full: unset {name}"
+    );
+    Some(v)
+}
+
 /// Fails the test unless we are root with `ip` available.
 pub fn require_root() {
     assert!(

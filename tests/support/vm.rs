@@ -53,10 +53,43 @@ pub fn runner() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/vm/run")
 }
 
+/// The VM's artifact cache (tests/vm/run shares it with the VM, at the
+/// same path).
+fn vm_cache() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/vm/cache")
+}
+
+/// Compiles the standard plugins and every test fixture into the VM's
+/// artifact cache here, for the CPU level the VM compiles for
+/// (`WASMCNI_CPU=x86-64-v2`, which tests/vm/run sets inside), so the VM
+/// loads them instead of compiling each under emulation (minutes, not
+/// seconds). Quick when done: an artifact already there is only checked.
+fn precompile_for_the_vm() {
+    let fixtures: Vec<PathBuf> = std::fs::read_dir(env!("WASMCNI_FIXTURES"))
+        .expect("the fixtures' directory")
+        .filter_map(|e| Some(e.ok()?.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "wasm"))
+        .collect();
+    let out = Command::new(super::wasmcni())
+        .arg("precompile")
+        .arg("--cache-dir")
+        .arg(vm_cache())
+        .args(&fixtures)
+        .env("WASMCNI_CPU", "x86-64-v2")
+        .output()
+        .expect("running wasmcni precompile");
+    assert!(
+        out.status.success(),
+        "precompiling for the VM: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Runs the test `name` of the current test binary inside the VM (one
 /// boot) and panics, with the VM's output, unless it passed there.
 pub fn rerun_this_test(name: &str) {
     assert!(!inside(), "{name}: already inside the VM");
+    precompile_for_the_vm();
     let exe = std::env::current_exe().expect("current test binary");
     let t = std::time::Instant::now();
     let out = Command::new(runner())

@@ -14,6 +14,7 @@
 //! | `WASMCNI_STATE_DIR` | the state root (attachment records, plugin state) | `/var/lib/wasmcni` |
 //! | `WASMCNI_RUN_DIR` | the run directory (locks) | `/run/wasmcni` |
 //! | `WASMCNI_CACHE_DIR` | the compiled-artifact cache | `.wasmcni-cache` beside the executable |
+//! | `WASMCNI_CPU` | the CPU plugins are compiled for: `native` (this machine's features), or `x86-64-v2` (any x86-64 with SSE4.2 and POPCNT: artifacts one machine compiles for another, as the tests' VM uses) | `native` |
 //! | `WASMCNI_PLUGIN_DIR` | the third-party plugins (`NAME.wasm`) | `/opt/wasmcni/plugins` |
 //! | `WASMCNI_DEADLINE_MS` | every plugin's wall-clock deadline, over its policy entry's | the entry's, else 10 s |
 //! | `WASMCNI_MEMORY_MB` | every plugin's memory cap, over its policy entry's | the entry's, else 64 MiB |
@@ -53,6 +54,8 @@ pub struct Config {
     /// `WASMCNI_DEADLINE_MS`, unparsed (`Limits::resolve` says what is
     /// wrong with it, as a CNI error of the invocation).
     pub deadline_ms: Option<String>,
+    /// `WASMCNI_CPU`, as given.
+    pub cpu: Option<String>,
     /// `WASMCNI_MEMORY_MB`, unparsed.
     pub memory_mb: Option<String>,
     /// `WASMCNI_LOG`.
@@ -84,6 +87,7 @@ impl Config {
             cache_dir: non_empty("WASMCNI_CACHE_DIR"),
             plugin_dir: non_empty("WASMCNI_PLUGIN_DIR"),
             deadline_ms: text("WASMCNI_DEADLINE_MS"),
+            cpu: text("WASMCNI_CPU"),
             memory_mb: text("WASMCNI_MEMORY_MB"),
             log: text("WASMCNI_LOG"),
             fault: text("WASMCNI_FAULT"),
@@ -102,10 +106,11 @@ impl Config {
     }
 
     /// The variables a child wasmcni (`wasmcni try`'s) inherits as they
-    /// are: the log filter and the limits.
+    /// are: the log filter, the limits and the CPU it compiles for.
     pub fn passed_to_children(&self) -> Vec<(&'static str, &str)> {
         [
             ("WASMCNI_LOG", &self.log),
+            ("WASMCNI_CPU", &self.cpu),
             ("WASMCNI_DEADLINE_MS", &self.deadline_ms),
             ("WASMCNI_MEMORY_MB", &self.memory_mb),
         ]

@@ -72,12 +72,43 @@ pub fn config() -> Config {
     // build's (LLVM libunwind) does eagerly: 0.18M instructions of a
     // warm loopback ADD's 2.55M (callgrind).
     c.native_unwind_info(false);
+    if let Ok(Some(preset)) = cpu_preset() {
+        // Compile for the named x86-64 level instead of the features this
+        // machine's CPU has: what one machine compiles, another of that
+        // level loads (wasmtime checks the features when it loads an
+        // artifact). The tests' VM, whose emulated CPU is not this
+        // machine's, runs with artifacts this machine compiled.
+        // SAFETY: `preset` is a Cranelift x86 preset (a set of ISA
+        // features, no code-generation setting); an artifact compiled
+        // with it is loaded only where the CPU has those features.
+        if c.target(HOST_TRIPLE).is_ok() {
+            unsafe {
+                c.cranelift_flag_enable(preset);
+            }
+        }
+    }
     c
+}
+
+/// The target triple wasmcni runs on (and compiles plugins for).
+const HOST_TRIPLE: &str = "x86_64-unknown-linux-gnu";
+
+/// The Cranelift preset `WASMCNI_CPU` names: `None` for `native` (or
+/// unset), the features of this machine's CPU.
+fn cpu_preset() -> wasmtime::Result<Option<&'static str>> {
+    match crate::config::get().cpu.as_deref() {
+        None | Some("native") => Ok(None),
+        Some("x86-64-v2") if cfg!(target_arch = "x86_64") => Ok(Some("x86-64-v2")),
+        Some(other) => Err(wasmtime::format_err!(
+            "WASMCNI_CPU={other:?}: expected `native` or `x86-64-v2`"
+        )),
+    }
 }
 
 /// Builds the engine: [`config`]'s, the one `wasmcni install` and
 /// `precompile` compile with.
 pub fn engine() -> wasmtime::Result<Engine> {
+    cpu_preset()?;
     Engine::new(&config())
 }
 
