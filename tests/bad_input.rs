@@ -575,3 +575,122 @@ fn bandwidth_gc_and_del_remove_the_ifb_and_del_needs_no_netns() {
         assert!(!world.node.ip(&["link", "show"]).contains(&ifb));
     }
 }
+
+/// A host veth for the bandwidth tests below: `name` in the node, its peer
+/// `eth0` in the container, marked as the attachment's (as wasmcni's
+/// bridge leaves it), with transmit queue length `txqlen` (0: as the
+/// reference and wasmcni make veths); and the plugin's prevResult.
+fn bandwidth_veth(world: &support::world::World, name: &str, txqlen: u32) -> serde_json::Value {
+    let ctr = world.ctr.path.display().to_string();
+    world.node.ip(&[
+        "link", "add", name, "type", "veth", "peer", "name", "eth0", "netns", &ctr,
+    ]);
+    let txqlen = txqlen.to_string();
+    world.node.ip(&["link", "set", name, "txqueuelen", &txqlen]);
+    world.node.ip(&[
+        "link",
+        "set",
+        name,
+        "alias",
+        "wasmcni:bwnet:ctr-test-1:eth0",
+    ]);
+    world.node.ip(&["link", "set", name, "up"]);
+    world.ctr.ip(&["link", "set", "eth0", "up"]);
+    world.wait_for_carrier(&[name]);
+    serde_json::json!({"cniVersion": "1.0.0",
+        "interfaces": [{"name": name}, {"name": "eth0", "sandbox": ctr}], "ips": []})
+}
+
+/// bandwidth's ADD or DEL, as a runtime calls it, in `world`.
+fn bandwidth_call(
+    world: &support::world::World,
+    command: &str,
+    limits: serde_json::Value,
+    prev: &serde_json::Value,
+) -> support::Run {
+    let mut conf = serde_json::json!({"cniVersion": "1.0.0", "name": "bwnet",
+        "type": "bandwidth", "prevResult": prev});
+    for (k, v) in limits.as_object().expect("object") {
+        conf[k] = v.clone();
+    }
+    let policy = world.policy(&serde_json::json!({"plugins": {}}));
+    Invoke::wasmcni_run("bandwidth", conf.to_string().as_bytes())
+        .cni(command, &world.ctr.path, "eth0")
+        .env("WASMCNI_POLICY", policy.display().to_string())
+        .env("WASMCNI_AUDIT", world.audit_path().display().to_string())
+        .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
+        .in_netns(&world.node)
+        .run()
+}
+
+/// Issue 48: limits the kernel refuses (a rate of 2^40 bit/s: the
+/// bucket's buffer is 0) fail the ADD with a CNI error and leave the host
+/// veth as it was — its transmit queue length too, which the kernel sets
+/// to 1000 when a qdisc is attached to a link without a queue, even one
+/// it refuses (the reference's failed ADD leaves it so). Both when the
+/// refused limit is the first change and when it comes after one that
+/// worked (ingress limited, then egress refused: the journal's undo).
+#[test]
+fn bandwidth_limits_the_kernel_refuses_leave_the_host_veth_as_it_was() {
+    use serde_json::json;
+    let world = support::world::World::new("bwbig");
+    let prev = bandwidth_veth(&world, "vethbig0", 0);
+    for limits in [
+        json!({"ingressRate": 1_099_511_627_776u64, "ingressBurst": 80000}),
+        json!({"ingressRate": 800000, "ingressBurst": 80000,
+               "egressRate": 1_099_511_627_776u64, "egressBurst": 80000}),
+    ] {
+        let before = world.snapshot();
+        let add = bandwidth_call(&world, "ADD", limits.clone(), &prev);
+        assert_ne!(add.code, 0, "{limits}: {add:?}");
+        add.assert_cni_error(999, "invalid argument");
+        support::assert_same(
+            &before,
+            &world.snapshot(),
+            &format!("{limits}: the failed ADD"),
+        );
+        let del = bandwidth_call(&world, "DEL", limits.clone(), &prev);
+        assert_eq!(del.code, 0, "{limits}: {del:?}");
+        support::assert_same(
+            &before,
+            &world.snapshot(),
+            &format!("{limits}: the DEL after it"),
+        );
+    }
+}
+
+/// Issue 48: bandwidth's DEL removes the limits its ADD put on the host
+/// veth when the veth outlives it (the runtime's DEL of the chain runs
+/// bandwidth's first; a main plugin whose DEL fails, or a veth the
+/// runtime keeps, leaves the veth): the `tbf`, the `ingress` qdisc and
+/// the `ifb`, whatever the rates (8 bit/s, the smallest, whose bucket
+/// the reference's arithmetic overflows). The reference's DEL leaves the
+/// `tbf`. A second DEL, and one without the container's namespace,
+/// succeed.
+#[test]
+fn bandwidth_del_removes_the_limits_from_a_host_veth_that_outlives_it() {
+    use serde_json::json;
+    let world = support::world::World::new("bwkeep");
+    // A queue length the kernel does not change: the state after DEL is
+    // the state before ADD, exactly.
+    let prev = bandwidth_veth(&world, "vethkeep0", 1000);
+    let before = world.snapshot();
+    for limits in [
+        json!({"ingressRate": 8, "ingressBurst": 80000, "egressRate": 8, "egressBurst": 8}),
+        json!({"ingressRate": 800000, "ingressBurst": 80000}),
+        json!({"egressRate": 800000, "egressBurst": 80000}),
+    ] {
+        let add = bandwidth_call(&world, "ADD", limits.clone(), &prev);
+        assert_eq!(add.code, 0, "{limits}: {add:?}");
+        let qdiscs = world.node.traffic_control()["qdiscs"].to_string();
+        assert!(
+            qdiscs.contains("\"tbf\""),
+            "{limits}: no tbf after ADD: {qdiscs}"
+        );
+        for _ in 0..2 {
+            let del = bandwidth_call(&world, "DEL", limits.clone(), &prev);
+            assert_eq!(del.code, 0, "{limits}: {del:?}");
+            support::assert_same(&before, &world.snapshot(), &format!("{limits}: after DEL"));
+        }
+    }
+}

@@ -517,6 +517,7 @@ const NUMBERS: &[i128] = &[
     -1,
     0,
     1,
+    8,
     255,
     256,
     65535,
@@ -525,6 +526,7 @@ const NUMBERS: &[i128] = &[
     2_147_483_648,
     4_294_967_295,
     4_294_967_296,
+    1_099_511_627_776,
     -9_223_372_036_854_775_808,
     9_223_372_036_854_775_807,
     18_446_744_073_709_551_615,
@@ -563,8 +565,12 @@ fn semantic(key: &str, top: bool) -> Vec<Value> {
             0,
             1,
             -1,
+            7,
             8,
+            2_147_483_648,
             4_294_967_296,
+            34_359_738_360,
+            1_099_511_627_776,
             9_223_372_036_854_775_807,
             18_446_744_073_709_551_615,
         ]),
@@ -812,6 +818,9 @@ fn runtime_configs(in_range: Option<&str>) -> Vec<Value> {
         json!({"bandwidth": {"IngressRate": 1_000_000, "IngressBurst": 100_000, "EgressRate": 2_000_000, "EgressBurst": 200_000}}),
         json!({"bandwidth": {"IngressRate": 0, "IngressBurst": 0, "EgressRate": 0, "EgressBurst": 0}}),
         json!({"bandwidth": {"ingressRate": 1_000_000}}),
+        json!({"bandwidth": {"ingressRate": 8, "ingressBurst": 80_000, "egressRate": 8, "egressBurst": 8}}),
+        json!({"bandwidth": {"ingressRate": 1_099_511_627_776u64, "ingressBurst": 80_000}}),
+        json!({"bandwidth": {"egressRate": 18_446_744_073_709_551_615u64, "egressBurst": 4_294_967_296u64}}),
         json!({"dns": {"Servers": ["10.99.0.53"], "Searches": ["example.org"], "Options": ["ndots:2"]}}),
         json!({"ips": ["10.99.0.42/24"]}),
         json!({"mac": "0200.0000.0001"}),
@@ -970,10 +979,14 @@ fn mutate(seed_no: usize, seed: &Seed, rng: &mut Rng) -> Mutant {
                 let cur = get(&base, p).expect("path");
                 let key = if *map { "" } else { last_key(p).unwrap_or("") };
                 let mut cands = semantic(key, p.len() == 1);
-                if cands.is_empty() && cur.is_number() {
-                    cands = nums(NUMBERS);
-                    cands.push(json!(0.5));
-                    cands.push(json!(1e300));
+                if cur.is_number() {
+                    // Every numeric field also meets the extremes: each
+                    // integer width's edges, 8 and 2^40 (bandwidth's
+                    // smallest rate, and one whose bucket the kernel
+                    // refuses), a fraction, a negative fraction, a float
+                    // past every integer, and a number as a string.
+                    cands.extend(nums(NUMBERS));
+                    cands.extend([json!(0.5), json!(-1.5), json!(1e300), json!("8")]);
                 }
                 cands.retain(|c| c != cur);
                 if cands.is_empty() {

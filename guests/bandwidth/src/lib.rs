@@ -258,6 +258,19 @@ fn check_direction(what: &str, have: &Shaping, rate: u64, burst: u64) -> Result<
     }
 }
 
+/// At DEL: the host veth as ADD found it (the prevResult's host
+/// interface that is the peer of `CNI_IFNAME`), if it is still there and
+/// has limits of this plugin's shape on it. None when anything is
+/// missing (no prevResult, as before 0.4.0; the container's namespace
+/// gone; the veth gone with it): then there is nothing on it to remove.
+fn limited_host_veth(inv: &Invocation, host: &Netns) -> Option<u32> {
+    let prev = inv.prev_result().ok()??;
+    let (index, _) = host_interface(inv, &prev, host).ok()?;
+    let limits = host.limits(index).ok()?;
+    let ours = |s: &Shaping| matches!(s, Shaping::RateLimit(_));
+    (ours(&limits.transmit) || ours(&limits.receive)).then_some(index)
+}
+
 fn host_ns() -> Result<Netns, Error> {
     Ok(Netns::host()?)
 }
@@ -327,11 +340,16 @@ impl Plugin for BandwidthPlugin {
         Ok(())
     }
 
-    /// Removes the attachment's `ifb` and reads nothing of the config: a
+    /// Removes the attachment's `ifb`, and the limits on the host veth
+    /// while it is there, and reads none of the limits in the config: a
     /// config ADD refuses (a rate without its burst, a burst under one
-    /// byte) cannot stop it. (The reference's DEL validates the config.)
-    fn del(&self, _inv: &Invocation) -> Result<(), Error> {
-        host_ns()?.remove_limits(None)?;
+    /// byte) cannot stop it. (The reference's DEL validates the config,
+    /// and leaves the `tbf` on the host veth to the main plugin's DEL,
+    /// which deletes the veth: where the veth outlives it, the limits
+    /// stayed on it.)
+    fn del(&self, inv: &Invocation) -> Result<(), Error> {
+        let host = host_ns()?;
+        host.remove_limits(limited_host_veth(inv, &host))?;
         Ok(())
     }
 

@@ -45,6 +45,20 @@ pub const INGRESS_HANDLE: TcHandle = TcHandle {
     minor: 0,
 };
 
+/// Go's `uint32(f)` for a `float64` on amd64 (the reference's build): the
+/// float truncated to an `int64` (`CVTTSD2SQ`, which gives `1 << 63` for
+/// NaN and anything out of range), then its low 32 bits. Rust's `as u32`
+/// saturates instead.
+pub fn go_u32(f: f64) -> u32 {
+    // 2^63: the first float out of `int64`'s range.
+    const OUT: f64 = 9_223_372_036_854_775_808.0;
+    if f.is_nan() || f >= OUT || f < -OUT {
+        0
+    } else {
+        f as i64 as u32
+    }
+}
+
 /// A token bucket in the kernel's units, as `tc_tbf_qopt` holds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Tbf {
@@ -61,8 +75,16 @@ impl Tbf {
     /// bits/s and `burst` bits: bytes per second, a buffer of `burst`
     /// bytes' worth of time, a queue of 25 ms at that rate plus the burst.
     /// None if either is below one byte or the burst is 4 GiB or more.
-    /// (Same float arithmetic as the reference, so both compute the same
-    /// numbers.)
+    ///
+    /// The same arithmetic as the reference, overflow included: it
+    /// converts each float to `uint32` as Go does on amd64 (truncated to
+    /// a 64-bit integer, then its low 32 bits: [`go_u32`]) and adds in
+    /// `uint32` (wrapping), so a rate of one byte per second, whose
+    /// buffer overflows, gives the kernel the same bucket as the
+    /// reference's, and a sum that wraps is accepted or refused by the
+    /// kernel alike. (Saturating instead gave rate 8 a bucket of 274
+    /// bytes where the reference's holds 35, and refused a rate of 2^40
+    /// with a 2 GiB burst that the reference installs.)
     pub fn sized(rate_bits: u64, burst_bits: u64) -> Option<Tbf> {
         let rate = rate_bits / 8;
         let burst = burst_bits / 8;
@@ -70,10 +92,10 @@ impl Tbf {
             return None;
         }
         let burst = burst as u32;
-        let usecs = (f64::from(burst) * TIME_UNITS_PER_SEC / rate as f64) as u32;
-        let buffer = (f64::from(usecs) * TICKS_PER_USEC) as u32;
+        let usecs = go_u32(f64::from(burst) * TIME_UNITS_PER_SEC / rate as f64);
+        let buffer = go_u32(f64::from(usecs) * TICKS_PER_USEC);
         let latency = TIME_UNITS_PER_SEC * (LATENCY_MS / 1000.0);
-        let limit = ((rate as f64 * latency / TIME_UNITS_PER_SEC) as u32).checked_add(burst)?;
+        let limit = go_u32(rate as f64 * latency / TIME_UNITS_PER_SEC).wrapping_add(burst);
         Some(Tbf {
             rate,
             limit,
@@ -83,11 +105,11 @@ impl Tbf {
 
     /// The (rate, burst) in bits that [`Tbf::sized`] turns into exactly
     /// this bucket, if any: the burst is the queue limit less 25 ms at the
-    /// rate.
+    /// rate (in `uint32`, as [`Tbf::sized`] added them).
     pub fn as_sized(&self) -> Option<(u64, u64)> {
         let latency = TIME_UNITS_PER_SEC * (LATENCY_MS / 1000.0);
-        let queue = (self.rate as f64 * latency / TIME_UNITS_PER_SEC) as u32;
-        let burst = u64::from(self.limit.checked_sub(queue)?);
+        let queue = go_u32(self.rate as f64 * latency / TIME_UNITS_PER_SEC);
+        let burst = u64::from(self.limit.wrapping_sub(queue));
         let (rate_bits, burst_bits) = (self.rate.checked_mul(8)?, burst.checked_mul(8)?);
         (Tbf::sized(rate_bits, burst_bits) == Some(*self)).then_some((rate_bits, burst_bits))
     }
@@ -390,6 +412,30 @@ mod tests {
             ..t
         };
         assert_eq!(other.as_sized(), None);
+    }
+
+    /// Overflow as the reference overflows (Go's conversions on amd64):
+    /// the buckets `tc` shows for the reference's qdiscs.
+    #[test]
+    fn sized_as_the_reference_where_its_arithmetic_overflows() {
+        assert_eq!(go_u32(1e10), 1_410_065_408);
+        assert_eq!(go_u32(-1.0), u32::MAX);
+        assert_eq!(go_u32(f64::NAN), 0);
+        assert_eq!(go_u32(1e19), 0);
+        assert_eq!(go_u32(4_294_967_296.5), 0);
+        assert_eq!(go_u32(0.99), 0);
+        // 8 bit/s (1 B/s), 80 kbit: the buffer's microseconds (10^10) and
+        // ticks wrap; `tc` shows the reference's as `burst 35b`.
+        let t = Tbf::sized(8, 80_000).expect("valid");
+        assert_eq!((t.rate, t.limit, t.buffer), (1, 10_000, 557_435_520));
+        assert_eq!(t.as_sized(), Some((8, 80_000)));
+        // 2^40 bit/s with a 2 GiB burst: the queue limit's sum wraps.
+        let t = Tbf::sized(1 << 40, (1 << 34) - 8).expect("valid");
+        assert_eq!(
+            (t.rate, t.limit, t.buffer),
+            (1 << 37, 1_288_490_187, 244_125)
+        );
+        assert_eq!(t.as_sized(), Some((1 << 40, (1 << 34) - 8)));
     }
 
     #[test]

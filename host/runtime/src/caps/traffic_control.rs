@@ -7,6 +7,7 @@
 //! with the attachment's alias, so only this attachment's DEL removes it.
 
 use super::ctx::Inverse;
+use super::link::LinkUndo;
 use super::row::*;
 use serde_json::Value;
 use sha2::{Digest, Sha512};
@@ -91,8 +92,24 @@ impl Ctx {
         limit: &RateLimit,
     ) -> Result<(), CapError> {
         let tbf = bucket(limit)?;
-        self.tc_link(kind, index)?;
-        self.netlink(kind)?.add_tbf(index, &tbf)?;
+        let l = self.tc_link(kind, index)?;
+        if let Err(e) = self.netlink(kind)?.add_tbf(index, &tbf) {
+            self.txqlen_back(kind, index, l.txqlen);
+            return Err(e.into());
+        }
+        // Undone in reverse: the qdisc deleted, then the queue length put
+        // back.
+        if self.link(kind, index)?.txqlen != l.txqlen {
+            self.record_for(
+                kind,
+                index,
+                LinkUndo::SetTxqlen {
+                    ns: kind,
+                    index,
+                    txqlen: l.txqlen,
+                },
+            );
+        }
         self.record_for(
             kind,
             index,
@@ -103,6 +120,24 @@ impl Ctx {
             },
         );
         Ok(())
+    }
+
+    /// Puts back link `index`'s transmit queue length after the kernel
+    /// refused a qdisc. The kernel gives a link without a queue (length
+    /// 0: a veth as the reference and wasmcni make them) its default
+    /// length (1000) when a qdisc is attached to it, and keeps that when
+    /// it then refuses the qdisc's options (seen on this machine's 6.x
+    /// kernels and the VM's 6.1: a `tbf` whose buffer is 0, from a rate
+    /// of 2^40 bit/s; the reference's failed ADD leaves the host veth
+    /// so). Best effort: the refusal is what the plugin hears.
+    fn txqlen_back(&mut self, kind: Kind, index: u32, before: u32) {
+        if let Ok(now) = self.link(kind, index) {
+            if now.txqlen != before {
+                if let Ok(nl) = self.netlink(kind) {
+                    let _ = nl.set_txqlen(index, before);
+                }
+            }
+        }
     }
 
     fn limit_receive(
@@ -151,6 +186,7 @@ impl Ctx {
             Ok(())
         };
         if let Err(e) = steps() {
+            self.txqlen_back(kind, index, l.txqlen);
             if self.command == Some(Command::Add) {
                 self.undo_from(mark);
             } else if let Ok(nl) = self.netlink(kind) {
@@ -414,7 +450,7 @@ pub(super) const LIMIT_TRANSMIT: Entry = Entry {
     args: &["ns", "index", "limit"],
     authority: "install a `tbf` root qdisc (handle `1:`) on a link, sized as the reference bandwidth plugin sizes it",
     policy: "`traffic-control`; host: link own or `links`; never replaces a qdisc (already-exists); the `ifb` within `max-links`",
-    undo: "delete the qdisc (nothing for a link created in this ADD)",
+    undo: "delete the qdisc and put back the link's transmit queue length, which the kernel sets when a qdisc is attached to a link without one (nothing for a link created in this ADD)",
     mutates: true,
     in_gc: false,
     needs: TRAFFIC_CONTROL,
