@@ -819,11 +819,17 @@ fn needs(case: &Value) -> Vec<String> {
 /// `WASMCNI_CASES=bridge,ptp/02` narrows the run to cases whose
 /// `plugin/file` starts with one of the prefixes (while developing;
 /// refused under CI=true, which runs all).
+///
+/// Two case runs at a time (`WASMCNI_CASE_JOBS`): each has sandboxes of
+/// its own (namespaces, IPAM data, caches), and most of a run is waiting
+/// (the kernel's duplicate address detection, processes starting: in
+/// tests/vm/ on two emulated cores). The first failure stops the others
+/// from starting another run.
 fn run_cases(pick: impl Fn(&Value) -> bool) -> usize {
     let only: Vec<String> = support::narrowing_switch("WASMCNI_CASES")
         .map(|v| v.split(',').map(str::to_owned).collect())
         .unwrap_or_default();
-    let mut ran = 0;
+    let mut runs = Vec::new();
     for (plugin, file, case) in cases().into_iter().filter(|(p, f, c)| {
         pick(c) && (only.is_empty() || only.iter().any(|o| format!("{p}/{f}").starts_with(o)))
     }) {
@@ -844,17 +850,54 @@ fn run_cases(pick: impl Fn(&Value) -> bool) -> usize {
         } else {
             &["0.3.1", "1.0.0"]
         };
-        let versions: Vec<&str> = case["versions"]
+        let versions: Vec<String> = case["versions"]
             .as_array()
-            .map(|v| v.iter().filter_map(Value::as_str).collect())
-            .unwrap_or_else(|| default.to_vec());
+            .map(|v| {
+                v.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_else(|| default.iter().map(|v| (*v).to_owned()).collect());
         for version in versions {
-            eprintln!("case {plugin}/{file} {version}");
-            run_case(&plugin, &file, &case, version);
-            ran += 1;
+            runs.push((plugin.clone(), file.clone(), case.clone(), version));
         }
     }
-    ran
+    let jobs = std::env::var("WASMCNI_CASE_JOBS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(2)
+        .max(1);
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for _ in 0..jobs {
+            s.spawn(|| loop {
+                use std::sync::atomic::Ordering::SeqCst;
+                if failed.load(SeqCst) {
+                    return;
+                }
+                let Some((plugin, file, case, version)) = runs.get(next.fetch_add(1, SeqCst))
+                else {
+                    return;
+                };
+                eprintln!("case {plugin}/{file} {version}");
+                let t = std::time::Instant::now();
+                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    run_case(plugin, file, case, version)
+                }));
+                if let Err(e) = run {
+                    failed.store(true, SeqCst);
+                    std::panic::resume_unwind(e);
+                }
+                eprintln!(
+                    "case {plugin}/{file} {version}: {:.1} s",
+                    t.elapsed().as_secs_f64()
+                );
+            });
+        }
+    });
+    runs.len()
 }
 
 #[test]

@@ -826,6 +826,50 @@ impl Running {
         .expect("SIGCONT");
     }
 
+    /// Waits for it to end; also answers the CPU time (user and system)
+    /// it used (wait4(2)'s rusage: its own and its waited-for children's).
+    /// What a test bounds by how much work a process did: unlike wall
+    /// time, a loaded machine does not stretch it by seconds.
+    pub fn wait_cpu(mut self) -> (Run, std::time::Duration) {
+        use std::io::Read;
+        let mut child = self.child.take().expect("not waited for");
+        let mut stdout = child.stdout.take().expect("piped stdout");
+        let mut stderr = child.stderr.take().expect("piped stderr");
+        let out = std::thread::spawn(move || {
+            let mut b = Vec::new();
+            let _ = stdout.read_to_end(&mut b);
+            b
+        });
+        let err = std::thread::spawn(move || {
+            let mut b = Vec::new();
+            let _ = stderr.read_to_end(&mut b);
+            b
+        });
+        let mut status = 0;
+        // SAFETY: an all-zero rusage is valid; wait4 fills it in.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: waits for our own child, which std has not reaped (it
+        // is never waited for through `child` afterwards).
+        let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut ru) };
+        assert!(pid > 0, "wait4: {}", std::io::Error::last_os_error());
+        drop(child);
+        let tv = |t: libc::timeval| {
+            std::time::Duration::from_secs(t.tv_sec as u64)
+                + std::time::Duration::from_micros(t.tv_usec as u64)
+        };
+        let code = if libc::WIFEXITED(status) {
+            libc::WEXITSTATUS(status)
+        } else {
+            -1
+        };
+        let run = Run {
+            code,
+            stdout: String::from_utf8_lossy(&out.join().expect("stdout")).into_owned(),
+            stderr: String::from_utf8_lossy(&err.join().expect("stderr")).into_owned(),
+        };
+        (run, tv(ru.ru_utime) + tv(ru.ru_stime))
+    }
+
     /// Waits for it to end.
     pub fn wait(mut self) -> Run {
         let out = self
