@@ -156,70 +156,70 @@ fn sweep(s: &Subject) {
     // for every address and mapping; its undo after later calls is
     // swept in tests/firewall.rs).
     assert!(total >= 2, "{what}: only {total} host calls");
-    let (mut world, mut conf) = setup(s, "fb");
-    let mut before = without_new_lock(world.snapshot());
-    let mut tolerated = Vec::new();
-
-    // Under the VM's emulation every snapshot costs seconds: the trap
-    // sweep there, both sweeps here.
-    let modes: &[&str] = if support::vm::inside() {
-        &["trap"]
-    } else {
-        &["trap", "error"]
+    let tolerated = std::sync::Mutex::new(Vec::new());
+    // Both modes, here and under the VM's emulation; the runs go side by
+    // side, each thread with a sandbox of its own (`support::in_parallel`).
+    let modes = ["trap", "error"];
+    let runs: Vec<(usize, &str)> = (1..=total)
+        .flat_map(|k| modes.iter().map(move |m| (k, *m)))
+        .collect();
+    let fresh = |thread: usize| {
+        let (world, conf) = setup(s, &format!("fb{thread}"));
+        let before = without_new_lock(world.snapshot());
+        (world, conf, before, thread)
     };
-    for k in 1..=total {
-        for mode in modes {
-            let fault = match *mode {
-                "trap" => format!("call:{k}"),
-                _ => format!("call:{k}:error"),
-            };
-            let r = run(s, &world, &conf, "ADD", Some(fault));
-            let case = format!("{what}: fault at host call {k}/{total} ({mode})");
-            assert!(
-                !r.stdout.contains("panicked") && !r.stderr.contains("panicked"),
-                "{case}: {r:?}"
+    support::in_parallel(&runs, &fresh, |sandbox, &(k, mode)| {
+        let thread = sandbox.3;
+        let (world, conf, before, _) = sandbox;
+        let fault = match mode {
+            "trap" => format!("call:{k}"),
+            _ => format!("call:{k}:error"),
+        };
+        let r = run(s, world, conf, "ADD", Some(fault));
+        let case = format!("{what}: fault at host call {k}/{total} ({mode})");
+        assert!(
+            !r.stdout.contains("panicked") && !r.stderr.contains("panicked"),
+            "{case}: {r:?}"
+        );
+        if r.code == 0 {
+            // The plugin tolerated the failed call (a lookup it
+            // expects may fail): its ADD stands. DEL it, and start
+            // over from a fresh sandbox (a DEL leaves what the
+            // reference's leaves: the bridge, ip_forward).
+            assert_eq!(mode, "error", "{case}: a trap cannot succeed: {r:?}");
+            tolerated.lock().expect("tolerated").push(
+                world
+                    .audit()
+                    .iter()
+                    .find(|r| r["outcome"] != "ok")
+                    .map(|r| r["call"].to_string())
+                    .unwrap_or_default(),
             );
-            if r.code == 0 {
-                // The plugin tolerated the failed call (a lookup it
-                // expects may fail): its ADD stands. DEL it, and start
-                // over from a fresh sandbox (a DEL leaves what the
-                // reference's leaves: the bridge, ip_forward).
-                assert_eq!(*mode, "error", "{case}: a trap cannot succeed: {r:?}");
-                tolerated.push(
-                    world
-                        .audit()
-                        .iter()
-                        .find(|r| r["outcome"] != "ok")
-                        .map(|r| r["call"].to_string())
-                        .unwrap_or_default(),
-                );
-                let d = run(s, &world, &conf, "DEL", None);
-                assert_eq!(d.code, 0, "{case}: DEL: {d:?}");
-                (world, conf) = setup(s, "fb");
-                before = without_new_lock(world.snapshot());
-                continue;
-            } else {
-                let err = r.json();
-                assert!(
-                    err["code"].as_u64().is_some() && err["msg"].as_str().is_some(),
-                    "{case}: not a CNI error: {r:?}"
-                );
-                if *mode == "trap" {
-                    assert_eq!(err["code"], 100, "{case}: {r:?}");
-                }
-            }
-            // A device moved back and set up reports its carrier through
-            // the kernel's link watch, up to a second later: a state that
-            // differs is looked at again for up to 3 s before it counts.
-            let start = std::time::Instant::now();
-            let mut now = without_new_lock(world.snapshot());
-            while now != before && start.elapsed() < std::time::Duration::from_secs(3) {
-                std::thread::sleep(std::time::Duration::from_millis(50));
-                now = without_new_lock(world.snapshot());
-            }
-            support::assert_same(&before, &now, &format!("{case}: state"));
+            let d = run(s, world, conf, "DEL", None);
+            assert_eq!(d.code, 0, "{case}: DEL: {d:?}");
+            *sandbox = fresh(thread);
+            return;
         }
-    }
+        let err = r.json();
+        assert!(
+            err["code"].as_u64().is_some() && err["msg"].as_str().is_some(),
+            "{case}: not a CNI error: {r:?}"
+        );
+        if mode == "trap" {
+            assert_eq!(err["code"], 100, "{case}: {r:?}");
+        }
+        // A device moved back and set up reports its carrier through
+        // the kernel's link watch, up to a second later: a state that
+        // differs is looked at again for up to 3 s before it counts.
+        let start = std::time::Instant::now();
+        let mut now = without_new_lock(world.snapshot());
+        while now != *before && start.elapsed() < std::time::Duration::from_secs(3) {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            now = without_new_lock(world.snapshot());
+        }
+        support::assert_same(before, &now, &format!("{case}: state"));
+    });
+    let tolerated = tolerated.into_inner().expect("tolerated");
     eprintln!(
         "{what}: {total} host calls, each failed in turn; failures the plugin tolerated: {tolerated:?}"
     );

@@ -820,11 +820,8 @@ fn needs(case: &Value) -> Vec<String> {
 /// `plugin/file` starts with one of the prefixes (while developing;
 /// refused under CI=true, which runs all).
 ///
-/// Two case runs at a time (`WASMCNI_CASE_JOBS`): each has sandboxes of
-/// its own (namespaces, IPAM data, caches), and most of a run is waiting
-/// (the kernel's duplicate address detection, processes starting: in
-/// tests/vm/ on two emulated cores). The first failure stops the others
-/// from starting another run.
+/// Case runs go side by side ([`support::in_parallel`]): each has
+/// sandboxes of its own (namespaces, IPAM data, caches).
 fn run_cases(pick: impl Fn(&Value) -> bool) -> usize {
     let only: Vec<String> = support::narrowing_switch("WASMCNI_CASES")
         .map(|v| v.split(',').map(str::to_owned).collect())
@@ -863,40 +860,19 @@ fn run_cases(pick: impl Fn(&Value) -> bool) -> usize {
             runs.push((plugin.clone(), file.clone(), case.clone(), version));
         }
     }
-    let jobs = std::env::var("WASMCNI_CASE_JOBS")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .unwrap_or(2)
-        .max(1);
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let failed = std::sync::atomic::AtomicBool::new(false);
-    std::thread::scope(|s| {
-        for _ in 0..jobs {
-            s.spawn(|| loop {
-                use std::sync::atomic::Ordering::SeqCst;
-                if failed.load(SeqCst) {
-                    return;
-                }
-                let Some((plugin, file, case, version)) = runs.get(next.fetch_add(1, SeqCst))
-                else {
-                    return;
-                };
-                eprintln!("case {plugin}/{file} {version}");
-                let t = std::time::Instant::now();
-                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    run_case(plugin, file, case, version)
-                }));
-                if let Err(e) = run {
-                    failed.store(true, SeqCst);
-                    std::panic::resume_unwind(e);
-                }
-                eprintln!(
-                    "case {plugin}/{file} {version}: {:.1} s",
-                    t.elapsed().as_secs_f64()
-                );
-            });
-        }
-    });
+    support::in_parallel(
+        &runs,
+        |_| (),
+        |_, (plugin, file, case, version)| {
+            eprintln!("case {plugin}/{file} {version}");
+            let t = std::time::Instant::now();
+            run_case(plugin, file, case, version);
+            eprintln!(
+                "case {plugin}/{file} {version}: {:.1} s",
+                t.elapsed().as_secs_f64()
+            );
+        },
+    );
     runs.len()
 }
 

@@ -151,6 +151,13 @@ impl Call<'_> {
         if let Some(d) = std::env::var_os("WASMCNI_CACHE_DIR").filter(|_| super::vm::inside()) {
             c.env("WASMCNI_CACHE_DIR", d);
         }
+        // And under emulation, on a loaded machine, a bridge ADD has taken
+        // longer than the default deadline (10 s; a CI run failed so):
+        // the VM's deadline, as for every other test there
+        // (`support::test_env`).
+        if super::vm::inside() {
+            c.env("WASMCNI_DEADLINE_MS", "600000");
+        }
         c.envs(self.env.iter().map(|(k, v)| (k, v)));
         let out = c.output().expect("running the libcni driver");
         let mut elapsed_us = None;

@@ -66,6 +66,48 @@ pub fn narrowing_switch(name: &str) -> Option<String> {
     Some(v)
 }
 
+/// Runs `each(state, item)` for every item on `WASMCNI_TEST_JOBS` threads
+/// (default 2), each thread with a state of its own from `init(thread)`
+/// (its sandboxes: namespaces, IPAM and record directories). For tests
+/// that run many independent sandboxed runs, most of whose time is
+/// waiting (the kernel's duplicate address detection, processes
+/// starting; in tests/vm/, on two emulated cores). The first panic stops
+/// every thread from taking another item, and is the test's.
+pub fn in_parallel<T: Sync, S>(
+    items: &[T],
+    init: impl Fn(usize) -> S + Sync,
+    each: impl Fn(&mut S, &T) + Sync,
+) {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+    let jobs = std::env::var("WASMCNI_TEST_JOBS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(2)
+        .clamp(1, items.len().max(1));
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for thread in 0..jobs {
+            let (init, each, next, failed) = (&init, &each, &next, &failed);
+            s.spawn(move || {
+                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    let mut state = None;
+                    while !failed.load(SeqCst) {
+                        let Some(item) = items.get(next.fetch_add(1, SeqCst)) else {
+                            return;
+                        };
+                        each(state.get_or_insert_with(|| init(thread)), item);
+                    }
+                }));
+                if let Err(e) = run {
+                    failed.store(true, SeqCst);
+                    std::panic::resume_unwind(e);
+                }
+            });
+        }
+    });
+}
+
 /// Fails the test unless we are root with `ip` available.
 pub fn require_root() {
     assert!(
