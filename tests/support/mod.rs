@@ -216,8 +216,11 @@ impl Netns {
 
     fn snapshot_now(&self) -> Value {
         // Two execs of `ip -batch` (each exec counts under the VM's
-        // emulation: ~0.25 s): links, addresses, routes and IPv4 rules
-        // with details; IPv6 routes and rules.
+        // emulation: ~0.25 s): links, addresses, routes, IPv4 rules and
+        // permanent neighbour entries with details; IPv6 routes and rules.
+        // Permanent neighbour entries only: an operator's (or a plugin's)
+        // static ARP and ND entries; the kernel's own come and go with
+        // traffic.
         let d = self.ip_batch(
             &["-j", "-d"],
             &[
@@ -225,9 +228,11 @@ impl Netns {
                 "addr show",
                 "route show table all",
                 "rule show",
+                "neigh show nud permanent",
             ],
         );
-        let [links, addrs, routes4, mut rules4] = <[Value; 4]>::try_from(d).expect("four dumps");
+        let [links, addrs, routes4, mut rules4, neighbours] =
+            <[Value; 5]>::try_from(d).expect("five dumps");
         // `-d` adds each rule's protocol even where plain `ip rule show`
         // leaves it out (unspecified, or the kernel's own rules): as
         // without `-d`.
@@ -251,6 +256,7 @@ impl Netns {
             "routes6": routes6,
             "rules4": rules4,
             "rules6": rules6,
+            "neighbours": neighbours,
         });
         scrub(&mut v);
         // The kernel lists routes of one prefix in the order they were
@@ -352,12 +358,6 @@ impl Netns {
             Value::Array(Vec::new())
         };
         v["tc"] = self.traffic_control();
-        // Permanent neighbour entries only: an operator's (or a plugin's)
-        // static ARP and ND entries; the kernel's own come and go with
-        // traffic.
-        v["neighbours"] =
-            serde_json::from_str(&self.ip(&["-j", "neigh", "show", "nud", "permanent"]))
-                .expect("ip -j neigh output");
         v
     }
 
