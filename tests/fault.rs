@@ -168,7 +168,7 @@ fn sweep(s: &Subject) {
         let before = without_new_lock(world.snapshot());
         (world, conf, before, thread)
     };
-    support::in_parallel(&runs, &fresh, |sandbox, &(k, mode)| {
+    support::in_parallel(&runs, fresh, |sandbox, &(k, mode)| {
         let thread = sandbox.3;
         let (world, conf, before, _) = sandbox;
         let fault = match mode {

@@ -52,10 +52,11 @@ pub const INGRESS_HANDLE: TcHandle = TcHandle {
 pub fn go_u32(f: f64) -> u32 {
     // 2^63: the first float out of `int64`'s range.
     const OUT: f64 = 9_223_372_036_854_775_808.0;
-    if f.is_nan() || f >= OUT || f < -OUT {
-        0
-    } else {
+    if (-OUT..OUT).contains(&f) {
         f as i64 as u32
+    } else {
+        // NaN too.
+        0
     }
 }
 
