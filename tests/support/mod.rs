@@ -198,10 +198,12 @@ impl Netns {
     /// carrier has its local route: the kernel adds it from the same work
     /// queue, after the address shows (with `nodad` the address is never
     /// tentative, so the wait above does not cover it; a CI run failed on a
-    /// borrowed link's restored address). Waits at most 3 s; a state still
+    /// borrowed link's restored address). Waits at most 10 s (on a loaded
+    /// machine detection has outlasted 3 s: a CI rehearsal failed so, with
+    /// an address still tentative); a state still
     /// pending then is reported as it is.
     pub fn snapshot(&self) -> Value {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(3);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
             let v = self.snapshot_now();
             let settled = !dad_pending(&v["addrs"])
