@@ -694,3 +694,39 @@ fn bandwidth_del_removes_the_limits_from_a_host_veth_that_outlives_it() {
         }
     }
 }
+
+/// bandwidth's DEL completes where the reference's would on a node that
+/// ran the reference before wasmcni: after the reference's ADD limited a
+/// native plugin's veth (no wasmcni mark), wasmcni's DEL succeeds and
+/// leaves that veth as the reference's DEL does.
+#[test]
+fn bandwidth_del_completes_on_a_veth_the_reference_limited() {
+    use serde_json::json;
+    let world = support::world::World::new("bwnat");
+    let prev = bandwidth_veth(&world, "vethnat0", 1000);
+    world.node.ip(&["link", "set", "vethnat0", "alias", ""]);
+    let conf = json!({"cniVersion": "1.0.0", "name": "bwnet", "type": "bandwidth",
+        "ingressRate": 800000, "ingressBurst": 80000, "prevResult": prev});
+    let r = Invoke::exe(
+        format!("{REFERENCE_DIR}/bandwidth"),
+        conf.to_string().as_bytes(),
+    )
+    .cni("ADD", &world.ctr.path, "eth0")
+    .in_netns(&world.node)
+    .run();
+    assert_eq!(r.code, 0, "the reference's ADD: {r:?}");
+    let limited = world.snapshot();
+    assert!(limited["node"]["tc"].to_string().contains("\"tbf\""));
+    let del = bandwidth_call(
+        &world,
+        "DEL",
+        json!({"ingressRate": 800000, "ingressBurst": 80000}),
+        &prev,
+    );
+    assert_eq!(del.code, 0, "{del:?}");
+    support::assert_same(
+        &limited,
+        &world.snapshot(),
+        "the DEL left the veth as it was",
+    );
+}

@@ -347,9 +347,19 @@ impl Plugin for BandwidthPlugin {
     /// and leaves the `tbf` on the host veth to the main plugin's DEL,
     /// which deletes the veth: where the veth outlives it, the limits
     /// stayed on it.)
+    ///
+    /// A veth whose limits this plugin may not remove (a native plugin's
+    /// veth from before wasmcni, limited by the reference's bandwidth) is
+    /// left as the reference's DEL leaves it: the `ifb` alone, so the DEL
+    /// completes wherever the reference's would.
     fn del(&self, inv: &Invocation) -> Result<(), Error> {
         let host = host_ns()?;
-        host.remove_limits(limited_host_veth(inv, &host))?;
+        if let Some(index) = limited_host_veth(inv, &host) {
+            if host.remove_limits(Some(index)).is_ok() {
+                return Ok(());
+            }
+        }
+        host.remove_limits(None)?;
         Ok(())
     }
 

@@ -98,8 +98,10 @@ impl Ctx {
             return Err(e.into());
         }
         // Undone in reverse: the qdisc deleted, then the queue length put
-        // back.
-        if self.link(kind, index)?.txqlen != l.txqlen {
+        // back. Only a link without a queue has its length changed by the
+        // kernel; journaled without reading it back (no call more per ADD;
+        // setting the length it has is no change).
+        if l.txqlen == 0 {
             self.record_for(
                 kind,
                 index,
