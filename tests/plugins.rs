@@ -236,26 +236,10 @@ impl Side {
         .run()
     }
 
-    /// Waits (up to 5 s) until no IPv6 address in the sandbox is still
-    /// running duplicate address detection: the kernel adds an address's
-    /// local route only when it is done.
-    fn settle(&self) {
-        let t = std::time::Instant::now();
-        for ns in std::iter::once(&self.node).chain(self.ctrs.iter()) {
-            while t.elapsed() < std::time::Duration::from_secs(5)
-                && !ns
-                    .ip(&["-6", "addr", "show", "tentative"])
-                    .trim()
-                    .is_empty()
-            {
-                std::thread::sleep(std::time::Duration::from_millis(100));
-            }
-        }
-    }
-
     /// The kernel state of every namespace and the IPAM state, normalized.
+    /// (Each namespace's snapshot waits for its own duplicate address
+    /// detection to end: `Netns::snapshot`.)
     fn state(&self) -> Value {
-        self.settle();
         let mut files = serde_json::Map::new();
         if let Ok(rd) = std::fs::read_dir(self.data().join("diffnet")) {
             for e in rd.flatten() {
