@@ -22,7 +22,7 @@ RELEASE_BIN := target/x86_64-unknown-linux-gnu/release/wasmcni
 IMAGE ?= localhost/wasmcni-installer:dev
 GUESTS := $(notdir $(wildcard guests/*)) $(notdir $(wildcard tests/fixtures/*))
 
-.PHONY: setup setup-demo demo test lint bench bench-image install docs hot-symbols cycles cycles-methods image image-build
+.PHONY: soak setup setup-demo demo test lint bench bench-image install docs hot-symbols cycles cycles-methods image image-build
 
 # Installs what is missing of the Debian packages $(1) (apt-get update
 # first only when something is).
@@ -64,6 +64,24 @@ test: setup
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --target wasm32-wasip2 $(addprefix -p ,$(GUESTS)) -- -D warnings
 	tests/node-untouched.sh tests/run --clippy -- $(TEST_PACKAGES)
+
+# The soak (tests/cri/soak.py): containerd's CRI on a wasmcni node (the
+# release build) for DURATION seconds of pods and faults, the mix drawn
+# from SEED, in a sandbox of its own (its own network and mount
+# namespaces, as tests/cri.rs runs it). Prints the summary (pods, faults
+# by kind, problems) and fails on any problem. `make test` runs a short
+# one (tests/cri.rs).
+DURATION ?= 3600
+SEED ?= $(shell date +%s)
+soak: setup
+	$(CARGO) build --release -p wasmcni
+	@mkdir -p target/soak
+	@work="$$(mktemp -d "$(CURDIR)/target/soak/run.XXXXXX")"; \
+	echo "soak: seed $(SEED), $(DURATION) s, in $$work (steps in $$work/soak.log)"; \
+	unshare -n -m tests/cri/sandbox.sh "$(CURDIR)/$(RELEASE_BIN)" "$$work" soak $(SEED) $(DURATION) \
+	  > "$$work/soak.log" 2>&1; rc=$$?; \
+	grep -v '^soak-step ' "$$work/soak.log" | tail -n 40; \
+	grep -q '^soak .*"problem-count": 0' "$$work/soak.log" && [ $$rc = 0 ]
 
 # Regenerate docs/capabilities.md from host/runtime/src/caps/catalog.rs and
 # docs/sdk-reference.md from guest-sdk's source (a test fails when either

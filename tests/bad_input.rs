@@ -730,3 +730,133 @@ fn bandwidth_del_completes_on_a_veth_the_reference_limited() {
         "the DEL left the veth as it was",
     );
 }
+
+/// A tmpfs of `kib` KiB mounted on `dir` (made if missing) for as long as
+/// it lives: a state directory that can fill up.
+struct SmallFs(std::path::PathBuf);
+
+impl SmallFs {
+    fn mount(dir: &std::path::Path, kib: u32) -> SmallFs {
+        std::fs::create_dir_all(dir).expect("mount point");
+        let st = std::process::Command::new("mount")
+            .args([
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={kib}k,mode=0700"),
+                "tmpfs",
+            ])
+            .arg(dir)
+            .status()
+            .expect("mount");
+        assert!(st.success(), "mounting a tmpfs on {}", dir.display());
+        SmallFs(dir.to_owned())
+    }
+
+    /// Fills it: one file takes every block left.
+    fn fill(&self) {
+        use std::io::Write;
+        let mut f = std::fs::File::create(self.0.join("filler")).expect("filler");
+        let chunk = [0u8; 4096];
+        while f.write_all(&chunk).is_ok() {}
+    }
+
+    /// Every file in it but the filler.
+    fn files(&self) -> Vec<String> {
+        fn walk(d: &std::path::Path, out: &mut Vec<String>) {
+            for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    walk(&p, out);
+                } else if p.file_name().is_some_and(|n| n != "filler") {
+                    out.push(p.display().to_string());
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.0, &mut out);
+        out
+    }
+}
+
+impl Drop for SmallFs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// Issue 48 (the soak's first find): an ADD whose state directory is full
+/// fails with a CNI error naming the intent log it could not write, and
+/// leaves no file there — a failed write of the intent log's first line
+/// left an empty log, which the ADD's DEL kept and the node's `wasmcni
+/// gc` met on every run ("not a record"). Nothing of the ADD is left in
+/// the namespaces either, and the runtime's DEL completes. Then, room made,
+/// an intent log a kill left empty goes with the attachment's DEL, and an
+/// ADD and DEL of the same attachment work and leave no file.
+#[test]
+fn an_add_on_a_full_state_directory_fails_and_leaves_no_file_there() {
+    use serde_json::json;
+    let world = support::world::World::new("full");
+    let fs = SmallFs::mount(&world.state_dir(), 256);
+    let policy = world.policy(&json!({"plugins": {"host-local": {"ipam-roots": ["@ipam"]}}}));
+    let conf = json!({"cniVersion": "1.0.0", "name": "fullnet", "type": "bridge",
+        "bridge": "cni-full0", "isGateway": true,
+        "ipam": {"type": "host-local", "subnet": "10.77.0.0/24",
+                 "dataDir": world.ipam_dir().display().to_string()}})
+    .to_string();
+    let call = |command: &str| {
+        Invoke::wasmcni_run("bridge", conf.as_bytes())
+            .cni(command, &world.ctr.path, "eth0")
+            .env("WASMCNI_POLICY", policy.display().to_string())
+            .env("WASMCNI_AUDIT", world.audit_path().display().to_string())
+            .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
+            .in_netns(&world.node)
+            .run()
+    };
+    fs.fill();
+    let before = world.snapshot();
+    let add = call("ADD");
+    assert_ne!(add.code, 0, "an ADD on a full state directory: {add:?}");
+    assert!(
+        add.stdout.contains("No space left on device") && add.stdout.contains(".intent"),
+        "the error names the intent log it could not write: {add:?}"
+    );
+    assert_eq!(
+        fs.files(),
+        Vec::<String>::new(),
+        "the failed ADD left files"
+    );
+    support::assert_same(&before, &world.snapshot(), "the failed ADD left state");
+    let del = call("DEL");
+    assert_eq!(
+        del.code, 0,
+        "the runtime's DEL after the failed ADD: {del:?}"
+    );
+    assert_eq!(fs.files(), Vec::<String>::new(), "the DEL left files");
+    // An intent log a kill left empty (between its creation and its first
+    // line): it names nothing, and the DEL, which finds no record, takes
+    // it away.
+    let intent =
+        fs.0.join("attachments/fullnet/ctr-test-1/eth0/bridge.intent");
+    std::fs::remove_file(fs.0.join("filler")).expect("making room");
+    std::fs::create_dir_all(intent.parent().unwrap()).expect("record dir");
+    std::fs::write(&intent, "").expect("an empty intent log");
+    let del = call("DEL");
+    assert_eq!(del.code, 0, "a DEL beside an empty intent log: {del:?}");
+    assert!(!intent.exists(), "the DEL left the empty intent log");
+    let add = call("ADD");
+    assert_eq!(add.code, 0, "{add:?}");
+    let del = call("DEL");
+    assert_eq!(del.code, 0, "{del:?}");
+    // (The host's bookkeeping stays: which IPAM state directories the
+    // node has, and the boot the records were reconciled for.)
+    let left: Vec<String> = fs
+        .files()
+        .into_iter()
+        .filter(|f| !f.ends_with("/ipam-stores") && !f.ends_with("/boot-id"))
+        .collect();
+    assert_eq!(left, Vec::<String>::new(), "ADD and DEL left files");
+}

@@ -7,6 +7,7 @@ test's own network and mount namespaces; never run it on a node as is.
 
     cri.py WORK GEN cases reference|wasmcni
     cri.py WORK GEN bench RUNS
+    cri.py WORK GEN soak SEED SECONDS
 
 `cases` prints, per case, one line `result {json}` with what it observed
 (tests/cri.rs judges it): {"side", "case", "ms", "error"?, ...facts}.
@@ -28,6 +29,8 @@ Cases:
 RemovePodSandbox times of RUNS pods on each side, the sides taking turns
 (two containerds in this sandbox); WASMCNI_BENCH_CRI_HOSTPORT=1: pods with
 a hostPort and bandwidth annotations.
+`soak` (tests/cri/soak.py) drives the wasmcni side with a seeded random
+mix of pods and faults for SECONDS and prints `soak {json}`.
 """
 
 import concurrent.futures
@@ -305,16 +308,17 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 NS = pb.NamespaceOption(network=pb.POD, pid=pb.CONTAINER, ipc=pb.POD)
 
 
-def pod_config(name, hostport=False):
+def pod_config(name, hostport=False, host_port=HOST_PORT, bandwidth=None):
     """A PodSandboxConfig shaped as the kubelet sends it; `hostport`: the
-    pod's container declares port 80 with hostPort 18080 and 8080 without
-    one (the kubelet lists both; containerd maps only the first), and the
-    pod carries bandwidth annotations."""
+    pod's container declares port 80 with hostPort `host_port` and 8080
+    without one (the kubelet lists both; containerd maps only the first),
+    and (unless `bandwidth` says otherwise) the pod carries bandwidth
+    annotations."""
     uid = str(uuid.uuid4())
-    ports = [pb.PortMapping(protocol=pb.TCP, container_port=80, host_port=HOST_PORT),
+    ports = [pb.PortMapping(protocol=pb.TCP, container_port=80, host_port=host_port),
              pb.PortMapping(protocol=pb.TCP, container_port=8080)] if hostport else []
     annotations = {"kubernetes.io/config.source": "api"}
-    if hostport:
+    if hostport if bandwidth is None else bandwidth:
         annotations["kubernetes.io/ingress-bandwidth"] = INGRESS
         annotations["kubernetes.io/egress-bandwidth"] = EGRESS
     return pb.PodSandboxConfig(
@@ -726,6 +730,9 @@ def main():
                 log("\n".join(audit_errors()))
         elif MODE == "bench":
             bench(int(sys.argv[4]), tar, instances)
+        elif MODE == "soak":
+            import soak
+            soak.run(sys.modules[__name__], tar, instances, int(sys.argv[4]), float(sys.argv[5]))
         else:
             raise SystemExit(f"unknown mode {MODE}")
     finally:

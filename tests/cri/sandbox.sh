@@ -7,6 +7,7 @@
 # this mount namespace, so the node's own state is never touched.
 #   sandbox.sh WASMCNI WORKDIR cases reference|wasmcni
 #   sandbox.sh WASMCNI WORKDIR bench RUNS
+#   sandbox.sh WASMCNI WORKDIR soak SEED SECONDS
 # WASMCNI is installed into WORKDIR/bin (`wasmcni install`), the bin dir
 # containerd's CNI uses on the wasmcni side; the reference side uses
 # Debian's plugins in /usr/lib/cni.
@@ -21,10 +22,12 @@ mount --make-rprivate /
 # say. /var/lib/cni: host-local's reservations and libcni's result cache.
 # /var/log/wasmcni and /var/lib/wasmcni: containerd runs the plugins in
 # its own environment, so wasmcni's audit log and attachment records are
-# at their defaults.
+# at their defaults. The soak fills the state directory: a small one.
 for d in /run /var/lib/cni /var/log/wasmcni /var/lib/wasmcni /etc/cni/net.d; do
   mkdir -p "$d"
-  mount -t tmpfs -o mode=0755 tmpfs "$d"
+  size=""
+  [ "$d $1" = "/var/lib/wasmcni soak" ] && size=",size=16m"
+  mount -t tmpfs -o "mode=0755$size" tmpfs "$d"
 done
 mkdir -p /run/netns
 ip link set lo up
@@ -49,4 +52,5 @@ gen=$work/gen
 mkdir -p "$gen"
 /usr/bin/python3 -m grpc_tools.protoc -I"$here" --python_out="$gen" --grpc_python_out="$gen" \
   "$here/cri.proto"
+export WASMCNI_EXE="$wasmcni" PYTHONDONTWRITEBYTECODE=1
 exec /usr/bin/python3 "$here/cri.py" "$work" "$gen" "$@"

@@ -398,15 +398,39 @@ impl Location {
             use cap_std::fs::OpenOptionsExt;
             opts.mode(0o600);
         }
-        let mut f = state_dir(&self.root, &self.dir)?.open_with(self.intent_file(), &opts)?;
+        let dir = state_dir(&self.root, &self.dir)?;
+        let mut f = dir.open_with(self.intent_file(), &opts)?;
+        let had = f.metadata()?.len();
         // Bounded, so that every line is read back ([`MAX_INTENT`]).
-        if f.metadata()?.len() + text.len() as u64 > MAX_INTENT {
+        if had + text.len() as u64 > MAX_INTENT {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("an intent log of more than {MAX_INTENT} bytes"),
             ));
         }
-        f.write_all(&text)
+        f.write_all(&text).inspect_err(|_| {
+            // A full file system (ENOSPC) or a quota: the log back as it
+            // was, and none where there was none, so that the failed ADD
+            // leaves no file that holds nothing (its DEL and the node's
+            // GC would meet it forever). Best effort: the write's error
+            // is the one that counts.
+            let _ = f.set_len(had);
+            if had == 0 {
+                let _ = dir.remove_file(self.intent_file());
+            }
+        })
+    }
+
+    /// Removes the intent log if it holds no whole line (a process killed
+    /// between creating it and writing its first line): it names nothing
+    /// the ADD made. For a DEL that found no record: the runtime does not
+    /// run an ADD of the same attachment beside it.
+    pub fn remove_empty_intent(&self) -> io::Result<()> {
+        let path = self.dir.join(self.intent_file());
+        match read_bounded(&self.root, &path, MAX_RECORD)? {
+            Some(text) if first_record(&text).is_none() => self.remove_intent(),
+            _ => Ok(()),
+        }
     }
 
     /// What the intent log holds, folded into one record (`None`: no
@@ -721,16 +745,22 @@ pub fn list(root: &Path, network: &str) -> (Vec<(Location, Record)>, Vec<String>
             continue;
         }
         let first = read_bounded(root, rel, MAX_RECORD).and_then(|t| {
-            let t = t.unwrap_or_default();
+            // Gone since the walk saw it (a DEL, or an ADD's end that
+            // folded its intent log, beside this listing): nothing to list.
+            let Some(t) = t else {
+                return Ok(None);
+            };
             let r = if intent {
                 first_record(&t)
             } else {
                 serde_json::from_slice(&t).ok()
             };
-            r.ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "not a record"))
+            r.map(Some)
+                .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "not a record"))
         });
         let first: Record = match first {
-            Ok(r) => r,
+            Ok(Some(r)) => r,
+            Ok(None) => continue,
             Err(e) => {
                 errors.push(format!("{}: {e}", path.display()));
                 continue;

@@ -542,6 +542,9 @@ impl Ctx {
         }
         let loc = self.record_location();
         let Some(mut record) = loc.load_or_quarantine() else {
+            if let Err(e) = loc.remove_empty_intent() {
+                log::warn!("{}: {e}", loc.intent_path().display());
+            }
             return Ok(DelCleanup::NoRecord);
         };
         let here = self
