@@ -1076,3 +1076,38 @@ fn replace_at(s: &str, at: fn(&[u8], usize) -> bool, len: usize, with: &str) -> 
     }
     out
 }
+
+/// Fails the test unless everything tests/cri/sandbox.sh needs is here
+/// (containerd, runc, the tools its checks use, Debian's grpc for Python).
+pub fn require_cri() {
+    require_root();
+    for tool in [
+        "containerd",
+        "ctr",
+        "containerd-shim-runc-v2",
+        "runc",
+        "unshare",
+        "busybox",
+        "nft",
+        "iptables-save",
+        "tc",
+        "/usr/lib/cni/bridge",
+    ] {
+        assert!(
+            Command::new("sh")
+                .args(["-c", &format!("command -v {tool}")])
+                .output()
+                .is_ok_and(|o| o.status.success()),
+            "this test needs {tool} (apt-get install containerd runc busybox-static nftables \
+             iptables iproute2 containernetworking-plugins; `make setup` does)"
+        );
+    }
+    assert!(
+        Command::new("/usr/bin/python3")
+            .args(["-c", "import grpc, grpc_tools.protoc, google.protobuf"])
+            .output()
+            .is_ok_and(|o| o.status.success()),
+        "this test needs Debian's python3-grpcio, python3-grpc-tools and python3-protobuf \
+         (`make setup` installs them)"
+    );
+}
