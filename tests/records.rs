@@ -1225,3 +1225,43 @@ fn measure_gc_of_many_links() {
         times[1]
     );
 }
+
+/// `wasmcni gc` beside an ADD (the soak found it: a pod's ADD failed in
+/// bandwidth with its eth0 gone): the GC looks at which namespaces exist
+/// after it read the records, so a record an ADD writes while the GC runs
+/// — its namespace made after an earlier look — is never taken for a gone
+/// attachment's. The GC stops between reading the records and that look
+/// (`WASMCNI_FAULT=pause:gc-listed`); meanwhile an ADD in a new namespace
+/// writes its record; the GC goes on, and the new attachment keeps its
+/// veth, reservation and records.
+#[test]
+fn wasmcni_gc_beside_an_add_leaves_the_new_attachment() {
+    let world = World::new("recrace");
+    let first = support::Netns::new("recracea");
+    add_in(&world, &first, "ctr-first", &conf(30, 0));
+    let mut gc = support::Invoke::exe(support::wasmcni(), b"")
+        .arg("gc")
+        .env("WASMCNI_AUDIT", world.audit_path().display().to_string())
+        .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
+        .env("WASMCNI_FAULT", "pause:gc-listed")
+        .in_netns(&world.node)
+        .spawn();
+    gc.wait_paused();
+    let second = support::Netns::new("recraceb");
+    add_in(&world, &second, "ctr-second", &conf(31, 0));
+    let before = world.snapshot();
+    gc.resume();
+    let out = gc.wait();
+    assert_eq!(out.code, 0, "{out:?}");
+    support::assert_same(
+        &before,
+        &world.snapshot(),
+        "wasmcni gc beside an ADD changed the node",
+    );
+    let links = world.node.ip(&["-o", "link", "show"]);
+    assert!(
+        links.contains("cnitestr30") && links.contains("cnitestr31"),
+        "{links}\n{out:?}"
+    );
+    drop((first, second));
+}

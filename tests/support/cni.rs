@@ -176,8 +176,12 @@ impl Call<'_> {
         // longer than the default deadline (10 s; a CI run failed so):
         // the VM's deadline, as for every other test there
         // (`support::test_env`).
+        // And libcni's own deadline for the call (the driver's -timeout,
+        // 60 s): a CI run's first VM cases, started beside the installer
+        // image's release build and the soak, took a bridge ADD past it.
         if super::vm::inside() {
             c.env("WASMCNI_DEADLINE_MS", "600000");
+            c.args(["-timeout", "600s"]);
         }
         c.envs(self.env.iter().map(|(k, v)| (k, v)));
         let out = c.output().expect("running the libcni driver");
