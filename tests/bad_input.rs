@@ -860,3 +860,49 @@ fn an_add_on_a_full_state_directory_fails_and_leaves_no_file_there() {
         .collect();
     assert_eq!(left, Vec::<String>::new(), "ADD and DEL left files");
 }
+
+/// The soak's third find: a bandwidth ADD killed after the kernel made
+/// the attachment's ifb and the intent log said where, before the ifb was
+/// marked (`WASMCNI_FAULT=step:link-unmarked`): the runtime's DEL was
+/// refused ("has this attachment's ifb name but is not its ifb") at every
+/// try — containerd left the pod SANDBOX_UNKNOWN. The record (its intent
+/// log) proves the unmarked ifb is the attachment's: the DEL takes the
+/// limits off and removes it, and the node is as before the ADD.
+#[test]
+fn a_bandwidth_add_killed_before_it_marked_its_ifb_is_undone_by_its_del() {
+    use serde_json::json;
+    let world = support::world::World::new("bwkill");
+    let prev = bandwidth_veth(&world, "vethkill0", 0);
+    let before = world.snapshot();
+    let limits = json!({"egressRate": 800000, "egressBurst": 80000});
+    let mut conf = json!({"cniVersion": "1.0.0", "name": "bwnet",
+        "type": "bandwidth", "prevResult": prev});
+    for (k, v) in limits.as_object().expect("object") {
+        conf[k] = v.clone();
+    }
+    let policy = world.policy(&json!({"plugins": {}}));
+    let add = Invoke::wasmcni_run("bandwidth", conf.to_string().as_bytes())
+        .cni("ADD", &world.ctr.path, "eth0")
+        .env("WASMCNI_POLICY", policy.display().to_string())
+        .env("WASMCNI_AUDIT", world.audit_path().display().to_string())
+        .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
+        .env("WASMCNI_FAULT", "step:link-unmarked")
+        .in_netns(&world.node)
+        .run();
+    assert_ne!(add.code, 0, "the ADD was to be killed: {add:?}");
+    let links = world.node.ip(&["-o", "link", "show", "type", "ifb"]);
+    assert!(
+        links.contains("bwp"),
+        "the kill came before the ifb was made: {links}"
+    );
+    let del = bandwidth_call(&world, "DEL", limits, &prev);
+    assert_eq!(
+        del.code, 0,
+        "the runtime's DEL after the killed ADD: {del:?}"
+    );
+    support::assert_same(
+        &before,
+        &world.snapshot(),
+        "the DEL after an ADD killed before it marked its ifb",
+    );
+}

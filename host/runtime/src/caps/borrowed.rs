@@ -32,7 +32,7 @@ use crate::record::{Borrowed, LinkIdentity, Location, Record};
 impl Ctx {
     /// The record of the runtime's attachment by the plugin the runtime
     /// executed (a delegate's or member's changes are its caller's).
-    fn record_location(&self) -> Location {
+    pub(super) fn record_location(&self) -> Location {
         Location::new(
             &Location::root_from_env(),
             &self.owner(),

@@ -22,6 +22,7 @@ use super::ctx::{Command, Ctx, StoreData};
 use crate::netlink::tc::{Tbf, INGRESS_HANDLE, TBF_HANDLE};
 use crate::netlink::LinkOpts;
 use crate::netns::Kind;
+use crate::record::Location;
 use netlink_packet_route::tc::TcHandle;
 
 /// The `ifb` name of an attachment: `bwp` and the first 12 hex digits of
@@ -69,7 +70,10 @@ impl Ctx {
             Err(e) => return Err(e.into()),
         };
         let ours = l.kind.as_deref() == Some("ifb")
-            && (kind == Kind::Container || self.owned(&l) || self.journal.created(kind, l.index));
+            && (kind == Kind::Container
+                || self.owned(&l)
+                || self.journal.created(kind, l.index)
+                || self.recorded_unmarked(kind, &l));
         if !ours {
             return Err(CapError::denied_with(
                 format!(
@@ -83,6 +87,27 @@ impl Ctx {
             ));
         }
         Ok(Some(l))
+    }
+
+    /// Whether `l` is a link this attachment's record names as its own
+    /// without a mark: an ADD killed after the kernel made it and the
+    /// intent log said where, before it was marked (the record's rule,
+    /// `owned_link_present`). Its DEL must take the limits off it — the
+    /// soak found a DEL refused here, again and again, and containerd's
+    /// pod left unknown.
+    fn recorded_unmarked(&mut self, kind: Kind, l: &Link) -> bool {
+        if Location::untrusted_root().is_some() {
+            return false;
+        }
+        let Ok(Some(record)) = self.record_location().load() else {
+            return false;
+        };
+        record
+            .owned
+            .links
+            .iter()
+            .filter(|o| o.ns == kind && o.name == l.name && o.index == Some(l.index))
+            .any(|o| self.owned_link_present(o, &record))
     }
 
     fn limit_transmit(
