@@ -608,19 +608,30 @@ fn bandwidth_call(
     limits: serde_json::Value,
     prev: &serde_json::Value,
 ) -> support::Run {
+    bandwidth_invoke(world, command, limits, prev).run()
+}
+
+/// [`bandwidth_call`], not yet run (a test adds to its environment).
+fn bandwidth_invoke(
+    world: &support::world::World,
+    command: &str,
+    limits: serde_json::Value,
+    prev: &serde_json::Value,
+) -> Invoke<'static> {
     let mut conf = serde_json::json!({"cniVersion": "1.0.0", "name": "bwnet",
         "type": "bandwidth", "prevResult": prev});
     for (k, v) in limits.as_object().expect("object") {
         conf[k] = v.clone();
     }
     let policy = world.policy(&serde_json::json!({"plugins": {}}));
-    Invoke::wasmcni_run("bandwidth", conf.to_string().as_bytes())
+    // As World::spawn: the builder borrows its stdin for the test's life.
+    let stdin: &'static [u8] = Box::leak(conf.to_string().into_bytes().into_boxed_slice());
+    Invoke::wasmcni_run("bandwidth", stdin)
         .cni(command, &world.ctr.path, "eth0")
         .env("WASMCNI_POLICY", policy.display().to_string())
         .env("WASMCNI_AUDIT", world.audit_path().display().to_string())
         .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
         .in_netns(&world.node)
-        .run()
 }
 
 /// Issue 48: limits the kernel refuses (a rate of 2^40 bit/s: the
@@ -875,19 +886,8 @@ fn a_bandwidth_add_killed_before_it_marked_its_ifb_is_undone_by_its_del() {
     let prev = bandwidth_veth(&world, "vethkill0", 0);
     let before = world.snapshot();
     let limits = json!({"egressRate": 800000, "egressBurst": 80000});
-    let mut conf = json!({"cniVersion": "1.0.0", "name": "bwnet",
-        "type": "bandwidth", "prevResult": prev});
-    for (k, v) in limits.as_object().expect("object") {
-        conf[k] = v.clone();
-    }
-    let policy = world.policy(&json!({"plugins": {}}));
-    let add = Invoke::wasmcni_run("bandwidth", conf.to_string().as_bytes())
-        .cni("ADD", &world.ctr.path, "eth0")
-        .env("WASMCNI_POLICY", policy.display().to_string())
-        .env("WASMCNI_AUDIT", world.audit_path().display().to_string())
-        .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
+    let add = bandwidth_invoke(&world, "ADD", limits.clone(), &prev)
         .env("WASMCNI_FAULT", "step:link-unmarked")
-        .in_netns(&world.node)
         .run();
     assert_ne!(add.code, 0, "the ADD was to be killed: {add:?}");
     let links = world.node.ip(&["-o", "link", "show", "type", "ifb"]);
