@@ -118,6 +118,11 @@ fn steps(base: &Path) -> anyhow::Result<()> {
     };
 
     out("wasmcni demo: a throwaway sandbox (own network + mount namespaces); the machine's network is not touched.".into());
+    if cfg!(debug_assertions) {
+        // `make demo` runs the debug build (it builds in ~60% of the
+        // release build's time): its milliseconds are not wasmcni's.
+        out("(a debug build: the times below are several times a release build's; `make bench` measures the release build against the reference plugins)".into());
+    }
     out(format!(
         "container netns: {}  ({})",
         netns.display(),
