@@ -22,7 +22,7 @@ RELEASE_BIN := target/x86_64-unknown-linux-gnu/release/wasmcni
 IMAGE ?= localhost/wasmcni-installer:dev
 GUESTS := $(notdir $(wildcard guests/*)) $(notdir $(wildcard tests/fixtures/*))
 
-.PHONY: soak setup setup-demo demo test lint bench bench-image install docs hot-symbols cycles cycles-methods image image-build
+.PHONY: soak soak-can-fail setup setup-demo demo test lint bench bench-image install docs hot-symbols cycles cycles-methods image image-build
 
 # Installs what is missing of the Debian packages $(1) (apt-get update
 # first only when something is).
@@ -45,8 +45,8 @@ setup: setup-demo
 	@tests/netavark/setup
 
 # The debug build: the demo shows what wasmcni does, not how fast, and the
-# debug build takes ~60% of the release build's time (~6 minutes from a
-# fresh machine, not ~10). `make install` and `make image` build release.
+# debug build takes ~60% of the release build's CPU time (7 minutes from a
+# fresh clone, not ~10). `make install` and `make image` build release.
 demo: setup-demo
 	$(CARGO) run -p wasmcni -- demo
 
@@ -85,6 +85,14 @@ soak: setup
 	  > "$$work/soak.log" 2>&1; rc=$$?; \
 	grep -v '^soak-step ' "$$work/soak.log" | tail -n 40; \
 	grep -q '^soak .*"problem-count": 0' "$$work/soak.log" && [ $$rc = 0 ]
+
+# Shows that the soak fails when wasmcni leaks under each fault kind: a
+# build broken for the kind (tests/cri/broken/KIND.patch) must fail a soak
+# of that kind (tests/cri/soak-can-fail; KINDS= some, CONTROL=1 also runs
+# each on the unbroken build, which must pass).
+KINDS ?=
+soak-can-fail: setup
+	tests/cri/soak-can-fail $(KINDS)
 
 # Regenerate docs/capabilities.md from host/runtime/src/caps/catalog.rs and
 # docs/sdk-reference.md from guest-sdk's source (a test fails when either

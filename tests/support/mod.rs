@@ -509,51 +509,23 @@ impl Drop for Netns {
     }
 }
 
-/// Appends `path:line` for every line of every setting below `path` (a
-/// directory of /proc/sys) that its owner may read and write. Under the
-/// VM's emulation each system call counts (a snapshot reads ~700
-/// settings per namespace): every file is opened relative to its
-/// directory's descriptor, and opened read-write as the mode check itself
-/// (for root, a setting's permission is its owner bits: exactly the files
-/// whose mode has 0o600 open), then read into a buffer; four calls a
-/// setting, where a stat, an open by path and `read_to_string` made six.
-fn read_settings(path: &Path, out: &mut Vec<String>) {
-    use nix::fcntl::{openat, OFlag};
-    use nix::sys::stat::Mode;
-    // The directory's descriptor, to open its files relative to it.
-    let (Ok(dir), Ok(rd)) = (std::fs::File::open(path), std::fs::read_dir(path)) else {
+/// Appends `path:line` for every line of every setting under `dir` that
+/// its owner may read and write (as `find -perm -600 -exec grep -H`).
+fn read_settings(dir: &Path, out: &mut Vec<String>) {
+    use std::os::unix::fs::PermissionsExt;
+    let Ok(rd) = std::fs::read_dir(dir) else {
         return;
     };
     for e in rd.flatten() {
-        // The kind from the directory entry (d_type): no stat.
-        let Ok(kind) = e.file_type() else { continue };
-        if kind.is_dir() {
-            read_settings(&e.path(), out);
-            continue;
-        }
-        let Ok(fd) = openat(
-            &dir,
-            e.file_name().as_os_str(),
-            OFlag::O_RDWR | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        ) else {
-            continue;
-        };
-        let mut text = Vec::new();
-        let mut buf = [0u8; 4096];
-        let complete = loop {
-            match nix::unistd::read(&fd, &mut buf) {
-                Ok(0) => break true,
-                Ok(n) => text.extend_from_slice(&buf[..n]),
-                Err(_) => break false,
-            }
-        };
-        // As read_to_string did: a setting that cannot be read (EIO,
-        // EINVAL until set) or is not text is left out.
-        if let (true, Ok(text)) = (complete, String::from_utf8(text)) {
-            let path = e.path();
-            for line in text.lines() {
-                out.push(format!("{}:{line}", path.display()));
+        let path = e.path();
+        let Ok(meta) = e.metadata() else { continue };
+        if meta.is_dir() {
+            read_settings(&path, out);
+        } else if meta.permissions().mode() & 0o600 == 0o600 {
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                for line in text.lines() {
+                    out.push(format!("{}:{line}", path.display()));
+                }
             }
         }
     }
