@@ -284,13 +284,25 @@ impl Side {
 /// ownership marks (link aliases); counts wasmcni's host route protocol
 /// (87) as the reference's (`boot`); a result without `dns` as `{}`.
 fn normalize(v: &mut Value, side: &Side) {
-    fn text(s: &str, side: &Side) -> String {
+    let mut names: Vec<(String, &str)> = Vec::new();
+    for ns in std::iter::once(&side.node).chain(side.ctrs.iter()) {
+        names.push((ns.path.display().to_string(), "<netns>"));
+        names.push((ns.name.clone(), "<ns>"));
+    }
+    names.push((side.data().display().to_string(), "<data>"));
+    normalize_with(v, &names);
+}
+
+/// [`normalize`] with `names`, each the text that stands for it (worked
+/// out once: a snapshot holds thousands of strings).
+fn normalize_with(v: &mut Value, names: &[(String, &str)]) {
+    fn text(s: &str, names: &[(String, &str)]) -> String {
         let mut out = s.to_owned();
-        for ns in std::iter::once(&side.node).chain(side.ctrs.iter()) {
-            out = out.replace(&ns.path.display().to_string(), "<netns>");
-            out = out.replace(&ns.name, "<ns>");
+        for (name, with) in names {
+            if out.contains(name.as_str()) {
+                out = out.replace(name.as_str(), with);
+            }
         }
-        out = out.replace(&side.data().display().to_string(), "<data>");
         let mac = support::mask_macs(&out);
         let veth = support::mask_veths(&mac);
         if veth.starts_with("fe80::") {
@@ -331,7 +343,7 @@ fn normalize(v: &mut Value, side: &Side) {
                 m.remove("protocol");
             }
             for (k, x) in m.iter_mut() {
-                normalize(x, side);
+                normalize_with(x, names);
                 // Sorted by their text, which held random veth names
                 // (qdiscs and filters list in link index order).
                 if k.starts_with("routes") || k == "qdiscs" || k == "filters" {
@@ -342,7 +354,7 @@ fn normalize(v: &mut Value, side: &Side) {
             }
         }
         Value::Array(a) => {
-            a.iter_mut().for_each(|x| normalize(x, side));
+            a.iter_mut().for_each(|x| normalize_with(x, names));
             // IPv6 link-local addresses and their routes come and go with
             // carrier, after the kernel's link-watch delay: the kernel's
             // doing, not the plugins'.
@@ -358,7 +370,7 @@ fn normalize(v: &mut Value, side: &Side) {
                 a.sort_by(|x, y| x.as_str().cmp(&y.as_str()));
             }
         }
-        Value::String(s) => *s = text(s, side),
+        Value::String(s) => *s = text(s, names),
         _ => {}
     }
 }

@@ -895,6 +895,29 @@ fn an_add_killed_at_any_host_call_leaves_what_del_and_gc_clean_up() {
     support::assert_same(&before, &snapshot(&world), "after the whole ADD and DEL");
 }
 
+/// An ADD killed as it starts its intent log, with the log's file made and
+/// its first line not yet in it (`intent:opened`), or written but not yet
+/// under its name (`intent:written`), leaves no log at all. A log that
+/// named nothing made the node's GC fail (the soak met one: an ADD killed
+/// there, or a GC beside an ADD in that instant). The node's GC, the
+/// runtime's GC and its DEL then succeed and leave the start.
+#[test]
+fn an_add_killed_as_it_starts_its_intent_log_leaves_no_log_and_gc_succeeds() {
+    let world = World::new("recint");
+    let before = snapshot(&world);
+    let conf = conf(9, 0);
+    for fault in ["intent:opened", "intent:written"] {
+        let r = run_with(&world, "ADD", "ctr-i", &conf, &[("WASMCNI_FAULT", fault)]);
+        assert_eq!(r.code, -1, "{fault}: the ADD is killed: {r:?}");
+        let gc = operator_gc(&world, &[]);
+        assert_eq!(gc.code, 0, "the node's GC after {fault}: {gc:?}");
+        assert!(records(&world).is_empty(), "{fault}: {:?}", records(&world));
+        clean_up(&world, "GC", "ctr-i", &conf, fault);
+        clean_up(&world, "DEL", "ctr-i", &conf, fault);
+        support::assert_same(&before, &snapshot(&world), fault);
+    }
+}
+
 /// Hostile: a plugin asks to make a node link under the name of one that
 /// is there already and not wasmcni's (no mark), and is killed right
 /// there. Its intent log must not name that link (else the unmarked link

@@ -499,58 +499,9 @@ impl NetworkStore {
     }
 
     /// Creates file `name` holding `data`, whole or not at all; false if
-    /// the name exists.
+    /// the name exists ([`crate::state_fs::create_whole`]).
     fn create_whole(&self, name: &str, data: &[u8]) -> io::Result<bool> {
-        let dirfd = self.dir.as_fd();
-        match nix::fcntl::openat(
-            dirfd,
-            ".",
-            OFlag::O_TMPFILE | OFlag::O_WRONLY | OFlag::O_CLOEXEC,
-            Mode::from_bits_truncate(0o644),
-        ) {
-            Ok(fd) => {
-                let mut f = std::fs::File::from(fd);
-                f.write_all(data)?;
-                crate::fault::at("ipam", "written");
-                // Give the finished file its name; EEXIST if taken.
-                let linked = nix::unistd::linkat(&f, "", dirfd, name, AtFlags::AT_EMPTY_PATH)
-                    .or_else(|_| {
-                        // Without CAP_DAC_READ_SEARCH, through /proc.
-                        let proc = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&f));
-                        nix::unistd::linkat(
-                            nix::fcntl::AT_FDCWD,
-                            proc.as_str(),
-                            dirfd,
-                            name,
-                            AtFlags::AT_SYMLINK_FOLLOW,
-                        )
-                    });
-                match linked {
-                    Ok(()) => {
-                        crate::fault::at("ipam", "linked");
-                        Ok(true)
-                    }
-                    Err(nix::errno::Errno::EEXIST) => Ok(false),
-                    Err(e) => Err(e.into()),
-                }
-            }
-            // A file system without O_TMPFILE: a named temporary file,
-            // linked, then removed (a kill may leave the temporary file,
-            // never a partial reservation).
-            Err(nix::errno::Errno::EOPNOTSUPP | nix::errno::Errno::EISDIR) => {
-                let tmp = format!("{TMP_PREFIX}{name}");
-                let mut f = crate::state_fs::create_fresh(&self.dir, &tmp, 0o644)?;
-                f.write_all(data)?;
-                let r = self.dir.hard_link(&tmp, &self.dir, name);
-                let _ = self.dir.remove_file(&tmp);
-                match r {
-                    Ok(()) => Ok(true),
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-                    Err(e) => Err(e),
-                }
-            }
-            Err(e) => Err(e.into()),
-        }
+        crate::state_fs::create_whole(&self.dir, name, data, 0o644, "ipam", TMP_PREFIX)
     }
 
     /// The last address reserved in range set `range_id`.

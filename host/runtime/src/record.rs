@@ -380,9 +380,11 @@ impl Location {
     /// that a process killed at any instant after it leaves the means to
     /// remove it: [`Location::load`] reads the log with the record, and
     /// [`Location::store`] (the ADD's end, or its undo) and
-    /// [`Location::remove`] take it away. One `write(2)` of one line on an
-    /// `O_APPEND` file, not synced (as [`write_atomic`]): a kill cannot
-    /// lose it, and a line a crash tore is skipped.
+    /// [`Location::remove`] take it away. The first line is written into
+    /// an unnamed file that is then linked as the log, so the log never
+    /// exists without it; each later line is one `write(2)` on the
+    /// `O_APPEND` file. Not synced (as [`write_atomic`]): a kill cannot
+    /// lose a line, and a line a crash tore is skipped.
     ///
     /// # Ambient Authority
     /// Creates the state root by path (the host's setting).
@@ -392,32 +394,36 @@ impl Location {
         let mut text = vec![b'\n'];
         text.extend(serde_json::to_vec(line).map_err(io::Error::other)?);
         text.push(b'\n');
-        let mut opts = OpenOptions::new();
-        opts.append(true).create(true);
-        {
-            use cap_std::fs::OpenOptionsExt;
-            opts.mode(0o600);
-        }
-        let dir = state_dir(&self.root, &self.dir)?;
-        let mut f = dir.open_with(self.intent_file(), &opts)?;
-        let had = f.metadata()?.len();
         // Bounded, so that every line is read back ([`MAX_INTENT`]).
-        if had + text.len() as u64 > MAX_INTENT {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("an intent log of more than {MAX_INTENT} bytes"),
-            ));
+        let bounded = |had: u64| {
+            if had + text.len() as u64 > MAX_INTENT {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("an intent log of more than {MAX_INTENT} bytes"),
+                ));
+            }
+            Ok(())
+        };
+        bounded(0)?;
+        let dir = state_dir(&self.root, &self.dir)?;
+        let name = self.intent_file();
+        // The first line comes with the file, whole, or there is no file
+        // ([`crate::state_fs::create_whole`]): a log created and then
+        // written named nothing between the two, and a kill or a full
+        // file system there left it so; a GC beside the ADD that met it
+        // in that instant failed on it (the soak found both).
+        if crate::state_fs::create_whole(&dir, &name, &text, 0o600, "intent", ".wasmcni-tmp.")? {
+            return Ok(());
         }
+        let mut opts = OpenOptions::new();
+        opts.append(true);
+        let mut f = dir.open_with(&name, &opts)?;
+        let had = f.metadata()?.len();
+        bounded(had)?;
         f.write_all(&text).inspect_err(|_| {
             // A full file system (ENOSPC) or a quota: the log back as it
-            // was, and none where there was none, so that the failed ADD
-            // leaves no file that holds nothing (its DEL and the node's
-            // GC would meet it forever). Best effort: the write's error
-            // is the one that counts.
+            // was (best effort: the write's error is the one that counts).
             let _ = f.set_len(had);
-            if had == 0 {
-                let _ = dir.remove_file(self.intent_file());
-            }
         })
     }
 
@@ -751,7 +757,13 @@ pub fn list(root: &Path, network: &str) -> (Vec<(Location, Record)>, Vec<String>
                 return Ok(None);
             };
             let r = if intent {
-                first_record(&t)
+                // No whole line: it names nothing made (a crash tore its
+                // first line, or an older wasmcni was killed before it
+                // wrote it); the attachment's DEL removes it.
+                let Some(r) = first_record(&t) else {
+                    return Ok(None);
+                };
+                Some(r)
             } else {
                 serde_json::from_slice(&t).ok()
             };

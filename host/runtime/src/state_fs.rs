@@ -71,6 +71,76 @@ pub(crate) fn write_atomic(root: &Path, dir: &Path, file: &str, text: &[u8]) -> 
     dir.rename(&tmp, &dir, file)
 }
 
+/// Creates file `name` of `dir` (`mode`) holding `data`, whole or not at
+/// all; false if the name exists. The data goes into an unnamed file
+/// (`O_TMPFILE`), which is then linked under its name (`linkat`, which
+/// fails if the name exists, as `O_EXCL` does): a kill at any instant,
+/// or a full file system, leaves no file or the whole one, never an
+/// empty or partial one under the name. The kill points for tests are
+/// `FAULT:opened`, `FAULT:written` and `FAULT:linked`
+/// ([`crate::fault::at`]). On a file system without `O_TMPFILE`, a named
+/// temporary file (`TMP_PREFIX` and the name) is linked, then removed (a
+/// kill may leave that temporary file, never a partial `name`).
+pub(crate) fn create_whole(
+    dir: &Dir,
+    name: &str,
+    data: &[u8],
+    mode: u32,
+    fault: &str,
+    tmp_prefix: &str,
+) -> io::Result<bool> {
+    use nix::fcntl::{AtFlags, OFlag};
+    use std::os::fd::AsFd;
+    let dirfd = dir.as_fd();
+    match nix::fcntl::openat(
+        dirfd,
+        ".",
+        OFlag::O_TMPFILE | OFlag::O_WRONLY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::from_bits_truncate(mode),
+    ) {
+        Ok(fd) => {
+            let mut f = std::fs::File::from(fd);
+            crate::fault::at(fault, "opened");
+            f.write_all(data)?;
+            crate::fault::at(fault, "written");
+            // Give the finished file its name; EEXIST if taken.
+            let linked =
+                nix::unistd::linkat(&f, "", dirfd, name, AtFlags::AT_EMPTY_PATH).or_else(|_| {
+                    // Without CAP_DAC_READ_SEARCH, through /proc.
+                    let proc = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&f));
+                    nix::unistd::linkat(
+                        nix::fcntl::AT_FDCWD,
+                        proc.as_str(),
+                        dirfd,
+                        name,
+                        AtFlags::AT_SYMLINK_FOLLOW,
+                    )
+                });
+            match linked {
+                Ok(()) => {
+                    crate::fault::at(fault, "linked");
+                    Ok(true)
+                }
+                Err(nix::errno::Errno::EEXIST) => Ok(false),
+                Err(e) => Err(e.into()),
+            }
+        }
+        Err(nix::errno::Errno::EOPNOTSUPP | nix::errno::Errno::EISDIR) => {
+            let tmp = format!("{tmp_prefix}{name}");
+            let mut f = create_fresh(dir, &tmp, mode)?;
+            let written = f.write_all(data);
+            let r = written.and_then(|()| dir.hard_link(&tmp, dir, name));
+            let _ = dir.remove_file(&tmp);
+            match r {
+                Ok(()) => Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+                Err(e) => Err(e),
+            }
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// A temporary file `name` of `dir` made anew (`mode`): whatever a killed
 /// writer or anyone else left under the name is removed first, and the
 /// file is created with `O_EXCL`, so a link planted in between is refused,
