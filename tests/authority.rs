@@ -446,6 +446,72 @@ fn breach6_a_network_cannot_join_another_networks_bridge() {
     assert_eq!(world.run("DEL", &policy_with(entry), &del, &[]).code, 0);
 }
 
+/// Issue 49, breach 6 (S14): a name pattern is no authority over a link
+/// another network or attachment has marked. A plugin of network n granted
+/// `links: ["cni*", "veth*"]` and the sysctl patterns may not change vnet's
+/// bridge `cnivic0` or the victim's host veth (its MTU, its `rp_filter`,
+/// `accept_ra`, `forwarding`), in ADD or in DEL, though every pattern
+/// matches: refused, audited, nothing changed. A link the pattern names
+/// that no one has marked stays the plugin's to change.
+#[test]
+fn issue49_breach6_a_name_pattern_does_not_reach_another_networks_or_attachments_link() {
+    let world = World::new("az96");
+    let _victim = with_victim(&world, "az96v");
+    let ports = world.node.ip(&["-o", "link", "show", "master", "cnivic0"]);
+    let port = ports
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1))
+        .map(|n| n.split('@').next().unwrap_or(n).to_owned())
+        .next()
+        .unwrap_or_else(|| panic!("the victim's port on cnivic0: {ports}"));
+    world.node.ip(&["link", "add", "cniadm1", "type", "bridge"]);
+    let mut grant = wide();
+    grant["host"]["links"] = json!(["cni*", "veth*"]);
+    grant["host"]["sysctls"] = json!([
+        "net.ipv4.conf.*.forwarding",
+        "net.ipv4.conf.*.rp_filter",
+        "net.ipv6.conf.*.accept_ra"
+    ]);
+    let before = world.snapshot();
+    let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": []});
+    for cmd in ["ADD", "DEL"] {
+        for (link, why) in [
+            ("cnivic0", "is shared by another network"),
+            (port.as_str(), "belongs to another attachment"),
+        ] {
+            for op in [
+                json!({"call": "link.set-mtu", "ns": "host", "link": link, "mtu": 1280}),
+                json!({"call": "sysctl.set", "ns": "host",
+                       "key": format!("net.ipv4.conf.{link}.rp_filter"), "value": "2"}),
+                json!({"call": "sysctl.set", "ns": "host",
+                       "key": format!("net.ipv6.conf.{link}.accept_ra"), "value": "2"}),
+                json!({"call": "sysctl.set", "ns": "host",
+                       "key": format!("net.ipv4.conf.{link}.forwarding"), "value": "0"}),
+            ] {
+                let what = format!("{cmd} {op}");
+                let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+                                  "ops": [op]});
+                let run = world.run(cmd, &policy_with(grant.clone()), &conf, &[]);
+                denied(&world, &run, 0, why, &what);
+                if cmd == "ADD" {
+                    let d = world.run("DEL", &policy_with(grant.clone()), &del, &[]);
+                    assert_eq!(d.code, 0, "{what}: {d:?}");
+                }
+                support::assert_same(&before, &world.snapshot(), &what);
+            }
+        }
+    }
+    let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
+        {"call": "link.set-mtu", "ns": "host", "link": "cniadm1", "mtu": 1280},
+        {"call": "sysctl.set", "ns": "host", "key": "net.ipv4.conf.cniadm1.rp_filter", "value": "2"}]});
+    let r = results(&world.run("ADD", &policy_with(grant.clone()), &conf, &[]));
+    assert!(
+        r.iter().all(|x| x.get("ok").is_some()),
+        "a link no one marked: {r:?}"
+    );
+    assert_eq!(world.run("DEL", &policy_with(grant), &del, &[]).code, 0);
+}
+
 /// The names of the node's links.
 fn node_links(world: &World) -> Vec<String> {
     world

@@ -31,8 +31,9 @@
 //!
 //! **Links** in the node: a plugin controls the links of its own
 //! attachment (its mark, or created in this call), links its grant names
-//! (`links`), and the one device its network config names by a granted
-//! key; it may use its network's shared links (its network's mark, or an
+//! (`links`), the one device its network config names by a granted key,
+//! and the adopted peer, these three only while no other network or
+//! attachment has marked the link; it may use its network's shared links (its network's mark, or an
 //! admin bridge `bridges` names that no other network has marked: S14)
 //! only in ways that do not disturb the others. `route_localnet` is set
 //! only on the attachment's own links or its network's
@@ -76,7 +77,8 @@ fn holders_besides(me: &crate::attachment::Attachment, network: bool) -> bool {
 impl Ctx {
     /// In the host namespace the plugin controls only links of its own
     /// attachment (marked for it, or created in this call) and links its
-    /// grant names (`links`).
+    /// grant names (`links`, its config's device, the adopted peer) that
+    /// no other network or attachment has marked.
     pub(super) fn check_host_link(&self, kind: Kind, l: &Link) -> Result<(), CapError> {
         if kind == Kind::Host && self.owned(l) && self.another_incarnations(l) {
             return Err(CapError::denied_with(
@@ -91,12 +93,18 @@ impl Ctx {
                 l.alias.clone().unwrap_or_default(),
             ));
         }
+        // A name the grant matches, the config's device and the adopted
+        // peer are the plugin's only while no other network or attachment
+        // has marked the link: a pattern (`links: ["cni*"]`) reached
+        // another network's bridge, and the adopted peer a renamed pair's
+        // other attachment (issue 49).
         if kind == Kind::Container
             || self.owned(l)
             || self.journal.created(kind, l.index)
-            || self.ns_grant(kind).names_link(&l.name)
-            || self.config_names(kind, l)
-            || self.adopted_peer(kind, l)
+            || (!self.marked_by_another(l)
+                && (self.ns_grant(kind).names_link(&l.name)
+                    || self.config_names(kind, l)
+                    || self.adopted_peer(kind, l)))
         {
             return Ok(());
         }
