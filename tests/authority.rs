@@ -512,6 +512,67 @@ fn issue49_breach6_a_name_pattern_does_not_reach_another_networks_or_attachments
     assert_eq!(world.run("DEL", &policy_with(grant), &del, &[]).code, 0);
 }
 
+/// Issue 49, breach 1 (a pair wasmcni made): two attachments in one pod
+/// namespace. The attacker, attachment (n2, pod, net1) with container
+/// `modify` and host `adopt-peer`, renames the victim's `eth0` to `net1`,
+/// so that "the peer of CNI_IFNAME" is the victim's host veth, which
+/// carries the victim's attachment mark: changing it (MTU, a bridge of
+/// its own, traffic control) is refused, audited, and leaves it as it
+/// was. (A pair a native plugin made carries no mark; that the adopted
+/// peer is fixed at ADD is left to issue 49's authority module.)
+#[test]
+fn issue49_breach1_adopt_peer_does_not_hand_over_another_attachments_marked_veth() {
+    let world = World::new("az91");
+    let pod = with_victim(&world, "az91v");
+    let ports = world.node.ip(&["-o", "link", "show", "master", "cnivic0"]);
+    let port = ports
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1))
+        .map(|n| n.split('@').next().unwrap_or(n).to_owned())
+        .next()
+        .unwrap_or_else(|| panic!("the victim's port on cnivic0: {ports}"));
+    let grant = json!({
+        "container": {"read": true, "modify": true},
+        "host": {"read": true, "modify": true, "traffic-control": true, "adopt-peer": true,
+                 "bridges": ["cnishared*"]}});
+    let before = world.snapshot();
+    let netns = pod.path.display().to_string();
+    let env = [
+        ("CNI_NETNS", netns.as_str()),
+        ("CNI_IFNAME", "net1"),
+        ("CNI_CONTAINERID", "pod"),
+    ];
+    for (op, why) in [
+        (
+            json!({"call": "link.set-mtu", "ns": "host", "link": port, "mtu": 1280}),
+            "belongs to another attachment",
+        ),
+        (
+            json!({"call": "traffic-control.limit-receive", "ns": "host", "link": port,
+                   "rate": 1000000, "burst": 10000}),
+            "belongs to another attachment",
+        ),
+        (
+            json!({"call": "link.set-master", "ns": "host", "link": port, "master": "cnishared0"}),
+            "belongs to another attachment",
+        ),
+    ] {
+        let what = op.to_string();
+        let conf = json!({"cniVersion": "1.0.0", "name": "n2", "type": "scripted", "ops": [
+            {"call": "link.set-name", "ns": "container", "link": "eth0", "name": "net1"},
+            op,
+            {"call": "link.set-name", "ns": "container", "link": "net1", "name": "eth0"}]});
+        let run = world.run("ADD", &policy_with(grant.clone()), &conf, &env);
+        let r = results(&run);
+        assert!(r[0].get("ok").is_some(), "{what}: the rename: {r:?}");
+        denied(&world, &run, 1, why, &what);
+        let del = json!({"cniVersion": "1.0.0", "name": "n2", "type": "scripted", "ops": []});
+        let d = world.run("DEL", &policy_with(grant.clone()), &del, &env);
+        assert_eq!(d.code, 0, "{what}: {d:?}");
+        support::assert_same(&before, &world.snapshot(), &what);
+    }
+}
+
 /// The names of the node's links.
 fn node_links(world: &World) -> Vec<String> {
     world
