@@ -656,6 +656,107 @@ fn breach8_a_late_del_touches_only_its_own_incarnation() {
     assert!(!n_dir.join("10.80.0.21").exists());
 }
 
+/// Issue 49, breach 3 (S15): what a DEL takes away by the attachment's
+/// name alone (its firewall rules by their tag, its `ifb`, its plugin
+/// state) does not say which incarnation made it, so a late DEL, whose
+/// namespace the records no longer name, keeps it for the live
+/// incarnation: its plugin's `firewall.remove` and
+/// `traffic-control.remove-limits`, and the host's drop of its plugin
+/// state, remove nothing (audited). The live incarnation's DEL then
+/// removes all of it.
+#[test]
+fn issue49_breach3_a_late_del_keeps_the_live_incarnations_rules_ifb_and_state() {
+    let world = World::new("az93");
+    let n2 = Netns::new("az93b");
+    let mut grant = wide();
+    grant["host"]["firewall"] = json!({"forward": true});
+    grant["host"]["traffic-control"] = json!(true);
+    grant["static-ranges"] = json!(["10.80.0.0/24"]);
+    grant["attachment-state"] = json!(true);
+    let policy = json!({"plugins": {"scripted": grant}});
+    let in_ns = |ns: &Netns| ns.path.display().to_string();
+    // The first incarnation, in the world's container namespace; its DEL
+    // is lost, and the runtime adds the attachment again in n2.
+    let first = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
+        {"call": "link.create-veth", "ns": "host", "name": "cnitestv1",
+         "peer-ns": "container", "peer-name": "eth0"}]});
+    let r = results(&world.run("ADD", &policy, &first, &[]));
+    assert!(r.iter().all(|x| x.get("ok").is_some()), "{r:?}");
+    let live = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
+        {"call": "link.create-veth", "ns": "host", "name": "cnitestv2",
+         "peer-ns": "container", "peer-name": "eth0"},
+        {"call": "firewall.add", "ns": "host", "rules": {"forward": ["10.80.0.22"]}},
+        {"call": "traffic-control.limit-receive", "ns": "host", "link": "cnitestv2",
+         "rate": 1000000, "burst": 10000},
+        {"call": "state.set", "key": "k", "value": "v"}]});
+    let r = results(&world.run("ADD", &policy, &live, &[("CNI_NETNS", &in_ns(&n2))]));
+    assert!(r.iter().all(|x| x.get("ok").is_some()), "{r:?}");
+    let ifb = {
+        use sha2::Digest;
+        let d = sha2::Sha512::digest(b"nctr-test-1");
+        format!("bwp{}", &hex::encode(d)[..12])
+    };
+    let state = world
+        .state_dir()
+        .join("plugin-state/n/ctr-test-1/eth0/scripted.json");
+    let rules = |world: &World| {
+        world
+            .node
+            .wasmcni_rules()
+            .iter()
+            .filter(|r| r.to_string().contains("10.80.0.22"))
+            .count()
+    };
+    let live_rules = rules(&world);
+    assert!(live_rules > 0, "{:?}", world.node.wasmcni_rules());
+    assert!(
+        node_links(&world).contains(&ifb),
+        "{:?}",
+        node_links(&world)
+    );
+    assert!(state.is_file(), "{}", state.display());
+    // The late DEL, in the first incarnation's namespace.
+    let late = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
+        {"call": "firewall.remove", "ns": "host", "kinds": ["forward"]},
+        {"call": "traffic-control.remove-limits", "ns": "host"}]});
+    let run = world.run("DEL", &policy, &late, &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        results(&run).iter().all(|x| x.get("ok").is_some()),
+        "{run:?}"
+    );
+    assert_eq!(
+        rules(&world),
+        live_rules,
+        "the late DEL removed the live incarnation's rules"
+    );
+    let links = node_links(&world);
+    assert!(
+        links.contains(&ifb),
+        "the late DEL removed the live incarnation's ifb: {links:?}"
+    );
+    assert!(!links.contains(&"cnitestv1".to_owned()), "{links:?}");
+    assert!(
+        state.is_file(),
+        "the late DEL dropped the live incarnation's plugin state"
+    );
+    let audit = world.audit();
+    for call in ["firewall.keep", "traffic-control.keep", "host.keep-state"] {
+        assert!(
+            audit.iter().any(|a| a["call"] == call),
+            "no {call} in {audit:#?}"
+        );
+    }
+    // The live incarnation's DEL removes it all.
+    let run = world.run("DEL", &policy, &late, &[("CNI_NETNS", &in_ns(&n2))]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(rules(&world), 0, "{:?}", world.node.wasmcni_rules());
+    let links = node_links(&world);
+    assert!(!links.contains(&ifb), "{links:?}");
+    assert!(!links.contains(&"cnitestv2".to_owned()), "{links:?}");
+    assert!(!state.exists(), "{}", state.display());
+}
+
 /// Breach 7 (S16): a failed ADD that created the network's bridge, put
 /// the gateway address on it and handed a gateway pair to the network,
 /// racing a second ADD that joined the bridge meanwhile: its undo keeps

@@ -254,6 +254,28 @@ impl Ctx {
         !current.is_empty() && !current.contains(&ino)
     }
 
+    /// Whether what a DEL would take away by the attachment's name alone
+    /// (firewall rules by its tag, its `ifb`, its plugin state), which
+    /// does not say which incarnation made it, is kept for the live
+    /// incarnation: this is a late DEL ([`Ctx::late_del`]). Audited as
+    /// `call` with `args`. (A late DEL took the live incarnation's port
+    /// maps, `ifb` and plugin state: issue 49, breach 3.)
+    pub(super) fn kept_for_live_incarnation(
+        &mut self,
+        call: &str,
+        args: serde_json::Value,
+    ) -> bool {
+        if !self.late_del() {
+            return false;
+        }
+        let mut args = args;
+        args["why"] = serde_json::json!(
+            "a late DEL: the attachment lives on in another container namespace (S15)"
+        );
+        self.audit_event(call, &args, &crate::audit::Outcome::Ok);
+        true
+    }
+
     /// Whether a release of `holder`'s reservation is kept (not done) for
     /// the live incarnation: the holder is this attachment and this is a
     /// late DEL ([`Ctx::late_del`]). Audited.

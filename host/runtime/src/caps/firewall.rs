@@ -1280,6 +1280,9 @@ impl Ctx {
             ));
         }
         let (_, att) = self.fw_hashes();
+        if self.kept_for_live_incarnation("firewall.keep", json!({"attachment": att})) {
+            return Ok(0);
+        }
         self.firewall_remove_where(|t| t.att == att && kinds.contains(&t.kind))
     }
 

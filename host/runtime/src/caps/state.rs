@@ -85,8 +85,11 @@ impl Ctx {
     /// names for this attachment: after its DEL succeeded.
     pub fn drop_state(&mut self) -> Vec<String> {
         let mut failures = Vec::new();
-        let (network, container_id, ifname) = &self.state_owner;
+        let (network, container_id, ifname) = self.state_owner.clone();
         if network.is_empty() || container_id.is_empty() || ifname.is_empty() {
+            return failures;
+        }
+        if self.kept_for_live_incarnation("host.keep-state", json!({})) {
             return failures;
         }
         let root = crate::record::Location::root_from_env();

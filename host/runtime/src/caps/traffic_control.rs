@@ -283,7 +283,13 @@ impl Ctx {
             },
             None => None,
         };
-        let ifb = self.own_ifb(kind)?;
+        let mut ifb = self.own_ifb(kind)?;
+        if let Some(l) = &ifb {
+            let args = serde_json::json!({"ifb": l.name});
+            if self.kept_for_live_incarnation("traffic-control.keep", args) {
+                ifb = None;
+            }
+        }
         let nl = self.netlink(kind)?;
         if let Some(i) = link {
             if let Some(q) = nl.root_qdisc(i)? {
