@@ -157,6 +157,67 @@ fn breach1_a_prev_result_address_the_container_holds_is_not_its_own() {
     assert!(victim_reserved(&world));
 }
 
+/// Issue 49, breach 4 (IPAM poisoning across networks): a plugin of
+/// network n2, whose runtime config names n2's subnet (10.22.2.0/24), runs
+/// host-local with a config of its own for another network's subnet
+/// (10.22.5.0/24), or calls the IPAM store itself: the reservation of
+/// 10.22.5.200 in n2's state is refused (the delegate fails), and network
+/// n5's first bridge ADD, whose gateway prefix covers 10.22.5.200, then
+/// succeeds. A reservation inside n2's subnet is n2's to make.
+#[test]
+fn issue49_breach4_no_reservation_outside_the_networks_own_subnets() {
+    let world = World::new("az94");
+    let policy = json!({"plugins": {
+        "scripted": {"ipam-roots": ["@ipam"], "delegates": ["host-local"]},
+        "host-local": {"ipam-roots": ["@ipam"]}}});
+    let n2_ipam = json!({"type": "host-local", "subnet": "10.22.2.0/24", "dataDir": "@ipam"});
+    let foreign = json!({"cniVersion": "1.0.0", "name": "n2", "type": "host-local",
+        "ipam": {"type": "host-local", "dataDir": "@ipam",
+                 "ranges": [[{"subnet": "10.22.5.0/24", "rangeStart": "10.22.5.200"}]]}});
+    let held = |ip: &str| world.ipam_dir().join("n2").join(ip).exists();
+    for ops in [
+        json!([{"call": "delegate.run", "type": "host-local", "command": "ADD", "config": foreign}]),
+        json!([{"call": "ipam.open", "data-dir": "@ipam"},
+               {"call": "ipam.reserve", "address": "10.22.5.200", "range-id": "0"}]),
+    ] {
+        let conf = json!({"cniVersion": "1.0.0", "name": "n2", "type": "scripted",
+                          "ipam": n2_ipam, "ops": ops});
+        let run = world.run("ADD", &policy, &conf, &[("CNI_CONTAINERID", "attacker")]);
+        let r = results(&run);
+        let last = r.last().expect("a result");
+        assert!(last.get("error").is_some(), "{ops}: {r:?}");
+        assert!(!held("10.22.5.200"), "{ops}: reserved in n2's state: {r:?}");
+        let audit = world.audit();
+        assert!(
+            audit.iter().any(|a| a["outcome"] == "denied"
+                && a["reason"]
+                    .as_str()
+                    .is_some_and(|x| x.contains("outside the subnets the runtime's config names"))),
+            "{ops}: no denial in {audit:#?}"
+        );
+        let del = json!({"cniVersion": "1.0.0", "name": "n2", "type": "scripted",
+                         "ipam": n2_ipam, "ops": []});
+        let d = world.run("DEL", &policy, &del, &[("CNI_CONTAINERID", "attacker")]);
+        assert_eq!(d.code, 0, "{d:?}");
+    }
+    // Network n5's first ADD: its gateway prefix covers no one's address.
+    let n5 = json!({"cniVersion": "1.0.0", "name": "n5", "type": "bridge", "bridge": "cnin5",
+           "isGateway": true,
+           "ipam": {"type": "host-local", "subnet": "10.22.5.0/24",
+                    "dataDir": world.ipam_dir().display().to_string()}});
+    let pod = Netns::new("az94p");
+    let add = world.run_bundled(&pod, "bridge", "ADD", &n5, "pod");
+    assert_eq!(add.code, 0, "n5's first ADD: {add:?}");
+    assert_eq!(world.run_bundled(&pod, "bridge", "DEL", &n5, "pod").code, 0);
+    // Inside n2's own subnet, the store is n2's plugin's to use.
+    let conf = json!({"cniVersion": "1.0.0", "name": "n2", "type": "scripted", "ipam": n2_ipam,
+        "ops": [{"call": "ipam.open", "data-dir": "@ipam"},
+                {"call": "ipam.reserve", "address": "10.22.2.9", "range-id": "0"}]});
+    let r = results(&world.run("ADD", &policy, &conf, &[("CNI_CONTAINERID", "attacker")]));
+    assert!(r.iter().all(|x| x.get("ok").is_some()), "{r:?}");
+    assert!(held("10.22.2.9"));
+}
+
 /// The scripted plugin's grant for the delegate attacks: wide, with the
 /// firewall and the bundled IPAM plugins as delegates.
 fn attacker_grant() -> Value {

@@ -69,6 +69,11 @@ pub struct Attachment {
     /// The VLANs the config names (`bridge`'s keys); a delegate keeps its
     /// runtime's.
     pub vlans: ConfigVlans,
+    /// The subnets the config's `ipam` names (`ranges[][].subnet`, or the
+    /// older `subnet`): where the runtime's config names any, the only
+    /// addresses the attachment may reserve in its network's IPAM state;
+    /// a delegate keeps its runtime's.
+    pub ipam_subnets: Vec<ipnet::IpNet>,
 }
 
 /// One entry of the runtime's `runtimeConfig.portMappings`, as the
@@ -350,6 +355,26 @@ fn go_get<'a>(value: &'a Value, key: &str) -> Option<&'a Value> {
     value.as_object().and_then(|m| gojson::field(m, key))
 }
 
+/// The subnets `conf`'s `ipam` names, as host-local reads them (keys
+/// case-insensitive): every `ranges[][].subnet`, and the older `subnet`.
+/// What does not parse is left out (the IPAM plugin refuses it).
+fn ipam_subnets(conf: &Value) -> Vec<ipnet::IpNet> {
+    let Some(ipam) = go_get(conf, "ipam") else {
+        return Vec::new();
+    };
+    let parse = |v: &Value| v.as_str().and_then(|s| s.parse::<ipnet::IpNet>().ok());
+    let mut out: Vec<ipnet::IpNet> = go_get(ipam, "ranges")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_array)
+        .flatten()
+        .filter_map(|r| go_get(r, "subnet").and_then(parse))
+        .collect();
+    out.extend(go_get(ipam, "subnet").and_then(parse));
+    out
+}
+
 /// A MAC address in the forms Go's `net.ParseMAC` takes
 /// (`aa:bb:cc:dd:ee:ff`, `aa-bb-…`, `aabb.ccdd.eeff`; 6, 8 or 20 bytes).
 fn parse_mac(s: &str) -> Option<Vec<u8>> {
@@ -451,6 +476,7 @@ impl Attachment {
             port_mappings: runtime_port_mappings(&conf),
             devices: ConfigDevices::from_config(&conf),
             vlans: ConfigVlans::from_config(&conf),
+            ipam_subnets: ipam_subnets(&conf),
         }
     }
 
@@ -512,6 +538,26 @@ mod tests {
     /// The attachment of a `cmd` invocation with `conf` on stdin.
     fn of(cmd: Command, conf: &[u8]) -> Attachment {
         Attachment::from_invocation(&env(cmd), conf, Some(cmd))
+    }
+
+    /// The IPAM subnets are read as host-local reads them: every range's
+    /// subnet and the older `subnet`, keys in any case; what does not
+    /// parse is left out.
+    #[test]
+    fn ipam_subnets_are_every_range_and_the_older_subnet() {
+        let a = of(
+            Command::Add,
+            br#"{"name":"n","IPAM":{"type":"host-local","Subnet":"10.1.0.5/24",
+                 "ranges":[[{"subnet":"10.2.0.0/16"},{"SUBNET":"fd00::/64"}],
+                           [{"subnet":"not a subnet"}]]}}"#,
+        );
+        let got: Vec<String> = a.ipam_subnets.iter().map(ToString::to_string).collect();
+        assert_eq!(got, ["10.2.0.0/16", "fd00::/64", "10.1.0.5/24"]);
+        assert!(
+            of(Command::Add, br#"{"name":"n","ipam":{"type":"static"}}"#)
+                .ipam_subnets
+                .is_empty()
+        );
     }
 
     #[test]

@@ -469,6 +469,7 @@ impl Ctx {
             a.vlans = self.attachment.vlans.clone();
             a.port_mappings = self.attachment.port_mappings.clone();
             a.config_digest = self.attachment.config_digest.clone();
+            a.ipam_subnets = self.attachment.ipam_subnets.clone();
         }
         (a, on_runtime_word)
     }
@@ -621,6 +622,28 @@ impl Ctx {
             }
         }
         Ok(None)
+    }
+
+    /// Refuses a reservation of `ip` outside the subnets the runtime's
+    /// config names for the network's IPAM ([`Attachment::ipam_subnets`]),
+    /// where it names any: a plugin that hands its IPAM delegate a config
+    /// of its own, or calls the store itself, cannot reserve in its
+    /// network's state an address of another network's subnet, which
+    /// that network's ADDs would then meet as another attachment's
+    /// forever (issue 49, breach 4).
+    ///
+    /// [`Attachment::ipam_subnets`]: crate::attachment::Attachment::ipam_subnets
+    pub(super) fn check_in_network_subnets(&self, ip: IpAddr) -> Result<(), CapError> {
+        let subnets = &self.attachment.ipam_subnets;
+        if subnets.is_empty() || subnets.iter().any(|n| n.contains(&ip)) {
+            return Ok(());
+        }
+        let names: Vec<String> = subnets.iter().map(ToString::to_string).collect();
+        Err(CapError::denied(format!(
+            "address {ip} lies outside the subnets the runtime's config names for network              {:?}'s IPAM ({}): not the network's to reserve (a wasmcni invariant)",
+            self.attachment.network,
+            names.join(", ")
+        )))
     }
 
     /// Refuses a container or host address `ip/len` that covers another

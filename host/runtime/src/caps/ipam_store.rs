@@ -168,6 +168,7 @@ impl Ctx {
         if !ipam::valid_range_id(range_id) {
             return Err(ErrorCode::InvalidArgument.into());
         }
+        self.check_in_network_subnets(ip)?;
         let owner = self.attachment.owner();
         let last = store.last_reserved(range_id)?;
         self.intend(crate::record::Owned {
