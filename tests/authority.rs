@@ -562,6 +562,30 @@ fn issue49_breach6_a_name_pattern_does_not_reach_another_networks_or_attachments
             }
         }
     }
+    // Nor may a link stacked on it put the plugin's container on its
+    // segment (the master check asks the same of a `links` match).
+    for master in ["cnivic0", port.as_str()] {
+        let op = json!({"call": "link.create-macvlan", "ns": "container", "master-ns": "host",
+                        "master": master, "mode": "bridge", "name": "mv0"});
+        let what = op.to_string();
+        let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+                          "ops": [op]});
+        let run = world.run("ADD", &policy_with(grant.clone()), &conf, &[]);
+        denied(
+            &world,
+            &run,
+            0,
+            &format!("host link {master:?} matches none of"),
+            &what,
+        );
+        assert_eq!(
+            world
+                .run("DEL", &policy_with(grant.clone()), &del, &[])
+                .code,
+            0
+        );
+        support::assert_same(&before, &world.snapshot(), &what);
+    }
     let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
         {"call": "link.set-mtu", "ns": "host", "link": "cniadm1", "mtu": 1280},
         {"call": "sysctl.set", "ns": "host", "key": "net.ipv4.conf.cniadm1.rp_filter", "value": "2"}]});
@@ -779,7 +803,8 @@ fn issue49_breach3_a_late_del_keeps_the_live_incarnations_rules_ifb_and_state() 
     // The late DEL, in the first incarnation's namespace.
     let late = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
         {"call": "firewall.remove", "ns": "host", "kinds": ["forward"]},
-        {"call": "traffic-control.remove-limits", "ns": "host"}]});
+        {"call": "traffic-control.remove-limits", "ns": "host"},
+        {"call": "state.remove", "key": "k"}]});
     let run = world.run("DEL", &policy, &late, &[]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
@@ -798,11 +823,16 @@ fn issue49_breach3_a_late_del_keeps_the_live_incarnations_rules_ifb_and_state() 
     );
     assert!(!links.contains(&"cnitestv1".to_owned()), "{links:?}");
     assert!(
-        state.is_file(),
-        "the late DEL dropped the live incarnation's plugin state"
+        std::fs::read_to_string(&state).is_ok_and(|t| t.contains("\"k\"")),
+        "the late DEL removed the live incarnation's plugin state"
     );
     let audit = world.audit();
-    for call in ["firewall.keep", "traffic-control.keep", "host.keep-state"] {
+    for call in [
+        "firewall.keep",
+        "traffic-control.keep",
+        "attachment-state.keep",
+        "host.keep-state",
+    ] {
         assert!(
             audit.iter().any(|a| a["call"] == call),
             "no {call} in {audit:#?}"

@@ -70,9 +70,9 @@ pub struct Attachment {
     /// runtime's.
     pub vlans: ConfigVlans,
     /// The subnets the config's `ipam` names (`ranges[][].subnet`, or the
-    /// older `subnet`): where the runtime's config names any, the only
-    /// addresses the attachment may reserve in its network's IPAM state;
-    /// a delegate keeps its runtime's.
+    /// older `subnet`; none if one of them is not a subnet): where there
+    /// are any, the only addresses the attachment may reserve in its
+    /// network's IPAM state; a delegate keeps its runtime's.
     pub ipam_subnets: Vec<ipnet::IpNet>,
 }
 
@@ -357,22 +357,27 @@ fn go_get<'a>(value: &'a Value, key: &str) -> Option<&'a Value> {
 
 /// The subnets `conf`'s `ipam` names, as host-local reads them (keys
 /// case-insensitive): every `ranges[][].subnet`, and the older `subnet`.
-/// What does not parse is left out (the IPAM plugin refuses it).
+/// None if any of them is not a subnet (`usePodCidr`, which a plugin
+/// replaces before it runs host-local): a bound of only those that parse
+/// would refuse the others' addresses.
 fn ipam_subnets(conf: &Value) -> Vec<ipnet::IpNet> {
     let Some(ipam) = go_get(conf, "ipam") else {
         return Vec::new();
     };
-    let parse = |v: &Value| v.as_str().and_then(|s| s.parse::<ipnet::IpNet>().ok());
-    let mut out: Vec<ipnet::IpNet> = go_get(ipam, "ranges")
+    let mut named: Vec<&Value> = go_get(ipam, "ranges")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .filter_map(Value::as_array)
         .flatten()
-        .filter_map(|r| go_get(r, "subnet").and_then(parse))
+        .filter_map(|r| go_get(r, "subnet"))
         .collect();
-    out.extend(go_get(ipam, "subnet").and_then(parse));
-    out
+    named.extend(go_get(ipam, "subnet"));
+    named
+        .into_iter()
+        .map(|v| v.as_str().and_then(|s| s.parse::<ipnet::IpNet>().ok()))
+        .collect::<Option<Vec<_>>>()
+        .unwrap_or_default()
 }
 
 /// A MAC address in the forms Go's `net.ParseMAC` takes
@@ -541,18 +546,23 @@ mod tests {
     }
 
     /// The IPAM subnets are read as host-local reads them: every range's
-    /// subnet and the older `subnet`, keys in any case; what does not
-    /// parse is left out.
+    /// subnet and the older `subnet`, keys in any case; none at all (no
+    /// bound) when one of them is not a subnet.
     #[test]
     fn ipam_subnets_are_every_range_and_the_older_subnet() {
         let a = of(
             Command::Add,
             br#"{"name":"n","IPAM":{"type":"host-local","Subnet":"10.1.0.5/24",
-                 "ranges":[[{"subnet":"10.2.0.0/16"},{"SUBNET":"fd00::/64"}],
-                           [{"subnet":"not a subnet"}]]}}"#,
+                 "ranges":[[{"subnet":"10.2.0.0/16"},{"SUBNET":"fd00::/64"}]]}}"#,
         );
         let got: Vec<String> = a.ipam_subnets.iter().map(ToString::to_string).collect();
         assert_eq!(got, ["10.2.0.0/16", "fd00::/64", "10.1.0.5/24"]);
+        let calico = of(
+            Command::Add,
+            br#"{"name":"n","ipam":{"type":"host-local",
+                 "ranges":[[{"subnet":"usePodCidr"}],[{"subnet":"fd00::/64"}]]}}"#,
+        );
+        assert!(calico.ipam_subnets.is_empty(), "{:?}", calico.ipam_subnets);
         assert!(
             of(Command::Add, br#"{"name":"n","ipam":{"type":"static"}}"#)
                 .ipam_subnets

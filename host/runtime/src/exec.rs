@@ -638,6 +638,9 @@ pub(crate) fn finish_del(
 ) -> Result<Output, CniError> {
     use caps::DelCleanup;
     let failed = !matches!(outcome, Ok(Output { code: 0, .. }));
+    // Whether this is a late DEL is the records' word before the cleanup
+    // changes them (the plugin-state drop below asks it).
+    caps.note_incarnations();
     let cleanup = caps.finish_del().map_err(|why| {
         CniError::new(
             Code::Internal,

@@ -412,12 +412,22 @@ impl Location {
         // written named nothing between the two, and a kill or a full
         // file system there left it so; a GC beside the ADD that met it
         // in that instant failed on it (the soak found both).
-        if crate::state_fs::create_whole(&dir, &name, &text, 0o600, "intent", ".wasmcni-tmp.")? {
-            return Ok(());
-        }
         let mut opts = OpenOptions::new();
         opts.append(true);
-        let mut f = dir.open_with(&name, &opts)?;
+        let mut tries = 0;
+        let mut f = loop {
+            if crate::state_fs::create_whole(&dir, &name, &text, 0o600, "intent", ".wasmcni-tmp.")?
+            {
+                return Ok(());
+            }
+            match dir.open_with(&name, &opts) {
+                Ok(f) => break f,
+                // Removed since (a DEL's `remove_empty_intent` of an
+                // older wasmcni's empty log): made anew, whole.
+                Err(e) if e.kind() == io::ErrorKind::NotFound && tries < 3 => tries += 1,
+                Err(e) => return Err(e),
+            }
+        };
         let had = f.metadata()?.len();
         bounded(had)?;
         f.write_all(&text).inspect_err(|_| {

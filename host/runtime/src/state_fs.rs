@@ -79,7 +79,7 @@ pub(crate) fn write_atomic(root: &Path, dir: &Path, file: &str, text: &[u8]) -> 
 /// empty or partial one under the name. The kill points for tests are
 /// `FAULT:opened`, `FAULT:written` and `FAULT:linked`
 /// ([`crate::fault::at`]). On a file system without `O_TMPFILE`, a named
-/// temporary file (`TMP_PREFIX` and the name) is linked, then removed (a
+/// temporary file (`tmp_prefix`, the name, `.tmp`) is linked, then removed (a
 /// kill may leave that temporary file, never a partial `name`).
 pub(crate) fn create_whole(
     dir: &Dir,
@@ -126,7 +126,9 @@ pub(crate) fn create_whole(
             }
         }
         Err(nix::errno::Errno::EOPNOTSUPP | nix::errno::Errno::EISDIR) => {
-            let tmp = format!("{tmp_prefix}{name}");
+            // Not ending as `name` does: a walk that picks files by their
+            // extension (`.intent`) must not take it for one.
+            let tmp = format!("{tmp_prefix}{name}.tmp");
             let mut f = create_fresh(dir, &tmp, mode)?;
             let written = f.write_all(data);
             let r = written.and_then(|()| dir.hard_link(&tmp, dir, name));

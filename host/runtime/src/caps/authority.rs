@@ -238,6 +238,13 @@ impl Ctx {
         named(&|i| i != ino) && !named(&|i| i == ino)
     }
 
+    /// Reads the attachment's incarnations now, before the DEL's cleanup
+    /// changes its records: [`Ctx::late_del`] asked after the cleanup
+    /// would see only what it left.
+    pub(crate) fn note_incarnations(&self) {
+        let _ = self.incarnations();
+    }
+
     /// Whether this is a late DEL: one naming a container namespace that
     /// the attachment's records do not, while they name another (the live
     /// incarnation). Its reservations are the live incarnation's too (a
@@ -411,7 +418,7 @@ impl Ctx {
 
     /// Whether `l` carries the mark of another network or of an
     /// attachment: not an admin bridge, whatever its name.
-    fn marked_by_another(&self, l: &Link) -> bool {
+    pub(super) fn marked_by_another(&self, l: &Link) -> bool {
         l.alias.as_deref().is_some_and(|a| {
             (a.starts_with(crate::attachment::NETWORK_MARK)
                 || a.starts_with(crate::attachment::ATTACHMENT_MARK))

@@ -529,7 +529,10 @@ impl Ctx {
         let l = self.link(kind, index)?;
         if kind == Kind::Host {
             let g = self.ns_grant(kind);
-            if !(g.names_master(&l.name) || self.owned(&l) || g.names_link(&l.name)) {
+            // A `links` pattern reaches only a link no other network or
+            // attachment has marked (as in `check_host_link`).
+            let by_links = g.names_link(&l.name) && !self.marked_by_another(&l);
+            if !(g.names_master(&l.name) || self.owned(&l) || by_links) {
                 return Err(CapError::denied(format!(
                     "host link {:?} matches none of {} (nor of {})",
                     l.name,
