@@ -37,6 +37,17 @@ fn with_victim(world: &World, tag: &str) -> Netns {
     victim
 }
 
+/// The victim's host veth: the port of vnet's bridge `cnivic0`.
+fn victim_port(world: &World) -> String {
+    let ports = world.node.ip(&["-o", "link", "show", "master", "cnivic0"]);
+    ports
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1))
+        .map(|n| n.split('@').next().unwrap_or(n).to_owned())
+        .next()
+        .unwrap_or_else(|| panic!("the victim's port on cnivic0: {ports}"))
+}
+
 /// Whether vnet's IPAM state still reserves 10.22.0.2 for the victim.
 fn victim_reserved(world: &World) -> bool {
     std::fs::read_to_string(world.ipam_dir().join("vnet").join("10.22.0.2"))
@@ -518,13 +529,7 @@ fn breach6_a_network_cannot_join_another_networks_bridge() {
 fn issue49_breach6_a_name_pattern_does_not_reach_another_networks_or_attachments_link() {
     let world = World::new("az96");
     let _victim = with_victim(&world, "az96v");
-    let ports = world.node.ip(&["-o", "link", "show", "master", "cnivic0"]);
-    let port = ports
-        .lines()
-        .filter_map(|l| l.split(": ").nth(1))
-        .map(|n| n.split('@').next().unwrap_or(n).to_owned())
-        .next()
-        .unwrap_or_else(|| panic!("the victim's port on cnivic0: {ports}"));
+    let port = victim_port(&world);
     world.node.ip(&["link", "add", "cniadm1", "type", "bridge"]);
     let mut grant = wide();
     grant["host"]["links"] = json!(["cni*", "veth*"]);
@@ -609,13 +614,7 @@ fn issue49_breach6_a_name_pattern_does_not_reach_another_networks_or_attachments
 fn issue49_breach1_adopt_peer_does_not_hand_over_another_attachments_marked_veth() {
     let world = World::new("az91");
     let pod = with_victim(&world, "az91v");
-    let ports = world.node.ip(&["-o", "link", "show", "master", "cnivic0"]);
-    let port = ports
-        .lines()
-        .filter_map(|l| l.split(": ").nth(1))
-        .map(|n| n.split('@').next().unwrap_or(n).to_owned())
-        .next()
-        .unwrap_or_else(|| panic!("the victim's port on cnivic0: {ports}"));
+    let port = victim_port(&world);
     let grant = json!({
         "container": {"read": true, "modify": true},
         "host": {"read": true, "modify": true, "traffic-control": true, "adopt-peer": true,

@@ -411,21 +411,22 @@ impl Location {
         // ([`crate::state_fs::create_whole`]): a log created and then
         // written named nothing between the two, and a kill or a full
         // file system there left it so; a GC beside the ADD that met it
-        // in that instant failed on it (the soak found both).
+        // in that instant failed on it (the soak found both). A later line
+        // is appended: the log is opened first, as most lines are later
+        // ones.
         let mut opts = OpenOptions::new();
         opts.append(true);
         let mut tries = 0;
         let mut f = loop {
+            match dir.open_with(&name, &opts) {
+                Ok(f) => break f,
+                Err(e) if e.kind() == io::ErrorKind::NotFound && tries < 3 => tries += 1,
+                Err(e) => return Err(e),
+            }
+            // No log yet: made whole (false: made meanwhile; appended to).
             if crate::state_fs::create_whole(&dir, &name, &text, 0o600, "intent", ".wasmcni-tmp.")?
             {
                 return Ok(());
-            }
-            match dir.open_with(&name, &opts) {
-                Ok(f) => break f,
-                // Removed since (a DEL's `remove_empty_intent` of an
-                // older wasmcni's empty log): made anew, whole.
-                Err(e) if e.kind() == io::ErrorKind::NotFound && tries < 3 => tries += 1,
-                Err(e) => return Err(e),
             }
         };
         let had = f.metadata()?.len();
@@ -766,18 +767,15 @@ pub fn list(root: &Path, network: &str) -> (Vec<(Location, Record)>, Vec<String>
             let Some(t) = t else {
                 return Ok(None);
             };
-            let r = if intent {
+            if intent {
                 // No whole line: it names nothing made (a crash tore its
                 // first line, or an older wasmcni was killed before it
                 // wrote it); the attachment's DEL removes it.
-                let Some(r) = first_record(&t) else {
-                    return Ok(None);
-                };
-                Some(r)
-            } else {
-                serde_json::from_slice(&t).ok()
-            };
-            r.map(Some)
+                return Ok(first_record(&t));
+            }
+            serde_json::from_slice(&t)
+                .ok()
+                .map(Some)
                 .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "not a record"))
         });
         let first: Record = match first {

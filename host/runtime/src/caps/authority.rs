@@ -33,8 +33,8 @@
 //! attachment (its mark, or created in this call), links its grant names
 //! (`links`), the one device its network config names by a granted key,
 //! and the adopted peer, these three only while no other network or
-//! attachment has marked the link; it may use its network's shared links (its network's mark, or an
-//! admin bridge `bridges` names that no other network has marked: S14)
+//! attachment has marked the link; it may use its network's shared links
+//! (its network's mark, or an admin bridge `bridges` names that no other network has marked: S14)
 //! only in ways that do not disturb the others. `route_localnet` is set
 //! only on the attachment's own links or its network's
 //! ([`Ctx::localnet_link_ok`]).
@@ -242,7 +242,10 @@ impl Ctx {
     /// changes its records: [`Ctx::late_del`] asked after the cleanup
     /// would see only what it left.
     pub(crate) fn note_incarnations(&self) {
-        let _ = self.incarnations();
+        // Without a container namespace no DEL is late: nothing to read.
+        if self.command == Some(Command::Del) && self.container_ino().is_some() {
+            let _ = self.incarnations();
+        }
     }
 
     /// Whether this is a late DEL: one naming a container namespace that
@@ -647,7 +650,8 @@ impl Ctx {
         }
         let names: Vec<String> = subnets.iter().map(ToString::to_string).collect();
         Err(CapError::denied(format!(
-            "address {ip} lies outside the subnets the runtime's config names for network              {:?}'s IPAM ({}): not the network's to reserve (a wasmcni invariant)",
+            "address {ip} lies outside the subnets the runtime's config names for network \
+             {:?}'s IPAM ({}): not the network's to reserve (a wasmcni invariant)",
             self.attachment.network,
             names.join(", ")
         )))
