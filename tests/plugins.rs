@@ -348,7 +348,7 @@ fn normalize_with(v: &mut Value, names: &[(String, &str)]) {
                 // (qdiscs and filters list in link index order).
                 if k.starts_with("routes") || k == "qdiscs" || k == "filters" {
                     if let Value::Array(a) = x {
-                        a.sort_by_key(|r| r.to_string());
+                        a.sort_by_cached_key(|r| r.to_string());
                     }
                 }
             }

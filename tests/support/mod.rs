@@ -266,7 +266,7 @@ impl Netns {
         // set is what counts.
         for key in ["routes4", "routes6"] {
             if let Some(routes) = v[key].as_array_mut() {
-                routes.sort_by_key(|r| r.to_string());
+                routes.sort_by_cached_key(|r| r.to_string());
             }
         }
         v
@@ -462,7 +462,7 @@ impl Netns {
         // Listed in link index order: a link moved away and back keeps its
         // qdiscs but may list elsewhere. The set is what counts.
         if let Some(a) = qdiscs.as_array_mut() {
-            a.sort_by_key(|q| q.to_string());
+            a.sort_by_cached_key(|q| q.to_string());
         }
         let filters: Vec<Value> = qdiscs
             .as_array()
