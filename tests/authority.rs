@@ -168,6 +168,66 @@ fn breach1_a_prev_result_address_the_container_holds_is_not_its_own() {
     assert!(victim_reserved(&world));
 }
 
+/// Issue 49, breach 2 (a container takes the node's gateway address): an
+/// attacker with container `addresses` puts cnivic0's own address
+/// (10.22.0.1, the victim's gateway) or one of the node's uplink addresses
+/// (IPv4, IPv6) on a link of its container, to announce it and have the victim's
+/// off-subnet traffic. Both are refused (audited, nothing added) whatever
+/// the grant; an address the node does not hold is still the plugin's to
+/// add.
+#[test]
+fn issue49_breach2_a_container_cannot_take_an_address_the_node_holds() {
+    let world = World::new("az2");
+    let _victim = with_victim(&world, "az2v");
+    hold(&world.node, "upl0", &["192.0.2.10/24", "2001:db8:7::10/64"]);
+    hold(&world.ctr, "held0", &[]);
+    let addrs = |ns: &Netns| ns.ip(&["-o", "addr", "show", "dev", "held0"]);
+    for (i, prefix) in ["10.22.0.1/24", "192.0.2.10/24", "2001:db8:7::10/64"]
+        .into_iter()
+        .enumerate()
+    {
+        let run = world.run(
+            "ADD",
+            &policy_with(wide()),
+            &json!({"cniVersion": "1.0.0", "name": "anet", "type": "scripted", "ops": [
+                {"call": "address.add", "ns": "container", "link": "held0",
+                 "prefix": prefix, "no-dad": true},
+                {"call": "address.announce", "ns": "container", "link": "held0",
+                 "address": prefix}]}),
+            &[("CNI_CONTAINERID", "attacker")],
+        );
+        let ip = prefix.split('/').next().unwrap();
+        denied(
+            &world,
+            &run,
+            0,
+            &format!("container address {ip} is the node's own"),
+            &format!("attack {i}: {prefix}"),
+        );
+        assert!(results(&run)[1].get("ok").is_none(), "announced: {run:?}");
+        assert!(
+            !addrs(&world.ctr).contains(&format!(" {ip}/")),
+            "{prefix} on the attacker's link: {}",
+            addrs(&world.ctr)
+        );
+    }
+    let run = world.run(
+        "ADD",
+        &policy_with(wide()),
+        &json!({"cniVersion": "1.0.0", "name": "anet", "type": "scripted", "ops": [
+            {"call": "address.add", "ns": "container", "link": "held0",
+             "prefix": "10.99.0.5/24", "no-dad": true}]}),
+        &[("CNI_CONTAINERID", "attacker")],
+    );
+    assert!(results(&run)[0].get("ok").is_some(), "{run:?}");
+    assert!(
+        addrs(&world.ctr).contains(" 10.99.0.5/24"),
+        "{}",
+        addrs(&world.ctr)
+    );
+    assert!(victim_reserved(&world));
+}
+
 /// Issue 49, breach 4 (IPAM poisoning across networks): a plugin of
 /// network n2, whose runtime config names n2's subnet (10.22.2.0/24), runs
 /// host-local with a config of its own for another network's subnet

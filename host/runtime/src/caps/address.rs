@@ -145,6 +145,9 @@ impl Ctx {
         // Another attachment's address would take its traffic (S13).
         let own_link = !shared && !self.network_link(kind, link_index);
         self.check_not_foreign_address(kind, ip, len, own_link)?;
+        if kind == Kind::Container {
+            self.check_not_node_address(ip)?;
+        }
         let spec = AddrSpec {
             index: link_index,
             addr: ip,

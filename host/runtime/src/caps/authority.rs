@@ -634,6 +634,55 @@ impl Ctx {
         Ok(None)
     }
 
+    /// Refuses a container address that the node itself holds (a
+    /// bridge's gateway, an uplink's address: any address of a link in
+    /// wasmcni's own namespace but loopback's, as its local route says),
+    /// whatever the grant, unless
+    /// an IPAM store reserved it for this attachment. A container that took
+    /// its network's gateway address and announced it would have the other
+    /// containers' off-subnet traffic (issue 49, breach 2); the
+    /// owned-address rule ([`Ctx::check_not_foreign_address`]) covers only
+    /// reservations.
+    pub(super) fn check_not_node_address(&mut self, ip: IpAddr) -> Result<(), CapError> {
+        if ip.is_loopback() {
+            return Ok(());
+        }
+        self.open_host()?;
+        // One lookup, not a dump of the node's addresses: an ADD's cost
+        // does not grow with the node (tests/scale.rs).
+        let Some(index) = self.netlink(Kind::Host)?.local_holder(ip)? else {
+            return Ok(());
+        };
+        if self.reserved_for_me(ip)? {
+            return Ok(());
+        }
+        let link = self
+            .link(Kind::Host, index)
+            .map(|l| l.name)
+            .unwrap_or_else(|_| format!("link {index}"));
+        Err(CapError::denied(format!(
+            "container address {ip} is the node's own (on {link} in wasmcni's namespace) and no \
+             IPAM store reserved it for this attachment: a container with it would take \
+             the node's traffic (a wasmcni invariant)"
+        )))
+    }
+
+    /// Whether an IPAM store of any network holds `ip` for this attachment.
+    fn reserved_for_me(&self, ip: IpAddr) -> Result<bool, CapError> {
+        let me = self.attachment.owner();
+        for dir in self.all_stores() {
+            let Ok(s) = NetworkStore::read_only(&dir) else {
+                continue;
+            };
+            if let Ok(Some(holder)) = s.holder(ip) {
+                if me.holds(&holder) {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
     /// Refuses a reservation of `ip` outside the subnets the runtime's
     /// config names for the network's IPAM ([`Attachment::ipam_subnets`]),
     /// where it names any: a plugin that hands its IPAM delegate a config
