@@ -4,6 +4,7 @@
 
 pub mod bridge_vlan;
 pub mod conntrack;
+mod fib;
 pub mod nfsock;
 pub mod nft;
 mod raw;

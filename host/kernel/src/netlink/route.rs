@@ -1176,7 +1176,7 @@ fn broadcast(addr: Ipv4Addr, prefix_len: u8) -> Ipv4Addr {
 }
 
 /// The family of `addr` and its longest prefix.
-fn family_of(addr: IpAddr) -> (AddressFamily, u8) {
+pub(super) fn family_of(addr: IpAddr) -> (AddressFamily, u8) {
     match addr {
         IpAddr::V4(_) => (AddressFamily::Inet, 32),
         IpAddr::V6(_) => (AddressFamily::Inet6, 128),
@@ -1871,43 +1871,6 @@ impl Netlink {
             .collect())
     }
 
-    /// The link that holds `ip` as one of this namespace's own addresses:
-    /// the index of the link of the local route the FIB matches for it
-    /// (`ip route get fibmatch IP` answering `local IP dev LINK`), `None`
-    /// when the FIB's answer is not a local host route, or there is none.
-    /// One request and one answer, whatever the number of links and
-    /// addresses. An IPv4 address has its local route from the moment it
-    /// is added; an IPv6 address only once it is usable (past duplicate
-    /// address detection, on a link that is up).
-    pub fn local_holder(&mut self, ip: IpAddr) -> Result<Option<u32>, NlError> {
-        let (family, max) = family_of(ip);
-        let mut msg = RouteMessage::default();
-        msg.header.address_family = family;
-        msg.header.destination_prefix_length = max;
-        msg.header.flags = RouteFlags::FibMatch;
-        msg.attributes.push(RouteAttribute::Destination(ip.into()));
-        let answers = match self.request(RouteNetlinkMessage::GetRoute(msg), 0) {
-            Ok(a) => a,
-            // No route at all (unreachable): not a local address.
-            Err(NlError::Kernel(e)) if e == libc::ENETUNREACH || e == libc::EHOSTUNREACH => {
-                return Ok(None)
-            }
-            Err(e) => return Err(e),
-        };
-        Ok(answers.into_iter().find_map(|m| match m {
-            RouteNetlinkMessage::NewRoute(r)
-                if r.header.kind == RouteType::Local
-                    && r.header.destination_prefix_length == max =>
-            {
-                r.attributes.iter().find_map(|a| match a {
-                    RouteAttribute::Oif(i) => Some(*i),
-                    _ => None,
-                })
-            }
-            _ => None,
-        }))
-    }
-
     /// Adds a route as `mode` says.
     pub fn add_route(&mut self, spec: &RouteSpec, mode: RouteAdd) -> Result<(), NlError> {
         let msg = route_message(spec, false)?;
@@ -1927,7 +1890,7 @@ impl Netlink {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::process::Command;
 
@@ -1954,7 +1917,7 @@ mod tests {
 
     /// Runs `f` on a thread of its own in a new network namespace (never
     /// the machine's); outside CI, not at all without root.
-    fn in_new_netns(f: Box<dyn FnOnce() + Send>) {
+    pub(in crate::netlink) fn in_new_netns(f: Box<dyn FnOnce() + Send>) {
         std::thread::spawn(move || {
             if let Err(e) = nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET) {
                 #[allow(clippy::disallowed_methods)] // CI decides: fail, not skip
@@ -1971,44 +1934,9 @@ mod tests {
     /// `ip ARGS`, in the calling thread's namespace (a child forked by a
     /// thread is born in the thread's namespace), as another process
     /// would: wasmcni does not learn of it.
-    fn ip(args: &[&str]) {
+    pub(in crate::netlink) fn ip(args: &[&str]) {
         let st = Command::new("ip").args(args).status().expect("ip");
         assert!(st.success(), "ip {args:?}");
-    }
-
-    /// `local_holder` names the link of each of the namespace's own
-    /// addresses (IPv4, IPv6, on a link that is down too for IPv4), and
-    /// nothing for an address in a connected subnet, a broadcast address,
-    /// an address with no route at all, or a whole local prefix (AnyIP).
-    #[test]
-    fn local_holder_names_the_link_of_an_own_address_only() {
-        in_new_netns(Box::new(|| {
-            ip(&["link", "add", "lh0", "type", "bridge"]);
-            ip(&["link", "add", "lh1", "type", "bridge"]);
-            ip(&["addr", "add", "10.31.0.1/24", "dev", "lh0"]);
-            ip(&["addr", "add", "fd31::1/64", "dev", "lh0", "nodad"]);
-            ip(&["link", "set", "lh0", "up"]);
-            ip(&["addr", "add", "10.32.0.1/24", "dev", "lh1"]);
-            ip(&["route", "add", "local", "10.33.0.0/16", "dev", "lo"]);
-            let mut nl = Netlink::here().expect("a socket");
-            let index =
-                |nl: &mut Netlink, name: &str| nl.link_by_name(name).expect(name).header.index;
-            let (lh0, lh1) = (index(&mut nl, "lh0"), index(&mut nl, "lh1"));
-            let holder = |nl: &mut Netlink, ip: &str| nl.local_holder(ip.parse().unwrap()).unwrap();
-            assert_eq!(holder(&mut nl, "10.31.0.1"), Some(lh0));
-            assert_eq!(holder(&mut nl, "fd31::1"), Some(lh0));
-            assert_eq!(holder(&mut nl, "10.32.0.1"), Some(lh1));
-            for other in [
-                "10.31.0.2",
-                "10.31.0.255",
-                "fd31::2",
-                "192.0.2.1",
-                "2001:db8::1",
-                "10.33.1.1",
-            ] {
-                assert_eq!(holder(&mut nl, other), None, "{other}");
-            }
-        }));
     }
 
     /// A link answer is parsed for the attributes wasmcni reads only, and
