@@ -497,6 +497,13 @@ fn cases() -> Vec<Case> {
             undo_setup: false,
         },
         Case {
+            call: "link.create-macvlan-with",
+            grant: w(),
+            ops: json!([{"call": "link.create-macvlan-with", "ns": "container", "master-ns": "host", "master": "uplink", "name": "mv0", "bc-queue-len": 333}]),
+            command: "ADD",
+            undo_setup: false,
+        },
+        Case {
             call: "link.create-ipvlan",
             grant: w(),
             ops: json!([{"call": "link.create-ipvlan", "ns": "container", "master-ns": "host", "master": "uplink", "name": "iv0"}]),

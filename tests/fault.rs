@@ -250,9 +250,10 @@ fn s6_bridge_add_is_undone_at_every_host_call() {
         &Subject {
             plugin: "bridge",
             // ipMasq and macspoofchk: firewall rules (and their tables)
-            // are undone at every later call too.
+            // are undone at every later call too; portIsolation: the
+            // port's flag with them.
             conf: json!({"bridge": "cnifault0", "isGateway": true, "ipMasq": true,
-                         "macspoofchk": true, "hairpinMode": true,
+                         "macspoofchk": true, "hairpinMode": true, "portIsolation": true,
                          "ipam": host_local("10.66.0.0/24")}),
             node: &[],
             needs: None,
@@ -361,7 +362,8 @@ fn s6_macvlan_add_is_undone_at_every_host_call() {
     sweep_where_possible(
         &Subject {
             plugin: "macvlan",
-            conf: json!({"master": "uplink", "mode": "bridge", "mtu": 1400,
+            // With `bcqueuelen`: created by `link.create-macvlan-with`.
+            conf: json!({"master": "uplink", "mode": "bridge", "mtu": 1400, "bcqueuelen": 333,
                          "ipam": host_local("10.71.0.0/24")}),
             node: &[],
             needs: None,

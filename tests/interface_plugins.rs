@@ -10,6 +10,11 @@
 //!
 //! The denials are decided before the kernel is asked, so they hold on
 //! this machine's kernel, which lacks the ipvlan and vlan kinds.
+//!
+//! And bridge options of upstream releases after Debian's 1.1.1 (the
+//! differential's oracle ignores them), checked against upstream's
+//! behaviour: `portIsolation`, `disableContainerInterface`; and
+//! macvlan's `bcqueuelen`.
 
 mod support;
 
@@ -136,4 +141,194 @@ fn del_with_link_in_container_succeeds_once_the_namespace_is_gone() {
             "{plugin}: DEL with the master missing: {run:?}"
         );
     }
+}
+
+/// bridge's `portIsolation` and `disableContainerInterface` (upstream
+/// v1.6+). Debian's 1.1.1, the differential's oracle (tests/plugins.rs),
+/// ignores both keys, so they are checked here against what upstream's
+/// source does: each container's host port is isolated
+/// (`IFLA_BRPORT_ISOLATED`), so two containers reach their gateway but not
+/// each other; an interface left down is left down, and with IPAM the ADD
+/// is refused (upstream's message) with nothing made. DEL leaves the
+/// containers as they were.
+#[test]
+fn bridge_isolated_ports_and_an_interface_left_down() {
+    support::require_root();
+    let world = World::new("briso");
+    let ctr2 = support::Netns::new("briso-c2");
+    let ctrs = [&world.ctr, &ctr2];
+    let empty: Vec<Value> = ctrs.iter().map(|c| c.snapshot()).collect();
+    let ipam = json!({"type": "host-local", "dataDir": world.ipam_dir(), "subnet": "10.78.0.0/24"});
+    let conf = json!({"cniVersion": "1.0.0", "name": "isonet", "type": "bridge",
+                      "bridge": "cniiso0", "isGateway": true, "portIsolation": true,
+                      "ipam": ipam});
+    let ping = |ctr: &support::Netns, to: &str| {
+        ctr.command("ping")
+            .args(["-c", "1", "-W", "2", to])
+            .output()
+            .expect("ping")
+            .status
+            .success()
+    };
+    let mut addrs = Vec::new();
+    for (i, ctr) in ctrs.iter().enumerate() {
+        let add = world.run_bundled(ctr, "bridge", "ADD", &conf, &format!("iso{i}"));
+        assert_eq!(add.code, 0, "ADD {i}: {add:?}");
+        let r = add.json();
+        let port = r["interfaces"][1]["name"].as_str().expect("host veth");
+        let link: Value = serde_json::from_str(&world.node.ip(&["-d", "-j", "link", "show", port]))
+            .expect("json");
+        assert_eq!(
+            link[0]["linkinfo"]["info_slave_data"]["isolated"], true,
+            "ADD {i}: port {port} not isolated: {link}"
+        );
+        let a = r["ips"][0]["address"].as_str().expect("address");
+        addrs.push(a.split('/').next().expect("ip").to_owned());
+    }
+    for (i, ctr) in ctrs.iter().enumerate() {
+        assert!(
+            ping(ctr, "10.78.0.1"),
+            "container {i} cannot reach its gateway"
+        );
+        let other = &addrs[1 - i];
+        assert!(
+            !ping(ctr, other),
+            "container {i} reaches {other} across isolated ports"
+        );
+    }
+    for (i, ctr) in ctrs.iter().enumerate() {
+        let del = world.run_bundled(ctr, "bridge", "DEL", &conf, &format!("iso{i}"));
+        assert_eq!(del.code, 0, "DEL {i}: {del:?}");
+        support::assert_same(
+            &empty[i],
+            &ctr.snapshot(),
+            &format!("container {i} after DEL"),
+        );
+    }
+
+    // Left down: layer 2 only.
+    let mut l2 = conf.clone();
+    l2["disableContainerInterface"] = json!(true);
+    let refused = world.run_bundled(&world.ctr, "bridge", "ADD", &l2, "down0");
+    assert_ne!(refused.code, 0, "{refused:?}");
+    assert!(
+        refused
+            .stdout
+            .contains("cannot use IPAM when DisableContainerInterface flag is set"),
+        "{refused:?}"
+    );
+    support::assert_same(&empty[0], &world.ctr.snapshot(), "after the refused ADD");
+    l2.as_object_mut().expect("conf").remove("ipam");
+    for (down, cid) in [(true, "down1"), (false, "up1")] {
+        l2["disableContainerInterface"] = json!(down);
+        let add = world.run_bundled(&world.ctr, "bridge", "ADD", &l2, cid);
+        assert_eq!(add.code, 0, "{cid}: {add:?}");
+        let link: Value =
+            serde_json::from_str(&world.ctr.ip(&["-j", "link", "show", "eth0"])).expect("json");
+        let up = link[0]["flags"]
+            .as_array()
+            .expect("flags")
+            .iter()
+            .any(|f| f == "UP");
+        assert_eq!(up, !down, "{cid}: {link}");
+        let del = world.run_bundled(&world.ctr, "bridge", "DEL", &l2, cid);
+        assert_eq!(del.code, 0, "{cid}: DEL: {del:?}");
+        support::assert_same(
+            &empty[0],
+            &world.ctr.snapshot(),
+            &format!("{cid}: after DEL"),
+        );
+    }
+}
+
+/// macvlan's `bcqueuelen` (upstream v1.6+, `IFLA_MACVLAN_BC_QUEUE_LEN`):
+/// the macvlan asks its master for that broadcast queue length, as
+/// upstream's does (Debian's 1.1.1, the differential's oracle, ignores
+/// the key); unset or 0, the kernel's default (1000). DEL leaves the
+/// container as it was.
+#[test]
+fn macvlan_bcqueuelen_as_upstream() {
+    support::require_root();
+    let world = World::new("mvbcq");
+    let empty = world.ctr.snapshot();
+    for (bcq, want) in [(json!(333), 333), (json!(0), 1000), (json!(null), 1000)] {
+        let mut conf = json!({"cniVersion": "1.0.0", "name": "mvnet", "type": "macvlan",
+                              "master": "uplink"});
+        if !bcq.is_null() {
+            conf["bcqueuelen"] = bcq.clone();
+        }
+        let add = world.run_bundled(&world.ctr, "macvlan", "ADD", &conf, "mv0");
+        assert_eq!(add.code, 0, "bcqueuelen {bcq}: {add:?}");
+        let link: Value =
+            serde_json::from_str(&world.ctr.ip(&["-d", "-j", "link", "show", "eth0"]))
+                .expect("json");
+        assert_eq!(
+            link[0]["linkinfo"]["info_data"]["bcqueuelen"], want,
+            "bcqueuelen {bcq}: {link}"
+        );
+        let del = world.run_bundled(&world.ctr, "macvlan", "DEL", &conf, "mv0");
+        assert_eq!(del.code, 0, "bcqueuelen {bcq}: DEL: {del:?}");
+        support::assert_same(
+            &empty,
+            &world.ctr.snapshot(),
+            &format!("bcqueuelen {bcq}: after DEL"),
+        );
+    }
+}
+
+/// The route fields of spec 1.1 an IPAM result carries (`scope`,
+/// `table`, `priority`), set as upstream's `ConfigureIface` sets them
+/// (Debian's 1.1.1 predates them): host-local's routes through bridge. A
+/// scope the kernel has no name for is refused by name, leaving nothing.
+#[test]
+fn ipam_route_scope_table_and_priority_as_upstream() {
+    support::require_root();
+    let world = World::new("rtscope");
+    let empty = world.ctr.snapshot();
+    let conf = |routes: Value| {
+        json!({"cniVersion": "1.1.0", "name": "rtnet", "type": "bridge", "bridge": "cnirt0",
+               "isGateway": true,
+               "ipam": {"type": "host-local", "dataDir": world.ipam_dir(),
+                        "subnet": "10.79.0.0/24", "routes": routes}})
+    };
+    let good = conf(json!([
+        {"dst": "192.168.50.0/24", "scope": 200, "priority": 7},
+        {"dst": "192.168.60.0/24", "table": 100},
+    ]));
+    let add = world.run_bundled(&world.ctr, "bridge", "ADD", &good, "rt0");
+    assert_eq!(add.code, 0, "{add:?}");
+    let route = |args: &[&str]| -> Value {
+        let v: Value = serde_json::from_str(&world.ctr.ip(args)).expect("json");
+        assert_eq!(v.as_array().map(Vec::len), Some(1), "{args:?}: {v}");
+        v[0].clone()
+    };
+    let site = route(&["-j", "route", "show", "192.168.50.0/24"]);
+    assert_eq!(site["scope"], "site", "{site}");
+    assert_eq!(site["metric"], 7, "{site}");
+    assert_eq!(site["gateway"], "10.79.0.1", "{site}");
+    let tabled = route(&["-j", "route", "show", "table", "100", "192.168.60.0/24"]);
+    assert_eq!(tabled["gateway"], "10.79.0.1", "{tabled}");
+    let main: Value =
+        serde_json::from_str(&world.ctr.ip(&["-j", "route", "show", "192.168.60.0/24"]))
+            .expect("json");
+    assert_eq!(main, json!([]), "the table-100 route is in main too");
+    let del = world.run_bundled(&world.ctr, "bridge", "DEL", &good, "rt0");
+    assert_eq!(del.code, 0, "{del:?}");
+    support::assert_same(&empty, &world.ctr.snapshot(), "after DEL");
+
+    let bad = conf(json!([{"dst": "192.168.50.0/24", "scope": 100}]));
+    let add = world.run_bundled(&world.ctr, "bridge", "ADD", &bad, "rt1");
+    add.assert_cni_error(2, "route 192.168.50.0/24: scope 100");
+    support::assert_same(&empty, &world.ctr.snapshot(), "after the refused ADD");
+    let files: Vec<String> = std::fs::read_dir(world.ipam_dir().join("rtnet"))
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(
+        files.iter().all(|f| !f.starts_with("10.79.")),
+        "a reservation left: {files:?}"
+    );
 }

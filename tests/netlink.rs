@@ -473,7 +473,7 @@ fn macvlan_on_a_master() {
     // MACVLAN_MODE_BRIDGE = 4, into the other namespace.
     nl.create_sub(
         m0,
-        SubKind::Macvlan(4),
+        SubKind::Macvlan(4, None),
         "mv0",
         &LinkOpts {
             mtu: Some(1400),
@@ -492,40 +492,46 @@ fn macvlan_on_a_master() {
     assert!(nlb.link_by_name("mv0").is_ok());
 
     // MACVLAN_MODE_PRIVATE = 1, here; MACVLAN_MODE_VEPA = 2.
-    nl.create_sub(m0, SubKind::Macvlan(1), "mv1", &no_opts(), None)
+    nl.create_sub(m0, SubKind::Macvlan(1, None), "mv1", &no_opts(), None)
         .unwrap();
     let mv1 = link(&a, "mv1");
     assert_eq!(mv1["linkinfo"]["info_data"]["mode"], "private");
     assert_eq!(mv1["link"], "m0");
-    nl.create_sub(m0, SubKind::Macvlan(2), "mv2", &no_opts(), None)
+    nl.create_sub(m0, SubKind::Macvlan(2, None), "mv2", &no_opts(), None)
         .unwrap();
     assert_eq!(link(&a, "mv2")["linkinfo"]["info_data"]["mode"], "vepa");
 
     // Failures.
     assert_eq!(
-        errno(nl.create_sub(m0, SubKind::Macvlan(4), "mv0", &no_opts(), Some(hb.fd()))),
+        errno(nl.create_sub(
+            m0,
+            SubKind::Macvlan(4, None),
+            "mv0",
+            &no_opts(),
+            Some(hb.fd())
+        )),
         libc::EEXIST,
         "the name is taken in the target"
     );
     assert_eq!(
-        errno(nl.create_sub(m0, SubKind::Macvlan(4), "mv1", &no_opts(), None)),
+        errno(nl.create_sub(m0, SubKind::Macvlan(4, None), "mv1", &no_opts(), None)),
         libc::EEXIST
     );
     assert_eq!(
-        errno(nl.create_sub(99_999, SubKind::Macvlan(4), "mv9", &no_opts(), None)),
+        errno(nl.create_sub(99_999, SubKind::Macvlan(4, None), "mv9", &no_opts(), None)),
         libc::ENODEV
     );
     assert_eq!(
-        errno(nl.create_sub(0, SubKind::Macvlan(4), "mv9", &no_opts(), None)),
+        errno(nl.create_sub(0, SubKind::Macvlan(4, None), "mv9", &no_opts(), None)),
         libc::ENODEV
     );
     assert_eq!(
-        errno(nl.create_sub(m0, SubKind::Macvlan(3), "mv9", &no_opts(), None)),
+        errno(nl.create_sub(m0, SubKind::Macvlan(3, None), "mv9", &no_opts(), None)),
         libc::EINVAL,
         "not a macvlan mode"
     );
     assert_eq!(
-        errno(nl.create_sub(m0, SubKind::Macvlan(4), "mv%d", &no_opts(), None)),
+        errno(nl.create_sub(m0, SubKind::Macvlan(4, None), "mv%d", &no_opts(), None)),
         libc::EINVAL
     );
     assert!(!has_link(&a, "mv9") && !has_link(&a, "mv0"));

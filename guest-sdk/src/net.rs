@@ -230,8 +230,8 @@ use crate::cni::{Cidr, Error};
 
 pub use crate::bindings::wasmcni::plugin::address::{AddressInfo, AddressOptions};
 pub use crate::bindings::wasmcni::plugin::link::{
-    BridgeOptions, DeviceSelector, IpvlanMode, LinkInfo, LinkOptions, MacvlanMode, OperState,
-    PortVlan, TapOptions, VethPair,
+    BridgeOptions, DeviceSelector, IpvlanMode, LinkInfo, LinkOptions, MacvlanMode, MacvlanOptions,
+    OperState, PortVlan, TapOptions, VethPair,
 };
 pub use crate::bindings::wasmcni::plugin::netns::NetnsKind;
 pub use crate::bindings::wasmcni::plugin::route::{Route, Route as KernelRoute, RouteInfo, Rule};
@@ -501,6 +501,35 @@ impl Netns {
                 ),
             ),
         )
+    }
+
+    /// [`Netns::create_macvlan`] with `macvlan` settings (its broadcast
+    /// queue length).
+    pub fn create_macvlan_with(
+        &self,
+        master_ns: &Netns,
+        master: u32,
+        name: &str,
+        mode: MacvlanMode,
+        options: &LinkOptions,
+        macvlan: MacvlanOptions,
+    ) -> Result<u32, HostError> {
+        link::create_macvlan_with(
+            &master_ns.inner,
+            master,
+            &self.inner,
+            name,
+            mode,
+            options,
+            macvlan,
+        )
+        .map_err(self.err(
+            "link.create-macvlan-with",
+            format_args!(
+                "macvlan {name:?} on #{master} in {}",
+                kind_name(master_ns.kind)
+            ),
+        ))
     }
 
     /// Creates an ipvlan named `name` here on `master` of `master_ns`.

@@ -53,12 +53,13 @@ pub struct Conf {
     /// Keep IPv6 duplicate address detection on the container's interface.
     #[serde(default)]
     pub enabledad: bool,
-    /// Isolated bridge ports (upstream v1.6+): not done yet, so refused
-    /// when true ([`Conf::load`]), never accepted and left undone.
+    /// Isolate the container's bridge port (upstream v1.6+): it exchanges
+    /// frames only with the bridge's ports that are not isolated, so two
+    /// containers of the network cannot reach each other on the bridge.
     #[serde(default)]
     pub port_isolation: bool,
-    /// Leave the container's interface down (upstream v1.6+): not done
-    /// yet, so refused when true.
+    /// Leave the container's interface down (upstream v1.6+; layer 2
+    /// only: ADD refuses it with an `ipam` section, as upstream does).
     #[serde(default)]
     pub disable_container_interface: bool,
     /// DNS settings for the result.
@@ -152,20 +153,6 @@ impl Conf {
             )));
         }
         c.trunk_vids()?;
-        // Options of today's reference that wasmcni does not do yet: an
-        // error naming the option, not a network without it (issue 50).
-        if c.port_isolation {
-            return Err(Error::unsupported_field(
-                "bridge option \"portIsolation\": true is not supported by wasmcni yet: the \
-                 bridge's ports would not be isolated from each other (leave it out or false)",
-            ));
-        }
-        if c.disable_container_interface {
-            return Err(Error::unsupported_field(
-                "bridge option \"disableContainerInterface\": true is not supported by wasmcni \
-                 yet: the container's interface would be up (leave it out or false)",
-            ));
-        }
         // `CNI_ARGS` as the reference's `types.LoadArgs` reads them.
         plugin_common::compat::load_args(&inv.env.args, &["MAC"], |_, _| Ok(()))?;
         if c.is_default_gateway {

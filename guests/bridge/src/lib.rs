@@ -17,6 +17,12 @@
 //! interface removed and its address released, where the reference's DEL
 //! fails on some of them for good.
 //!
+//! From upstream's later versions (v1.6+): `portIsolation` (the
+//! container's port is isolated on the bridge: it exchanges frames only
+//! with ports that are not, such as the bridge's own) and
+//! `disableContainerInterface` (a layer-2 container's interface is left
+//! down; with IPAM, ADD is refused as upstream refuses it).
+//!
 //! VLANs: `vlan` (the port's PVID, untagged), and from upstream's later
 //! versions `vlanTrunk` (tagged VLANs) and `preserveDefaultVlan` (default
 //! true: VLAN 1 stays on the port, as 1.1.1 leaves it). With `isGateway`,
@@ -301,6 +307,13 @@ fn calc_gateways(result: &mut CniResult, c: &Conf) -> Result<Vec<Cidr>, Error> {
 impl Plugin for Bridge {
     fn add(&self, inv: &Invocation) -> Result<CniResult, Error> {
         let c = Conf::load(inv)?;
+        if c.disable_container_interface && c.is_layer3(inv) {
+            // Upstream's check and message (an interface left down cannot
+            // be given addresses).
+            return Err(Error::internal(
+                "cannot use IPAM when DisableContainerInterface flag is set",
+            ));
+        }
         let host = Netns::host()?;
         let br = ensure_bridge(&host, &c)?;
         let container = Netns::container().map_err(|e| {
@@ -322,6 +335,16 @@ impl Plugin for Bridge {
                     v.host.name
                 ))
             })?;
+        // Upstream sets the flag either way; a new port is not isolated,
+        // so only `true` needs the host (one host call fewer otherwise).
+        if c.port_isolation {
+            host.set_port_isolated(v.host.index, true).map_err(|e| {
+                Error::internal(format!(
+                    "failed to set isolated on for {}: {e}",
+                    v.host.name
+                ))
+            })?;
+        }
         if c.macspoofchk {
             host.firewall_add(&Rules::MacSpoof(MacSpoof {
                 link: v.host.index,
@@ -401,7 +424,7 @@ impl Plugin for Bridge {
             if c.ip_masq {
                 plugin_common::ip_masq(&host, &result)?;
             }
-        } else {
+        } else if !c.disable_container_interface {
             let link = container
                 .link(ifname)
                 .map_err(|e| Error::internal(format!("failed to retrieve link: {e}")))?;
@@ -653,30 +676,42 @@ mod tests {
         }
     }
 
-    /// Options of today's reference that wasmcni does not do yet are
-    /// refused by name, in any case of their keys (Go's decoding), and
-    /// never before any host call; false (their default) is accepted.
-    /// DEL still releases what an earlier ADD may have made.
+    /// `portIsolation` and `disableContainerInterface` (upstream v1.6+)
+    /// are read in any case of their keys (Go's decoding). An interface
+    /// left down cannot take IPAM's addresses: ADD refuses the two
+    /// together, as upstream does, before any host call; without IPAM it
+    /// goes on. DEL is the same with or without them.
     #[test]
-    fn newer_options_not_done_are_refused_by_name() {
-        for (key, name) in [
-            ("portIsolation", "portIsolation"),
-            ("PORTISOLATION", "portIsolation"),
-            ("disableContainerInterface", "disableContainerInterface"),
-        ] {
+    fn newer_options_are_read_as_upstream() {
+        for key in ["portIsolation", "PORTISOLATION"] {
             let add = invocation(Command::Add, "", conf(json!({ key: true })));
-            let e = Conf::load(&add).expect_err(key);
-            assert_eq!(e.code, 2, "{key}: {e:?}");
-            assert!(e.msg.contains(&format!("\"{name}\": true")), "{key}: {e:?}");
-            assert!(
-                matches!(
-                    reach(|| Bridge.add(&add).map(drop)),
-                    Reached::Returned(Err(_))
-                ),
-                "{key}: ADD reached the host"
+            assert!(Conf::load(&add).expect(key).port_isolation, "{key}");
+            assert_eq!(
+                reach(|| Bridge.add(&add).map(drop)),
+                Reached::HostCall("netns.host".into()),
+                "{key}"
             );
-            let add = invocation(Command::Add, "", conf(json!({ key: false })));
-            assert!(Conf::load(&add).is_ok(), "{key}: false refused");
+        }
+        for key in ["disableContainerInterface", "DisableContainerInterface"] {
+            let add = invocation(Command::Add, "", conf(json!({ key: true })));
+            assert!(Conf::load(&add).expect(key).disable_container_interface);
+            match reach(|| Bridge.add(&add).map(drop)) {
+                Reached::Returned(Err(e)) => assert!(
+                    e.msg == "cannot use IPAM when DisableContainerInterface flag is set"
+                        && e.code == 999,
+                    "{key}: {e:?}"
+                ),
+                other => panic!("{key}: with IPAM: {other:?}"),
+            }
+            let mut l2 = conf(json!({ key: true }));
+            l2["ipam"] = json!({});
+            let add = invocation(Command::Add, "", l2.clone());
+            assert_eq!(
+                reach(|| Bridge.add(&add).map(drop)),
+                Reached::HostCall("netns.host".into()),
+                "{key}: layer 2"
+            );
+            assert_eq!(del_plan(l2, ""), (false, vec![]), "{key}: DEL");
             let c = conf(json!({ key: true }));
             assert_eq!(del_plan(c, ""), (true, vec![]), "{key}: DEL");
         }

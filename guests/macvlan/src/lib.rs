@@ -8,8 +8,9 @@
 //! `mac` (also from `CNI_ARGS` `MAC=` and `runtimeConfig.mac`, which wins).
 //! With an IPAM section, its addresses and routes go on the link; without
 //! one the link is only brought up (L2) and the result lists the interface
-//! only. `linkInContainer` (added upstream after 1.1.1) takes the master
-//! from the container's namespace.
+//! only. From upstream's later versions: `linkInContainer` takes the
+//! master from the container's namespace, and `bcqueuelen` (not 0) sets
+//! the broadcast queue length the macvlan asks of its master.
 //!
 //! Unlike the reference, DEL reads no master and no option (only the
 //! IPAM section): a config ADD refuses, or a master that is gone, does not
@@ -53,8 +54,8 @@ struct Conf {
     /// The master is in the container's namespace.
     #[serde(default)]
     link_in_container: bool,
-    /// The macvlan's broadcast queue length (upstream v1.6+; 0: the
-    /// kernel's): not done yet, so refused when set.
+    /// The broadcast queue length the macvlan asks of its master
+    /// (upstream v1.6+; 0: the kernel's default).
     #[serde(default)]
     bcqueuelen: u32,
     #[serde(default)]
@@ -78,15 +79,6 @@ impl Conf {
             .conf
             .plugin_config()
             .map_err(|e| Error::internal(format!("failed to load netconf: {}", e.msg)))?;
-        // An option of today's reference that wasmcni does not do yet: an
-        // error naming it, not a macvlan without it (issue 50).
-        if c.bcqueuelen != 0 {
-            return Err(Error::unsupported_field(format!(
-                "macvlan option \"bcqueuelen\": {} is not supported by wasmcni yet (leave it \
-                 out or 0)",
-                c.bcqueuelen
-            )));
-        }
         let master_ns = stacked::master_ns(inv, c.link_in_container)?;
         if c.master.is_empty() {
             c.master = stacked::default_route_link(&master_ns)?;
@@ -146,7 +138,7 @@ impl Plugin for Macvlan {
             &container,
             &l.master_ns,
             &l.master,
-            Kind::Macvlan(mode),
+            Kind::Macvlan(mode, Some(l.conf.bcqueuelen).filter(|n| *n > 0)),
             &options,
         )?;
         let ifname = &inv.env.ifname;
@@ -228,35 +220,40 @@ mod tests {
     use plugin_common::testing::{invocation, reach, Reached};
     use serde_json::json;
 
-    /// `bcqueuelen` (today's reference) is refused by name before any
-    /// host call while wasmcni does not do it; 0 (unset) is not.
+    /// `bcqueuelen` (upstream v1.6+) is read in any case of its key; a
+    /// value that is no `uint32` is refused before any host call, as Go's
+    /// decoding refuses it; 0 is unset.
     #[test]
-    fn bcqueuelen_is_refused_by_name() {
-        for key in ["bcqueuelen", "BcQueueLen"] {
-            let add = invocation(
-                Command::Add,
-                "",
-                json!({"type": "macvlan", "master": "eth0", key: 333,
-                       "ipam": {"type": "host-local", "subnet": "10.1.0.0/24"}}),
+    fn bcqueuelen_is_read_as_upstream() {
+        let conf = |key: &str, v: serde_json::Value| {
+            let c = json!({"type": "macvlan", "master": "eth0", key: v,
+                           "ipam": {"type": "host-local", "subnet": "10.1.0.0/24"}});
+            invocation(Command::Add, "", c)
+        };
+        for (key, v, want) in [
+            ("bcqueuelen", json!(333), 333),
+            ("BcQueueLen", json!(333), 333),
+            ("bcqueuelen", json!(0), 0),
+            ("bcqueuelen", json!(4294967295u64), u32::MAX),
+        ] {
+            let add = conf(key, v);
+            // The master's lookup is the first host call.
+            assert!(
+                matches!(reach(|| Conf::load(&add).map(drop)), Reached::HostCall(_)),
+                "{key}"
             );
+            let c: Conf = add.conf.plugin_config().expect(key);
+            assert_eq!(c.bcqueuelen, want, "{key}");
+        }
+        for v in [json!(-1), json!(4294967296u64), json!(1.5), json!("333")] {
+            let add = conf("bcqueuelen", v.clone());
             match reach(|| Macvlan.add(&add).map(drop)) {
                 Reached::Returned(Err(e)) => {
-                    assert_eq!(e.code, 2, "{e:?}");
-                    assert!(e.msg.contains("\"bcqueuelen\": 333"), "{e:?}");
+                    assert!(e.msg.contains("failed to load netconf"), "{v}: {e:?}")
                 }
-                other => panic!("{key}: {other:?}"),
+                other => panic!("{v}: {other:?}"),
             }
         }
-        let add = invocation(
-            Command::Add,
-            "",
-            json!({"type": "macvlan", "master": "eth0", "bcqueuelen": 0}),
-        );
-        // Unset: nothing refuses it before the host (the master's lookup).
-        assert!(
-            matches!(reach(|| Macvlan.add(&add).map(drop)), Reached::HostCall(_)),
-            "bcqueuelen 0 refused"
-        );
     }
 
     #[test]

@@ -54,6 +54,11 @@ pub fn configure(ns: &Netns, ifname: &str, result: &CniResult) -> Result<(), Err
     if result.interfaces.is_empty() {
         return Err(Error::internal("no interfaces to configure"));
     }
+    let scopes = result
+        .routes
+        .iter()
+        .map(|r| route_scope(r.scope, &r.dst.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
     let link = ns
         .link(ifname)
         .map_err(|e| Error::internal(format!("failed to lookup {ifname:?}: {e}")))?;
@@ -105,7 +110,7 @@ pub fn configure(ns: &Netns, ifname: &str, result: &CniResult) -> Result<(), Err
     if gw6.is_some() {
         settle_addresses(ns, ifname, Duration::from_secs(10));
     }
-    for r in &result.routes {
+    for (r, scope) in result.routes.iter().zip(scopes) {
         let gw = r.gw.or(if r.dst.is_ipv4() { gw4 } else { gw6 });
         let route = Route {
             destination: prefix(r.dst.addr(), r.dst.prefix_len()),
@@ -113,7 +118,7 @@ pub fn configure(ns: &Netns, ifname: &str, result: &CniResult) -> Result<(), Err
             link_index: Some(link.index),
             table: r.table,
             metric: r.priority,
-            scope: Some(Scope::Universe),
+            scope: Some(scope),
             source: None,
             mtu: r.mtu,
             on_link: false,
@@ -130,6 +135,26 @@ pub fn configure(ns: &Netns, ifname: &str, result: &CniResult) -> Result<(), Err
     Ok(())
 }
 
+/// The scope of a result's route (spec 1.1's `scope`, as upstream's
+/// `ConfigureIface` gives it to the kernel; none: universe, as there).
+/// Only the kernel's named scopes can be asked for: another number is
+/// refused, naming the route.
+pub fn route_scope(scope: Option<u8>, dst: &str) -> Result<Scope, Error> {
+    Ok(match scope.unwrap_or(0) {
+        0 => Scope::Universe,
+        200 => Scope::Site,
+        253 => Scope::Link,
+        254 => Scope::Host,
+        255 => Scope::Nowhere,
+        n => {
+            return Err(Error::unsupported_field(format!(
+                "route {dst}: scope {n} is not one wasmcni can set (0 universe, 200 site, \
+                 253 link, 254 host, 255 nowhere)"
+            )))
+        }
+    })
+}
+
 /// Waits until no address of `ifname` is tentative or failed duplicate
 /// address detection, for at most `limit` (polling every 50 ms); the
 /// outcome does not matter, as in the reference.
@@ -144,5 +169,27 @@ pub fn settle_addresses(ns: &Netns, ifname: &str, limit: Duration) {
             return;
         }
         std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_scopes_as_the_kernel_names_them() {
+        for (n, want) in [
+            (None, Scope::Universe),
+            (Some(0), Scope::Universe),
+            (Some(200), Scope::Site),
+            (Some(253), Scope::Link),
+            (Some(254), Scope::Host),
+            (Some(255), Scope::Nowhere),
+        ] {
+            assert_eq!(route_scope(n, "10.0.0.0/8").expect("named"), want, "{n:?}");
+        }
+        let e = route_scope(Some(100), "10.0.0.0/8").expect_err("unnamed");
+        assert_eq!(e.code, 2, "{e:?}");
+        assert!(e.msg.contains("route 10.0.0.0/8: scope 100"), "{e:?}");
     }
 }

@@ -7,7 +7,7 @@
 //! [`crate::iface::delete_link`]).
 
 use guest_sdk::cni::{Error, Interface};
-use guest_sdk::net::{IpvlanMode, LinkInfo, LinkOptions, MacvlanMode, Netns};
+use guest_sdk::net::{IpvlanMode, LinkInfo, LinkOptions, MacvlanMode, MacvlanOptions, Netns};
 use guest_sdk::skel::Invocation;
 
 use crate::mac;
@@ -15,8 +15,9 @@ use crate::mac;
 /// What to stack on the master.
 #[derive(Debug, Clone, Copy)]
 pub enum Kind {
-    /// A macvlan in this mode.
-    Macvlan(MacvlanMode),
+    /// A macvlan in this mode, with this broadcast queue length (none:
+    /// the kernel's).
+    Macvlan(MacvlanMode, Option<u32>),
     /// An ipvlan in this mode.
     Ipvlan(IpvlanMode),
     /// An 802.1Q vlan with this ID.
@@ -27,7 +28,7 @@ impl Kind {
     /// The kernel's name of the kind (`IFLA_INFO_KIND`).
     pub fn name(&self) -> &'static str {
         match self {
-            Kind::Macvlan(_) => "macvlan",
+            Kind::Macvlan(..) => "macvlan",
             Kind::Ipvlan(_) => "ipvlan",
             Kind::Vlan(_) => "vlan",
         }
@@ -99,9 +100,17 @@ pub fn create(
     let ifname = &inv.env.ifname;
     let what = kind.name();
     let index = match kind {
-        Kind::Macvlan(mode) => {
+        Kind::Macvlan(mode, None) => {
             container.create_macvlan(master_ns, master.index, ifname, mode, options)
         }
+        Kind::Macvlan(mode, bc_queue_len) => container.create_macvlan_with(
+            master_ns,
+            master.index,
+            ifname,
+            mode,
+            options,
+            MacvlanOptions { bc_queue_len },
+        ),
         Kind::Ipvlan(mode) => {
             container.create_ipvlan(master_ns, master.index, ifname, mode, options)
         }

@@ -640,8 +640,9 @@ pub struct LinkOpts {
 /// A link created on a master link.
 #[derive(Debug, Clone, Copy)]
 pub enum SubKind {
-    /// macvlan, with `IFLA_MACVLAN_MODE` (`MACVLAN_MODE_*` value).
-    Macvlan(u32),
+    /// macvlan, with `IFLA_MACVLAN_MODE` (`MACVLAN_MODE_*` value) and
+    /// `IFLA_MACVLAN_BC_QUEUE_LEN` if given.
+    Macvlan(u32, Option<u32>),
     /// ipvlan, with `IFLA_IPVLAN_MODE` (`IPVLAN_MODE_*` value).
     Ipvlan(u16),
     /// 802.1Q vlan with this id.
@@ -1343,12 +1344,11 @@ impl Netlink {
             msg.attributes.push(LinkAttribute::NetNsFd(fd.as_raw_fd()));
         }
         let info = match kind {
-            SubKind::Macvlan(mode) => link_info(
-                InfoKind::MacVlan,
-                Some(InfoData::MacVlan(vec![InfoMacVlan::Mode(
-                    MacVlanMode::from(mode),
-                )])),
-            ),
+            SubKind::Macvlan(mode, bc_queue_len) => {
+                let mut data = vec![InfoMacVlan::Mode(MacVlanMode::from(mode))];
+                data.extend(bc_queue_len.map(InfoMacVlan::BcQueueLen));
+                link_info(InfoKind::MacVlan, Some(InfoData::MacVlan(data)))
+            }
             SubKind::Ipvlan(mode) => link_info(
                 InfoKind::IpVlan,
                 Some(InfoData::IpVlan(vec![InfoIpVlan::Mode(IpVlanMode::from(

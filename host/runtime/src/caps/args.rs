@@ -163,6 +163,7 @@ audit_tuple!(3; A 0, B 1, C 2);
 audit_tuple!(4; A 0, B 1, C 2, D 3);
 audit_tuple!(5; A 0, B 1, C 2, D 3, E 4);
 audit_tuple!(6; A 0, B 1, C 2, D 3, E 4, F 5);
+audit_tuple!(7; A 0, B 1, C 2, D 3, E 4, F 5, G 6);
 
 #[cfg(test)]
 mod tests {

@@ -14,8 +14,8 @@ use wasmtime::component::Resource;
 
 use super::args::{fields, AuditArg, Named};
 use super::bindings::wasmcni::plugin::link::{
-    BridgeOptions, DeviceSelector, Host, IpvlanMode, LinkInfo, LinkOptions, MacvlanMode, PortVlan,
-    TapOptions, VethPair,
+    BridgeOptions, DeviceSelector, Host, IpvlanMode, LinkInfo, LinkOptions, MacvlanMode,
+    MacvlanOptions, PortVlan, TapOptions, VethPair,
 };
 use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::bindings::{CapError, Link, NsHandle};
@@ -96,6 +96,12 @@ impl AuditArg for LinkOptions {
             ("mac", self.mac.as_deref().map(Mac).audit()),
             ("txqlen", self.txqlen.audit()),
         ])
+    }
+}
+
+impl AuditArg for MacvlanOptions {
+    fn audit(&self) -> Value {
+        fields([("bc-queue-len", self.bc_queue_len.audit())])
     }
 }
 
@@ -564,7 +570,7 @@ impl Ctx {
             kind,
             name,
             match sub {
-                SubKind::Macvlan(_) => "macvlan",
+                SubKind::Macvlan(..) => "macvlan",
                 SubKind::Ipvlan(_) => "ipvlan",
                 SubKind::Vlan(_) => "vlan",
             },
@@ -782,7 +788,9 @@ impl Ctx {
         Ok(index)
     }
 
-    /// Creates a macvlan on `master` (a passthru one only on a master the plugin may change).
+    /// Creates a macvlan on `master` (a passthru one only on a master the
+    /// plugin may change), with `bc_queue_len` if given.
+    #[allow(clippy::too_many_arguments)]
     fn create_macvlan_link(
         &mut self,
         master_kind: Kind,
@@ -791,6 +799,7 @@ impl Ctx {
         name: &str,
         mode: MacvlanMode,
         options: &LinkOptions,
+        bc_queue_len: Option<u32>,
     ) -> Result<u32, CapError> {
         let mode_value = match mode {
             MacvlanMode::Private => 1,
@@ -815,7 +824,7 @@ impl Ctx {
             master,
             kind,
             LinkKind::Macvlan,
-            SubKind::Macvlan(mode_value),
+            SubKind::Macvlan(mode_value, bc_queue_len),
             name,
             options,
         )
@@ -1490,7 +1499,42 @@ impl Host for StoreData {
         let kind = self.ns_kind(&ns)?;
         let args = (master_kind, master, kind, &name, Named(mode), &options);
         self.cap(&CREATE_MACVLAN, args, |c| {
-            c.create_macvlan_link(master_kind, master, kind, &name, mode, &options)
+            c.create_macvlan_link(master_kind, master, kind, &name, mode, &options, None)
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn create_macvlan_with(
+        &mut self,
+        master_ns: Resource<NsHandle>,
+        master: u32,
+        ns: Resource<NsHandle>,
+        name: String,
+        mode: MacvlanMode,
+        options: LinkOptions,
+        macvlan: MacvlanOptions,
+    ) -> Result<u32, CapError> {
+        let master_kind = self.ns_kind(&master_ns)?;
+        let kind = self.ns_kind(&ns)?;
+        let args = (
+            master_kind,
+            master,
+            kind,
+            &name,
+            Named(mode),
+            &options,
+            &macvlan,
+        );
+        self.cap(&CREATE_MACVLAN_WITH, args, |c| {
+            c.create_macvlan_link(
+                master_kind,
+                master,
+                kind,
+                &name,
+                mode,
+                &options,
+                macvlan.bc_queue_len,
+            )
         })
     }
 
@@ -2123,6 +2167,7 @@ pub(super) const ROWS: &[&Entry] = &[
     &CREATE_VRF,
     &CREATE_TAP,
     &CREATE_MACVLAN,
+    &CREATE_MACVLAN_WITH,
     &CREATE_IPVLAN,
     &CREATE_VLAN,
     &MOVE_TO,
@@ -2270,6 +2315,19 @@ pub(super) const CREATE_MACVLAN: Entry = Entry {
     authority: "create a macvlan on a master, born in a namespace",
     policy:
         "`create: [macvlan]` where born; host: named per `names`; master: host `masters` (read-only use), own or `links`; within `max-links`",
+    undo: "delete it",
+    mutates: true,
+    in_gc: false,
+    needs: &[Grant::Right(Ns::Call, Right::Create(LinkKind::Macvlan)), Grant::NewName("name", Ns::Call), Grant::NodeLink("master", Ns::Arg("master-ns"), LinkGrant::Masters)],
+};
+
+/// `link.create-macvlan-with`.
+pub(super) const CREATE_MACVLAN_WITH: Entry = Entry {
+    call: "link.create-macvlan-with",
+    args: &["master-ns", "master", "ns", "name", "mode", "options", "macvlan"],
+    authority: "create a macvlan with macvlan settings (its broadcast queue length) on a master, born in a namespace",
+    policy:
+        "as `create-macvlan`: `create: [macvlan]` where born; host: named per `names`; master: host `masters` (read-only use), own or `links`; within `max-links`",
     undo: "delete it",
     mutates: true,
     in_gc: false,
