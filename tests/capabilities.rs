@@ -2186,3 +2186,55 @@ fn traffic_control_gc_deletes_only_this_networks_stale_ifbs() {
     // Again: nothing left to collect.
     assert_eq!(gc(wide_tc()).json()["results"][0]["ok"], 0);
 }
+
+/// A runtime's W3C trace context (libcni passes `TRACEPARENT` to its
+/// plugins) reaches every audit record of the invocation: the plugin's
+/// calls, its delegate's (run in the same process) and the failed ADD's
+/// undo. A malformed one is ignored, as the standard asks.
+#[test]
+fn the_trace_id_reaches_every_audit_record() {
+    let world = World::new("trace");
+    let (id, parent) = ("4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7");
+    let inner = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
+        {"call": "link.create-veth", "ns": "container", "name": "tr0",
+         "peer-ns": "container", "peer-name": "tr1"}]});
+    let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "exit": 1,
+        "ops": [{"call": "delegate.run", "type": "scripted", "command": "ADD", "config": inner}]});
+    let before = world.snapshot();
+    for (header, traced) in [
+        (format!("00-{id}-{parent}-01"), true),
+        (format!("00-{}-{parent}-01", id.to_uppercase()), false),
+    ] {
+        let _ = std::fs::remove_file(world.audit_path());
+        let run = world.run(
+            "ADD",
+            &policy_with(wide()),
+            &conf,
+            &[("TRACEPARENT", header.as_str()), ("TRACESTATE", "k=v")],
+        );
+        assert_eq!(run.code, 1, "{run:?}");
+        let audit = world.audit();
+        let calls: Vec<&str> = audit.iter().filter_map(|r| r["call"].as_str()).collect();
+        for call in ["delegate.run", "link.create-veth", "journal.undo"] {
+            assert!(
+                calls.contains(&call),
+                "{header}: no {call} record: {calls:?}"
+            );
+        }
+        for r in &audit {
+            if traced {
+                assert_eq!(
+                    (r["trace_id"].as_str(), r["parent_id"].as_str()),
+                    (Some(id), Some(parent)),
+                    "{r}"
+                );
+            } else {
+                assert!(
+                    r.get("trace_id").is_none() && r.get("parent_id").is_none(),
+                    "{r}"
+                );
+            }
+        }
+        support::assert_same(&before, &world.snapshot(), "after the failed ADD");
+    }
+}

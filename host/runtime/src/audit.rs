@@ -82,11 +82,63 @@ pub enum Outcome {
     },
 }
 
+/// The W3C trace context a runtime passed (`TRACEPARENT`: libcni passes
+/// it to plugins), so that a pod start's trace leads to the privileged
+/// operations it caused: in every record of the process (the plugin's,
+/// its in-process delegates' and chain members', the undo's).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Trace {
+    /// The trace id (32 lowercase hex digits).
+    pub trace_id: String,
+    /// The caller's span id (16 lowercase hex digits).
+    pub parent_id: String,
+}
+
+impl Trace {
+    /// A `traceparent` header as W3C Trace Context (level 1) reads it:
+    /// `VERSION-TRACEID-PARENTID-FLAGS`, lowercase hex; version `ff`, an
+    /// all-zero id or a malformed field gives none (the header is then
+    /// ignored, as the standard asks). A later version may add fields
+    /// after the flags; version 00 may not.
+    pub fn parse(header: &str) -> Option<Trace> {
+        let hex = |s: &str, n: usize| {
+            s.len() == n && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+        };
+        let mut parts = header.trim().splitn(5, '-');
+        let (version, trace_id, parent_id, flags) =
+            (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+        let rest = parts.next();
+        let ok = hex(version, 2)
+            && version != "ff"
+            && hex(trace_id, 32)
+            && hex(parent_id, 16)
+            && hex(flags, 2)
+            && trace_id.bytes().any(|b| b != b'0')
+            && parent_id.bytes().any(|b| b != b'0')
+            && (rest.is_none() || version != "00");
+        ok.then(|| Trace {
+            trace_id: trace_id.to_owned(),
+            parent_id: parent_id.to_owned(),
+        })
+    }
+
+    /// The process's `TRACEPARENT`, if valid.
+    pub fn from_env() -> Option<Trace> {
+        crate::config::get()
+            .trace_context
+            .iter()
+            .find(|(k, _)| *k == "TRACEPARENT")
+            .and_then(|(_, v)| Trace::parse(v))
+    }
+}
+
 #[derive(Serialize)]
 struct Record<'a> {
     time: String,
     #[serde(flatten)]
     who: &'a Identity,
+    #[serde(flatten)]
+    trace: Option<&'a Trace>,
     call: &'a str,
     args: &'a Value,
     #[serde(flatten)]
@@ -152,6 +204,7 @@ pub fn read_log(text: &str) -> (Vec<Logged>, usize) {
 #[derive(Debug)]
 pub struct Audit {
     who: Identity,
+    trace: Option<Trace>,
     sink: Sink,
     file: Option<std::fs::File>,
     /// Why the log cannot be written (said once on stderr; the runtime
@@ -164,6 +217,7 @@ impl Audit {
     pub fn new(who: Identity, sink: Sink) -> Audit {
         Audit {
             who,
+            trace: Trace::from_env(),
             sink,
             file: None,
             broken: None,
@@ -189,6 +243,7 @@ impl Audit {
         let rec = Record {
             time: humantime::format_rfc3339_micros(SystemTime::now()).to_string(),
             who: &self.who,
+            trace: self.trace.as_ref(),
             call,
             args,
             outcome,
@@ -299,5 +354,51 @@ mod tests {
         assert_eq!(read[1].reason.as_deref(), Some("not owned"));
         assert_eq!(read[0].args["index"], 1);
         assert_eq!(read[0].command, "ADD");
+        // No trace context in this process: no trace fields.
+        assert!(lines[0].get("trace_id").is_none(), "{}", lines[0]);
+    }
+
+    #[test]
+    fn traceparent_as_w3c_trace_context_reads_it() {
+        let id = "4bf92f3577b34da6a3ce929d0e0e4736";
+        let parent = "00f067aa0ba902b7";
+        let good = format!("00-{id}-{parent}-01");
+        assert_eq!(
+            Trace::parse(&good),
+            Some(Trace {
+                trace_id: id.into(),
+                parent_id: parent.into()
+            })
+        );
+        // A later version may carry more fields; version 00 may not.
+        assert!(Trace::parse(&format!("01-{id}-{parent}-01-extra")).is_some());
+        for bad in [
+            format!("00-{id}-{parent}-01-extra"),
+            format!("ff-{id}-{parent}-01"),
+            format!("00-{}-{parent}-01", "0".repeat(32)),
+            format!("00-{id}-{}-01", "0".repeat(16)),
+            format!("00-{}-{parent}-01", id.to_uppercase()),
+            format!("00-{id}-{parent}"),
+            format!("00-{id}x-{parent}-01"),
+            format!("0-{id}-{parent}-01"),
+            String::new(),
+        ] {
+            assert_eq!(Trace::parse(&bad), None, "{bad}");
+        }
+        let t = Trace::parse(&good).expect("valid");
+        let who = Identity::default();
+        let rec = Record {
+            time: String::new(),
+            who: &who,
+            trace: Some(&t),
+            call: "link.set-up",
+            args: &Value::Null,
+            outcome: &Outcome::Ok,
+        };
+        let v = serde_json::to_value(&rec).expect("json");
+        assert_eq!(
+            (v["trace_id"].as_str(), v["parent_id"].as_str()),
+            (Some(id), Some(parent))
+        );
     }
 }

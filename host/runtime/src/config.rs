@@ -22,6 +22,7 @@
 //! | `WASMCNI_FAULT` | test builds only: a fault to inject (see `fault.rs`) | none |
 //! | `WASMCNI_UPDATE_DOCS` | unit tests only: rewrite docs/capabilities.md | unset |
 //! | `PATH` | handed to native delegates | — |
+//! | `TRACEPARENT`, `TRACESTATE`, `BAGGAGE` | W3C trace context (libcni passes it to plugins): a valid `TRACEPARENT`'s trace id and parent id go into every audit record; all three are handed to native delegates | unset |
 //! | `KUBERNETES_NODE_NAME`, `CNI_MTU`, `POD_CIDR` | `wasmcni chain-into`'s placeholders (`__KUBERNETES_NODE_NAME__`, ...) | unset |
 //!
 //! An empty value counts as unset for `WASMCNI_POLICY_DIR`,
@@ -66,6 +67,9 @@ pub struct Config {
     pub update_docs: bool,
     /// `PATH`, if it is Unicode.
     pub path: Option<String>,
+    /// `TRACEPARENT`, `TRACESTATE` and `BAGGAGE` (those set and Unicode),
+    /// as the runtime gave them.
+    pub trace_context: Vec<(&'static str, String)>,
     /// `KUBERNETES_NODE_NAME`, `CNI_MTU` and `POD_CIDR` (those set and
     /// Unicode): `wasmcni chain-into` fills its entry's placeholders of
     /// the same names with them.
@@ -93,6 +97,10 @@ impl Config {
             fault: text("WASMCNI_FAULT"),
             update_docs: var("WASMCNI_UPDATE_DOCS").is_some(),
             path: var("PATH").and_then(|p| p.into_string().ok()),
+            trace_context: ["TRACEPARENT", "TRACESTATE", "BAGGAGE"]
+                .into_iter()
+                .filter_map(|k| Some((k, var(k)?.into_string().ok()?)))
+                .collect(),
             placeholders: ["KUBERNETES_NODE_NAME", "CNI_MTU", "POD_CIDR"]
                 .into_iter()
                 .filter_map(|k| Some((k, var(k)?.into_string().ok()?)))

@@ -395,6 +395,13 @@ impl Ctx {
         if let Some(p) = &crate::config::get().path {
             env.push(("PATH".into(), p.clone()));
         }
+        // The runtime's trace context, as libcni hands it to plugins.
+        env.extend(
+            crate::config::get()
+                .trace_context
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.clone())),
+        );
         let (code, stdout) = run_native(&path, &env, config, rt.deadline)?;
         let text = String::from_utf8_lossy(&stdout).into_owned();
         if code != 0 {
