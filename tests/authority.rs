@@ -1180,3 +1180,59 @@ fn adopt_peer_gives_the_host_end_of_the_attachments_own_veth_and_nothing_else() 
     grant["host"]["adopt-peer"] = json!(false);
     assert_denied(&world, "no adopt-peer", &grant, &limit(&mine), not_ours);
 }
+
+/// A macvlan's broadcast queue is shared by every macvlan on its master
+/// (the kernel queues as many frames as the largest request among them):
+/// a plugin whose grant uses a node link only as a master (`masters`, as
+/// the default macvlan grant's `*`) may not ask for more than the
+/// kernel's default (1000) there, which would raise the queue of every
+/// other network's macvlan on that link; up to it, nobody's changes.
+#[test]
+fn a_macvlans_broadcast_queue_does_not_raise_its_masters_for_others() {
+    let world = World::new("abcq");
+    // Another network's macvlan on the node's uplink.
+    world.node.ip(&[
+        "link", "add", "link", "uplink", "name", "othermv0", "type", "macvlan", "mode", "bridge",
+    ]);
+    let used = || -> Value {
+        let v: Value =
+            serde_json::from_str(&world.node.ip(&["-d", "-j", "link", "show", "othermv0"]))
+                .expect("json");
+        v[0]["linkinfo"]["info_data"]["usedbcqueuelen"].clone()
+    };
+    assert_eq!(used(), 1000);
+    let policy = policy_with(default_entry("macvlan"));
+    let create = |n: u32| {
+        json!({"cniVersion": "1.0.0", "name": "anet", "type": "scripted", "ops": [
+            {"call": "link.create-macvlan-with", "ns": "container", "master-ns": "host",
+             "master": "uplink", "name": "mv9", "bc-queue-len": n}]})
+    };
+    let run = world.run(
+        "ADD",
+        &policy,
+        &create(50_000),
+        &[("CNI_CONTAINERID", "attacker")],
+    );
+    denied(
+        &world,
+        &run,
+        0,
+        "raises the queue every macvlan on host link \"uplink\" shares",
+        "bcqueuelen 50000",
+    );
+    assert_eq!(used(), 1000, "the other network's queue");
+    assert!(
+        !world.ctr.ip(&["-o", "link"]).contains("mv9"),
+        "{}",
+        world.ctr.ip(&["-o", "link"])
+    );
+    let run = world.run(
+        "ADD",
+        &policy,
+        &create(1000),
+        &[("CNI_CONTAINERID", "attacker")],
+    );
+    assert!(results(&run)[0].get("ok").is_some(), "{run:?}");
+    assert!(world.ctr.ip(&["-o", "link"]).contains("mv9"));
+    assert_eq!(used(), 1000, "the other network's queue");
+}

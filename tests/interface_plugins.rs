@@ -170,40 +170,46 @@ fn bridge_isolated_ports_and_an_interface_left_down() {
             .status
             .success()
     };
-    let mut addrs = Vec::new();
-    for (i, ctr) in ctrs.iter().enumerate() {
-        let add = world.run_bundled(ctr, "bridge", "ADD", &conf, &format!("iso{i}"));
-        assert_eq!(add.code, 0, "ADD {i}: {add:?}");
-        let r = add.json();
-        let port = r["interfaces"][1]["name"].as_str().expect("host veth");
-        let link: Value = serde_json::from_str(&world.node.ip(&["-d", "-j", "link", "show", port]))
-            .expect("json");
-        assert_eq!(
-            link[0]["linkinfo"]["info_slave_data"]["isolated"], true,
-            "ADD {i}: port {port} not isolated: {link}"
-        );
-        let a = r["ips"][0]["address"].as_str().expect("address");
-        addrs.push(a.split('/').next().expect("ip").to_owned());
-    }
-    for (i, ctr) in ctrs.iter().enumerate() {
-        assert!(
-            ping(ctr, "10.78.0.1"),
-            "container {i} cannot reach its gateway"
-        );
-        let other = &addrs[1 - i];
-        assert!(
-            !ping(ctr, other),
-            "container {i} reaches {other} across isolated ports"
-        );
-    }
-    for (i, ctr) in ctrs.iter().enumerate() {
-        let del = world.run_bundled(ctr, "bridge", "DEL", &conf, &format!("iso{i}"));
-        assert_eq!(del.code, 0, "DEL {i}: {del:?}");
-        support::assert_same(
-            &empty[i],
-            &ctr.snapshot(),
-            &format!("container {i} after DEL"),
-        );
+    // Isolated, then (the control) not: the same two containers reach
+    // each other only then.
+    for isolated in [true, false] {
+        let mut conf = conf.clone();
+        conf["portIsolation"] = json!(isolated);
+        let mut addrs = Vec::new();
+        for (i, ctr) in ctrs.iter().enumerate() {
+            let cid = format!("iso{i}{isolated}");
+            let add = world.run_bundled(ctr, "bridge", "ADD", &conf, &cid);
+            assert_eq!(add.code, 0, "{cid}: ADD: {add:?}");
+            let r = add.json();
+            let port = r["interfaces"][1]["name"].as_str().expect("host veth");
+            let link: Value =
+                serde_json::from_str(&world.node.ip(&["-d", "-j", "link", "show", port]))
+                    .expect("json");
+            assert_eq!(
+                link[0]["linkinfo"]["info_slave_data"]["isolated"], isolated,
+                "{cid}: port {port}: {link}"
+            );
+            let a = r["ips"][0]["address"].as_str().expect("address");
+            addrs.push(a.split('/').next().expect("ip").to_owned());
+        }
+        for (i, ctr) in ctrs.iter().enumerate() {
+            assert!(
+                ping(ctr, "10.78.0.1"),
+                "container {i} (isolated: {isolated}) cannot reach its gateway"
+            );
+            let other = &addrs[1 - i];
+            assert_eq!(
+                ping(ctr, other),
+                !isolated,
+                "container {i} to {other}, isolated: {isolated}"
+            );
+        }
+        for (i, ctr) in ctrs.iter().enumerate() {
+            let cid = format!("iso{i}{isolated}");
+            let del = world.run_bundled(ctr, "bridge", "DEL", &conf, &cid);
+            assert_eq!(del.code, 0, "{cid}: DEL: {del:?}");
+            support::assert_same(&empty[i], &ctr.snapshot(), &format!("{cid}: after DEL"));
+        }
     }
 
     // Left down: layer 2 only.
@@ -320,13 +326,12 @@ fn ipam_route_scope_table_and_priority_as_upstream() {
     let add = world.run_bundled(&world.ctr, "bridge", "ADD", &bad, "rt1");
     add.assert_cni_error(2, "route 192.168.50.0/24: scope 100");
     support::assert_same(&empty, &world.ctr.snapshot(), "after the refused ADD");
+    // The network's directory stays (the earlier ADD's lock file).
     let files: Vec<String> = std::fs::read_dir(world.ipam_dir().join("rtnet"))
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
+        .expect("the network's IPAM directory")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
     assert!(
         files.iter().all(|f| !f.starts_with("10.79.")),
         "a reservation left: {files:?}"

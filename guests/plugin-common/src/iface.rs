@@ -137,8 +137,9 @@ pub fn configure(ns: &Netns, ifname: &str, result: &CniResult) -> Result<(), Err
 
 /// The scope of a result's route (spec 1.1's `scope`, as upstream's
 /// `ConfigureIface` gives it to the kernel; none: universe, as there).
-/// Only the kernel's named scopes can be asked for: another number is
-/// refused, naming the route.
+/// Only the scopes the capability interface names can be asked for: another
+/// number (which upstream hands to the kernel) is refused, naming the
+/// route.
 pub fn route_scope(scope: Option<u8>, dst: &str) -> Result<Scope, Error> {
     Ok(match scope.unwrap_or(0) {
         0 => Scope::Universe,

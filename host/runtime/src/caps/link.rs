@@ -819,6 +819,25 @@ impl Ctx {
                 ))
             })?;
         }
+        if let Some(n) = bc_queue_len.filter(|n| *n > MACVLAN_DEFAULT_BC_QUEUE_LEN) {
+            if master_kind == Kind::Host {
+                // The kernel queues for every macvlan of a master as many
+                // broadcast frames as the largest of their requests (the
+                // default one is 1000): a larger one raises the queue of
+                // every other network's macvlans there, and the master's.
+                // Up to the default it changes nobody's.
+                let m = self.link(master_kind, master)?;
+                self.check_host_link(master_kind, &m).map_err(|_| {
+                    CapError::denied(format!(
+                        "a broadcast queue length of {n} (over the kernel's default, \
+                         {MACVLAN_DEFAULT_BC_QUEUE_LEN}) raises the queue every macvlan on host \
+                         link {:?} shares; it may only be used as a master (a wasmcni \
+                         invariant; grant `links` on it to allow)",
+                        m.name
+                    ))
+                })?;
+            }
+        }
         self.create_sub(
             master_kind,
             master,
@@ -2321,13 +2340,17 @@ pub(super) const CREATE_MACVLAN: Entry = Entry {
     needs: &[Grant::Right(Ns::Call, Right::Create(LinkKind::Macvlan)), Grant::NewName("name", Ns::Call), Grant::NodeLink("master", Ns::Arg("master-ns"), LinkGrant::Masters)],
 };
 
+/// The broadcast queue length the kernel gives a macvlan that asks for
+/// none (`MACVLAN_DEFAULT_BC_QUEUE_LEN`).
+const MACVLAN_DEFAULT_BC_QUEUE_LEN: u32 = 1000;
+
 /// `link.create-macvlan-with`.
 pub(super) const CREATE_MACVLAN_WITH: Entry = Entry {
     call: "link.create-macvlan-with",
     args: &["master-ns", "master", "ns", "name", "mode", "options", "macvlan"],
     authority: "create a macvlan with macvlan settings (its broadcast queue length) on a master, born in a namespace",
     policy:
-        "as `create-macvlan`: `create: [macvlan]` where born; host: named per `names`; master: host `masters` (read-only use), own or `links`; within `max-links`",
+        "as `create-macvlan`: `create: [macvlan]` where born; host: named per `names`; master: host `masters` (read-only use), own or `links`; within `max-links`; a broadcast queue length over the kernel's default (1000), which every macvlan on the master shares, only on a master the plugin may change (own or `links`)",
     undo: "delete it",
     mutates: true,
     in_gc: false,
