@@ -158,11 +158,6 @@ impl Conf {
         if c.is_default_gateway {
             c.is_gateway = true;
         }
-        if c.hairpin_mode && c.promisc_mode {
-            return Err(Error::internal(
-                "cannot set hairpin mode and promiscuous mode at the same time.",
-            ));
-        }
         Ok(c)
     }
 

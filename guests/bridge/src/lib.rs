@@ -307,11 +307,16 @@ fn calc_gateways(result: &mut CniResult, c: &Conf) -> Result<Vec<Cidr>, Error> {
 impl Plugin for Bridge {
     fn add(&self, inv: &Invocation) -> Result<CniResult, Error> {
         let c = Conf::load(inv)?;
+        // Upstream's checks of ADD alone, in its order, with its messages
+        // (an interface left down cannot be given addresses).
         if c.disable_container_interface && c.is_layer3(inv) {
-            // Upstream's check and message (an interface left down cannot
-            // be given addresses).
             return Err(Error::internal(
                 "cannot use IPAM when DisableContainerInterface flag is set",
+            ));
+        }
+        if c.hairpin_mode && c.promisc_mode {
+            return Err(Error::internal(
+                "cannot set hairpin mode and promiscuous mode at the same time.",
             ));
         }
         let host = Netns::host()?;
@@ -431,6 +436,8 @@ impl Plugin for Bridge {
             container
                 .set_up(link.index, true)
                 .map_err(|e| Error::internal(format!("failed to set {ifname:?} up: {e}")))?;
+            // As upstream, once the interface is up (layer 3 waits above).
+            wait_oper_up(&host, v.host.index)?;
         }
         let br_now = host.link_by_index(br.index)?;
         result.interfaces[0].mac = mac::format(&br_now.mac);
@@ -651,8 +658,13 @@ mod tests {
             // What ADD checks before it changes anything.
             let refused = Conf::load(&add)
                 .and_then(|c| c.mac(&add))
-                .and_then(|m| m.map(|m| mac::parse(&m)).transpose());
-            assert!(refused.is_err(), "{extra} {args:?}: ADD accepts it");
+                .and_then(|m| m.map(|m| mac::parse(&m)).transpose())
+                .is_err()
+                || matches!(
+                    reach(|| Bridge.add(&add).map(drop)),
+                    Reached::Returned(Err(_))
+                );
+            assert!(refused, "{extra} {args:?}: ADD accepts it");
             assert_eq!(
                 del_plan(c.clone(), args),
                 (true, vec![]),
@@ -715,6 +727,32 @@ mod tests {
             let c = conf(json!({ key: true }));
             assert_eq!(del_plan(c, ""), (true, vec![]), "{key}: DEL");
         }
+        // Upstream's order: the IPAM conflict before hairpin with promisc,
+        // both checks of ADD alone (CHECK goes on to the host).
+        let all = json!({"disableContainerInterface": true, "hairpinMode": true,
+                         "promiscMode": true});
+        let first = |extra: serde_json::Value| match reach(|| {
+            Bridge
+                .add(&invocation(Command::Add, "", conf(extra)))
+                .map(drop)
+        }) {
+            Reached::Returned(Err(e)) => e.msg,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            first(all),
+            "cannot use IPAM when DisableContainerInterface flag is set"
+        );
+        assert_eq!(
+            first(json!({"hairpinMode": true, "promiscMode": true})),
+            "cannot set hairpin mode and promiscuous mode at the same time."
+        );
+        let chk = invocation(
+            Command::Check,
+            "",
+            conf(json!({"hairpinMode": true, "promiscMode": true})),
+        );
+        assert!(matches!(reach(|| Bridge.check(&chk)), Reached::HostCall(_)));
     }
 
     #[test]
