@@ -1195,9 +1195,9 @@ fn a_macvlans_broadcast_queue_does_not_raise_its_masters_for_others() {
         "link", "add", "link", "uplink", "name", "othermv0", "type", "macvlan", "mode", "bridge",
     ]);
     let used = || -> Value {
-        let v: Value =
-            serde_json::from_str(&world.node.ip(&["-d", "-j", "link", "show", "othermv0"]))
-                .expect("json");
+        let v: Value = world
+            .node
+            .ip_json(&["-d", "-j", "link", "show", "othermv0"]);
         v[0]["linkinfo"]["info_data"]["usedbcqueuelen"].clone()
     };
     assert_eq!(used(), 1000);

@@ -362,14 +362,30 @@ fn s6_macvlan_add_is_undone_at_every_host_call() {
     sweep_where_possible(
         &Subject {
             plugin: "macvlan",
-            // With `bcqueuelen`: created by `link.create-macvlan-with`.
-            conf: json!({"master": "uplink", "mode": "bridge", "mtu": 1400, "bcqueuelen": 333,
+            conf: json!({"master": "uplink", "mode": "bridge", "mtu": 1400,
                          "ipam": host_local("10.71.0.0/24")}),
             node: &[],
             needs: None,
             ctr: &[],
         },
         "s6_macvlan_add_is_undone_at_every_host_call",
+    );
+}
+
+/// The same with `bcqueuelen`: the macvlan is made by
+/// `link.create-macvlan-with`.
+#[test]
+fn s6_macvlan_bcqueuelen_add_is_undone_at_every_host_call() {
+    sweep_where_possible(
+        &Subject {
+            plugin: "macvlan",
+            conf: json!({"master": "uplink", "mode": "bridge", "bcqueuelen": 333,
+                         "ipam": host_local("10.72.0.0/24")}),
+            node: &[],
+            needs: None,
+            ctr: &[],
+        },
+        "s6_macvlan_bcqueuelen_add_is_undone_at_every_host_call",
     );
 }
 

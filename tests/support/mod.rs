@@ -183,6 +183,13 @@ impl Netns {
         String::from_utf8(out.stdout).unwrap()
     }
 
+    /// `ip -n NAME ARGS...` (with `-j` among them) as JSON; panics on
+    /// failure.
+    pub fn ip_json(&self, args: &[&str]) -> Value {
+        let out = self.ip(args);
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("ip {args:?}: {e}: {out}"))
+    }
+
     /// Links, addresses and routes (all tables), as `ip -j` reports them,
     /// with counters and other volatile fields removed.
     ///

@@ -3,6 +3,7 @@
 use super::ctx::Inverse;
 use super::route::RouteUndo;
 use super::row::*;
+use super::stacked::{CREATE_IPVLAN, CREATE_MACVLAN, CREATE_MACVLAN_WITH, CREATE_VLAN, MAX_VID};
 use std::os::fd::{AsFd, OwnedFd};
 
 use netlink_packet_route::link::{
@@ -23,9 +24,6 @@ use super::ctx::{bounded, Ctx, StoreData, MAX_ALIAS};
 use crate::netlink::{LinkOpts, Netlink, NlError, SubKind};
 use crate::netns::Kind;
 use crate::policy::{LinkKind, DEFAULT_HOST_NAMES};
-
-/// The highest VLAN ID.
-const MAX_VID: u16 = 4094;
 
 /// The longest hardware address accepted (`MAX_ADDR_LEN`).
 const MAX_MAC: usize = 32;
@@ -96,12 +94,6 @@ impl AuditArg for LinkOptions {
             ("mac", self.mac.as_deref().map(Mac).audit()),
             ("txqlen", self.txqlen.audit()),
         ])
-    }
-}
-
-impl AuditArg for MacvlanOptions {
-    fn audit(&self) -> Value {
-        fields([("bc-queue-len", self.bc_queue_len.audit())])
     }
 }
 
@@ -528,30 +520,8 @@ impl Ctx {
         )))
     }
 
-    /// A master for a macvlan / ipvlan / vlan: any link of the container's
-    /// namespace; in the host's, a `masters` pattern, or one the plugin
-    /// may modify. It is never changed.
-    fn usable_master(&mut self, kind: Kind, index: u32) -> Result<Link, CapError> {
-        let l = self.link(kind, index)?;
-        if kind == Kind::Host {
-            let g = self.ns_grant(kind);
-            // A `links` pattern reaches only a link no other network or
-            // attachment has marked (as in `check_host_link`).
-            let by_links = g.names_link(&l.name) && !self.marked_by_another(&l);
-            if !(g.names_master(&l.name) || self.owned(&l) || by_links) {
-                return Err(CapError::denied(format!(
-                    "host link {:?} matches none of {} (nor of {})",
-                    l.name,
-                    self.grant_field(kind, "masters"),
-                    self.grant_field(kind, "links")
-                )));
-            }
-        }
-        Ok(l)
-    }
-
     #[allow(clippy::too_many_arguments)]
-    fn create_sub(
+    pub(super) fn create_sub(
         &mut self,
         master_kind: Kind,
         master: u32,
@@ -786,119 +756,6 @@ impl Ctx {
             nl.set_mac(index, mac)?;
         }
         Ok(index)
-    }
-
-    /// Creates a macvlan on `master` (a passthru one only on a master the
-    /// plugin may change), with `bc_queue_len` if given.
-    #[allow(clippy::too_many_arguments)]
-    fn create_macvlan_link(
-        &mut self,
-        master_kind: Kind,
-        master: u32,
-        kind: Kind,
-        name: &str,
-        mode: MacvlanMode,
-        options: &LinkOptions,
-        bc_queue_len: Option<u32>,
-    ) -> Result<u32, CapError> {
-        let mode_value = match mode {
-            MacvlanMode::Private => 1,
-            MacvlanMode::Vepa => 2,
-            MacvlanMode::Bridge => 4,
-            MacvlanMode::Passthru => 8,
-        };
-        if mode == MacvlanMode::Passthru && master_kind == Kind::Host {
-            // A passthru macvlan mirrors its MAC and promiscuity onto
-            // the master: that changes the master.
-            let m = self.link(master_kind, master)?;
-            self.check_host_link(master_kind, &m).map_err(|_| {
-                CapError::denied(format!(
-                    "a passthru macvlan changes its master; host link {:?} may only be \
-                     used as a master (a wasmcni invariant)",
-                    m.name
-                ))
-            })?;
-        }
-        if let Some(n) = bc_queue_len.filter(|n| *n > MACVLAN_DEFAULT_BC_QUEUE_LEN) {
-            if master_kind == Kind::Host {
-                // The kernel queues for every macvlan of a master as many
-                // broadcast frames as the largest of their requests (the
-                // default one is 1000): a larger one raises the queue of
-                // every other network's macvlans there, and the master's.
-                // Up to the default it changes nobody's.
-                let m = self.link(master_kind, master)?;
-                self.check_host_link(master_kind, &m).map_err(|_| {
-                    CapError::denied(format!(
-                        "a broadcast queue length of {n} (over the kernel's default, \
-                         {MACVLAN_DEFAULT_BC_QUEUE_LEN}) raises the queue every macvlan on host \
-                         link {:?} shares; it may only be used as a master (a wasmcni \
-                         invariant; grant `links` on it to allow)",
-                        m.name
-                    ))
-                })?;
-            }
-        }
-        self.create_sub(
-            master_kind,
-            master,
-            kind,
-            LinkKind::Macvlan,
-            SubKind::Macvlan(mode_value, bc_queue_len),
-            name,
-            options,
-        )
-    }
-
-    /// Creates an ipvlan on `master`.
-    fn create_ipvlan_link(
-        &mut self,
-        master_kind: Kind,
-        master: u32,
-        kind: Kind,
-        name: &str,
-        mode: IpvlanMode,
-        options: &LinkOptions,
-    ) -> Result<u32, CapError> {
-        let mode_value = match mode {
-            IpvlanMode::L2 => 0,
-            IpvlanMode::L3 => 1,
-            IpvlanMode::L3s => 2,
-        };
-        self.create_sub(
-            master_kind,
-            master,
-            kind,
-            LinkKind::Ipvlan,
-            SubKind::Ipvlan(mode_value),
-            name,
-            options,
-        )
-    }
-
-    /// Creates a VLAN link with ID `vlan_id` on `master`.
-    fn create_vlan_link(
-        &mut self,
-        master_kind: Kind,
-        master: u32,
-        kind: Kind,
-        name: &str,
-        vlan_id: u16,
-        options: &LinkOptions,
-    ) -> Result<u32, CapError> {
-        // 0 is a priority-tagged vlan (802.1p), as the kernel and the
-        // reference plugin accept it; 4095 is reserved.
-        if vlan_id > MAX_VID {
-            return Err(ErrorCode::InvalidArgument.into());
-        }
-        self.create_sub(
-            master_kind,
-            master,
-            kind,
-            LinkKind::Vlan,
-            SubKind::Vlan(vlan_id),
-            name,
-            options,
-        )
     }
 
     /// Moves a link to the other namespace (maybe renamed), journaling how it comes back.
@@ -2325,60 +2182,6 @@ pub(super) const CREATE_TAP: Entry = Entry {
         Grant::Right(Ns::Call, Right::Create(LinkKind::Tap)),
         Grant::NewName("name", Ns::Call),
     ],
-};
-
-/// `link.create-macvlan`.
-pub(super) const CREATE_MACVLAN: Entry = Entry {
-    call: "link.create-macvlan",
-    args: &["master-ns", "master", "ns", "name", "mode", "options"],
-    authority: "create a macvlan on a master, born in a namespace",
-    policy:
-        "`create: [macvlan]` where born; host: named per `names`; master: host `masters` (read-only use), own or `links`; within `max-links`",
-    undo: "delete it",
-    mutates: true,
-    in_gc: false,
-    needs: &[Grant::Right(Ns::Call, Right::Create(LinkKind::Macvlan)), Grant::NewName("name", Ns::Call), Grant::NodeLink("master", Ns::Arg("master-ns"), LinkGrant::Masters)],
-};
-
-/// The broadcast queue length the kernel gives a macvlan that asks for
-/// none (`MACVLAN_DEFAULT_BC_QUEUE_LEN`).
-const MACVLAN_DEFAULT_BC_QUEUE_LEN: u32 = 1000;
-
-/// `link.create-macvlan-with`.
-pub(super) const CREATE_MACVLAN_WITH: Entry = Entry {
-    call: "link.create-macvlan-with",
-    args: &["master-ns", "master", "ns", "name", "mode", "options", "macvlan"],
-    authority: "create a macvlan with macvlan settings (its broadcast queue length) on a master, born in a namespace",
-    policy:
-        "as `create-macvlan`: `create: [macvlan]` where born; host: named per `names`; master: host `masters` (read-only use), own or `links`; within `max-links`; a broadcast queue length over the kernel's default (1000), which every macvlan on the master shares, only on a master the plugin may change (own or `links`)",
-    undo: "delete it",
-    mutates: true,
-    in_gc: false,
-    needs: &[Grant::Right(Ns::Call, Right::Create(LinkKind::Macvlan)), Grant::NewName("name", Ns::Call), Grant::NodeLink("master", Ns::Arg("master-ns"), LinkGrant::Masters)],
-};
-
-/// `link.create-ipvlan`.
-pub(super) const CREATE_IPVLAN: Entry = Entry {
-    call: "link.create-ipvlan",
-    args: &["master-ns", "master", "ns", "name", "mode", "options"],
-    authority: "create an ipvlan on a master, born in a namespace",
-    policy: "`create: [ipvlan]` where born; host: named per `names`; master as for macvlan; within `max-links`",
-    undo: "delete it",
-    mutates: true,
-    in_gc: false,
-    needs: &[Grant::Right(Ns::Call, Right::Create(LinkKind::Ipvlan)), Grant::NewName("name", Ns::Call), Grant::NodeLink("master", Ns::Arg("master-ns"), LinkGrant::Masters)],
-};
-
-/// `link.create-vlan`.
-pub(super) const CREATE_VLAN: Entry = Entry {
-    call: "link.create-vlan",
-    args: &["master-ns", "master", "ns", "name", "vlan-id", "options"],
-    authority: "create an 802.1Q vlan on a master, born in a namespace",
-    policy: "`create: [vlan]` where born; host: named per `names`; master as for macvlan; within `max-links`",
-    undo: "delete it",
-    mutates: true,
-    in_gc: false,
-    needs: &[Grant::Right(Ns::Call, Right::Create(LinkKind::Vlan)), Grant::NewName("name", Ns::Call), Grant::NodeLink("master", Ns::Arg("master-ns"), LinkGrant::Masters)],
 };
 
 /// `link.move-to`.

@@ -39,6 +39,7 @@ mod netns;
 mod owned;
 mod route;
 mod row;
+mod stacked;
 mod state;
 mod sysctl;
 mod traffic_control;
