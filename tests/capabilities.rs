@@ -161,6 +161,12 @@ fn invariant_cases() -> Vec<Case> {
             json!([{"call": "firewall.add", "ns": "host", "link": "cnibrfake",
                     "rules": {"isolation": true}}]),
         ),
+        Case::new(
+            "firewall.add-with",
+            wide_fw(),
+            json!([{"call": "firewall.add-with", "ns": "host", "link": "cnibrfake",
+                    "rules": {"isolation": true}, "isolate-within-bridge": true}]),
+        ),
         // ... installing is an ADD's doing, removing a DEL's, collecting
         // other attachments' rules a GC's.
         Case {
@@ -851,6 +857,15 @@ fn cases() -> Vec<Case> {
             host(
                 "firewall.add",
                 json!({"rules": {"masquerade": "10.70.0.5/24"}}),
+            ),
+        ),
+        Case::new(
+            "firewall.add-with",
+            w(),
+            host(
+                "firewall.add-with",
+                json!({"link": "cnishared0", "rules": {"isolation": true},
+                       "isolate-within-bridge": true}),
             ),
         ),
         Case::new(

@@ -1143,6 +1143,76 @@ fn same_bridge_ingress_policy_isolates_bridges_until_del() {
     );
 }
 
+/// `ingressPolicy: "isolated"` (reference v1.7+): two containers of one
+/// bridge cannot reach each other (this kernel passes bridged traffic to
+/// IP filtering, as the reference's `-i B -o B -j DROP` needs too), while
+/// with `"same-bridge"` they can; each still reaches the outside; the
+/// attachment's DEL takes the rule with it.
+#[test]
+fn isolated_ingress_policy_separates_the_containers_of_a_bridge_until_del() {
+    let world = World::new("fws");
+    let (node, ctr) = (&world.node, &world.ctr);
+    let (_x, _server) = outside(node, "fwsx");
+    node.sysctl("net.ipv4.ip_forward", "1");
+    let ctr2 = Netns::new("fws2");
+    let net = bridge_net(&world, "nets", "cnifws0", "10.88.0.0/24");
+    let add_a = bundled(&world, "bridge", "ADD", &net, "ca");
+    assert_eq!(add_a.code, 0, "{add_a:?}");
+    let add_b = world.run_bundled(&ctr2, "bridge", "ADD", &net, "cb");
+    assert_eq!(add_b.code, 0, "{add_b:?}");
+    let _server_b = Server::start(&ctr2);
+    let firewall = |ns: &Netns, cmd: &str, policy: &str, prev: &support::Run, cid: &str| {
+        let conf = firewall_conf("nets", json!({"ingressPolicy": policy}), Some(prev.json()));
+        let run = world.run_bundled(ns, "firewall", cmd, &conf, cid);
+        assert_eq!(run.code, 0, "{policy} {cmd}: {run:?}");
+    };
+    firewall(ctr, "ADD", "same-bridge", &add_a, "ca");
+    firewall(&ctr2, "ADD", "same-bridge", &add_b, "cb");
+    assert_eq!(
+        fetch(ctr, "10.88.0.3", 80),
+        "10.88.0.2",
+        "same-bridge keeps a bridge's containers together"
+    );
+    let drops = |ns: &Netns| {
+        ns.wasmcni_rules()
+            .into_iter()
+            .filter(|r| {
+                let text = r["expr"].to_string();
+                text.contains("\"iifname\"")
+                    && text.contains("\"oifname\"")
+                    && text.matches("\"cnifws0\"").count() == 2
+                    && text.contains("\"drop\"")
+                    && !text.contains("\"!=\"")
+            })
+            .count()
+    };
+    assert_eq!(drops(node), 0);
+
+    // One attachment's ADD with "isolated" replaces its isolation rules.
+    firewall(ctr, "ADD", "isolated", &add_a, "ca");
+    assert_eq!(
+        fetch(ctr, "10.88.0.3", 80),
+        "",
+        "isolated: the bridge's containers reached each other"
+    );
+    assert_eq!(drops(node), 1);
+    assert_eq!(
+        fetch(ctr, "203.0.113.2", 80),
+        "10.88.0.2",
+        "isolated: the outside is still reached"
+    );
+
+    let del = firewall_conf("nets", json!({}), None);
+    let run = world.run_bundled(ctr, "firewall", "DEL", &del, "ca");
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(drops(node), 0);
+    assert_eq!(
+        fetch(ctr, "10.88.0.3", 80),
+        "10.88.0.2",
+        "the isolated attachment's DEL took its rule"
+    );
+}
+
 /// Options wasmcni cannot honour are refused naming them, and change
 /// nothing.
 #[test]
@@ -1161,7 +1231,7 @@ fn firewall_plugin_refuses_what_it_cannot_do() {
             2,
             "iptablesAdminChainName",
         ),
-        (json!({"ingressPolicy": "isolated"}), 999, "ingress policy"),
+        (json!({"ingressPolicy": "closed"}), 999, "ingress policy"),
         (json!({"backend": 3}), 7, "backend"),
     ] {
         let conf = firewall_conf("fwnet", extra.clone(), Some(prev.clone()));

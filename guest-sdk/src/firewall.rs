@@ -63,7 +63,8 @@ use crate::bindings::wasmcni::plugin::firewall;
 use crate::net::{HostError, Netns};
 
 pub use crate::bindings::wasmcni::plugin::firewall::{
-    Condition, MacSpoof, NameMatch, PortMap, PortMapping, PrefixMatch, Protocol, RuleKind, Rules,
+    Condition, MacSpoof, NameMatch, PortMap, PortMapping, PrefixMatch, Protocol, RuleKind,
+    RuleOptions, Rules,
 };
 
 fn what(r: &Rules) -> &'static str {
@@ -81,6 +82,15 @@ impl Netns {
     /// same kind).
     pub fn firewall_add(&self, rules: &Rules) -> Result<(), HostError> {
         firewall::add(&self.inner, rules).map_err(self.err("firewall.add", what(rules)))
+    }
+
+    /// [`Netns::firewall_add`] with `options`: with
+    /// [`Rules::Isolation`], `isolate_within_bridge` also drops what the
+    /// bridge forwards from one of its ports to another (the reference
+    /// firewall's `ingressPolicy: "isolated"`).
+    pub fn firewall_add_with(&self, rules: &Rules, options: RuleOptions) -> Result<(), HostError> {
+        firewall::add_with(&self.inner, rules, options)
+            .map_err(self.err("firewall.add-with", what(rules)))
     }
 
     /// Whether exactly the rules [`Netns::firewall_add`] installs for

@@ -7,7 +7,9 @@
 //! established and related), before an admin chain `CNI-ADMIN` the
 //! operator may fill, and with `ingressPolicy: "same-bridge"` isolates the
 //! container's bridge (the prevResult's first interface) from other
-//! isolated bridges.
+//! isolated bridges; `"isolated"` (v1.7+) also drops what the bridge
+//! forwards from one of its ports to another (where `br_netfilter` passes
+//! bridged traffic to IP filtering, as the reference's rule needs too).
 //!
 //! The rules are the host's (`firewall` capability, kinds `forward` and
 //! `isolation`): a mark in wasmcni's own forward chain, accepted by the one
@@ -29,7 +31,7 @@
 use std::net::IpAddr;
 
 use guest_sdk::cni::{CniResult, Error};
-use guest_sdk::firewall::{RuleKind, Rules};
+use guest_sdk::firewall::{RuleKind, RuleOptions, Rules};
 use guest_sdk::net::{from_ip, Netns};
 use guest_sdk::skel::{self, Invocation, Plugin};
 use serde::Deserialize;
@@ -38,13 +40,27 @@ use serde_json::Value;
 /// The admin chain the host's forward rules run first.
 const ADMIN_CHAIN: &str = "CNI-ADMIN";
 
-/// The ingress policies of 1.1.1.
+/// The ingress policies of today's reference (`isolated` since v1.7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Ingress {
     /// Every connection to the container (the default).
     Open,
     /// Only from the container's own bridge.
     SameBridge,
+    /// Not even from the container's own bridge: only from outside the
+    /// isolated bridges.
+    Isolated,
+}
+
+impl Ingress {
+    /// The policy's name in the config.
+    fn name(self) -> &'static str {
+        match self {
+            Ingress::Open => "open",
+            Ingress::SameBridge => "same-bridge",
+            Ingress::Isolated => "isolated",
+        }
+    }
 }
 
 /// The parsed config.
@@ -105,6 +121,7 @@ fn parse(inv: &Invocation) -> Result<Conf, Error> {
     let ingress = match text(&c.ingress_policy, "ingressPolicy")? {
         "" | "open" => Ingress::Open,
         "same-bridge" => Ingress::SameBridge,
+        "isolated" => Ingress::Isolated,
         other => {
             return Err(Error::internal(format!(
                 "unknown ingress policy: {other:?}"
@@ -131,14 +148,15 @@ fn addresses(prev: &CniResult) -> Vec<IpAddr> {
     out
 }
 
-/// The bridge of `ingressPolicy: "same-bridge"`: the prevResult's first
-/// interface, as the reference takes it.
-fn bridge_index(host: &Netns, prev: &CniResult) -> Result<u32, Error> {
+/// The bridge of `ingressPolicy` `"same-bridge"` or `"isolated"`: the
+/// prevResult's first interface, as the reference takes it.
+fn bridge_index(host: &Netns, prev: &CniResult, policy: Ingress) -> Result<u32, Error> {
     let first = prev.interfaces.first().ok_or_else(|| {
-        Error::internal(
-            "interface needs to be set for ingress policy \"same-bridge\", make sure to chain \
+        Error::internal(format!(
+            "interface needs to be set for ingress policy {:?}, make sure to chain \
              \"firewall\" plugin with \"bridge\"",
-        )
+            policy.name()
+        ))
     })?;
     if first.name.is_empty() {
         return Err(Error::internal("got empty bridge name"));
@@ -160,9 +178,21 @@ impl Plugin for Firewall {
         if !ips.is_empty() {
             host.firewall_add(&Rules::Forward(ips.into_iter().map(from_ip).collect()))?;
         }
-        if conf.ingress == Ingress::SameBridge {
-            let bridge = bridge_index(&host, &prev)?;
-            host.firewall_add(&Rules::Isolation(bridge))?;
+        match conf.ingress {
+            Ingress::Open => {}
+            Ingress::SameBridge => {
+                let bridge = bridge_index(&host, &prev, conf.ingress)?;
+                host.firewall_add(&Rules::Isolation(bridge))?;
+            }
+            Ingress::Isolated => {
+                let bridge = bridge_index(&host, &prev, conf.ingress)?;
+                host.firewall_add_with(
+                    &Rules::Isolation(bridge),
+                    RuleOptions {
+                        isolate_within_bridge: true,
+                    },
+                )?;
+            }
         }
         Ok(prev)
     }
@@ -230,6 +260,8 @@ mod tests {
         ))
         .expect("ok");
         assert_eq!(c.ingress, Ingress::SameBridge);
+        let c = parse(&inv(Command::Add, json!({"ingressPolicy": "isolated"}))).expect("ok");
+        assert_eq!(c.ingress, Ingress::Isolated);
         for (extra, code) in [
             (json!({"backend": "firewalld"}), 2),
             (json!({"iptablesAdminChainName": "MY-ADMIN"}), 2),

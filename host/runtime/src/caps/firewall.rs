@@ -26,7 +26,8 @@ use wasmtime::component::Resource;
 
 use super::args::AuditArg;
 use super::bindings::wasmcni::plugin::firewall::{
-    Condition, Host, MacSpoof, NameMatch, PortMapping, PrefixMatch, Protocol, RuleKind, Rules,
+    Condition, Host, MacSpoof, NameMatch, PortMapping, PrefixMatch, Protocol, RuleKind,
+    RuleOptions, Rules,
 };
 use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::bindings::{ip_from_wit, prefix_from_wit};
@@ -390,6 +391,17 @@ fn rules_arg(r: &Rules) -> Value {
     }
 }
 
+impl AuditArg for RuleOptions {
+    fn audit(&self) -> Value {
+        json!({ "isolate-within-bridge": self.isolate_within_bridge })
+    }
+}
+
+/// `firewall.add`'s options: none.
+const NO_OPTIONS: RuleOptions = RuleOptions {
+    isolate_within_bridge: false,
+};
+
 impl AuditArg for Vec<RuleKind> {
     fn audit(&self) -> Value {
         kinds_arg(self)
@@ -525,7 +537,10 @@ impl Ctx {
     }
 
     /// The rules `rules` stands for, checked.
-    fn fw_plan(&mut self, rules: &Rules) -> Result<Plan, CapError> {
+    fn fw_plan(&mut self, rules: &Rules, options: &RuleOptions) -> Result<Plan, CapError> {
+        if options.isolate_within_bridge && !matches!(rules, Rules::Isolation(_)) {
+            return Err(ErrorCode::InvalidArgument.into());
+        }
         let kind = kind_of(rules);
         let (_, att) = self.fw_hashes();
         let mut plan = Plan::default();
@@ -744,6 +759,12 @@ impl Ctx {
                 let mut e = name_match(false, &l.name, false);
                 e.push(expr::verdict(expr::DROP, None));
                 push(&mut plan, ISOLATION, e);
+                if options.isolate_within_bridge {
+                    let mut e = name_match(true, &l.name, false);
+                    e.extend(name_match(false, &l.name, false));
+                    e.push(expr::verdict(expr::DROP, None));
+                    push(&mut plan, FILTER_FORWARD.name, e);
+                }
             }
             Rules::MacSpoof(MacSpoof { link, mac }) => {
                 if mac.len() != 6 || mac[0] & 1 == 1 {
@@ -793,7 +814,7 @@ impl Ctx {
         Ok(Some(self.link(Kind::Host, oif)?.name))
     }
 
-    fn fw_add(&mut self, ns: Kind, rules: &Rules) -> Result<(), CapError> {
+    fn fw_add(&mut self, ns: Kind, rules: &Rules, options: &RuleOptions) -> Result<(), CapError> {
         let kind = kind_of(rules);
         self.fw_require(ns, kind)?;
         if self.command != Some(Command::Add) {
@@ -801,7 +822,7 @@ impl Ctx {
                 "firewall.add is an ADD's doing (a wasmcni invariant)",
             ));
         }
-        let mut plan = self.fw_plan(rules)?;
+        let mut plan = self.fw_plan(rules, options)?;
         let (_, att) = self.fw_hashes();
         // route_localnet first, journaled, so that a failure of the batch
         // leaves it restored by the undo. Each guard rule records what
@@ -1093,7 +1114,7 @@ impl Ctx {
         }
         self.require(Kind::Host, |g| g.read, "read")?;
         let kind = kind_of(rules);
-        let plan = self.fw_plan(rules)?;
+        let plan = self.fw_plan(rules, &NO_OPTIONS)?;
         let (_, att) = self.fw_hashes();
         let nft = self.nft()?;
         let existing = nft.rules(kind.family())?;
@@ -1412,7 +1433,18 @@ impl Host for StoreData {
     fn add(&mut self, ns: Resource<NsHandle>, rules: Rules) -> Result<(), CapError> {
         let kind = self.ns_kind(&ns)?;
         let args = (kind, &rules);
-        self.cap(&ADD, args, |c| c.fw_add(kind, &rules))
+        self.cap(&ADD, args, |c| c.fw_add(kind, &rules, &NO_OPTIONS))
+    }
+
+    fn add_with(
+        &mut self,
+        ns: Resource<NsHandle>,
+        rules: Rules,
+        options: RuleOptions,
+    ) -> Result<(), CapError> {
+        let kind = self.ns_kind(&ns)?;
+        let args = (kind, &rules, &options);
+        self.cap(&ADD_WITH, args, |c| c.fw_add(kind, &rules, &options))
     }
 
     fn check(&mut self, ns: Resource<NsHandle>, rules: Rules) -> Result<bool, CapError> {
@@ -1482,7 +1514,7 @@ impl Inverse for FirewallUndo {
 // its undo.
 
 /// This interface's rows of the capability catalog, in WIT order.
-pub(super) const ROWS: &[&Entry] = &[&ADD, &CHECK, &REMOVE, &COLLECT_GARBAGE];
+pub(super) const ROWS: &[&Entry] = &[&ADD, &ADD_WITH, &CHECK, &REMOVE, &COLLECT_GARBAGE];
 
 /// `firewall.add`.
 pub(super) const ADD: Entry = Entry {
@@ -1491,6 +1523,18 @@ pub(super) const ADD: Entry = Entry {
     authority: "install nftables rules for the attachment in wasmcni's own tables (`inet wasmcni`, `bridge wasmcni`), tagged with it, replacing its rules of the same kind (every address of the attachment, IPv4 and IPv6, in one call), in one batch: port mappings (DNAT entered only through `fib daddr type local`, at nat priority -90 after every iptables nat chain; hairpin/localhost masquerade; `route_localnet=1` on the node interface towards the container and a 127/8 guard there), masquerade, forward marks (and, once per node where an iptables `filter` table exists, the one rule outside wasmcni's tables: `FORWARD -j WASMCNI-FORWARD`, which runs `CNI-ADMIN` and accepts the mark, installed with `iptables`), bridge isolation, MAC spoof checks (`bridge wasmcni`); UDP conntrack entries to mapped ports flushed",
     policy: "host `firewall.<kind>` (`port-mappings`, `masquerade`, `forward`, `isolation`, `mac-spoof`); ADD only; the container address must be one the attachment owns (an IPAM delegate's result on the runtime's own config in this invocation, an address the attachment's records hold for this incarnation, or one inside the entry's `static-ranges`; never a prevResult's alone, nor what the container's namespace holds), and never a loopback, unspecified, multicast, link-local or IPv4-mapped address; every port mapping must be one of the runtime's `runtimeConfig.portMappings` (host port, container port, protocol, host IP), read by the host from stdin; links: own (isolation: or a bridge its network shares); never a table, chain or handle of the plugin's choosing",
     undo: "remove the attachment's rules of that kind by tag (and its chains; the tables once empty); the old `route_localnet` written back (a batch whose acknowledgement was lost is looked for and undone too); the static FORWARD rule stays",
+    mutates: true,
+    in_gc: false,
+    needs: &[Grant::FirewallRules("rules")],
+};
+
+/// `firewall.add-with`.
+pub(super) const ADD_WITH: Entry = Entry {
+    call: "firewall.add-with",
+    args: &["ns", "rules", "options"],
+    authority: "`firewall.add`'s, and with `isolate-within-bridge` (isolation only) one more rule of the kind: drop what the bridge forwards from one of its ports to another (`iifname B oifname B drop` in wasmcni's forward chain; bridged traffic reaches it where `br_netfilter` passes it to IP filtering), which concerns every attachment on that bridge, as the reference firewall's `ingressPolicy: isolated` does",
+    policy: "`firewall.add`'s: host `firewall.<kind>` for the rules' kind (`isolation` for the option); ADD only; addresses the attachment owns; links: own, or for isolation a bridge its network shares",
+    undo: "`firewall.add`'s: remove the attachment's rules of that kind by tag",
     mutates: true,
     in_gc: false,
     needs: &[Grant::FirewallRules("rules")],
