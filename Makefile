@@ -22,7 +22,7 @@ RELEASE_BIN := target/x86_64-unknown-linux-gnu/release/wasmcni
 IMAGE ?= localhost/wasmcni-installer:dev
 GUESTS := $(notdir $(wildcard guests/*)) $(notdir $(wildcard tests/fixtures/*))
 
-.PHONY: soak soak-can-fail setup setup-demo demo test lint bench bench-image install docs hot-symbols cycles cycles-methods image image-build
+.PHONY: soak soak-can-fail setup setup-demo demo test lint bench bench-image install docs hot-symbols cycles cycles-methods image image-build image-binary
 
 # Installs what is missing of the Debian packages $(1) (apt-get update
 # first only when something is).
@@ -153,9 +153,13 @@ image: setup
 # build ~670 s, and the image test checks what the image does, not how
 # fast).
 IMAGE_PROFILE ?= release
-image-build:
+# image-binary: the executable alone (tests/run builds it beside the
+# first test binaries, before tests/install.rs needs it).
+image-binary:
 	$(CARGO) build --profile $(IMAGE_PROFILE) --target $(MUSL_TARGET) -p wasmcni
 	mkdir -p target/image
 	cp -p target/$(MUSL_TARGET)/$(if $(filter dev,$(IMAGE_PROFILE)),debug,$(IMAGE_PROFILE))/wasmcni target/image/wasmcni
 	target/image/wasmcni --version
+
+image-build: image-binary
 	podman build --network none --quiet -f deploy/Containerfile -t $(IMAGE) target/image

@@ -440,7 +440,31 @@ fn gc_releases_what_no_valid_attachment_holds_and_status_reports_readiness() {
     };
     let r = status(&conf);
     assert_eq!(r.code, 0, "{r:?}");
-    let mut elsewhere = base;
+    let mut elsewhere = base.clone();
     elsewhere["ipam"]["dataDir"] = json!("/var/lib/wasmcni-test-not-granted");
     status(&node.conf(elsewhere)).assert_cni_error(50, "");
+    // And not ready (50) while every address is taken (the spec after
+    // 1.1.0: resources exhausted), ready again once one is released.
+    let mut small = base;
+    small["ipam"]["rangeStart"] = json!("10.58.0.2");
+    small["ipam"]["rangeEnd"] = json!("10.58.0.3");
+    let small = node.conf(small);
+    for c in 0..2 {
+        assert_eq!(status(&small).code, 0, "an address is left");
+        let r = node.run(&wasm("bridge"), "ADD", c, &small, &[]);
+        assert_eq!(r.code, 0, "{r:?}");
+    }
+    status(&small).assert_cni_error(
+        50,
+        "no IP addresses available in range set: 10.58.0.2-10.58.0.3",
+    );
+    let r = node.run(&wasm("bridge"), "ADD", 2, &small, &[]);
+    assert_ne!(r.code, 0, "STATUS said so: {r:?}");
+    let r = node.run(&wasm("bridge"), "DEL", 0, &small, &[]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(status(&small).code, 0, "{:?}", status(&small));
+    for c in 1..3 {
+        let r = node.run(&wasm("bridge"), "DEL", c, &small, &[]);
+        assert_eq!(r.code, 0, "{r:?}");
+    }
 }

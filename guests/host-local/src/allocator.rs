@@ -145,6 +145,37 @@ pub fn allocate_one<S: Store + ?Sized>(
     )))
 }
 
+/// Whether every address `set` hands out is among `reserved` (STATUS:
+/// the spec's "resources exhausted"): the count of distinct reserved
+/// addresses in the set's ranges, gateways excepted, against the ranges'
+/// size, without walking the ranges (an IPv6 range has 2^64 addresses).
+pub fn exhausted(set: &RangeSet, reserved: &[IpAddr]) -> bool {
+    let as_u128 = |ip: IpAddr| match ip.to_canonical() {
+        IpAddr::V4(v4) => u128::from(u32::from(v4)),
+        IpAddr::V6(v6) => u128::from(v6),
+    };
+    let mut free: u128 = 0;
+    for r in set.ranges() {
+        let (start, end) = (as_u128(r.start), as_u128(r.end));
+        let size = end.saturating_sub(start).saturating_add(1);
+        let gw = as_u128(r.gateway);
+        let gateway_inside =
+            r.gateway.is_ipv4() == r.start.is_ipv4() && (start..=end).contains(&gw);
+        free = free.saturating_add(size - u128::from(gateway_inside));
+    }
+    let mut held: Vec<IpAddr> = reserved
+        .iter()
+        .map(|ip| ip.to_canonical())
+        .filter(|ip| {
+            set.range_for(*ip)
+                .is_some_and(|(_, r)| *ip != r.gateway && *ip >= r.start && *ip <= r.end)
+        })
+        .collect();
+    held.sort_unstable();
+    held.dedup();
+    held.len() as u128 >= free
+}
+
 /// ADD: one address from every range set, in order, for this attachment.
 ///
 /// `requested` addresses (CNI_ARGS `IP`, `args.cni.ips`,

@@ -121,17 +121,34 @@ fn gc<S: Store>(
     }
 }
 
-/// STATUS: ready when the config is valid and its store can be opened
-/// (the data directory is granted and usable); a store that cannot be
-/// opened is code 50 (not ready).
+/// STATUS: ready when the config is valid, its store can be opened (the
+/// data directory is granted and usable) and every range set has an
+/// address left; otherwise code 50 (not available: it cannot serve ADD),
+/// as the spec asks of a plugin whose resources (IP addresses) are
+/// exhausted.
 fn status<S: Store>(
     inv: &Invocation,
     open: impl FnOnce(Option<&str>) -> Result<S, Error>,
 ) -> Result<(), Error> {
     let conf = load(inv)?;
-    open(conf.data_dir.as_deref())
-        .map(drop)
-        .map_err(|e| Error::not_ready(e.msg).with_details(e.details))
+    let not_ready = |e: Error| Error::not_ready(e.msg).with_details(e.details);
+    let store = open(conf.data_dir.as_deref()).map_err(not_ready)?;
+    let reserved: Vec<_> = store
+        .list()
+        .map_err(not_ready)?
+        .into_iter()
+        .map(|(ip, _)| ip)
+        .collect();
+    match conf
+        .range_sets
+        .iter()
+        .find(|set| allocator::exhausted(set, &reserved))
+    {
+        Some(set) => Err(Error::not_ready(format!(
+            "no IP addresses available in range set: {set}"
+        ))),
+        None => Ok(()),
+    }
 }
 
 struct HostLocal;
@@ -541,5 +558,39 @@ mod tests {
             e.msg,
             "ipam-store.open IPAM state in /x: access denied by wasmcni policy"
         );
+    }
+
+    /// The spec after 1.1.0: a plugin whose addresses are exhausted
+    /// answers STATUS with 50; one address left is ready.
+    #[test]
+    fn status_reports_exhausted_ranges() {
+        // .1 (and fd00::1) is the gateway: two addresses per set, as in
+        // the message of an ADD that finds none.
+        let c = conf(
+            "1.1.0",
+            json!({"type": "host-local",
+                   "ranges": [[{"subnet": "10.1.0.0/29", "rangeEnd": "10.1.0.3"}],
+                              [{"subnet": "fd00::/120", "rangeEnd": "fd00::3"}]]}),
+        );
+        let s = inv(Command::Status, "", "", "", c.clone());
+        let mut mem = MemStore::default();
+        status(&s, opener(&mut mem, &s, &mut None)).unwrap();
+        for id in ["a", "b"] {
+            let a = inv(Command::Add, id, "eth0", "", c.clone());
+            add(&a, opener(&mut mem, &a, &mut None)).unwrap();
+        }
+        assert_eq!(
+            mem.held_ips(),
+            ["10.1.0.2", "10.1.0.3", "fd00::2", "fd00::3"]
+        );
+        let e = status(&s, opener(&mut mem, &s, &mut None)).unwrap_err();
+        assert_eq!(e.code, 50, "{e:?}");
+        assert_eq!(
+            e.msg,
+            "no IP addresses available in range set: 10.1.0.1-10.1.0.3"
+        );
+        let d = inv(Command::Del, "a", "eth0", "", c.clone());
+        del(&d, some(opener(&mut mem, &d, &mut None))).unwrap();
+        status(&s, opener(&mut mem, &s, &mut None)).unwrap();
     }
 }
