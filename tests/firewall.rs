@@ -1213,6 +1213,85 @@ fn isolated_ingress_policy_separates_the_containers_of_a_bridge_until_del() {
     );
 }
 
+/// `isolate-within-bridge` cuts every port of the bridge from every
+/// other, the admins' own ports too: it needs the network's own bridge
+/// (wasmcni's mark) or a link the grant's `links` names, not an unmarked
+/// bridge that only `bridges` lets the plugin adopt (where plain
+/// isolation is allowed). `firewall.check` finds either form.
+#[test]
+fn isolating_within_a_bridge_needs_the_networks_own_bridge_or_links() {
+    let world = World::new("fwb");
+    let node = &world.node;
+    node.ip(&["link", "add", "cnibradm0", "type", "bridge"]);
+    let isolate = |link: &str, within: bool| {
+        let call = if within {
+            "firewall.add-with"
+        } else {
+            "firewall.add"
+        };
+        json!([{"call": call, "ns": "host", "link": link, "rules": {"isolation": true},
+                "isolate-within-bridge": within},
+               {"call": "firewall.check", "ns": "host", "link": link,
+                "rules": {"isolation": true}}])
+    };
+    let before = world.snapshot();
+    let r = run(
+        &world,
+        "ADD",
+        "ctr-a",
+        &conf("n", "10.70.0.5", isolate("cnibradm0", true)),
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    let rep = r.json();
+    assert_eq!(rep["results"][0]["error"], "access-denied", "{rep}");
+    let audit = world.audit();
+    let last = audit
+        .iter()
+        .rfind(|a| a["call"] == "firewall.add-with")
+        .expect("audited");
+    assert_eq!(last["outcome"], "denied", "{last}");
+    support::assert_same(&before, &world.snapshot(), "after the refused add-with");
+
+    // Plain isolation of the same bridge is allowed (`bridges`).
+    let r = run(
+        &world,
+        "ADD",
+        "ctr-a",
+        &conf("n", "10.70.0.5", isolate("cnibradm0", false)),
+    );
+    let rep = ok(&r, "add on an admin bridge");
+    assert_eq!(rep["results"][1]["ok"], true, "check finds it: {rep}");
+
+    // The network's own bridge: allowed, and found by check.
+    let r = run(
+        &world,
+        "ADD",
+        "ctr-b",
+        &conf("n", "10.70.0.6", isolate("cnishared0", true)),
+    );
+    let rep = ok(&r, "add-with on the network's bridge");
+    assert_eq!(rep["results"][1]["ok"], true, "check finds it: {rep}");
+    assert_eq!(rules_of(node, "n", "ctr-b").len(), 3, "{rep}");
+
+    // The admins' bridge, named in `links`: allowed.
+    let mut g = grant();
+    g["host"]["links"] = json!(["cnitest*", "cnibradm0"]);
+    let r = world.run(
+        "ADD",
+        &policy_with(g),
+        &conf("n", "10.70.0.7", isolate("cnibradm0", true)),
+        &[("CNI_CONTAINERID", "ctr-c")],
+    );
+    let rep = ok(&r, "add-with on a bridge `links` names");
+    assert_eq!(rep["results"][1]["ok"], true, "check finds it: {rep}");
+    for ctr in ["ctr-a", "ctr-b", "ctr-c"] {
+        let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+                         "ops": [{"call": "firewall.remove", "ns": "host", "kinds": ["isolation"]}]});
+        ok(&run(&world, "DEL", ctr, &del), "DEL");
+        assert!(rules_of(node, "n", ctr).is_empty(), "{ctr}");
+    }
+}
+
 /// Options wasmcni cannot honour are refused naming them, and change
 /// nothing.
 #[test]

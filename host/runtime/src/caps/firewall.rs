@@ -760,6 +760,13 @@ impl Ctx {
                 e.push(expr::verdict(expr::DROP, None));
                 push(&mut plan, ISOLATION, e);
                 if options.isolate_within_bridge {
+                    // It concerns every port of the bridge, the admins'
+                    // own too: the network's own bridge (its mark), or a
+                    // link the grant names as `links`, not an unmarked
+                    // bridge `bridges` lets it adopt.
+                    if l.alias.as_deref() != Some(self.marks.1.as_str()) {
+                        self.check_host_link(Kind::Host, &l)?;
+                    }
                     let mut e = name_match(true, &l.name, false);
                     e.extend(name_match(false, &l.name, false));
                     e.push(expr::verdict(expr::DROP, None));
@@ -1114,7 +1121,14 @@ impl Ctx {
         }
         self.require(Kind::Host, |g| g.read, "read")?;
         let kind = kind_of(rules);
-        let plan = self.fw_plan(rules, &NO_OPTIONS)?;
+        let mut plans = vec![self.fw_plan(rules, &NO_OPTIONS)?];
+        if matches!(rules, Rules::Isolation(_)) {
+            // Or `add-with`'s, where the grant allows the option.
+            let within = RuleOptions {
+                isolate_within_bridge: true,
+            };
+            plans.extend(self.fw_plan(rules, &within).ok());
+        }
         let (_, att) = self.fw_hashes();
         let nft = self.nft()?;
         let existing = nft.rules(kind.family())?;
@@ -1125,18 +1139,21 @@ impl Ctx {
             .filter_map(|d| Some((d, Tag::parse(&d.comment)?)))
             .filter(|(_, t)| t.att == att && t.kind == kind)
             .collect();
-        let all_there = plan.rules.iter().all(|r| {
-            let digest = r.digest();
-            have.iter()
-                .any(|(d, t)| d.chain == r.chain && t.rule == digest)
-        });
+        let all_there = |plan: &Plan| {
+            have.len() == plan.rules.len()
+                && plan.rules.iter().all(|r| {
+                    let digest = r.digest();
+                    have.iter()
+                        .any(|(d, t)| d.chain == r.chain && t.rule == digest)
+                })
+        };
         let entries = kind != FwKind::PortMap
             || [NAT_PREROUTING.name, NAT_OUTPUT.name].iter().all(|c| {
                 existing
                     .iter()
                     .any(|d| d.chain == *c && d.comment == ENTRY_COMMENT)
             });
-        Ok(all_there && entries && have.len() == plan.rules.len())
+        Ok(entries && plans.iter().any(all_there))
     }
 
     /// Whether any rule of one of `kinds` that `pick` chooses (by the rule
@@ -1532,8 +1549,8 @@ pub(super) const ADD: Entry = Entry {
 pub(super) const ADD_WITH: Entry = Entry {
     call: "firewall.add-with",
     args: &["ns", "rules", "options"],
-    authority: "`firewall.add`'s, and with `isolate-within-bridge` (isolation only) one more rule of the kind: drop what the bridge forwards from one of its ports to another (`iifname B oifname B drop` in wasmcni's forward chain; bridged traffic reaches it where `br_netfilter` passes it to IP filtering), which concerns every attachment on that bridge, as the reference firewall's `ingressPolicy: isolated` does",
-    policy: "`firewall.add`'s: host `firewall.<kind>` for the rules' kind (`isolation` for the option); ADD only; addresses the attachment owns; links: own, or for isolation a bridge its network shares",
+    authority: "`firewall.add`'s, and with `isolate-within-bridge` (isolation only) one more rule of the kind: drop what the bridge forwards from one of its ports to another, IPv4 and IPv6 (`iifname B oifname B drop` in wasmcni's forward chain; bridged traffic reaches it where `br_netfilter` passes it to IP filtering), which concerns every port of that bridge, as the reference firewall's `ingressPolicy: isolated` does",
+    policy: "`firewall.add`'s: host `firewall.<kind>` for the rules' kind (`isolation` for the option); ADD only; addresses the attachment owns; links: own, or for isolation a bridge its network shares; with `isolate-within-bridge`: the network's own bridge (its mark) or a link `links` names, never an unmarked bridge only `bridges` matches",
     undo: "`firewall.add`'s: remove the attachment's rules of that kind by tag",
     mutates: true,
     in_gc: false,
