@@ -26,6 +26,10 @@ pub struct Conf {
     /// firewall capability's `masquerade`).
     #[serde(default)]
     pub ip_masq: bool,
+    /// `iptables` or `nftables` (upstream v1.6+): checked with `ipMasq`
+    /// ([`plugin_common::check_ip_masq_backend`]).
+    #[serde(default)]
+    pub ip_masq_backend: Option<String>,
     /// MTU of the bridge and both veth ends; ≤ 0: the kernel's default.
     #[serde(default)]
     pub mtu: i64,

@@ -319,6 +319,9 @@ impl Plugin for Bridge {
                 "cannot set hairpin mode and promiscuous mode at the same time.",
             ));
         }
+        // Upstream refuses it once the container is set up; here before
+        // any host call, so nothing is left behind.
+        plugin_common::check_ip_masq_backend(c.ip_masq, c.ip_masq_backend.as_deref())?;
         let host = Netns::host()?;
         let br = ensure_bridge(&host, &c)?;
         let container = Netns::container().map_err(|e| {
@@ -753,6 +756,35 @@ mod tests {
             conf(json!({"hairpinMode": true, "promiscMode": true})),
         );
         assert!(matches!(reach(|| Bridge.check(&chk)), Reached::HostCall(_)));
+    }
+
+    /// `ipMasqBackend` (upstream v1.6+): refused by ADD, before any host
+    /// call, only when `ipMasq` is set and it is neither backend, with
+    /// upstream's message; CHECK does not read it.
+    #[test]
+    fn ip_masq_backend_as_upstream() {
+        for (extra, refused) in [
+            (json!({"ipMasq": true, "ipMasqBackend": "nftables"}), false),
+            (json!({"ipMasq": true, "IPMasqBackend": "iptables"}), false),
+            (json!({"ipMasq": false, "ipMasqBackend": "bogus"}), false),
+            (json!({"ipMasq": true, "ipMasqBackend": "bogus"}), true),
+        ] {
+            let add = invocation(Command::Add, "", conf(extra.clone()));
+            match reach(|| Bridge.add(&add).map(drop)) {
+                Reached::Returned(Err(e)) if refused => assert_eq!(
+                    (e.code, e.msg.as_str()),
+                    (999, "unknown ipmasq backend \"bogus\""),
+                    "{extra}"
+                ),
+                Reached::HostCall(c) if !refused => assert_eq!(c, "netns.host", "{extra}"),
+                other => panic!("{extra}: {other:?}"),
+            }
+            let chk = invocation(Command::Check, "", conf(extra.clone()));
+            assert!(
+                matches!(reach(|| Bridge.check(&chk)), Reached::HostCall(_)),
+                "{extra}"
+            );
+        }
     }
 
     #[test]

@@ -18,6 +18,21 @@ use guest_sdk::cni::{CniResult, Error};
 use guest_sdk::firewall::Rules;
 use guest_sdk::net::{prefix, Netns};
 
+/// `ipMasqBackend` (bridge, ptp; upstream v1.6+), checked by ADD as
+/// upstream checks it, only with `ipMasq` set: `iptables` or `nftables`
+/// (unset: upstream picks one). Either way wasmcni's masquerade is the
+/// same nftables rule of its own (the firewall capability), as both of
+/// upstream's backends masquerade alike; any other value is refused with
+/// upstream's message.
+pub fn check_ip_masq_backend(ip_masq: bool, backend: Option<&str>) -> Result<(), Error> {
+    match backend {
+        Some(b) if ip_masq && b != "iptables" && b != "nftables" => {
+            Err(Error::internal(format!("unknown ipmasq backend {b:?}")))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// `ipMasq` (bridge, ptp): masquerades what each address of `result` sends
 /// outside its subnet, in one firewall call in the node namespace `host`.
 pub fn ip_masq(host: &Netns, result: &CniResult) -> Result<(), Error> {

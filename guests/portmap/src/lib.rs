@@ -60,6 +60,8 @@ struct ConfJson {
     mark_masq_bit: Option<Value>,
     #[serde(default)]
     external_set_mark_chain: Option<Value>,
+    #[serde(default)]
+    backend: Option<Value>,
     #[serde(default, rename = "conditionsV4")]
     conditions_v4: Option<Value>,
     #[serde(default, rename = "conditionsV6")]
@@ -267,6 +269,55 @@ fn parse_conditions(v: Option<&Value>, key: &str, v6: bool) -> Result<Vec<Condit
     Ok(out)
 }
 
+/// The rule dialect of a conditions list as upstream tells it from its
+/// first entry: `-`/`!` iptables, anything else nftables.
+fn dialect(conditions: Option<&Value>) -> Option<&'static str> {
+    let first = conditions?.as_array()?.first()?.as_str()?;
+    match first.chars().next()? {
+        '-' | '!' => Some("iptables"),
+        _ => Some("nftables"),
+    }
+}
+
+/// `backend` (upstream v1.6+), as upstream's `ensureBackend` checks it:
+/// `iptables` or `nftables`, and no option of the other backend's
+/// (`externalSetMarkChain` is iptables'; conditions are either's by their
+/// dialect). Both of upstream's backends map ports alike; wasmcni's
+/// rules are its own nftables rules either way.
+fn check_backend(c: &ConfJson) -> Result<(), Error> {
+    let b = match &c.backend {
+        None => return Ok(()),
+        Some(Value::String(b)) => b.as_str(),
+        Some(v) => return Err(bad(format!("backend must be a string, got {v}"))),
+    };
+    let wrong = if b == "iptables" {
+        "nftables"
+    } else {
+        "iptables"
+    };
+    let mut found = Vec::new();
+    if wrong == "iptables" && c.external_set_mark_chain.is_some() {
+        found.push("externalSetMarkChain");
+    }
+    if dialect(c.conditions_v4.as_ref()) == Some(wrong) {
+        found.push("conditionsV4");
+    }
+    if dialect(c.conditions_v6.as_ref()) == Some(wrong) {
+        found.push("conditionsV6");
+    }
+    if !found.is_empty() {
+        return Err(bad(format!(
+            "backend: {b} backend was requested but configuration contains \
+             {wrong}-specific options [{}]",
+            found.join(" ")
+        )));
+    }
+    if b != "iptables" && b != "nftables" {
+        return Err(bad(format!("backend: unrecognized backend {b:?}")));
+    }
+    Ok(())
+}
+
 /// Reads and checks the config (ADD and CHECK; DEL reads none of it).
 fn parse(inv: &Invocation) -> Result<Conf, Error> {
     let c: ConfJson = inv.conf.plugin_config()?;
@@ -299,6 +350,7 @@ fn parse(inv: &Invocation) -> Result<Conf, Error> {
             )))
         }
     }
+    check_backend(&c)?;
     let mappings = c
         .runtime_config
         .and_then(|r| r.port_mappings)
@@ -504,6 +556,48 @@ mod tests {
         }
     }
 
+    /// `backend` (upstream v1.6+) as upstream's `ensureBackend` checks it:
+    /// its messages, the other backend's options first.
+    #[test]
+    fn backend_as_upstream_checks_it() {
+        for ok in [
+            json!({"backend": "iptables", "conditionsV4": ["-s", "10.0.0.0/8"]}),
+            json!({"backend": "nftables", "conditionsV6": ["ip6 saddr fd00::/8"]}),
+            json!({"backend": "iptables", "externalSetMarkChain": "KUBE-MARK-MASQ"}),
+            json!({"backend": null}),
+            json!({"Backend": "nftables"}),
+        ] {
+            parse(&inv(guest_sdk::cni::Command::Add, ok.clone())).expect(&ok.to_string());
+        }
+        for (bad, msg) in [
+            (
+                json!({"backend": "nftables", "externalSetMarkChain": "X",
+                       "conditionsV4": ["-s", "10.0.0.0/8"]}),
+                "backend: nftables backend was requested but configuration contains \
+                 iptables-specific options [externalSetMarkChain conditionsV4]",
+            ),
+            (
+                json!({"backend": "iptables", "conditionsV6": ["ip6 saddr fd00::/8"]}),
+                "backend: iptables backend was requested but configuration contains \
+                 nftables-specific options [conditionsV6]",
+            ),
+            (
+                json!({"backend": "bogus", "conditionsV4": ["-s", "10.0.0.0/8"]}),
+                "backend: bogus backend was requested but configuration contains \
+                 iptables-specific options [conditionsV4]",
+            ),
+            (
+                json!({"backend": "bogus"}),
+                "backend: unrecognized backend \"bogus\"",
+            ),
+            (json!({"backend": 1}), "backend must be a string, got 1"),
+        ] {
+            let e =
+                parse(&inv(guest_sdk::cni::Command::Add, bad.clone())).expect_err(&bad.to_string());
+            assert_eq!((e.code, e.msg.as_str()), (7, msg), "{bad}");
+        }
+    }
+
     #[test]
     fn mappings_with_go_field_names() {
         // containerd marshals its PortMapping struct without json tags.
@@ -533,6 +627,7 @@ mod tests {
             json!({"masqAll": 1}),
             json!({"markMasqBit": 40, "externalSetMarkChain": "X"}),
             json!({"snat": "yes"}),
+            json!({"backend": "bogus"}),
             json!({"runtimeConfig": {"portMappings": [{"hostPort": 0}]}}),
             json!({"runtimeConfig": {"portMappings": "8080"}}),
         ] {

@@ -31,6 +31,10 @@ struct Conf {
     /// Masquerade what the container sends outside its subnet.
     #[serde(default)]
     ip_masq: bool,
+    /// `iptables` or `nftables` (upstream v1.6+): checked with `ipMasq`
+    /// ([`plugin_common::check_ip_masq_backend`]).
+    #[serde(default)]
+    ip_masq_backend: Option<String>,
     /// MTU of both veth ends; ≤ 0: the kernel's default.
     #[serde(default)]
     mtu: i64,
@@ -87,6 +91,9 @@ fn host_prefix(ip: IpAddr) -> u8 {
 impl Plugin for Ptp {
     fn add(&self, inv: &Invocation) -> Result<CniResult, Error> {
         let c = Conf::load(inv)?;
+        // Upstream refuses it once the container is set up; here before
+        // any host call, so nothing is left behind.
+        plugin_common::check_ip_masq_backend(c.ip_masq, c.ip_masq_backend.as_deref())?;
         let mut result = ipam::add(inv)?;
         if result.ips.is_empty() {
             return Err(Error::internal("IPAM plugin returned missing IP config"));
@@ -335,6 +342,37 @@ mod del_tests {
     use super::*;
     use plugin_common::testing::{invocation, reach, Reached};
     use serde_json::json;
+
+    /// `ipMasqBackend` (upstream v1.6+): refused by ADD before any host
+    /// call (the IPAM delegate included) only with `ipMasq`, with
+    /// upstream's message.
+    #[test]
+    fn ip_masq_backend_as_upstream() {
+        let conf = |extra: serde_json::Value| {
+            let mut c =
+                json!({"type": "ptp", "ipam": {"type": "host-local", "subnet": "10.1.0.0/24"}});
+            for (k, v) in extra.as_object().expect("object") {
+                c[k] = v.clone();
+            }
+            c
+        };
+        for (extra, refused) in [
+            (json!({"ipMasq": true, "ipMasqBackend": "iptables"}), false),
+            (json!({"ipMasq": false, "ipMasqBackend": "bogus"}), false),
+            (json!({"ipMasq": true, "ipMasqBackend": "bogus"}), true),
+        ] {
+            let add = invocation(Command::Add, "", conf(extra.clone()));
+            match reach(|| Ptp.add(&add).map(drop)) {
+                Reached::Returned(Err(e)) if refused => assert_eq!(
+                    (e.code, e.msg.as_str()),
+                    (999, "unknown ipmasq backend \"bogus\""),
+                    "{extra}"
+                ),
+                Reached::HostCall(c) if !refused => assert_eq!(c, "delegate.run", "{extra}"),
+                other => panic!("{extra}: {other:?}"),
+            }
+        }
+    }
 
     #[test]
     fn del_reaches_the_ipam_release_whatever_else_the_config_says() {
