@@ -329,3 +329,42 @@ fn ipam_route_scope_table_and_priority_as_upstream() {
         "a reservation left: {files:?}"
     );
 }
+
+/// bridge's result `dns` as upstream's since v1.2.0: the IPAM's, unless
+/// the config sets its own (1.1.1 replaced it, with nothing when the
+/// config set none).
+#[test]
+fn bridge_result_dns_is_the_ipams_unless_the_config_sets_one() {
+    support::require_root();
+    let world = World::new("brdns");
+    let conf = |top: Option<Value>| {
+        let mut c = json!({"cniVersion": "1.0.0", "name": "dnsnet", "type": "bridge",
+                           "bridge": "cnidns0", "isGateway": true,
+                           "ipam": {"type": "static",
+                                    "addresses": [{"address": "10.81.0.5/24",
+                                                   "gateway": "10.81.0.1"}],
+                                    "dns": {"nameservers": ["10.81.0.53"],
+                                            "search": ["ipam.example"]}}});
+        if let Some(d) = top {
+            c["dns"] = d;
+        }
+        c
+    };
+    for (top, want) in [
+        (
+            None,
+            json!({"nameservers": ["10.81.0.53"], "search": ["ipam.example"]}),
+        ),
+        (
+            Some(json!({"nameservers": ["192.0.2.53"]})),
+            json!({"nameservers": ["192.0.2.53"]}),
+        ),
+    ] {
+        let c = conf(top.clone());
+        let add = world.run_bundled(&world.ctr, "bridge", "ADD", &c, "dns0");
+        assert_eq!(add.code, 0, "{top:?}: {add:?}");
+        assert_eq!(add.json()["dns"], want, "{top:?}");
+        let del = world.run_bundled(&world.ctr, "bridge", "DEL", &c, "dns0");
+        assert_eq!(del.code, 0, "{top:?}: {del:?}");
+    }
+}

@@ -490,3 +490,25 @@ mod tests {
         }
     }
 }
+
+/// docs/reference-options.md's `bandwidth` section against the keys this
+/// plugin's config types read.
+#[cfg(test)]
+mod option_table {
+    use super::*;
+    use plugin_common::option_table::{check, keys_of};
+
+    #[test]
+    fn option_table_is_true() {
+        check(
+            "bandwidth",
+            &[
+                (
+                    "",
+                    [keys_of::<KeysJson>(), keys_of::<RuntimeJson>()].concat(),
+                ),
+                ("runtimeConfig.", keys_of::<RuntimeConfigJson>()),
+            ],
+        );
+    }
+}

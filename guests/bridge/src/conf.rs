@@ -57,12 +57,12 @@ pub struct Conf {
     /// Keep IPv6 duplicate address detection on the container's interface.
     #[serde(default)]
     pub enabledad: bool,
-    /// Isolate the container's bridge port (upstream v1.6+): it exchanges
+    /// Isolate the container's bridge port (upstream v1.7+): it exchanges
     /// frames only with the bridge's ports that are not isolated, so two
     /// containers of the network cannot reach each other on the bridge.
     #[serde(default)]
     pub port_isolation: bool,
-    /// Leave the container's interface down (upstream v1.6+; layer 2
+    /// Leave the container's interface down (upstream v1.4.1+; layer 2
     /// only: ADD refuses it with an `ipam` section, as upstream does).
     #[serde(default)]
     pub disable_container_interface: bool,
@@ -309,5 +309,26 @@ impl Conf {
             .into_iter()
             .flatten()
             .find(|m| !m.is_empty()))
+    }
+}
+
+/// docs/reference-options.md's `bridge` section against the keys this
+/// plugin's config types read.
+#[cfg(test)]
+mod option_table {
+    use super::*;
+    use plugin_common::option_table::{check, keys_of};
+
+    #[test]
+    fn option_table_is_true() {
+        check(
+            "bridge",
+            &[
+                ("", keys_of::<Conf>()),
+                ("runtimeConfig.", keys_of::<RuntimeConfig>()),
+                ("args.cni.", keys_of::<ArgsCni>()),
+                ("vlanTrunk[].", keys_of::<Trunk>()),
+            ],
+        );
     }
 }

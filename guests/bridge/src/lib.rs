@@ -17,10 +17,10 @@
 //! interface removed and its address released, where the reference's DEL
 //! fails on some of them for good.
 //!
-//! From upstream's later versions (v1.6+): `portIsolation` (the
+//! From upstream's later versions: `portIsolation` (v1.7+; the
 //! container's port is isolated on the bridge: it exchanges frames only
 //! with ports that are not, such as the bridge's own) and
-//! `disableContainerInterface` (a layer-2 container's interface is left
+//! `disableContainerInterface` (v1.4.1+; a layer-2 container's interface is left
 //! down; with IPAM, ADD is refused as upstream refuses it).
 //!
 //! VLANs: `vlan` (the port's PVID, untagged), and from upstream's later
@@ -384,6 +384,7 @@ impl Plugin for Bridge {
             let r = ipam::add(inv)?;
             result.ips = r.ips;
             result.routes = r.routes;
+            result.dns = r.dns;
             if result.ips.is_empty() {
                 return Err(Error::internal("IPAM plugin returned missing IP config"));
             }
@@ -444,7 +445,12 @@ impl Plugin for Bridge {
         }
         let br_now = host.link_by_index(br.index)?;
         result.interfaces[0].mac = mac::format(&br_now.mac);
-        result.dns = c.dns.clone().unwrap_or_default();
+        // As upstream since v1.2.0: the IPAM's DNS, unless the config sets
+        // any of its own (1.1.1 always replaced it, with nothing when the
+        // config set none).
+        if let Some(dns) = c.dns.clone().filter(|d| !d.is_empty()) {
+            result.dns = dns;
+        }
         Ok(result)
     }
 
@@ -691,7 +697,7 @@ mod tests {
         }
     }
 
-    /// `portIsolation` and `disableContainerInterface` (upstream v1.6+)
+    /// `portIsolation` (upstream v1.7+) and `disableContainerInterface` (v1.4.1+)
     /// are read in any case of their keys (Go's decoding). An interface
     /// left down cannot take IPAM's addresses: ADD refuses the two
     /// together, as upstream does, before any host call; without IPAM it

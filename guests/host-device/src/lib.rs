@@ -286,3 +286,22 @@ mod tests {
         }
     }
 }
+
+/// docs/reference-options.md's `host-device` section against the keys this
+/// plugin's config types read.
+#[cfg(test)]
+mod option_table {
+    use super::*;
+    use plugin_common::option_table::{check, keys_of};
+
+    #[test]
+    fn option_table_is_true() {
+        check(
+            "host-device",
+            &[
+                ("", keys_of::<Conf>()),
+                ("runtimeConfig.", keys_of::<RuntimeConfig>()),
+            ],
+        );
+    }
+}

@@ -751,3 +751,25 @@ mod tests {
         );
     }
 }
+
+/// docs/reference-options.md's `host-local` section against the keys this
+/// plugin's config types read.
+#[cfg(test)]
+mod option_table {
+    use super::*;
+    use plugin_common::option_table::{check, keys_of};
+
+    #[test]
+    fn option_table_is_true() {
+        check(
+            "host-local",
+            &[
+                ("", keys_of::<NetJson>()),
+                ("ipam.", keys_of::<IpamJson>()),
+                ("ipam.ranges[][].", keys_of::<RangeJson>()),
+                ("runtimeConfig.", keys_of::<RuntimeConfigJson>()),
+                ("args.cni.", keys_of::<CniArgsJson>()),
+            ],
+        );
+    }
+}

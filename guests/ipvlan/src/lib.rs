@@ -224,3 +224,16 @@ mod tests {
         }
     }
 }
+
+/// docs/reference-options.md's `ipvlan` section against the keys this
+/// plugin's config types read.
+#[cfg(test)]
+mod option_table {
+    use super::*;
+    use plugin_common::option_table::{check, keys_of};
+
+    #[test]
+    fn option_table_is_true() {
+        check("ipvlan", &[("", keys_of::<Conf>())]);
+    }
+}

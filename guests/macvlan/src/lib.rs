@@ -288,3 +288,22 @@ mod tests {
         }
     }
 }
+
+/// docs/reference-options.md's `macvlan` section against the keys this
+/// plugin's config types read.
+#[cfg(test)]
+mod option_table {
+    use super::*;
+    use plugin_common::option_table::{check, keys_of};
+
+    #[test]
+    fn option_table_is_true() {
+        check(
+            "macvlan",
+            &[
+                ("", keys_of::<Conf>()),
+                ("runtimeConfig.", keys_of::<RuntimeConfig>()),
+            ],
+        );
+    }
+}

@@ -10,6 +10,8 @@ pub mod iface;
 pub mod ipam;
 pub mod lenient;
 pub mod mac;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod option_table;
 pub mod stacked;
 pub mod testing;
 pub mod veth;

@@ -567,7 +567,9 @@ mod tests {
             json!({"backend": null}),
             json!({"Backend": "nftables"}),
         ] {
-            parse(&inv(guest_sdk::cni::Command::Add, ok.clone())).expect(&ok.to_string());
+            if let Err(e) = parse(&inv(guest_sdk::cni::Command::Add, ok.clone())) {
+                panic!("{ok}: {e:?}");
+            }
         }
         for (bad, msg) in [
             (
@@ -640,5 +642,25 @@ mod tests {
                 "{extra}"
             );
         }
+    }
+}
+
+/// docs/reference-options.md's `portmap` section against the keys this
+/// plugin's config types read.
+#[cfg(test)]
+mod option_table {
+    use super::*;
+    use plugin_common::option_table::{check, keys_of};
+
+    #[test]
+    fn option_table_is_true() {
+        check(
+            "portmap",
+            &[
+                ("", keys_of::<ConfJson>()),
+                ("runtimeConfig.", keys_of::<RuntimeConfigJson>()),
+                ("runtimeConfig.portMappings[].", keys_of::<MappingJson>()),
+            ],
+        );
     }
 }

@@ -400,3 +400,16 @@ mod del_tests {
         );
     }
 }
+
+/// docs/reference-options.md's `ptp` section against the keys this
+/// plugin's config types read.
+#[cfg(test)]
+mod option_table {
+    use super::*;
+    use plugin_common::option_table::{check, keys_of};
+
+    #[test]
+    fn option_table_is_true() {
+        check("ptp", &[("", keys_of::<Conf>())]);
+    }
+}

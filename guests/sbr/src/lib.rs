@@ -389,3 +389,16 @@ mod tests {
         }
     }
 }
+
+/// docs/reference-options.md's `sbr` section against the keys this
+/// plugin's config types read.
+#[cfg(test)]
+mod option_table {
+    use super::*;
+    use plugin_common::option_table::{check, keys_of};
+
+    #[test]
+    fn option_table_is_true() {
+        check("sbr", &[("", keys_of::<Conf>())]);
+    }
+}

@@ -473,3 +473,25 @@ mod tests {
         assert!(load_json(dual, "", "0.2.0").is_ok());
     }
 }
+
+/// docs/reference-options.md's `static` section against the keys this
+/// plugin's config types read.
+#[cfg(test)]
+mod option_table {
+    use super::*;
+    use plugin_common::option_table::{check, keys_of};
+
+    #[test]
+    fn option_table_is_true() {
+        check(
+            "static",
+            &[
+                ("", keys_of::<NetJson>()),
+                ("ipam.", keys_of::<IpamJson>()),
+                ("ipam.addresses[].", keys_of::<AddressJson>()),
+                ("runtimeConfig.", keys_of::<IpsJson>()),
+                ("args.cni.", keys_of::<IpsJson>()),
+            ],
+        );
+    }
+}

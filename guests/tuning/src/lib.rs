@@ -485,3 +485,23 @@ mod tests {
         assert_eq!(serde_json::from_str::<Backup>(&text).expect("back"), b);
     }
 }
+
+/// docs/reference-options.md's `tuning` section against the keys this
+/// plugin's config types read.
+#[cfg(test)]
+mod option_table {
+    use super::*;
+    use plugin_common::option_table::{check, keys_of};
+
+    #[test]
+    fn option_table_is_true() {
+        check(
+            "tuning",
+            &[
+                ("", keys_of::<Conf>()),
+                ("runtimeConfig.", keys_of::<RuntimeConfig>()),
+                ("args.cni.", keys_of::<ArgsCni>()),
+            ],
+        );
+    }
+}

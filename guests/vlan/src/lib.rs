@@ -196,3 +196,16 @@ mod tests {
         }
     }
 }
+
+/// docs/reference-options.md's `vlan` section against the keys this
+/// plugin's config types read.
+#[cfg(test)]
+mod option_table {
+    use super::*;
+    use plugin_common::option_table::{check, keys_of};
+
+    #[test]
+    fn option_table_is_true() {
+        check("vlan", &[("", keys_of::<Conf>())]);
+    }
+}
