@@ -509,11 +509,13 @@ fn breach5_no_host_route_or_address_covers_another_networks_reservation() {
         assert_eq!(world.run("DEL", &policy_with(wide()), &del, &[]).code, 0);
         support::assert_same(&before, &world.snapshot(), &op.to_string());
     }
-    // What covers no one else's address is the plugin's to add.
+    // What covers no one else's address, nor takes a route of the node's
+    // (10.22.0.78 lies in the victim network's connected subnet), is the
+    // plugin's to add.
     let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [veth,
         {"call": "link.set-up", "ns": "host", "link": "cnitestv0", "up": true},
         {"call": "address.add", "ns": "host", "link": "cnitestv0", "prefix": "10.22.0.77/32"},
-        {"call": "route.add", "ns": "host", "destination": "10.22.0.78/32", "link": "cnitestv0"}]});
+        {"call": "route.add", "ns": "host", "destination": "10.23.0.78/32", "link": "cnitestv0"}]});
     let r = results(&world.run("ADD", &policy_with(wide()), &conf, &[]));
     assert!(r.iter().all(|x| x.get("ok").is_some()), "{r:?}");
     let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": []});
@@ -1235,4 +1237,113 @@ fn a_macvlans_broadcast_queue_does_not_raise_its_masters_for_others() {
     assert!(results(&run)[0].get("ok").is_some(), "{run:?}");
     assert!(world.ctr.ip(&["-o", "link"]).contains("mv9"));
     assert_eq!(used(), 1000, "the other network's queue");
+}
+
+/// Issue 49, breach 5: a host route through the plugin's own veth may
+/// not take traffic the node routes elsewhere within the grant's
+/// `prefixes`: not more specific than (nor as specific as) a connected
+/// subnet or another attachment's route, nor covering one, nor a reject
+/// route's, nor via an address that is not the attachment's. A route to
+/// its own address (ptp's), or in space no route of the node's holds, is
+/// its to add; so is one more specific than a route broader than the
+/// grant (the node's default or an uplink's).
+#[test]
+fn breach5_no_host_route_takes_a_route_or_subnet_that_is_not_its_own() {
+    let world = World::new("az5r");
+    let node = &world.node;
+    // Another attachment's route (other0 carries another container's
+    // mark), an admin's blackhole, a broad route of the uplink's.
+    node.ip(&["link", "set", "other0", "up"]);
+    node.ip(&["route", "add", "10.88.7.0/24", "dev", "other0"]);
+    // Network n's bridge up, as its ADDs leave it: its subnet's route is
+    // there (no IPv6: a link-local address would still be tentative in
+    // the snapshots).
+    node.sysctl("net.ipv6.conf.cnishared0.disable_ipv6", "1");
+    node.ip(&["link", "set", "cnishared0", "up"]);
+    node.ip(&["route", "add", "blackhole", "10.89.0.0/24"]);
+    node.ip(&[
+        "route",
+        "add",
+        "10.0.0.0/8",
+        "via",
+        "192.0.2.1",
+        "dev",
+        "uplink",
+    ]);
+    let mut grant = wide();
+    grant["host"]["prefixes"] = json!(["10.64.0.0/10", "fd00::/8"]);
+    grant["static-ranges"] = json!(["10.88.7.5/32"]);
+    let policy = policy_with(grant);
+    let veth = json!({"call": "link.create-veth", "ns": "host", "name": "cnitestv0",
+                      "peer-ns": "container", "peer-name": "eth0"});
+    let up = json!({"call": "link.set-up", "ns": "host", "link": "cnitestv0", "up": true});
+    let route = |dst: &str, extra: Value| {
+        let mut r = json!({"call": "route.add", "ns": "host", "destination": dst,
+                           "link": "cnitestv0"});
+        for (k, v) in extra.as_object().expect("object") {
+            r[k] = v.clone();
+        }
+        r
+    };
+    let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": []});
+    let before = world.snapshot();
+    for (op, why) in [
+        // Inside the node's connected subnet on cnitestpre (10.77.0.0/24).
+        (
+            route("10.77.0.128/25", json!({})),
+            "is more specific than the node's route to 10.77.0.0/24",
+        ),
+        (
+            route("10.77.0.9/32", json!({})),
+            "is more specific than the node's route to 10.77.0.0/24",
+        ),
+        // Over network n's own bridge subnet (cnishared0, 10.70.0.0/24).
+        (
+            route("10.70.0.0/25", json!({})),
+            "is more specific than the node's route to 10.70.0.0/24",
+        ),
+        // Another attachment's route: more specific, as specific (a
+        // better metric would win), covering it.
+        (
+            route("10.88.7.0/25", json!({})),
+            "is more specific than the node's route to 10.88.7.0/24",
+        ),
+        (
+            route("10.88.7.0/24", json!({"metric": 5})),
+            "is as specific as the node's route to 10.88.7.0/24",
+        ),
+        (
+            route("10.88.0.0/16", json!({})),
+            "covers the node's route to 10.88.7.0/24",
+        ),
+        // An admin's blackhole.
+        (
+            route("10.89.0.5/32", json!({})),
+            "a reject route of the node",
+        ),
+        // Via an address that is not the attachment's.
+        (
+            route("10.90.0.0/24", json!({"gateway": "10.77.0.5"})),
+            "10.77.0.5 is not an address of this attachment",
+        ),
+    ] {
+        let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+                          "ops": [veth, up, op]});
+        let run = world.run("ADD", &policy, &conf, &[]);
+        denied(&world, &run, 2, why, &op.to_string());
+        assert_eq!(world.run("DEL", &policy, &del, &[]).code, 0);
+        support::assert_same(&before, &world.snapshot(), &op.to_string());
+    }
+    // Its own address (static-ranges vouch for it here; IPAM in real
+    // life), space no route of the node's holds, and a route more
+    // specific than only the uplink's 10.0.0.0/8 (broader than the
+    // grant): the plugin's to add.
+    let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [veth, up,
+        route("10.88.7.5/32", json!({})),
+        route("10.91.0.0/24", json!({})),
+        route("10.92.0.0/24", json!({"gateway": "10.88.7.5"}))]});
+    let r = results(&world.run("ADD", &policy, &conf, &[]));
+    assert!(r.iter().all(|x| x.get("ok").is_some()), "{r:?}");
+    assert_eq!(world.run("DEL", &policy, &del, &[]).code, 0);
+    support::assert_same(&before, &world.snapshot(), "after the allowed routes");
 }

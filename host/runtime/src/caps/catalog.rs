@@ -59,7 +59,10 @@ pub fn markdown() -> String {
          only routes wasmcni created (protocol 87) may be replaced or deleted; a local, multipath \
          or nexthop route in the way of a replace is never touched; host addresses and route \
          destinations lie in the grant's `prefixes` and never cover an address any network's IPAM \
-         state on the node reserves for another attachment (nor does a container address);\n\
+         state on the node reserves for another attachment (nor does a container address); a \
+         host route goes via none but the attachment's own addresses and, unless to one of them, \
+         is neither as specific as, more specific than, nor covering a route of the node's inside \
+         `prefixes` that is not through the attachment's own link, nor under a reject route;\n\
          - a firewall rule names as the container's only an address the attachment owns: an IPAM \
          delegate's result on the runtime's own config, an address its records hold for this \
          incarnation, or one in the entry's `static-ranges`; `route_localnet` is set only on the \

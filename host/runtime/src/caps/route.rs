@@ -6,7 +6,7 @@ use crate::netlink::NlError;
 use crate::record::Owned;
 use std::net::IpAddr;
 
-use netlink_packet_route::route::RouteMessage;
+use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteMessage, RouteType};
 use netlink_packet_route::AddressFamily;
 use serde_json::{json, Value};
 use wasmtime::component::Resource;
@@ -123,6 +123,35 @@ impl AuditArg for RouteArg<'_> {
     }
 }
 
+/// A route message's destination network and prefix length (the
+/// family's unspecified address for a default route).
+fn route_dst(r: &RouteMessage) -> (IpAddr, u8) {
+    let len = r.header.destination_prefix_length;
+    let dst = r.attributes.iter().find_map(|a| match a {
+        RouteAttribute::Destination(RouteAddress::Inet(v4)) => Some(IpAddr::V4(*v4)),
+        RouteAttribute::Destination(RouteAddress::Inet6(v6)) => Some(IpAddr::V6(*v6)),
+        _ => None,
+    });
+    let unspecified = if r.header.address_family == AddressFamily::Inet6 {
+        IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED)
+    } else {
+        IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)
+    };
+    (dst.unwrap_or(unspecified), len)
+}
+
+/// A route message's table (`RTA_TABLE` where the header's byte cannot
+/// hold it).
+fn route_table(r: &RouteMessage) -> u32 {
+    r.attributes
+        .iter()
+        .find_map(|a| match a {
+            RouteAttribute::Table(t) => Some(*t),
+            _ => None,
+        })
+        .unwrap_or(u32::from(r.header.table))
+}
+
 impl Ctx {
     /// Every route of the family, of every type, as the kernel lists them.
     fn routes_raw(&mut self, kind: Kind, v4: bool) -> Result<Vec<RouteMessage>, CapError> {
@@ -177,8 +206,95 @@ impl Ctx {
                     format!("{other}: {} {}", holder.container_id, holder.ifname),
                 ));
             }
+            self.route_takes_nothing(kind, spec, dst)?;
         }
         Ok(())
+    }
+
+    /// A host route may not take traffic the node routes elsewhere: it
+    /// goes via none but the attachment's own addresses, and, unless it
+    /// is a route to one of them (ptp's), it is neither as specific as,
+    /// nor more specific than, a route of the main table that is not the
+    /// attachment's (through a link of its own) and lies in the grant's
+    /// `prefixes` (another attachment's route, a connected subnet, a
+    /// blackhole: `prefixes` says where the plugin may route, not whose
+    /// routes it may override; a broader route, the node's default or an
+    /// uplink's, is the space the grant gives), nor does it cover one (a
+    /// dump of the main table, made only for a route shorter than a host
+    /// route: the standard plugins make none, so an ADD's cost does not
+    /// grow with the node).
+    fn route_takes_nothing(
+        &mut self,
+        kind: Kind,
+        spec: &RouteSpec,
+        dst: ipnet::IpNet,
+    ) -> Result<(), CapError> {
+        if let Some(gw) = spec.gateway {
+            self.check_own_address(gw, &format!("host route to {dst} via {gw}"))?;
+        }
+        let max = dst.max_prefix_len();
+        if spec.dst_len == max && self.check_own_address(spec.dst, "").is_ok() {
+            return Ok(());
+        }
+        let taken = |what: &str, r: &RouteMessage| {
+            let (rdst, len) = route_dst(r);
+            CapError::denied(format!(
+                "host route to {dst} {what} the node's route to {rdst}/{len}, which is not this \
+                 attachment's: it would take that route's traffic (a wasmcni invariant)"
+            ))
+        };
+        let found = match self.netlink(kind)?.route_for(spec.dst) {
+            Ok(found) => found,
+            Err(e) if crate::netlink::is_reject_route(&e) => {
+                return Err(CapError::denied(format!(
+                    "host route to {dst}: a reject route of the node (blackhole, prohibit, \
+                     unreachable) covers {}: the route would take its traffic (a wasmcni \
+                     invariant)",
+                    spec.dst
+                )))
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(r) = found {
+            let (rdst, len) = route_dst(&r);
+            if len > 0
+                && len <= spec.dst_len
+                && r.header.kind != RouteType::Local
+                && self.ns_grant(kind).covers(rdst, len)
+                && !self.own_route(kind, &r)
+            {
+                let what = if len == spec.dst_len {
+                    "is as specific as"
+                } else {
+                    "is more specific than"
+                };
+                return Err(taken(what, &r));
+            }
+        }
+        if spec.dst_len < max {
+            for r in self.routes_raw(kind, dst.addr().is_ipv4())? {
+                let (rdst, len) = route_dst(&r);
+                if route_table(&r) != MAIN_TABLE
+                    || len < spec.dst_len
+                    || !dst.contains(&rdst)
+                    || self.own_route(kind, &r)
+                {
+                    continue;
+                }
+                return Err(taken("covers", &r));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether route `r` goes through a link of this attachment's own.
+    fn own_route(&mut self, kind: Kind, r: &RouteMessage) -> bool {
+        let oif = r.attributes.iter().find_map(|a| match a {
+            RouteAttribute::Oif(i) => Some(*i),
+            _ => None,
+        });
+        oif.and_then(|i| self.link(kind, i).ok())
+            .is_some_and(|l| self.owned(&l))
     }
 
     /// A route the plugin may replace or delete: one the journal can put
@@ -703,7 +819,7 @@ pub(super) const ADD: Entry = Entry {
     call: "route.add",
     args: &["ns", "route"],
     authority: "add a route",
-    policy: "`routes`; host: main table, destination inside `prefixes` and covering no other attachment's reservation in any network's IPAM state, through a link own or `links`, marked with protocol 87",
+    policy: "`routes`; host: main table, destination inside `prefixes` and covering no other attachment's reservation in any network's IPAM state, through a link own or `links`, marked with protocol 87; via only an address the attachment owns; unless it is a route to one of its own addresses, neither as specific as nor more specific than a route of the node's that is not through a link of its own and lies inside `prefixes` (a connected subnet, another attachment's route; one FIB lookup), nor under a reject route, nor covering such a route (a dump of the main table, only for a route shorter than a host route)",
     undo: "delete it",
     mutates: true,
     in_gc: false,
