@@ -1239,14 +1239,17 @@ fn a_macvlans_broadcast_queue_does_not_raise_its_masters_for_others() {
     assert_eq!(used(), 1000, "the other network's queue");
 }
 
-/// Issue 49, breach 5: a host route through the plugin's own veth may
-/// not take traffic the node routes elsewhere within the grant's
-/// `prefixes`: not more specific than (nor as specific as) a connected
-/// subnet or another attachment's route, nor covering one, nor a reject
-/// route's, nor via an address that is not the attachment's. A route to
-/// its own address (ptp's), or in space no route of the node's holds, is
-/// its to add; so is one more specific than a route broader than the
-/// grant (the node's default or an uplink's).
+/// Issue 49, breach 5: a host route through the plugin's own veth, or a
+/// host address's connected prefix, may not take traffic the node routes
+/// elsewhere within the grant's `prefixes`: not more specific than (nor
+/// as specific as) a connected subnet, another attachment's route or a
+/// reject route, nor covering one, nor via an address that is not the
+/// attachment's, also after a first step of its own (its own /32, an
+/// address of its own). A route to its own address (ptp's), or in space
+/// no route of the node's holds, is its to add; so is one more specific
+/// than a route broader than the grant (the node's default or an
+/// uplink's, an unreachable IPv6 default), or than an admin's gateway
+/// route (a VPN's).
 #[test]
 fn breach5_no_host_route_takes_a_route_or_subnet_that_is_not_its_own() {
     let world = World::new("az5r");
@@ -1260,11 +1263,41 @@ fn breach5_no_host_route_takes_a_route_or_subnet_that_is_not_its_own() {
     // the snapshots).
     node.sysctl("net.ipv6.conf.cnishared0.disable_ipv6", "1");
     node.ip(&["link", "set", "cnishared0", "up"]);
+    // A ULA LAN on cnitestpre, and an unreachable IPv6 default (broader
+    // than the grant: it hides nothing of the plugin's).
+    node.ip(&[
+        "addr",
+        "add",
+        "fd12:3456::1/64",
+        "dev",
+        "cnitestpre",
+        "nodad",
+    ]);
+    node.ip(&[
+        "-6",
+        "route",
+        "add",
+        "unreachable",
+        "default",
+        "metric",
+        "4278198272",
+    ]);
     node.ip(&["route", "add", "blackhole", "10.89.0.0/24"]);
     node.ip(&[
         "route",
         "add",
         "10.0.0.0/8",
+        "via",
+        "192.0.2.1",
+        "dev",
+        "uplink",
+    ]);
+    // An admin's gateway route inside the grant (a VPN's, say): a network
+    // inside it takes that part, as with every runtime.
+    node.ip(&[
+        "route",
+        "add",
+        "10.100.0.0/16",
         "via",
         "192.0.2.1",
         "dev",
@@ -1319,7 +1352,12 @@ fn breach5_no_host_route_takes_a_route_or_subnet_that_is_not_its_own() {
         // An admin's blackhole.
         (
             route("10.89.0.5/32", json!({})),
-            "a reject route of the node",
+            "is more specific than the node's reject route to 10.89.0.0/24",
+        ),
+        // Half of the IPv6 LAN.
+        (
+            route("fd12:3456::/65", json!({})),
+            "is more specific than the node's route to fd12:3456::/64",
         ),
         // Via an address that is not the attachment's.
         (
@@ -1334,6 +1372,35 @@ fn breach5_no_host_route_takes_a_route_or_subnet_that_is_not_its_own() {
         assert_eq!(world.run("DEL", &policy, &del, &[]).code, 0);
         support::assert_same(&before, &world.snapshot(), &op.to_string());
     }
+    // The same after a first step the check must not be blind to: an
+    // address's connected prefix is a route too; a route to its own
+    // address, or an address of its own, hides nothing broader.
+    for (first, op, why) in [
+        (
+            json!({"call": "link.set-up", "ns": "host", "link": "cnitestv0", "up": true}),
+            json!({"call": "address.add", "ns": "host", "link": "cnitestv0",
+                   "prefix": "10.77.0.129/25"}),
+            "connected prefix 10.77.0.128/25 is more specific than the node's route to 10.77.0.0/24",
+        ),
+        (
+            route("10.88.7.5/32", json!({})),
+            route("10.88.7.0/29", json!({})),
+            "is more specific than the node's route to 10.88.7.0/24",
+        ),
+        (
+            json!({"call": "address.add", "ns": "host", "link": "cnitestv0",
+                   "prefix": "10.77.0.128/32"}),
+            route("10.77.0.128/25", json!({})),
+            "is more specific than the node's route to 10.77.0.0/24",
+        ),
+    ] {
+        let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+                          "ops": [veth, up, first, op]});
+        let run = world.run("ADD", &policy, &conf, &[]);
+        denied(&world, &run, 3, why, &op.to_string());
+        assert_eq!(world.run("DEL", &policy, &del, &[]).code, 0);
+        support::assert_same(&before, &world.snapshot(), &op.to_string());
+    }
     // Its own address (static-ranges vouch for it here; IPAM in real
     // life), space no route of the node's holds, and a route more
     // specific than only the uplink's 10.0.0.0/8 (broader than the
@@ -1341,7 +1408,10 @@ fn breach5_no_host_route_takes_a_route_or_subnet_that_is_not_its_own() {
     let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [veth, up,
         route("10.88.7.5/32", json!({})),
         route("10.91.0.0/24", json!({})),
-        route("10.92.0.0/24", json!({"gateway": "10.88.7.5"}))]});
+        route("10.92.0.0/24", json!({"gateway": "10.88.7.5"})),
+        route("fd77::/64", json!({})),
+        {"call": "address.add", "ns": "host", "link": "cnitestv0", "prefix": "10.93.0.1/24"},
+        {"call": "address.add", "ns": "host", "link": "cnitestv0", "prefix": "10.100.5.1/24"}]});
     let r = results(&world.run("ADD", &policy, &conf, &[]));
     assert!(r.iter().all(|x| x.get("ok").is_some()), "{r:?}");
     assert_eq!(world.run("DEL", &policy, &del, &[]).code, 0);

@@ -815,7 +815,7 @@ fn an_add_on_a_full_state_directory_fails_and_leaves_no_file_there() {
     let policy = world.policy(&json!({"plugins": {"host-local": {"ipam-roots": ["@ipam"]}}}));
     let conf = json!({"cniVersion": "1.0.0", "name": "fullnet", "type": "bridge",
         "bridge": "cni-full0", "isGateway": true,
-        "ipam": {"type": "host-local", "subnet": "10.77.0.0/24",
+        "ipam": {"type": "host-local", "subnet": "10.74.0.0/24",
                  "dataDir": world.ipam_dir().display().to_string()}})
     .to_string();
     let call = |command: &str| {

@@ -29,6 +29,5 @@ fn close_all_but(keep: &[u32]) {
 }
 
 pub use bridge_vlan::PortVlan;
-pub use fib::is_reject_route;
 pub use route::*;
 pub use rule::RuleSpec;

@@ -148,6 +148,17 @@ impl Ctx {
         if kind == Kind::Container {
             self.check_not_node_address(ip)?;
         }
+        // Its connected prefix is a route like any other (issue 49,
+        // breach 5): a prefix over the node's LAN or another network's
+        // subnet would take their traffic.
+        if kind == Kind::Host && !options.no_prefix_route {
+            let net = ipnet::IpNet::new(ip, len)
+                .map_err(|_| CapError::Code(ErrorCode::InvalidArgument))?
+                .trunc();
+            if net.prefix_len() < net.max_prefix_len() {
+                self.takes_no_route(kind, net, link_index, "host address's connected prefix")?;
+            }
+        }
         let spec = AddrSpec {
             index: link_index,
             addr: ip,
@@ -568,7 +579,7 @@ pub(super) const ADD: Entry = Entry {
     call: "address.add",
     args: &["ns", "link-index", "prefix", "options"],
     authority: "add an address to a link",
-    policy: "`addresses`; the address never another attachment's reservation in any network's IPAM state; host: link own or `links`, address inside `prefixes`, and on an own link no connected prefix covering another attachment's reservation; marked IFA_PROTO 87",
+    policy: "`addresses`; the address never another attachment's reservation in any network's IPAM state; host: link own or `links`, address inside `prefixes`, and on an own link no connected prefix covering another attachment's reservation; a connected prefix takes no route of the node's as `route.add`'s destination may not; marked IFA_PROTO 87",
     undo: "delete it",
     mutates: true,
     in_gc: false,

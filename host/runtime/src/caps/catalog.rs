@@ -61,8 +61,9 @@ pub fn markdown() -> String {
          destinations lie in the grant's `prefixes` and never cover an address any network's IPAM \
          state on the node reserves for another attachment (nor does a container address); a \
          host route goes via none but the attachment's own addresses and, unless to one of them, \
-         is neither as specific as, more specific than, nor covering a route of the node's inside \
-         `prefixes` that is not through the attachment's own link, nor under a reject route;\n\
+         neither it nor a host address's connected prefix is as specific as, more specific than, \
+         or covering a route of the node's inside `prefixes` that is a connected or on-link subnet, \
+         wasmcni's, or a reject route, and not through the attachment's own link;\n\
          - a firewall rule names as the container's only an address the attachment owns: an IPAM \
          delegate's result on the runtime's own config, an address its records hold for this \
          incarnation, or one in the entry's `static-ranges`; `route_localnet` is set only on the \

@@ -140,6 +140,14 @@ fn route_dst(r: &RouteMessage) -> (IpAddr, u8) {
     (dst.unwrap_or(unspecified), len)
 }
 
+/// A route message's output link.
+fn route_oif(r: &RouteMessage) -> Option<u32> {
+    r.attributes.iter().find_map(|a| match a {
+        RouteAttribute::Oif(i) => Some(*i),
+        _ => None,
+    })
+}
+
 /// A route message's table (`RTA_TABLE` where the header's byte cannot
 /// hold it).
 fn route_table(r: &RouteMessage) -> u32 {
@@ -213,16 +221,8 @@ impl Ctx {
 
     /// A host route may not take traffic the node routes elsewhere: it
     /// goes via none but the attachment's own addresses, and, unless it
-    /// is a route to one of them (ptp's), it is neither as specific as,
-    /// nor more specific than, a route of the main table that is not the
-    /// attachment's (through a link of its own) and lies in the grant's
-    /// `prefixes` (another attachment's route, a connected subnet, a
-    /// blackhole: `prefixes` says where the plugin may route, not whose
-    /// routes it may override; a broader route, the node's default or an
-    /// uplink's, is the space the grant gives), nor does it cover one (a
-    /// dump of the main table, made only for a route shorter than a host
-    /// route: the standard plugins make none, so an ADD's cost does not
-    /// grow with the node).
+    /// is a host route to one of them (ptp's), [`Ctx::takes_no_route`]
+    /// through its output link.
     fn route_takes_nothing(
         &mut self,
         kind: Kind,
@@ -232,68 +232,111 @@ impl Ctx {
         if let Some(gw) = spec.gateway {
             self.check_own_address(gw, &format!("host route to {dst} via {gw}"))?;
         }
-        let max = dst.max_prefix_len();
-        if spec.dst_len == max && self.check_own_address(spec.dst, "").is_ok() {
+        if dst.prefix_len() == dst.max_prefix_len()
+            && self.check_own_address(dst.addr(), "").is_ok()
+        {
             return Ok(());
         }
-        let taken = |what: &str, r: &RouteMessage| {
-            let (rdst, len) = route_dst(r);
-            CapError::denied(format!(
-                "host route to {dst} {what} the node's route to {rdst}/{len}, which is not this \
-                 attachment's: it would take that route's traffic (a wasmcni invariant)"
-            ))
-        };
-        let found = match self.netlink(kind)?.route_for(spec.dst) {
-            Ok(found) => found,
-            Err(e) if crate::netlink::is_reject_route(&e) => {
-                return Err(CapError::denied(format!(
-                    "host route to {dst}: a reject route of the node (blackhole, prohibit, \
-                     unreachable) covers {}: the route would take its traffic (a wasmcni \
-                     invariant)",
-                    spec.dst
-                )))
+        let oif = spec.oif.unwrap_or_default();
+        self.takes_no_route(kind, dst, oif, "host route to")
+    }
+
+    /// What a new route to `dst` through link `oif` (a host route, or a
+    /// host address's connected prefix) may not take: a route of the
+    /// node's main table that [`Ctx::taken_if_covered`] protects (a
+    /// connected subnet, an attachment's route, a reject route), not
+    /// through a link of the attachment's own nor through `oif` itself,
+    /// that either lies in the grant's `prefixes`
+    /// and is as specific as or broader than `dst` while covering it
+    /// (the new one would win for its addresses: another attachment's
+    /// route, a connected subnet), or lies inside `dst` (the new one
+    /// would take over once it goes). A broader route outside `prefixes`
+    /// (the node's default, an uplink's) is the space the grant gives.
+    /// One dump of the main table (of the family), made only for such
+    /// routes and addresses: the standard plugins' host routes are to
+    /// their own addresses, and a bridge's gateway address is made once
+    /// per network, so an ADD's cost does not grow with the node.
+    pub(super) fn takes_no_route(
+        &mut self,
+        kind: Kind,
+        dst: ipnet::IpNet,
+        oif: u32,
+        what: &str,
+    ) -> Result<(), CapError> {
+        for r in self.routes_raw(kind, dst.addr().is_ipv4())? {
+            if route_table(&r) != MAIN_TABLE {
+                continue;
             }
-            Err(e) => return Err(e.into()),
-        };
-        if let Some(r) = found {
             let (rdst, len) = route_dst(&r);
-            if len > 0
-                && len <= spec.dst_len
-                && r.header.kind != RouteType::Local
-                && self.ns_grant(kind).covers(rdst, len)
-                && !self.own_route(kind, &r)
+            let Ok(rnet) = ipnet::IpNet::new(rdst, len) else {
+                continue;
+            };
+            let covers_it = len > 0
+                && len <= dst.prefix_len()
+                && rnet.contains(&dst.network())
+                && self.ns_grant(kind).covers(rdst, len);
+            let inside = len >= dst.prefix_len() && dst.contains(&rdst);
+            if !covers_it && !inside {
+                continue;
+            }
+            if route_oif(&r).is_some_and(|i| i == oif)
+                || self.own_route(kind, &r)
+                || !self.taken_if_covered(kind, &r)
             {
-                let what = if len == spec.dst_len {
-                    "is as specific as"
+                continue;
+            }
+            let how = if inside && len > dst.prefix_len() {
+                "covers"
+            } else if len == dst.prefix_len() {
+                "is as specific as"
+            } else {
+                "is more specific than"
+            };
+            return Err(CapError::denied(format!(
+                "{what} {dst} {how} the node's {}route to {rnet}, which is not this \
+                 attachment's: it would take that route's traffic (a wasmcni invariant)",
+                if r.header.kind == RouteType::Unicast {
+                    ""
                 } else {
-                    "is more specific than"
-                };
-                return Err(taken(what, &r));
-            }
-        }
-        if spec.dst_len < max {
-            for r in self.routes_raw(kind, dst.addr().is_ipv4())? {
-                let (rdst, len) = route_dst(&r);
-                if route_table(&r) != MAIN_TABLE
-                    || len < spec.dst_len
-                    || !dst.contains(&rdst)
-                    || self.own_route(kind, &r)
-                {
-                    continue;
+                    "reject "
                 }
-                return Err(taken("covers", &r));
-            }
+            )));
         }
         Ok(())
     }
 
+    /// Whether route `r` is one a new route may not take part of: a
+    /// connected or on-link subnet (no gateway: a LAN, a bridge's subnet,
+    /// a pod's host route), a route wasmcni made (protocol 87) or one
+    /// through a link wasmcni marked (another attachment's or network's),
+    /// or a reject route. Not an admin's gateway route (a VPN's 10/8 via
+    /// its tunnel): a network inside it takes that part, as with every
+    /// runtime.
+    fn taken_if_covered(&mut self, kind: Kind, r: &RouteMessage) -> bool {
+        r.header.kind != RouteType::Unicast
+            || !r.attributes.iter().any(|a| {
+                matches!(
+                    a,
+                    RouteAttribute::Gateway(_)
+                        | RouteAttribute::Via(_)
+                        | RouteAttribute::MultiPath(_)
+                )
+            })
+            || u8::from(r.header.protocol) == RTPROT_WASMCNI
+            || route_oif(r)
+                .and_then(|i| self.link(kind, i).ok())
+                .is_some_and(|l| {
+                    l.alias.as_deref().is_some_and(|a| {
+                        a.starts_with(crate::attachment::NETWORK_MARK)
+                            || a.starts_with(crate::attachment::ATTACHMENT_MARK)
+                    })
+                })
+    }
+
     /// Whether route `r` goes through a link of this attachment's own.
     fn own_route(&mut self, kind: Kind, r: &RouteMessage) -> bool {
-        let oif = r.attributes.iter().find_map(|a| match a {
-            RouteAttribute::Oif(i) => Some(*i),
-            _ => None,
-        });
-        oif.and_then(|i| self.link(kind, i).ok())
+        route_oif(r)
+            .and_then(|i| self.link(kind, i).ok())
             .is_some_and(|l| self.owned(&l))
     }
 
@@ -819,7 +862,7 @@ pub(super) const ADD: Entry = Entry {
     call: "route.add",
     args: &["ns", "route"],
     authority: "add a route",
-    policy: "`routes`; host: main table, destination inside `prefixes` and covering no other attachment's reservation in any network's IPAM state, through a link own or `links`, marked with protocol 87; via only an address the attachment owns; unless it is a route to one of its own addresses, neither as specific as nor more specific than a route of the node's that is not through a link of its own and lies inside `prefixes` (a connected subnet, another attachment's route; one FIB lookup), nor under a reject route, nor covering such a route (a dump of the main table, only for a route shorter than a host route)",
+    policy: "`routes`; host: main table, destination inside `prefixes` and covering no other attachment's reservation in any network's IPAM state, through a link own or `links`, marked with protocol 87; via only an address the attachment owns; unless it is a host route to one of its own addresses, neither as specific as, more specific than, nor covering a route of the node's main table inside `prefixes` that is a connected or on-link subnet, wasmcni's, or a reject route, not through its own link (one dump of the main table)",
     undo: "delete it",
     mutates: true,
     in_gc: false,
