@@ -61,10 +61,15 @@ mod tests {
     #[test]
     fn local_holder_names_the_link_of_an_own_address_only() {
         in_new_netns(Box::new(|| {
-            ip(&["link", "add", "lh0", "type", "bridge"]);
+            // lh0 a veth whose peer is up: it has carrier, so its IPv6
+            // address becomes usable (a bridge without ports may lose its
+            // carrier at any moment after coming up, and its address
+            // then waits: a CI run under load saw no local route).
+            ip(&["link", "add", "lh0", "type", "veth", "peer", "name", "lh0p"]);
             ip(&["link", "add", "lh1", "type", "bridge"]);
             ip(&["addr", "add", "10.31.0.1/24", "dev", "lh0"]);
             ip(&["addr", "add", "fd31::1/64", "dev", "lh0", "nodad"]);
+            ip(&["link", "set", "lh0p", "up"]);
             ip(&["link", "set", "lh0", "up"]);
             ip(&["addr", "add", "10.32.0.1/24", "dev", "lh1"]);
             ip(&["route", "add", "local", "10.33.0.0/16", "dev", "lo"]);
@@ -74,6 +79,12 @@ mod tests {
             let (lh0, lh1) = (index(&mut nl, "lh0"), index(&mut nl, "lh1"));
             let holder = |nl: &mut Netlink, ip: &str| nl.local_holder(ip.parse().unwrap()).unwrap();
             assert_eq!(holder(&mut nl, "10.31.0.1"), Some(lh0));
+            // An IPv6 address has its local route once it is usable: the
+            // link's carrier is noticed asynchronously (at most 5 s).
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            while holder(&mut nl, "fd31::1").is_none() && std::time::Instant::now() < deadline {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
             assert_eq!(holder(&mut nl, "fd31::1"), Some(lh0));
             assert_eq!(holder(&mut nl, "10.32.0.1"), Some(lh1));
             for other in [
