@@ -380,19 +380,34 @@ impl Netns {
 
     /// `nft ARGS...` inside the namespace; panics on failure (the test
     /// needs Debian's `nftables`).
+    ///
+    /// A failure that says nothing (a CI run saw one: a listing whose
+    /// netlink dump was interrupted, or the process ended by a signal) is
+    /// tried again, twice at most; one that persists still panics, with
+    /// its exit status.
     pub fn nft(&self, args: &[&str]) -> String {
-        let out = self
-            .command("nft")
-            .args(args)
-            .output()
-            .expect("this test needs nft (apt-get install nftables)");
-        assert!(
-            out.status.success(),
-            "nft {args:?} in {}: {}",
-            self.name,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let out = self
+                .command("nft")
+                .args(args)
+                .output()
+                .expect("this test needs nft (apt-get install nftables)");
+            if out.status.success() {
+                return String::from_utf8(out.stdout).unwrap();
+            }
+            if out.stderr.is_empty() && tries < 3 {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                continue;
+            }
+            panic!(
+                "nft {args:?} in {} ({}, try {tries}): {}",
+                self.name,
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
     }
 
     /// `program`, to run in this network namespace alone: setns(2) between
