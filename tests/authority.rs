@@ -719,6 +719,248 @@ fn issue49_breach1_adopt_peer_does_not_hand_over_another_attachments_marked_veth
     }
 }
 
+/// Issue 49, breach 1 (a pair a native plugin made, which carries no
+/// mark): two attachments of the reference bridge in one pod namespace,
+/// the victim's `eth0` and the attacker's `net1`. The attacker, with
+/// container `modify` and host `adopt-peer`, renames its `net1` away and
+/// the victim's `eth0` to `net1` before asking for "its" peer, in ADD,
+/// and leaves the names swapped for its DEL: the peer it adopts is the
+/// one its ADD found when it started (the record keeps it), so the
+/// victim's host veth is refused in both, and its own still adopted
+/// after the renames.
+#[test]
+fn issue49_breach1_adopt_peer_is_fixed_at_add_for_a_native_pair() {
+    let world = World::new("az92");
+    let (theirs, mine) = two_native_pairs(&world);
+    let grant = json!({
+        "container": {"read": true, "modify": true},
+        "host": {"read": true, "modify": true, "traffic-control": true, "adopt-peer": true}});
+    let env = [("CNI_IFNAME", "net1"), ("CNI_CONTAINERID", "pod")];
+    // Its MTU, master, state and MAC (the bridge port's timers move).
+    let state = |link: &str| world.node.ip(&["-o", "link", "show", link]);
+    let before = state(&theirs);
+    let [swap, unswap, attack] = breach1_ops(&theirs);
+    let ops = |list: Vec<&Value>| -> Value {
+        json!({"cniVersion": "1.0.0", "name": "n2", "type": "scripted", "ops": list})
+    };
+    // ADD: swap, attack, adopt its own, swap back.
+    let own_mtu = json!({"call": "link.set-mtu", "ns": "host", "link": mine, "mtu": 1400});
+    let list: Vec<&Value> = swap
+        .iter()
+        .chain(&attack)
+        .chain([&own_mtu])
+        .chain(&unswap)
+        .collect();
+    let run = world.run("ADD", &policy_with(grant.clone()), &ops(list), &env);
+    let r = results(&run);
+    assert!(
+        r[..2].iter().all(|x| x.get("ok").is_some()),
+        "the renames: {r:?}"
+    );
+    for i in [2, 3] {
+        denied(
+            &world,
+            &run,
+            i,
+            "was not created by wasmcni",
+            "ADD after the renames",
+        );
+    }
+    assert!(
+        r[4].get("ok").is_some(),
+        "its own peer after the renames: {r:?}"
+    );
+    assert!(
+        world.node.ip(&["link", "show", &mine]).contains("mtu 1400"),
+        "{}",
+        world.node.ip(&["link", "show", &mine])
+    );
+    assert_eq!(
+        state(&theirs),
+        before,
+        "the victim's host veth after the ADD"
+    );
+    // An ADD again that leaves the names swapped, then its DEL.
+    let run = world.run(
+        "ADD",
+        &policy_with(grant.clone()),
+        &ops(swap.iter().collect()),
+        &env,
+    );
+    assert!(
+        results(&run).iter().all(|x| x.get("ok").is_some()),
+        "{run:?}"
+    );
+    let list: Vec<&Value> = attack.iter().chain(&unswap).collect();
+    let run = world.run("DEL", &policy_with(grant), &ops(list), &env);
+    for i in [0, 1] {
+        denied(
+            &world,
+            &run,
+            i,
+            "was not created by wasmcni",
+            "DEL after the swap",
+        );
+    }
+    assert_eq!(
+        state(&theirs),
+        before,
+        "the victim's host veth after the DEL"
+    );
+    assert_unswapped_and_unshaped(&world, &theirs);
+}
+
+/// The same through `wasmcni-chain`: the first member swaps the names,
+/// the second (both granted `adopt-peer`) attacks and adopts its own; the
+/// peer the first member found when it started is the chain's, and its
+/// record's for the chain's DEL.
+#[test]
+fn issue49_breach1_a_chain_member_adopts_the_peer_the_chain_fixed() {
+    let world = World::new("az93");
+    let (theirs, mine) = two_native_pairs(&world);
+    let before = world.node.ip(&["-o", "link", "show", &theirs]);
+    let [swap, unswap, attack] = breach1_ops(&theirs);
+    let grant = json!({
+        "container": {"read": true, "modify": true},
+        "host": {"read": true, "modify": true, "traffic-control": true, "adopt-peer": true}});
+    let policy = json!({"plugins": {"scripted": grant}});
+    let own_mtu = json!({"call": "link.set-mtu", "ns": "host", "link": mine, "mtu": 1400});
+    let mut second: Vec<Value> = attack.to_vec();
+    second.push(own_mtu);
+    let chain = |command: &str, members: Value| {
+        let conf = json!({"cniVersion": "1.0.0", "name": "n2", "type": "wasmcni-chain",
+                          "plugins": members});
+        let fixtures = support::fixture("scripted")
+            .parent()
+            .expect("fixture dir")
+            .display()
+            .to_string();
+        support::Invoke::wasmcni_run("wasmcni-chain", conf.to_string().as_bytes())
+            .cni(command, &world.ctr.path, "net1")
+            .env("CNI_CONTAINERID", "pod")
+            .env(
+                "WASMCNI_POLICY",
+                world.policy(&policy).display().to_string(),
+            )
+            .env("WASMCNI_AUDIT", world.audit_path().display().to_string())
+            .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
+            .env("WASMCNI_PLUGIN_DIR", fixtures)
+            .in_netns(&world.node)
+            .run()
+    };
+    let run = chain(
+        "ADD",
+        json!([{"type": "scripted", "ops": swap}, {"type": "scripted", "ops": second}]),
+    );
+    let r = results(&run);
+    for i in [0, 1] {
+        denied(
+            &world,
+            &run,
+            i,
+            "was not created by wasmcni",
+            "the second member's ADD",
+        );
+    }
+    assert!(r[2].get("ok").is_some(), "its own peer: {r:?}");
+    assert_eq!(
+        world.node.ip(&["-o", "link", "show", &theirs]),
+        before,
+        "the victim's host veth after the chain's ADD"
+    );
+    // Its DEL, the names still swapped (the second member swaps them
+    // back after its attack).
+    let mut last: Vec<Value> = attack.to_vec();
+    last.extend(unswap);
+    let _ = std::fs::remove_file(world.audit_path());
+    let run = chain(
+        "DEL",
+        json!([{"type": "scripted", "ops": []}, {"type": "scripted", "ops": last}]),
+    );
+    // (A DEL prints nothing: the refusals are the audit's.)
+    assert_eq!(run.code, 0, "{run:?}");
+    let refused: Vec<Value> = world
+        .audit()
+        .into_iter()
+        .filter(|a| {
+            a["outcome"] == "denied"
+                && a["reason"]
+                    .as_str()
+                    .is_some_and(|r| r.contains("was not created by wasmcni"))
+        })
+        .collect();
+    assert_eq!(refused.len(), 2, "the chain's DEL: {refused:#?}");
+    assert_eq!(
+        world.node.ip(&["-o", "link", "show", &theirs]),
+        before,
+        "the victim's host veth after the chain's DEL"
+    );
+    assert_unswapped_and_unshaped(&world, &theirs);
+}
+
+/// Breach 1's ops against the victim's host veth `theirs`: the renames
+/// that give the victim's `eth0` the attacker's ifname, those that undo
+/// them, and the attack (its MTU, a shaper).
+fn breach1_ops(theirs: &str) -> [[Value; 2]; 3] {
+    [
+        [
+            json!({"call": "link.set-name", "ns": "container", "link": "net1", "name": "own1"}),
+            json!({"call": "link.set-name", "ns": "container", "link": "eth0", "name": "net1"}),
+        ],
+        [
+            json!({"call": "link.set-name", "ns": "container", "link": "net1", "name": "eth0"}),
+            json!({"call": "link.set-name", "ns": "container", "link": "own1", "name": "net1"}),
+        ],
+        [
+            json!({"call": "link.set-mtu", "ns": "host", "link": theirs, "mtu": 1280}),
+            json!({"call": "traffic-control.limit-receive", "ns": "host", "link": theirs,
+                   "rate": 1000000, "burst": 10000}),
+        ],
+    ]
+}
+
+/// Asserts the pod namespace has its names back and the victim's host
+/// veth `theirs` no shaper.
+fn assert_unswapped_and_unshaped(world: &World, theirs: &str) {
+    let links = world.ctr.ip(&["-o", "link", "show"]);
+    assert!(
+        links.contains(": eth0@") && links.contains(": net1@") && !links.contains("own1"),
+        "{links}"
+    );
+    let qdiscs = world
+        .node
+        .command("tc")
+        .args(["qdisc", "show", "dev", theirs])
+        .output()
+        .expect("tc");
+    let qdiscs = String::from_utf8_lossy(&qdiscs.stdout).into_owned();
+    assert!(
+        qdiscs.contains("qdisc") && !qdiscs.contains("tbf"),
+        "the victim's host veth: {qdiscs}"
+    );
+}
+
+/// Two attachments of the reference bridge in `world`'s pod namespace:
+/// the victim's `eth0` (network nnet) and the attacker's `net1` (n2), as
+/// (the victim's host veth, the attacker's).
+fn two_native_pairs(world: &World) -> (String, String) {
+    let theirs = host_veth(&native_bridge(world, &world.ctr, "pod"));
+    let conf = json!({"cniVersion": "1.0.0", "name": "n2", "type": "bridge",
+        "bridge": "cninat2", "ipam": {"type": "host-local", "subnet": "10.28.0.0/24",
+                 "dataDir": world.ipam_dir().display().to_string()}})
+    .to_string();
+    let run = support::Invoke::exe(
+        format!("{}/bridge", support::REFERENCE_DIR),
+        conf.as_bytes(),
+    )
+    .cni("ADD", &world.ctr.path, "net1")
+    .env("CNI_CONTAINERID", "pod")
+    .in_netns(&world.node)
+    .run();
+    assert_eq!(run.code, 0, "the attacker's own pair: {run:?}");
+    (theirs, host_veth(&run.json()))
+}
+
 /// The names of the node's links.
 fn node_links(world: &World) -> Vec<String> {
     world

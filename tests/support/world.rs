@@ -358,6 +358,21 @@ pub fn default_entry(plugin: &str) -> Value {
     e
 }
 
+/// Whether a record's text holds nothing but what an ADD adopted.
+fn only_adopted(text: &Value) -> bool {
+    let Some(r) = text
+        .as_str()
+        .and_then(|t| serde_json::from_str::<Value>(t).ok())
+    else {
+        return false;
+    };
+    r.get("adopted").is_some()
+        && r["borrowed"].as_array().is_some_and(Vec::is_empty)
+        && ["owned", "addresses", "uncovered"]
+            .iter()
+            .all(|k| r.get(*k).is_none())
+}
+
 /// S2 under one grant: the scripted plugin holding `entry` (as plugin
 /// `who`, for messages) runs `op` in an ADD; the call must return
 /// `access-denied`, leave an audit record `audited` accepts, and change
@@ -403,11 +418,13 @@ pub fn assert_denied_with(
             .any(|r| r["outcome"] == "denied" && audited(r)),
         "{who} {op}: no denied audit record"
     );
-    super::assert_same(
-        &before,
-        &world.snapshot(),
-        &format!("{who} {op}: state changed"),
-    );
+    let mut after = world.snapshot();
+    // What an ADD under an `adopt-peer` grant adopted is recorded, a
+    // refused call or not (issue 49, breach 1): the ADD's, not the call's.
+    if let Some(records) = after["records"].as_object_mut() {
+        records.retain(|k, text| before["records"].get(k).is_some() || !only_adopted(text));
+    }
+    super::assert_same(&before, &after, &format!("{who} {op}: state changed"));
 }
 
 pub fn policy_with(entry: Value) -> Value {

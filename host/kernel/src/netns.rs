@@ -25,6 +25,16 @@ pub enum Kind {
     Host,
 }
 
+impl Kind {
+    /// Its name in policies, audit records and messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Container => "container",
+            Kind::Host => "host",
+        }
+    }
+}
+
 /// An open, verified network namespace.
 #[derive(Debug)]
 pub struct NetNs {

@@ -191,6 +191,8 @@ pub(crate) fn adopt_records(
             .map_err(|e| CniError::new(Code::TryAgainLater, e))?;
         caps.adopt_intent();
     }
+    // Before the plugin runs: no call of its own may choose it.
+    caps.fix_adopted_peer();
     Ok(())
 }
 

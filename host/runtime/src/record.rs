@@ -82,6 +82,46 @@ pub struct Record {
     /// container namespace).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub addresses: Vec<std::net::IpAddr>,
+    /// The host end of the attachment's veth as this incarnation's ADD
+    /// found it (the grant's `adopt-peer`, [`crate::caps::authority`]):
+    /// the one node link the plugin's later calls (a CHECK, the DEL, an
+    /// ADD again) may adopt, whatever the container's names say by then.
+    /// (Absent: no plugin of the ADD was granted `adopt-peer`, or an older
+    /// wasmcni wrote the record.)
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adopted: Option<Adopted>,
+}
+
+/// What an ADD granted `adopt-peer` found as the host end of its veth.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub enum Adopted {
+    /// `CNI_IFNAME` was no veth with its peer in the node namespace when
+    /// the plugin started: there is nothing to adopt, now or later.
+    Nothing,
+    /// This link.
+    Peer(AdoptedPeer),
+}
+
+impl Adopted {
+    /// The adopted link, if any.
+    pub fn peer(&self) -> Option<&AdoptedPeer> {
+        match self {
+            Adopted::Nothing => None,
+            Adopted::Peer(p) => Some(p),
+        }
+    }
+}
+
+/// A node link adopted as the host end of an attachment's veth: known by
+/// its index *and* its name then (an index is reused).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct AdoptedPeer {
+    /// Its index in the node namespace.
+    pub index: u32,
+    /// Its name there when the ADD adopted it.
+    pub name: String,
 }
 
 /// What an ADD made that belongs to its attachment alone: the links it
@@ -572,7 +612,11 @@ impl Location {
     /// # Ambient Authority
     /// Creates the state root by path (the host's setting).
     pub fn store(&self, record: &Record) -> io::Result<()> {
-        if record.borrowed.is_empty() && record.owned.is_empty() && record.addresses.is_empty() {
+        if record.borrowed.is_empty()
+            && record.owned.is_empty()
+            && record.addresses.is_empty()
+            && record.adopted.is_none()
+        {
             return self.remove();
         }
         if record.borrowed.len() > MAX_BORROWED {
@@ -974,6 +1018,7 @@ impl Record {
             owned: Owned::default(),
             uncovered: Vec::new(),
             addresses: Vec::new(),
+            adopted: None,
         })
     }
 
@@ -1011,190 +1056,4 @@ pub enum FwKind {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::netns::Kind;
-
-    fn attachment(network: &str, cid: &str, ifname: &str) -> Attachment {
-        Attachment {
-            network: network.into(),
-            container_id: cid.into(),
-            ifname: ifname.into(),
-            ..Attachment::default()
-        }
-    }
-
-    #[test]
-    fn a_record_round_trips_and_removal_leaves_no_directories() {
-        let root = tempfile::tempdir().expect("tempdir");
-        let a = attachment("net1", "c1", "eth0");
-        let loc = Location::new(root.path(), &a, "host-device");
-        assert_eq!(loc.load().expect("load"), None);
-        let mut r = Record::new(&a, "host-device", 42).expect("record");
-        r.borrowed.push(Borrowed {
-            name: "eth9".into(),
-            index: 3,
-            identity: LinkIdentity {
-                kind: Some("veth".into()),
-                host_link: Some(8),
-                ..LinkIdentity::default()
-            },
-            restore: vec![Entry {
-                undo: serde_json::json!({"move-back": {
-                    "ns": "container",
-                    "index": 3,
-                    "to": "host",
-                    "from-index": 7,
-                    "name": "eth9",
-                }}),
-                link: Some(1),
-                master: None,
-            }],
-        });
-        loc.store(&r).expect("store");
-        assert_eq!(loc.load().expect("load"), Some(r.clone()));
-        assert!(r.applies_to(42));
-        assert!(!r.applies_to(43));
-        use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(loc.path())
-            .expect("file")
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o777, 0o600);
-        r.borrowed.clear();
-        loc.store(&r).expect("store empty");
-        assert_eq!(loc.load().expect("load"), None);
-        let left: Vec<_> = std::fs::read_dir(root.path().join("attachments"))
-            .expect("attachments")
-            .collect();
-        assert!(left.is_empty(), "{left:?}");
-    }
-
-    #[test]
-    fn hostile_names_stay_inside_their_directory() {
-        let root = Path::new("/state");
-        for (net, cid, ifname, plugin) in [
-            ("../../etc", "c", "eth0", "p"),
-            ("n", "..", "eth0", "p"),
-            ("n", "c", "a/b", "p"),
-            ("n", "c", "eth0", "../../../x"),
-            ("n", ".hidden", "eth0", "p"),
-        ] {
-            let loc = Location::new(root, &attachment(net, cid, ifname), plugin);
-            let p = loc.path();
-            assert!(
-                p.components()
-                    .all(|c| !matches!(c, std::path::Component::ParentDir)),
-                "{p:?}"
-            );
-            assert!(p.starts_with("/state/attachments/"), "{p:?}");
-            assert_eq!(p.components().count(), 7, "{p:?}");
-        }
-    }
-
-    #[test]
-    fn a_corrupt_record_is_an_error_not_a_panic() {
-        let root = tempfile::tempdir().expect("tempdir");
-        let a = attachment("n", "c", "eth0");
-        let loc = Location::new(root.path(), &a, "p");
-        std::fs::create_dir_all(loc.path().parent().expect("dir")).expect("mkdir");
-        for bad in ["", "{", "{\"version\": 1}", "[]", "\u{0}"] {
-            std::fs::write(loc.path(), bad).expect("write");
-            let e = loc.load().expect_err(bad);
-            assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{bad:?}");
-        }
-    }
-
-    /// Only the last step of an interrupted ADD, and only once it has
-    /// said where the kernel made its node link, stands for an unmarked
-    /// link: a name whose create the kernel refused, or that a kill cut
-    /// off before the index was read, does not.
-    #[test]
-    fn only_a_link_the_last_step_saw_made_may_be_unmarked() {
-        let root = tempfile::tempdir().expect("tempdir");
-        let a = attachment("n", "c", "eth0");
-        let loc = Location::new(root.path(), &a, "p");
-        let line = |name: &str, index: Option<u32>| {
-            let mut l = Record::new(&a, "p", 7).expect("line");
-            l.owned.links.push(OwnedLink {
-                ns: Kind::Host,
-                name: name.into(),
-                kind: Some("veth".into()),
-                intent: true,
-                index,
-                netns: 0,
-            });
-            l
-        };
-        let got = |interrupted: bool| {
-            loc.load_as(interrupted)
-                .expect("load")
-                .expect("a record")
-                .owned
-                .links
-                .into_iter()
-                .map(|l| (l.name, l.intent, l.index))
-                .collect::<Vec<_>>()
-        };
-        // Named, and never made (the kernel refused; a kill came first).
-        loc.intend(&line("veth1", None)).expect("intend");
-        assert_eq!(got(true), [("veth1".to_owned(), false, None)]);
-        // Made at index 12.
-        loc.intend(&line("veth1", Some(12))).expect("intend");
-        assert_eq!(got(true), [("veth1".to_owned(), true, Some(12))]);
-        assert_eq!(got(false), [("veth1".to_owned(), false, None)]);
-        // A later step: the first was marked by a process still running.
-        loc.intend(&line("veth2", None)).expect("intend");
-        assert_eq!(
-            got(true),
-            [
-                ("veth1".to_owned(), false, None),
-                ("veth2".to_owned(), false, None)
-            ]
-        );
-    }
-
-    /// An intent log that cannot be read does not set aside the good
-    /// record beside it (nor does the record lose what the log names once
-    /// it reads again); an unreadable record is set aside, and its intent
-    /// log still read.
-    #[test]
-    fn an_unreadable_intent_log_leaves_its_record_in_place() {
-        let root = tempfile::tempdir().expect("tempdir");
-        let a = attachment("n", "c", "eth0");
-        let loc = Location::new(root.path(), &a, "p");
-        let mut r = Record::new(&a, "p", 7).expect("record");
-        r.owned.links.push(OwnedLink {
-            ns: Kind::Host,
-            name: "veth1".into(),
-            kind: Some("veth".into()),
-            intent: false,
-            netns: 0,
-            index: None,
-        });
-        loc.store(&r).expect("store");
-        // Not a file: reading it fails.
-        std::fs::create_dir(loc.intent_path()).expect("mkdir");
-        let got = loc.load_or_quarantine().expect("the record");
-        assert_eq!(got.owned.links, r.owned.links);
-        assert!(loc.path().is_file(), "the record was set aside");
-        std::fs::remove_dir(loc.intent_path()).expect("rmdir");
-
-        let mut line = Record::new(&a, "p", 7).expect("line");
-        line.owned.links.push(OwnedLink {
-            ns: Kind::Host,
-            name: "veth2".into(),
-            kind: Some("veth".into()),
-            intent: true,
-            netns: 0,
-            index: None,
-        });
-        loc.intend(&line).expect("intend");
-        std::fs::write(loc.path(), "{").expect("corrupt");
-        let got = loc.load_or_quarantine().expect("the intent log");
-        let names: Vec<&str> = got.owned.links.iter().map(|l| l.name.as_str()).collect();
-        assert_eq!(names, ["veth2"]);
-        assert!(!loc.path().exists(), "the corrupt record stays in place");
-        assert!(loc.intent_path().is_file());
-    }
-}
+mod tests;

@@ -76,7 +76,7 @@ pub(crate) fn fields<const N: usize>(fields: [(&str, Value); N]) -> Value {
 
 impl AuditArg for Kind {
     fn audit(&self) -> Value {
-        Value::from(super::ctx::kind_name(*self))
+        Value::from(self.name())
     }
 }
 

@@ -145,41 +145,18 @@ impl Ctx {
 
     /// Whether `l` is the host end of the attachment's veth and the grant
     /// adopts it (`adopt-peer`): a plugin chained after a native plugin
-    /// that made the pair may change it as if `links` named it.
+    /// that made the pair may change it as if `links` named it. Which
+    /// link that is was fixed before the plugin ran, from the kernel at
+    /// its ADD and from the record after ([`Ctx::fix_adopted_peer`]).
     fn adopted_peer(&self, kind: Kind, l: &Link) -> bool {
         kind == Kind::Host
             && self.ns_grant(Kind::Host).adopt_peer
             && l.kind.as_deref() == Some("veth")
-            && self.container_peer() == Some(l.index)
-    }
-
-    /// The index in the host namespace of the other end of the link
-    /// `CNI_IFNAME` in the container namespace, when that link is a veth
-    /// whose peer the kernel places in the host namespace: its
-    /// `IFLA_LINK_NETNSID` is the id the container namespace gives the
-    /// host's (`RTM_GETNSID`). Asked of the kernel once per invocation (a
-    /// socket of its own: authority checks hold no mutable state), never
-    /// read from `prevResult`.
-    fn container_peer(&self) -> Option<u32> {
-        *self.adopted_peer.get_or_init(|| {
-            use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkInfo};
-            let (container, host) = (self.ns(Kind::Container)?, self.ns(Kind::Host)?);
-            let mut nl = crate::netlink::Netlink::open(container).ok()?;
-            let msg = nl.link_by_name(&self.attachment.ifname).ok()?;
-            let (mut veth, mut peer, mut nsid) = (false, None, None);
-            for a in &msg.attributes {
-                match a {
-                    LinkAttribute::LinkInfo(infos) => {
-                        veth |= infos.contains(&LinkInfo::Kind(InfoKind::Veth))
-                    }
-                    LinkAttribute::Link(p) => peer = Some(*p),
-                    LinkAttribute::LinkNetNsId(n) => nsid = Some(*n),
-                    _ => {}
-                }
-            }
-            let host_id = nl.nsid_of(host.fd()).ok()??;
-            (veth && nsid == Some(host_id)).then_some(peer).flatten()
-        })
+            && self
+                .adopted
+                .as_ref()
+                .and_then(crate::record::Adopted::peer)
+                .is_some_and(|p| p.index == l.index)
     }
 
     /// Whether `l` belongs to this attachment: its alias is this

@@ -212,7 +212,15 @@ impl Ctx {
         } else {
             Vec::new()
         };
-        if moved.is_empty() && owned.is_empty() && addresses.is_empty() && !loc.has_intent() {
+        // What an `adopt-peer` grant found, "nothing" included: a later
+        // call adopts only that ([`Ctx::fix_adopted_peer`]).
+        let adopted = self.adopted.clone();
+        if moved.is_empty()
+            && owned.is_empty()
+            && addresses.is_empty()
+            && adopted.is_none()
+            && !loc.has_intent()
+        {
             return Ok(());
         }
         let uncovered = self.uncovered(&owned);
@@ -284,12 +292,16 @@ impl Ctx {
                 if here {
                     // An earlier ADD's of this incarnation.
                     record.addresses = old.addresses;
+                    record.adopted = old.adopted;
                 }
             }
             for ip in addresses {
                 if !record.addresses.contains(&ip) {
                     record.addresses.push(ip);
                 }
+            }
+            if adopted.is_some() {
+                record.adopted = adopted;
             }
             record.borrowed.extend(borrowed);
             record.owned.merge(owned);
@@ -612,8 +624,10 @@ impl Ctx {
         let live = if late {
             std::mem::take(&mut record.owned)
         } else {
-            // The attachment ends: its addresses are no longer its own.
+            // The attachment ends: its addresses are no longer its own,
+            // nor the peer it adopted.
             record.addresses.clear();
+            record.adopted = None;
             crate::record::Owned::default()
         };
         record.owned.links = mine;

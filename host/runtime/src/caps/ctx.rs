@@ -89,9 +89,9 @@ pub struct Ctx {
     /// What the attachment's records say of its incarnations, once read
     /// ([`authority`]).
     pub(super) incarnations: std::cell::OnceCell<Incarnations>,
-    /// The host end of the attachment's veth, once asked
-    /// ([`authority`]'s `adopt-peer`).
-    pub(super) adopted_peer: std::cell::OnceCell<Option<u32>>,
+    /// The host end of the attachment's veth, fixed before the plugin
+    /// runs ([`Ctx::fix_adopted_peer`]; none: no `adopt-peer` grant asked).
+    pub(super) adopted: Option<crate::record::Adopted>,
     /// The node's IPAM state directories as the state root lists them,
     /// once read ([`authority`]).
     pub(super) node_stores: std::cell::OnceCell<Vec<std::path::PathBuf>>,
@@ -174,7 +174,7 @@ impl Ctx {
             nft: None,
             recorded: None,
             incarnations: std::cell::OnceCell::new(),
-            adopted_peer: std::cell::OnceCell::new(),
+            adopted: None,
             node_stores: std::cell::OnceCell::new(),
             table_locks: Vec::new(),
         }
@@ -220,11 +220,7 @@ impl Ctx {
     /// The policy field path of this plugin's entry for `field` of the
     /// `kind` namespace grant: `plugins.NAME.container.read`.
     pub(super) fn grant_field(&self, kind: Kind, field: &str) -> String {
-        format!(
-            "plugins.{}.{}.{field}",
-            self.audit.plugin(),
-            kind_name(kind)
-        )
+        format!("plugins.{}.{}.{field}", self.audit.plugin(), kind.name())
     }
 
     /// The policy field path of this plugin's entry for `field`:
@@ -367,13 +363,6 @@ impl Ctx {
         self.netlink(kind)?
             .set_alias(index, &mark)
             .map_err(CapError::from)
-    }
-}
-
-pub(super) fn kind_name(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Container => "container",
-        Kind::Host => "host",
     }
 }
 

@@ -324,6 +324,10 @@ impl Ctx {
             child.depth = parent.depth + 1;
             child.state_owner = parent.state_owner.clone();
             child.record_plugin = parent.record_plugin.clone();
+            // The peer the invocation fixed, or the child's now, before it
+            // runs (breach 1 of issue 49).
+            child.adopted = parent.adopted.clone();
+            child.fix_adopted_peer();
             child.journal = std::mem::take(&mut parent.journal);
             child.stores = std::mem::take(&mut parent.stores);
             // A delegate in a namespace whose table lock its caller holds
@@ -371,6 +375,7 @@ impl Ctx {
         // caller's.
         self.table_locks = std::mem::take(&mut child.table_locks);
         self.attachment.addresses = std::mem::take(&mut child.attachment.addresses);
+        self.merge_adopted(child.adopted.take());
         // An IPAM delegate's result is the attachment's addresses if it ran
         // on the runtime's config; a chain member's reaches the next
         // member only as its prevResult, which names no address the host

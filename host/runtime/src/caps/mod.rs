@@ -32,6 +32,7 @@ mod borrowed;
 pub mod catalog;
 pub mod ctx;
 pub mod delegate;
+mod facts;
 pub mod firewall;
 mod ipam_store;
 mod link;

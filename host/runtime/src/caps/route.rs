@@ -480,7 +480,7 @@ impl Ctx {
                 self.note_host_error(format!(
                     "the routing-table lock of the {} namespace ({}) was held by another \
                      invocation until this one's deadline",
-                    super::ctx::kind_name(kind),
+                    kind.name(),
                     path.display()
                 ));
                 Err(super::bindings::ErrorCode::TryAgain.into())

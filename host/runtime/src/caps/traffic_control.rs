@@ -79,7 +79,7 @@ impl Ctx {
                 format!(
                     "{} link {:?} (index {}) has this attachment's ifb name but is not its \
                      ifb (a wasmcni invariant)",
-                    super::ctx::kind_name(kind),
+                    kind.name(),
                     l.name,
                     l.index
                 ),
