@@ -447,6 +447,33 @@ mod tests {
         assert_eq!(s.sysctl.len(), 2);
     }
 
+    /// Each `args.cni` key overrides its config key (upstream v1.9.1's
+    /// `tuning.go`: mac, promisc, mtu, allmulti, txQLen, sysctl merged).
+    #[test]
+    fn args_cni_overrides_each_setting() {
+        let conf = serde_json::json!({
+            "cniVersion": "1.0.0", "name": "n", "type": "tuning",
+            "mac": "02:00:00:00:00:01", "promisc": false, "allmulti": false, "txQLen": 100,
+            "args": {"cni": {"mac": "02:00:00:00:00:03", "promisc": true, "allmulti": true,
+                             "txQLen": 2000}}
+        });
+        let conf = guest_sdk::cni::NetConf::from_value(conf).expect("conf");
+        let inv = Invocation {
+            env: guest_sdk::cni::Env::from_lookup(|k| match k {
+                "CNI_COMMAND" => Some("VERSION".into()),
+                _ => None,
+            })
+            .expect("env"),
+            conf,
+            stdin: Vec::new(),
+        };
+        let s = settings(&inv).expect("settings");
+        assert_eq!(s.mac, "02:00:00:00:00:03");
+        assert!(s.promisc);
+        assert_eq!(s.allmulti, Some(true));
+        assert_eq!(s.txqlen, Some(2000));
+    }
+
     #[test]
     fn del_reads_no_config() {
         use plugin_common::testing::{invocation, reach, Reached};
