@@ -2,14 +2,16 @@
 """The import circles between the modules of one crate (issue 25: none
 inside a crate either; cargo rules out circles between crates).
 
-usage: host/module-cycles.py SRC_DIR [-v] [-m]  (make cycles: every host crate)
+usage: host/module-cycles.py SRC_DIR [-v] [-m] [--check]  (make cycles: every host crate)
 
 An edge A -> B is a `crate::`, `super::` or `self::` path (in a `use` or
 inline) in A's file naming module B or an item in it, or, in a mod.rs or
 lib.rs, a path through one of its child modules; a file's own
-`#[cfg(test)] mod tests` is left out. Prints each strongly connected
+`#[cfg(test)] mod tests` is left out, and so is the path of a `pub(in …)`
+visibility (it limits who may use an item, it uses nothing). Prints each strongly connected
 component of more than one module (-v: with its edges). A parent and a
-child that use each other are a circle. Exits 0: a report, not a check.
+child that use each other are a circle. Exits 0: a report, not a check
+(--check: exits 1 if there is a circle; `make cycles` and `make test` check).
 
 -m (make cycles-methods): also an edge A -> B where A's file calls, on a
 receiver named self, c, ctx, caps, child or parent, a method whose name is
@@ -82,6 +84,8 @@ for m, f in mods.items():
     t = strip(open(f).read())
     # a file's own `mod tests` (its super:: is the file itself): not the module's imports
     t = re.split(r'#\[cfg\(test\)\]\s*mod\s+tests\b', t)[0]
+    # `pub(in crate::a)` restricts who sees an item: no dependency on `a`
+    t = re.sub(r'pub\s*\(\s*in\s+[^)]*\)', 'pub', t)
     mparts = m.split('::') if m else []
     is_dir = f.endswith('mod.rs') or f.endswith('lib.rs')
     parent = mparts[:-1] if not is_dir else mparts[:-1]
@@ -149,3 +153,5 @@ for s in big:
         ss = set(s)
         for v in s:
             print(f"    {v} -> {sorted(w for w in edges[v] if w in ss)}")
+if '--check' in sys.argv and big:
+    sys.exit(1)

@@ -214,7 +214,27 @@ impl Drop for NetNs {
     /// held directories): a kept socket would keep a deleted namespace
     /// alive.
     fn drop(&mut self) {
-        crate::sysctl::forget(self.id);
+        if let Some(forget) = ON_DROP.get() {
+            forget(self.id);
+        }
+    }
+}
+
+/// What a module above this one keeps per handle, dropped with the handle
+/// (the sysctl tree's held directories and route socket,
+/// [`crate::sysctl`]): that module registers it ([`on_drop`]), so that
+/// this module names none above it.
+static ON_DROP: std::sync::OnceLock<fn(u64)> = std::sync::OnceLock::new();
+
+/// Has `forget` called with a handle's id when the handle is dropped, in
+/// the dropping thread. One module keeps such state: a second `forget`
+/// is a bug.
+pub(crate) fn on_drop(forget: fn(u64)) {
+    if let Err(other) = ON_DROP.set(forget) {
+        debug_assert!(
+            std::ptr::fn_addr_eq(*ON_DROP.get().unwrap_or(&other), forget),
+            "a second per-handle state"
+        );
     }
 }
 

@@ -11,7 +11,8 @@ use std::path::{Path, PathBuf};
 
 use netlink_packet_route::link::InetDevConf;
 
-use crate::netlink::route::{Netlink, NlError};
+use crate::netlink::route::error::NlError;
+use crate::netlink::route::socket::Netlink;
 use crate::netns::NetNs;
 
 /// The most a sysctl read returns (network sysctls are a few bytes; this
@@ -104,6 +105,7 @@ fn open_here(path: &Path, write: bool) -> io::Result<File> {
                     .read(true)
                     .custom_flags(libc::O_DIRECTORY)
                     .open(Path::new("/proc/sys/net").join(&dir))?;
+                crate::netns::on_drop(forget);
                 dirs.push((ns, dir, OwnedFd::from(f)));
                 dirs.len() - 1
             }
@@ -177,6 +179,7 @@ fn with_route<T>(f: impl FnOnce(&mut Netlink) -> Result<T, NlError>) -> Option<T
         let at = match route.iter().position(|(n, _)| *n == ns) {
             Some(i) => i,
             None => {
+                crate::netns::on_drop(forget);
                 route.push((ns, Netlink::here().ok()?));
                 route.len() - 1
             }
@@ -288,7 +291,7 @@ pub fn exchange(ns: &NetNs, key: &str, value: &str) -> io::Result<String> {
         )));
     }
     let (key, value) = (key.to_owned(), value.to_owned());
-    crate::netlink::note_change();
+    crate::netlink::route::cache::note_change();
     ns.run_inside(move || {
         if let Some(old) = exchange_netlink(&key, &value) {
             return Ok(old);
@@ -314,7 +317,7 @@ pub fn write(ns: &NetNs, key: &str, value: &str) -> io::Result<()> {
         )));
     }
     let (key, value) = (key.to_owned(), value.to_owned());
-    crate::netlink::note_change();
+    crate::netlink::route::cache::note_change();
     ns.run_inside(move || write_here(&key, &value))
 }
 
@@ -472,7 +475,7 @@ pub fn changes(before: &[(String, String)], after: &[(String, String)]) -> Vec<C
 /// as they should be.
 pub fn restore_changes(ns: &NetNs, changes: &[Change]) -> io::Result<Vec<String>> {
     let changes = changes.to_vec();
-    crate::netlink::note_change();
+    crate::netlink::route::cache::note_change();
     ns.run_inside(move || {
         let start = snapshot_here();
         let value_at = |snap: &[(String, String)], key: &str| -> Option<String> {
@@ -541,7 +544,7 @@ pub fn restore(ns: &NetNs, values: &[(String, String)]) -> io::Result<Vec<String
     // restored whatever its value now.
     let mut targets: Vec<(String, String)> = values.to_vec();
     targets.sort_by_key(|(k, _)| restore_rank(k));
-    crate::netlink::note_change();
+    crate::netlink::route::cache::note_change();
     ns.run_inside(move || {
         for _pass in 0..3 {
             let mut any = false;

@@ -175,7 +175,7 @@ fn hand_over(keep: &[RawFd], gate: OwnedFd) -> Option<libc::pid_t> {
     // fork, then `_exit`s.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        super::close_all_but(&fds);
+        super::fds::close_all_but(&fds);
         // SAFETY: `membarrier` waits (a kernel without it refuses at
         // once); the read blocks until the parent is gone (or fails); then
         // the child's exit closes the sockets.

@@ -131,7 +131,7 @@ fn fork_deleter(del: &Netlink, msg: LinkMessage) -> Result<Option<std::fs::File>
     // memory prepared before the fork, then `_exit`s.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
-        crate::netlink::close_all_but(&keep);
+        crate::netlink::fds::close_all_but(&keep);
         // SAFETY: system calls on descriptors and buffers owned here.
         unsafe {
             libc::signal(libc::SIGPIPE, libc::SIG_IGN);

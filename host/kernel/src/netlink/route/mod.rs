@@ -17,16 +17,16 @@
 
 mod address;
 mod bridge_port;
-mod cache;
+pub(crate) mod cache;
 mod decode;
-mod error;
+pub(crate) mod error;
 mod inet_conf;
 mod link;
 mod link_delete;
 mod neighbour;
 mod nsid;
 mod routes;
-mod socket;
+pub(crate) mod socket;
 #[cfg(test)]
 pub(super) mod tests;
 
