@@ -1481,6 +1481,67 @@ fn a_macvlans_broadcast_queue_does_not_raise_its_masters_for_others() {
     assert_eq!(used(), 1000, "the other network's queue");
 }
 
+/// Issue 49, breach 5 (routes the kernel adds): a host grant whose
+/// sysctl patterns match `accept_ra` (the default bridge and ptp
+/// entries', which set it to 0 as the reference does) may not raise it,
+/// nor any setting by which the node takes routes or addresses from what
+/// a link receives, on its own new host veth either: at 2 its container
+/// could send router advertisements that route the node's traffic, or
+/// another network's subnet, through that veth. Lowering stays allowed.
+#[test]
+fn issue49_breach5_no_host_setting_takes_routes_from_a_container() {
+    let world = World::new("az97");
+    let mut grant = wide();
+    grant["host"]["sysctls"] = json!([
+        "net.ipv6.conf.*.accept_ra",
+        "net.ipv6.conf.*.accept_ra_rt_info_max_plen",
+        "net.ipv6.conf.*.autoconf",
+        "net.ipv4.conf.*.accept_redirects",
+        "net.ipv6.conf.all.accept_redirects"
+    ]);
+    let set = |key: &str, value: &str| json!({"call": "sysctl.set", "ns": "host", "key": key, "value": value});
+    let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
+        {"call": "link.create-veth", "ns": "host", "name": "cnitestra0",
+         "peer-ns": "container", "peer-name": "eth0"},
+        set("net.ipv6.conf.cnitestra0.accept_ra", "2"),
+        set("net.ipv6.conf.cnitestra0.accept_ra_rt_info_max_plen", "128"),
+        set("net.ipv6.conf.cnitestra0.autoconf", "1"),
+        set("net.ipv4.conf.cnitestra0.accept_redirects", "1"),
+        set("net.ipv6.conf.all.accept_redirects", "1"),
+        set("net.ipv6.conf.cnitestra0.accept_ra", "0")]});
+    // The node's `all` default is 1 (accept_redirects): lower it first,
+    // so that raising it back is a raise.
+    world.node.sysctl("net.ipv6.conf.all.accept_redirects", "0");
+    world
+        .node
+        .sysctl("net.ipv4.conf.default.accept_redirects", "0");
+    world.node.sysctl("net.ipv6.conf.default.autoconf", "0");
+    let before_add = world.snapshot();
+    let run = world.run("ADD", &policy_with(grant.clone()), &conf, &[]);
+    let r = results(&run);
+    assert!(r[0].get("ok").is_some(), "the veth: {r:?}");
+    for i in 1..=5 {
+        denied(
+            &world,
+            &run,
+            i,
+            "a plugin may only lower it",
+            &format!("op {i}"),
+        );
+    }
+    assert!(r[6].get("ok").is_some(), "lowering accept_ra: {r:?}");
+    let now = world
+        .node
+        .command("cat")
+        .arg("/proc/sys/net/ipv6/conf/cnitestra0/accept_ra")
+        .output()
+        .expect("cat");
+    assert_eq!(String::from_utf8_lossy(&now.stdout).trim(), "0");
+    let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": []});
+    assert_eq!(world.run("DEL", &policy_with(grant), &del, &[]).code, 0);
+    support::assert_same(&before_add, &world.snapshot(), "after the DEL");
+}
+
 /// Issue 49, breach 5: a host route through the plugin's own veth, or a
 /// host address's connected prefix, may not take traffic the node routes
 /// elsewhere within the grant's `prefixes`: not more specific than (nor

@@ -747,3 +747,92 @@ impl Ctx {
         Ok(l)
     }
 }
+
+/// The node's settings by which it takes routes or addresses from what a
+/// link receives: router advertisements (a default route, prefixes and
+/// their on-link routes, route information) and redirects, each larger
+/// value taking more. (`net.<proto>.conf.<link, all or default>.<name>`.)
+const TAKES_FROM_LINKS: &[(&str, &str)] = &[
+    ("ipv6", "accept_ra"),
+    ("ipv6", "accept_ra_defrtr"),
+    ("ipv6", "accept_ra_pinfo"),
+    ("ipv6", "accept_ra_rtr_pref"),
+    ("ipv6", "accept_ra_rt_info_max_plen"),
+    ("ipv6", "accept_ra_from_local"),
+    ("ipv6", "autoconf"),
+    ("ipv6", "accept_redirects"),
+    ("ipv4", "accept_redirects"),
+    ("ipv4", "secure_redirects"),
+    ("ipv4", "shared_media"),
+];
+
+/// In the node namespace a plugin may lower, never raise, a setting by
+/// which the node takes routes or addresses from what a link receives
+/// ([`TAKES_FROM_LINKS`]): `accept_ra` at 2 on its own host veth let its
+/// container send router advertisements that put the node's default
+/// route, or another network's subnet, through that veth (issue 49,
+/// breach 5's route checks never see a route the kernel adds). The
+/// reference plugins set `accept_ra` to 0 there; nothing they do raises
+/// one. `old` reads the key's value now (only for such a key).
+pub(super) fn lowers_only(
+    kind: Kind,
+    key: &str,
+    old: impl FnOnce() -> Result<String, CapError>,
+    value: &str,
+) -> Result<(), CapError> {
+    let parts: Vec<&str> = key.split('.').collect();
+    let taker = match parts.as_slice() {
+        ["net", proto, "conf", _, name] => TAKES_FROM_LINKS.contains(&(*proto, *name)),
+        _ => false,
+    };
+    if kind != Kind::Host || !taker {
+        return Ok(());
+    }
+    let old = old()?;
+    match (old.trim().parse::<i64>(), value.trim().parse::<i64>()) {
+        (Ok(old), Ok(new)) if new <= old => Ok(()),
+        _ => Err(CapError::denied(format!(
+            "host sysctl {key}: {} -> {value} would let the node take routes or addresses \
+             from what a link receives (router advertisements, redirects): a plugin may only \
+             lower it (a wasmcni invariant)",
+            old.trim()
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn route_taking_host_settings_may_only_be_lowered() {
+        let ok = |kind, key, old: &str, new| lowers_only(kind, key, || Ok(old.into()), new).is_ok();
+        assert!(ok(Kind::Host, "net.ipv6.conf.veth1.accept_ra", "1", "0"));
+        assert!(ok(Kind::Host, "net.ipv6.conf.veth1.accept_ra", "0", "0"));
+        assert!(!ok(Kind::Host, "net.ipv6.conf.veth1.accept_ra", "1", "2"));
+        assert!(!ok(Kind::Host, "net.ipv6.conf.veth1.accept_ra", "0", "1"));
+        assert!(!ok(
+            Kind::Host,
+            "net.ipv6.conf.all.accept_redirects",
+            "0",
+            "1"
+        ));
+        assert!(!ok(Kind::Host, "net.ipv6.conf.default.autoconf", "0", "1"));
+        assert!(!ok(
+            Kind::Host,
+            "net.ipv6.conf.veth1.accept_ra_rt_info_max_plen",
+            "0",
+            "128"
+        ));
+        assert!(!ok(Kind::Host, "net.ipv6.conf.veth1.accept_ra", "0", "yes"));
+        // Not such a setting, or the container's own.
+        assert!(ok(Kind::Host, "net.ipv6.conf.veth1.forwarding", "0", "1"));
+        assert!(ok(Kind::Host, "net.ipv4.ip_forward", "0", "1"));
+        assert!(ok(
+            Kind::Container,
+            "net.ipv6.conf.eth0.accept_ra",
+            "0",
+            "2"
+        ));
+    }
+}

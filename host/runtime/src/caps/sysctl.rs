@@ -211,6 +211,7 @@ impl Ctx {
         if value.contains(['\n', '\0']) {
             return Err(ErrorCode::InvalidArgument.into());
         }
+        super::authority::lowers_only(kind, key, || self.sysctl_read(kind, key), value)?;
         // One trip into the namespace when nothing needs journaling:
         // a key of a link this call created, or outside ADD.
         if !shared && self.needs_no_journal(kind, key)? {
@@ -414,7 +415,7 @@ pub(super) const SET: Entry = Entry {
     call: "sysctl.set",
     args: &["ns", "key", "value"],
     authority: "write a net.* sysctl",
-    policy: "`sysctls` patterns; host per-link keys: link own or `links`",
+    policy: "`sysctls` patterns; host per-link keys: link own or `links`; in the host, a setting by which the node takes routes or addresses from a link (`accept_ra*`, `autoconf`, `accept_redirects`, ...) only lowered",
     undo: "a key of a link created in this ADD: none (the link goes); of another link: its old value, and the addresses and routes it may flush; any other key (`all`, `default`, global): the namespace's whole net. tree, written back parents first; a write that changes nothing is skipped",
     mutates: true,
     in_gc: false,
