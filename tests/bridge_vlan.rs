@@ -121,8 +121,14 @@ fn trunk_and_access_ports_get_upstreams_vlan_tables() {
         ),
         // Access and trunk, VLAN 1 kept (untagged, no longer the PVID).
         (
-            json!({"vlan": 30, "vlanTrunk": [{"id": 40}]}),
+            json!({"vlan": 30, "vlanTrunk": [{"id": 40}], "preserveDefaultVlan": true}),
             &["1 U", "30 PU", "40"][..],
+        ),
+        // The same by default: VLAN 1 goes (upstream v1.8.0+; true in
+        // v1.3-v1.7).
+        (
+            json!({"vlan": 30, "vlanTrunk": [{"id": 40}]}),
+            &["30 PU", "40"][..],
         ),
         // A trunk VLAN equal to `vlan` ends tagged (upstream adds the
         // trunk after the access VLAN).

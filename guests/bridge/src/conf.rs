@@ -230,7 +230,9 @@ impl Conf {
     /// (after `vlan`, so a trunk VLAN equal to `vlan` ends tagged, as
     /// upstream's later add does); a trunk with no `vlan` keeps VLAN 1 as
     /// the native (PVID, untagged) VLAN (upstream v1.8); the port's own
-    /// VLANs stay unless `preserveDefaultVlan` is false.
+    /// VLANs (VLAN 1 on a new port) stay only if `preserveDefaultVlan` is
+    /// true: its default is false since upstream v1.8.0 (48a4ae5a; true
+    /// in v1.3–v1.7, and 1.1.1, which has no such option, keeps them).
     pub fn port_vlans(
         &self,
         vid: u16,
@@ -240,7 +242,7 @@ impl Conf {
         if !Conf::sets_port_vlans(vid, trunk) {
             return None;
         }
-        let mut set = if self.preserve_default_vlan.unwrap_or(true) {
+        let mut set = if self.preserve_default_vlan.unwrap_or(false) {
             current
         } else {
             Vec::new()

@@ -25,7 +25,8 @@
 //!
 //! VLANs: `vlan` (the port's PVID, untagged), and from upstream's later
 //! versions `vlanTrunk` (tagged VLANs) and `preserveDefaultVlan` (default
-//! true: VLAN 1 stays on the port, as 1.1.1 leaves it). With `isGateway`,
+//! false, as since upstream v1.8.0: VLAN 1 leaves a port given `vlan` or
+//! `vlanTrunk`; true keeps it, as 1.1.1 and v1.3–v1.7 do). With `isGateway`,
 //! the gateway address of a VLAN sits on `<bridge>.<vlan>`, one end of a
 //! veth pair whose other end is a port of that VLAN, shared by the
 //! network: the reference keeps it after the network's last DEL, wasmcni
