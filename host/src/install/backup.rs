@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
-use super::{create_file, write_atomic_with};
+use super::files::{create_dir, create_file, plain, write_atomic_with};
 
 /// The directory, in each directory install writes to, that holds what
 /// `--force` replaced there.
@@ -42,7 +42,7 @@ pub(crate) fn keep(dir: &Path, name: &str) -> anyhow::Result<PathBuf> {
         Ok(m) if m.is_dir() => {}
         Ok(_) => bail!("{backups:?} is not a directory: not keeping {from:?} there"),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            super::create_dir(&backups)?;
+            create_dir(&backups)?;
         }
         Err(e) => return Err(e).with_context(|| format!("inspecting {backups:?}")),
     }
@@ -89,7 +89,7 @@ pub(crate) fn names(dir: &Path) -> Vec<String> {
         .flatten()
         .flatten()
         .filter_map(|e| e.file_name().to_str().map(str::to_owned))
-        .filter(|n| super::plain(n))
+        .filter(|n| plain(n))
         .collect();
     names.sort();
     names

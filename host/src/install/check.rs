@@ -17,9 +17,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
+use anyhow::bail;
 use serde_json::Value;
 
-use super::{backup, Named};
+use super::backup;
+use super::network::{conf_dir, conf_dir_networks, Named, Network};
+use super::placement::{Content, Placement};
+use super::plugin::ThirdParty;
+use super::policy::{policy_target, resolve_policy_dir};
+use super::Options;
 use crate::inspect::{self, PolicyStatus};
 use crate::policy::{Entry, Policy, PolicyError, Source};
 
@@ -390,4 +396,98 @@ impl Prospect<'_> {
             }
         }
     }
+}
+
+/// What install plans, as [`check_live`] checks it.
+pub(super) struct Live<'a> {
+    pub(super) dir: &'a Path,
+    pub(super) plugin_dir: &'a Path,
+    pub(super) links: &'a [&'a str],
+    pub(super) pruned: &'a [&'a str],
+    pub(super) third: &'a [ThirdParty],
+    pub(super) networks: &'a [Network],
+    pub(super) policy: &'a Option<Placement>,
+}
+
+/// Checks what a run would refuse once install has written what it plans
+/// ([`Prospect`]); refuses, naming each problem, unless
+/// `--allow-broken`, which only warns. Prints the warnings.
+pub(super) fn check_live(opts: &Options, live: &Live) -> anyhow::Result<()> {
+    let policy_dir = resolve_policy_dir(&opts.policy_dir)?;
+    let policy_file = live
+        .policy
+        .as_ref()
+        .map_or_else(|| policy_target(opts), Placement::path);
+    let entries: Vec<(&str, &serde_json::Value)> = live
+        .third
+        .iter()
+        .filter_map(|t| match &t.entry.as_ref()?.content {
+            Content::Entry { json, .. } => Some((t.name.as_str(), json)),
+            Content::Bytes(_) => None,
+        })
+        .collect();
+    let new_policy_file = live.policy.as_ref().and_then(|p| match &p.content {
+        Content::Bytes(b) => Some(b.as_slice()),
+        Content::Entry { .. } => None,
+    });
+    // The networks already in the conf dir, whose links --prune must
+    // keep (those this run writes are checked as it writes them).
+    let in_conf_dir = match live.pruned.is_empty() {
+        true => Vec::new(),
+        false => {
+            let writing: Vec<&str> = live
+                .networks
+                .iter()
+                .map(|n| n.placement.name.as_str())
+                .collect();
+            conf_dir_networks(&conf_dir(opts), &writing)
+        }
+    };
+    let found = Prospect {
+        dir: live.dir,
+        plugin_dir: live.plugin_dir,
+        policy_dir: &policy_dir,
+        policy_file: &policy_file,
+        new_policy_file,
+        installing: live
+            .third
+            .iter()
+            .map(|t| (t.name.as_str(), t.sha256.as_str()))
+            .collect(),
+        entries,
+        links: live.links,
+        pruned: live.pruned,
+        networks: live
+            .networks
+            .iter()
+            .map(|n| (n.file.as_path(), n.types.as_slice()))
+            .collect(),
+        in_conf_dir: in_conf_dir
+            .iter()
+            .map(|(p, t)| (p.as_path(), t.as_slice()))
+            .collect(),
+    }
+    .check();
+    for w in &found.warnings {
+        eprintln!("wasmcni: warning: {w}");
+    }
+    if found.broken.is_empty() {
+        return Ok(());
+    }
+    if opts.allow_broken {
+        for b in &found.broken {
+            eprintln!("wasmcni: WARNING: {b} (installing anyway: --allow-broken)");
+        }
+        return Ok(());
+    }
+    bail!(
+        "refusing to install what wasmcni would refuse to run (nothing was changed):\n{}\n\
+         Fix these, or rerun with --allow-broken to install anyway.",
+        found
+            .broken
+            .iter()
+            .map(|b| format!("  - {b}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    )
 }
