@@ -16,8 +16,9 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
-use nix::sched::{setns, unshare, CloneFlags};
+use nix::sched::{setns, CloneFlags};
 
+use crate::sandbox::{self, make_netns};
 use wasmcni_runtime::conflist::Conflist;
 use wasmcni_runtime::netlink::{address_of, Netlink};
 use wasmcni_runtime::netns::NetNs;
@@ -30,17 +31,7 @@ const CONFIG: &str = r#"{
 
 /// Runs the demo.
 pub fn run() -> anyhow::Result<()> {
-    unshare(CloneFlags::CLONE_NEWNET | CloneFlags::CLONE_NEWNS).context(
-        "entering a sandbox (new network and mount namespaces) needs root or CAP_SYS_ADMIN",
-    )?;
-    mount(
-        None::<&str>,
-        "/",
-        None::<&str>,
-        MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-        None::<&str>,
-    )
-    .context("making mounts private in the sandbox")?;
+    sandbox::enter()?;
     // Not under /tmp: the demo's policy file must sit in directories only
     // root can write (wasmcni refuses a policy others could replace).
     let base = Path::new("/run").join(format!("wasmcni-demo.{}", std::process::id()));
@@ -57,27 +48,6 @@ pub fn run() -> anyhow::Result<()> {
     let _ = umount2(&base, MntFlags::MNT_DETACH);
     let _ = fs::remove_dir(&base);
     result
-}
-
-/// Creates a network namespace pinned at `path` (a bind mount, as
-/// `ip netns add` does). Also the sandbox of `wasmcni try`.
-pub(crate) fn make_netns(path: &Path) -> anyhow::Result<()> {
-    fs::File::create(path)?;
-    let p = path.to_owned();
-    std::thread::spawn(move || -> anyhow::Result<()> {
-        unshare(CloneFlags::CLONE_NEWNET)?;
-        mount(
-            Some("/proc/thread-self/ns/net"),
-            &p,
-            None::<&str>,
-            MsFlags::MS_BIND,
-            None::<&str>,
-        )?;
-        Ok(())
-    })
-    .join()
-    .map_err(|_| anyhow::anyhow!("netns thread panicked"))??;
-    Ok(())
 }
 
 fn lo_state(ns: &Path) -> anyhow::Result<String> {

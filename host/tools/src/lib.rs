@@ -7,6 +7,7 @@
 
 pub mod demo;
 pub mod plugin_arg;
+mod sandbox;
 pub mod scaffold;
 pub mod suggest;
 pub mod trial;
