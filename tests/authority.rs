@@ -665,13 +665,14 @@ fn issue49_breach6_a_name_pattern_does_not_reach_another_networks_or_attachments
 }
 
 /// Issue 49, breach 1 (a pair wasmcni made): two attachments in one pod
-/// namespace. The attacker, attachment (n2, pod, net1) with container
-/// `modify` and host `adopt-peer`, renames the victim's `eth0` to `net1`,
-/// so that "the peer of CNI_IFNAME" is the victim's host veth, which
-/// carries the victim's attachment mark: changing it (MTU, a bridge of
-/// its own, traffic control) is refused, audited, and leaves it as it
-/// was. (A pair a native plugin made carries no mark; that the adopted
-/// peer is fixed at ADD is left to issue 49's authority module.)
+/// namespace. The attacker is attachment (n2, pod, net1) with container
+/// `modify` and host `adopt-peer`; the victim's `eth0` is called `net1`
+/// when its ADD starts (no plugin may rename it so: the test does), so
+/// "the peer of CNI_IFNAME" is the victim's host veth, which carries the
+/// victim's attachment mark: changing it (MTU, a bridge of its own,
+/// traffic control) is refused, audited, and leaves it as it was. (A
+/// pair a native plugin made carries no mark:
+/// `issue49_breach1_adopt_peer_is_fixed_at_add_for_a_native_pair`.)
 #[test]
 fn issue49_breach1_adopt_peer_does_not_hand_over_another_attachments_marked_veth() {
     let world = World::new("az91");
@@ -704,17 +705,17 @@ fn issue49_breach1_adopt_peer_does_not_hand_over_another_attachments_marked_veth
         ),
     ] {
         let what = op.to_string();
-        let conf = json!({"cniVersion": "1.0.0", "name": "n2", "type": "scripted", "ops": [
-            {"call": "link.set-name", "ns": "container", "link": "eth0", "name": "net1"},
-            op,
-            {"call": "link.set-name", "ns": "container", "link": "net1", "name": "eth0"}]});
+        // The victim's eth0 under the attacker's ifname (from outside: no
+        // plugin may give it that name), so that the kernel's peer of
+        // `net1` when the ADD starts is the victim's marked veth.
+        pod.ip(&["link", "set", "eth0", "name", "net1"]);
+        let conf = json!({"cniVersion": "1.0.0", "name": "n2", "type": "scripted", "ops": [op]});
         let run = world.run("ADD", &policy_with(grant.clone()), &conf, &env);
-        let r = results(&run);
-        assert!(r[0].get("ok").is_some(), "{what}: the rename: {r:?}");
-        denied(&world, &run, 1, why, &what);
+        denied(&world, &run, 0, why, &what);
         let del = json!({"cniVersion": "1.0.0", "name": "n2", "type": "scripted", "ops": []});
         let d = world.run("DEL", &policy_with(grant.clone()), &del, &env);
         assert_eq!(d.code, 0, "{what}: {d:?}");
+        pod.ip(&["link", "set", "net1", "name", "eth0"]);
         support::assert_same(&before, &world.snapshot(), &what);
     }
 }
@@ -722,12 +723,13 @@ fn issue49_breach1_adopt_peer_does_not_hand_over_another_attachments_marked_veth
 /// Issue 49, breach 1 (a pair a native plugin made, which carries no
 /// mark): two attachments of the reference bridge in one pod namespace,
 /// the victim's `eth0` and the attacker's `net1`. The attacker, with
-/// container `modify` and host `adopt-peer`, renames its `net1` away and
-/// the victim's `eth0` to `net1` before asking for "its" peer, in ADD,
-/// and leaves the names swapped for its DEL: the peer it adopts is the
-/// one its ADD found when it started (the record keeps it), so the
-/// victim's host veth is refused in both, and its own still adopted
-/// after the renames.
+/// container `modify` and host `adopt-peer`, tries to rename the
+/// victim's `eth0` to its own ifname, so that "its" peer would be the
+/// victim's host veth: refused (a link takes `CNI_IFNAME` only if the
+/// call made or moved it in), and the victim's veth with it; its own is
+/// still adopted. When names are swapped by something else between its
+/// ADD and DEL (here the test, as any actor outside wasmcni could), its
+/// DEL adopts the peer its ADD fixed and recorded, not the victim's.
 #[test]
 fn issue49_breach1_adopt_peer_is_fixed_at_add_for_a_native_pair() {
     let world = World::new("az92");
@@ -739,37 +741,37 @@ fn issue49_breach1_adopt_peer_is_fixed_at_add_for_a_native_pair() {
     // Its MTU, master, state and MAC (the bridge port's timers move).
     let state = |link: &str| world.node.ip(&["-o", "link", "show", link]);
     let before = state(&theirs);
-    let [swap, unswap, attack] = breach1_ops(&theirs);
+    let attack = breach1_attack(&theirs);
     let ops = |list: Vec<&Value>| -> Value {
         json!({"cniVersion": "1.0.0", "name": "n2", "type": "scripted", "ops": list})
     };
-    // ADD: swap, attack, adopt its own, swap back.
+    // ADD: the rename, the attack, its own peer.
+    let take = json!({"call": "link.set-name", "ns": "container", "link": "eth0", "name": "net1"});
     let own_mtu = json!({"call": "link.set-mtu", "ns": "host", "link": mine, "mtu": 1400});
-    let list: Vec<&Value> = swap
-        .iter()
+    let list: Vec<&Value> = [&take]
+        .into_iter()
         .chain(&attack)
         .chain([&own_mtu])
-        .chain(&unswap)
         .collect();
     let run = world.run("ADD", &policy_with(grant.clone()), &ops(list), &env);
     let r = results(&run);
-    assert!(
-        r[..2].iter().all(|x| x.get("ok").is_some()),
-        "the renames: {r:?}"
+    denied(
+        &world,
+        &run,
+        0,
+        "may not take the name \"net1\"",
+        "the rename",
     );
-    for i in [2, 3] {
+    for i in [1, 2] {
         denied(
             &world,
             &run,
             i,
             "was not created by wasmcni",
-            "ADD after the renames",
+            "ADD's attack",
         );
     }
-    assert!(
-        r[4].get("ok").is_some(),
-        "its own peer after the renames: {r:?}"
-    );
+    assert!(r[3].get("ok").is_some(), "its own peer: {r:?}");
     assert!(
         world.node.ip(&["link", "show", &mine]).contains("mtu 1400"),
         "{}",
@@ -780,19 +782,15 @@ fn issue49_breach1_adopt_peer_is_fixed_at_add_for_a_native_pair() {
         before,
         "the victim's host veth after the ADD"
     );
-    // An ADD again that leaves the names swapped, then its DEL.
+    // The names swapped from outside, then its DEL.
+    swap_names(&world, true);
     let run = world.run(
-        "ADD",
-        &policy_with(grant.clone()),
-        &ops(swap.iter().collect()),
+        "DEL",
+        &policy_with(grant),
+        &ops(attack.iter().collect()),
         &env,
     );
-    assert!(
-        results(&run).iter().all(|x| x.get("ok").is_some()),
-        "{run:?}"
-    );
-    let list: Vec<&Value> = attack.iter().chain(&unswap).collect();
-    let run = world.run("DEL", &policy_with(grant), &ops(list), &env);
+    swap_names(&world, false);
     for i in [0, 1] {
         denied(
             &world,
@@ -810,21 +808,22 @@ fn issue49_breach1_adopt_peer_is_fixed_at_add_for_a_native_pair() {
     assert_unswapped_and_unshaped(&world, &theirs);
 }
 
-/// The same through `wasmcni-chain`: the first member swaps the names,
+/// The same through `wasmcni-chain`: the first member tries the rename,
 /// the second (both granted `adopt-peer`) attacks and adopts its own; the
-/// peer the first member found when it started is the chain's, and its
-/// record's for the chain's DEL.
+/// peer the first member fixed when it started is the chain's, and its
+/// record's for the chain's DEL after a swap from outside.
 #[test]
 fn issue49_breach1_a_chain_member_adopts_the_peer_the_chain_fixed() {
     let world = World::new("az93");
     let (theirs, mine) = two_native_pairs(&world);
     let before = world.node.ip(&["-o", "link", "show", &theirs]);
-    let [swap, unswap, attack] = breach1_ops(&theirs);
+    let attack = breach1_attack(&theirs);
     let grant = json!({
         "container": {"read": true, "modify": true},
         "host": {"read": true, "modify": true, "traffic-control": true, "adopt-peer": true}});
     let policy = json!({"plugins": {"scripted": grant}});
     let own_mtu = json!({"call": "link.set-mtu", "ns": "host", "link": mine, "mtu": 1400});
+    let take = json!({"call": "link.set-name", "ns": "container", "link": "eth0", "name": "net1"});
     let mut second: Vec<Value> = attack.to_vec();
     second.push(own_mtu);
     let chain = |command: &str, members: Value| {
@@ -850,7 +849,7 @@ fn issue49_breach1_a_chain_member_adopts_the_peer_the_chain_fixed() {
     };
     let run = chain(
         "ADD",
-        json!([{"type": "scripted", "ops": swap}, {"type": "scripted", "ops": second}]),
+        json!([{"type": "scripted", "ops": [take]}, {"type": "scripted", "ops": second}]),
     );
     let r = results(&run);
     for i in [0, 1] {
@@ -868,15 +867,14 @@ fn issue49_breach1_a_chain_member_adopts_the_peer_the_chain_fixed() {
         before,
         "the victim's host veth after the chain's ADD"
     );
-    // Its DEL, the names still swapped (the second member swaps them
-    // back after its attack).
-    let mut last: Vec<Value> = attack.to_vec();
-    last.extend(unswap);
+    // Its DEL, the names swapped from outside.
+    swap_names(&world, true);
     let _ = std::fs::remove_file(world.audit_path());
     let run = chain(
         "DEL",
-        json!([{"type": "scripted", "ops": []}, {"type": "scripted", "ops": last}]),
+        json!([{"type": "scripted", "ops": []}, {"type": "scripted", "ops": attack}]),
     );
+    swap_names(&world, false);
     // (A DEL prints nothing: the refusals are the audit's.)
     assert_eq!(run.code, 0, "{run:?}");
     let refused: Vec<Value> = world
@@ -898,25 +896,28 @@ fn issue49_breach1_a_chain_member_adopts_the_peer_the_chain_fixed() {
     assert_unswapped_and_unshaped(&world, &theirs);
 }
 
-/// Breach 1's ops against the victim's host veth `theirs`: the renames
-/// that give the victim's `eth0` the attacker's ifname, those that undo
-/// them, and the attack (its MTU, a shaper).
-fn breach1_ops(theirs: &str) -> [[Value; 2]; 3] {
+/// Breach 1's attack on the victim's host veth `theirs`: its MTU, a
+/// shaper.
+fn breach1_attack(theirs: &str) -> [Value; 2] {
     [
-        [
-            json!({"call": "link.set-name", "ns": "container", "link": "net1", "name": "own1"}),
-            json!({"call": "link.set-name", "ns": "container", "link": "eth0", "name": "net1"}),
-        ],
-        [
-            json!({"call": "link.set-name", "ns": "container", "link": "net1", "name": "eth0"}),
-            json!({"call": "link.set-name", "ns": "container", "link": "own1", "name": "net1"}),
-        ],
-        [
-            json!({"call": "link.set-mtu", "ns": "host", "link": theirs, "mtu": 1280}),
-            json!({"call": "traffic-control.limit-receive", "ns": "host", "link": theirs,
-                   "rate": 1000000, "burst": 10000}),
-        ],
+        json!({"call": "link.set-mtu", "ns": "host", "link": theirs, "mtu": 1280}),
+        json!({"call": "traffic-control.limit-receive", "ns": "host", "link": theirs,
+               "rate": 1000000, "burst": 10000}),
     ]
+}
+
+/// Swaps the pod namespace's names (`swap`: the victim's `eth0` becomes
+/// `net1`, the attacker's `net1` `own1`), or swaps them back, from
+/// outside wasmcni.
+fn swap_names(world: &World, swap: bool) {
+    let steps: [[&str; 2]; 2] = if swap {
+        [["net1", "own1"], ["eth0", "net1"]]
+    } else {
+        [["net1", "eth0"], ["own1", "net1"]]
+    };
+    for [from, to] in steps {
+        world.ctr.ip(&["link", "set", from, "name", to]);
+    }
 }
 
 /// Asserts the pod namespace has its names back and the victim's host
@@ -1402,10 +1403,17 @@ fn adopt_peer_gives_the_host_end_of_the_attachments_own_veth_and_nothing_else() 
         json!({"call": "traffic-control.limit-receive", "ns": "host", "link": link,
                "rate": 1000000, "burst": 10000})
     };
+    // The refusal says what refused it, for tools (`wasmcni policy
+    // suggest` reads these, never the text): the policy's `links`, about
+    // that node link.
     let not_ours = |r: &Value| {
         r["reason"]
             .as_str()
             .is_some_and(|s| s.contains("was not created by wasmcni"))
+            && r["refused-by"] == "policy"
+            && r["grant"] == "plugins.scripted.host.links"
+            && r["link"]["name"].as_str().is_some_and(|n| !n.is_empty())
+            && r["link"]["index"].as_u64().is_some()
     };
     let mut grant = json!({"container": {"read": true},
                            "host": {"read": true, "traffic-control": true, "adopt-peer": true}});
@@ -1485,9 +1493,13 @@ fn a_macvlans_broadcast_queue_does_not_raise_its_masters_for_others() {
 /// sysctl patterns match `accept_ra` (the default bridge and ptp
 /// entries', which set it to 0 as the reference does) may not raise it,
 /// nor any setting by which the node takes routes or addresses from what
-/// a link receives, on its own new host veth either: at 2 its container
-/// could send router advertisements that route the node's traffic, or
-/// another network's subnet, through that veth. Lowering stays allowed.
+/// a link receives, on its own new host veth either (nor -1, which the
+/// kernel reads as on), nor turn IPv6 forwarding off (which makes the
+/// kernel honour `accept_ra` 1): at 2 its container could send router
+/// advertisements that route the node's traffic, or another network's
+/// subnet, through that veth. Lowering stays allowed, and the host end
+/// of a pair into the container takes no router advertisement from the
+/// start (`accept_ra` 0, as the reference bridge and ptp leave theirs).
 #[test]
 fn issue49_breach5_no_host_setting_takes_routes_from_a_container() {
     let world = World::new("az97");
@@ -1496,8 +1508,10 @@ fn issue49_breach5_no_host_setting_takes_routes_from_a_container() {
         "net.ipv6.conf.*.accept_ra",
         "net.ipv6.conf.*.accept_ra_rt_info_max_plen",
         "net.ipv6.conf.*.autoconf",
+        "net.ipv6.conf.*.accept_ra_pinfo",
         "net.ipv4.conf.*.accept_redirects",
-        "net.ipv6.conf.all.accept_redirects"
+        "net.ipv6.conf.all.accept_redirects",
+        "net.ipv6.conf.all.forwarding"
     ]);
     let set = |key: &str, value: &str| json!({"call": "sysctl.set", "ns": "host", "key": key, "value": value});
     let conf = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
@@ -1508,7 +1522,9 @@ fn issue49_breach5_no_host_setting_takes_routes_from_a_container() {
         set("net.ipv6.conf.cnitestra0.autoconf", "1"),
         set("net.ipv4.conf.cnitestra0.accept_redirects", "1"),
         set("net.ipv6.conf.all.accept_redirects", "1"),
-        set("net.ipv6.conf.cnitestra0.accept_ra", "0")]});
+        set("net.ipv6.conf.cnitestra0.accept_ra", "-1"),
+        set("net.ipv6.conf.all.forwarding", "0"),
+        set("net.ipv6.conf.cnitestra0.accept_ra_pinfo", "0")]});
     // The node's `all` default is 1 (accept_redirects): lower it first,
     // so that raising it back is a raise.
     world.node.sysctl("net.ipv6.conf.all.accept_redirects", "0");
@@ -1516,11 +1532,12 @@ fn issue49_breach5_no_host_setting_takes_routes_from_a_container() {
         .node
         .sysctl("net.ipv4.conf.default.accept_redirects", "0");
     world.node.sysctl("net.ipv6.conf.default.autoconf", "0");
+    world.node.sysctl("net.ipv6.conf.all.forwarding", "1");
     let before_add = world.snapshot();
     let run = world.run("ADD", &policy_with(grant.clone()), &conf, &[]);
     let r = results(&run);
     assert!(r[0].get("ok").is_some(), "the veth: {r:?}");
-    for i in 1..=5 {
+    for i in 1..=6 {
         denied(
             &world,
             &run,
@@ -1529,7 +1546,16 @@ fn issue49_breach5_no_host_setting_takes_routes_from_a_container() {
             &format!("op {i}"),
         );
     }
-    assert!(r[6].get("ok").is_some(), "lowering accept_ra: {r:?}");
+    denied(
+        &world,
+        &run,
+        7,
+        "a plugin may only raise it",
+        "forwarding off",
+    );
+    assert!(r[8].get("ok").is_some(), "lowering accept_ra_pinfo: {r:?}");
+    // The host end takes no router advertisement from its container,
+    // though the plugin never lowered it (the kernel's default is 1).
     let now = world
         .node
         .command("cat")

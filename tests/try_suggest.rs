@@ -679,11 +679,17 @@ fn suggest_reads_the_audit_log_and_says_what_is_missing() {
         .to_owned();
     // A node's log: another plugin's records, another build's, a cut line,
     // and this build's denied call.
+    // (A refusal says what refused it, `refused-by` and `grant`: suggest
+    // never reads its text.)
     let rec = |plugin: &str, sha: &str, call: &str, args: Value, outcome: &str, reason: &str| {
-        json!({"time": "2026-01-01T00:00:00Z", "plugin": plugin, "sha256": sha,
+        let mut v = json!({"time": "2026-01-01T00:00:00Z", "plugin": plugin, "sha256": sha,
                "container_id": "c1", "ifname": "eth0", "command": "ADD",
-               "call": call, "args": args, "outcome": outcome, "reason": reason})
-        .to_string()
+               "call": call, "args": args, "outcome": outcome, "reason": reason});
+        if outcome == "denied" {
+            v["refused-by"] = json!("policy");
+            v["grant"] = json!(format!("plugins.{plugin}.container.modify"));
+        }
+        v.to_string()
     };
     let log = dir.path().join("audit.jsonl");
     let text = [
@@ -802,7 +808,8 @@ fn suggest_flags_grants_only_refused_calls_needed_and_drops_patterns_from_the_lo
             "denied",
             "host link \"eth0\" (index 2) was not created by wasmcni and matches none of \
              plugins.sly.host.links",
-            json!({}),
+            json!({"refused-by": "policy", "grant": "plugins.sly.host.links",
+                   "link": {"name": "eth0", "index": 2}}),
         ),
         rec(
             "link.set-mtu",

@@ -61,13 +61,15 @@ fn propagated_sysctl_writes_are_undone_exactly() {
     let policy = policy_with(grant);
     // (what the node had, what the plugin writes)
     let cases: Vec<SysctlCase> = vec![
+        // (A plugin may only raise forwarding in the node: turning it
+        // off would also turn on `accept_ra` 1 and IPv6 redirects.)
         (
-            "routing off on the uplink, plugin turns ip_forward off",
+            "routing on the uplink alone, plugin turns ip_forward on",
             vec![
-                ("net.ipv4.ip_forward", "1"),
-                ("net.ipv4.conf.uplink.forwarding", "0"),
+                ("net.ipv4.ip_forward", "0"),
+                ("net.ipv4.conf.uplink.forwarding", "1"),
             ],
-            json!([{"call": "sysctl.set", "ns": "host", "key": "net.ipv4.ip_forward", "value": "0"}]),
+            json!([{"call": "sysctl.set", "ns": "host", "key": "net.ipv4.ip_forward", "value": "1"}]),
         ),
         (
             "redirects hardened, plugin turns ip_forward on",
@@ -79,12 +81,12 @@ fn propagated_sysctl_writes_are_undone_exactly() {
             json!([{"call": "sysctl.set", "ns": "host", "key": "net.ipv4.ip_forward", "value": "1"}]),
         ),
         (
-            "IPv6 forwarding with one link off",
+            "IPv6 forwarding on one link only",
             vec![
-                ("net.ipv6.conf.all.forwarding", "1"),
-                ("net.ipv6.conf.uplink.forwarding", "0"),
+                ("net.ipv6.conf.all.forwarding", "0"),
+                ("net.ipv6.conf.uplink.forwarding", "1"),
             ],
-            json!([{"call": "sysctl.set", "ns": "host", "key": "net.ipv6.conf.all.forwarding", "value": "0"}]),
+            json!([{"call": "sysctl.set", "ns": "host", "key": "net.ipv6.conf.all.forwarding", "value": "1"}]),
         ),
         (
             "a default copied to links that never set theirs",
@@ -97,12 +99,12 @@ fn propagated_sysctl_writes_are_undone_exactly() {
         ),
         (
             "both namespaces, after a created link and the uplink's own key",
-            vec![("net.ipv4.ip_forward", "1")],
+            vec![("net.ipv4.ip_forward", "0")],
             json!([
                 {"call": "link.create-veth", "ns": "host", "name": "cnitestv0", "peer-ns": "container", "peer-name": "eth0"},
                 {"call": "sysctl.set", "ns": "container", "key": "net.ipv4.conf.all.forwarding", "value": "1"},
                 {"call": "sysctl.set", "ns": "container", "key": "net.ipv6.conf.all.forwarding", "value": "1"},
-                {"call": "sysctl.set", "ns": "host", "key": "net.ipv4.conf.all.forwarding", "value": "0"},
+                {"call": "sysctl.set", "ns": "host", "key": "net.ipv4.conf.all.forwarding", "value": "1"},
                 {"call": "sysctl.set", "ns": "host", "key": "net.ipv4.ip_forward", "value": "1"}
             ]),
         ),

@@ -64,8 +64,11 @@ pub enum Outcome {
     Ok,
     /// Refused by policy or an invariant; no side effect.
     Denied {
-        /// Why.
+        /// Why, as text.
         reason: String,
+        /// What refused it, as a tool reads it ([`Refusal`]).
+        #[serde(flatten)]
+        refusal: Refusal,
     },
     /// Refused by a limit; no side effect.
     LimitExceeded {
@@ -145,6 +148,45 @@ struct Record<'a> {
     outcome: &'a Outcome,
 }
 
+/// A refusal as tools read it (`wasmcni policy suggest`, `wasmcni try`),
+/// never from its text: `refused-by` is `policy` (a grant field would
+/// allow the call: `grant` names it) or `invariant` (no policy entry
+/// would); `link` is the node link it is about, if any.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Refusal {
+    /// `policy` or `invariant`.
+    #[serde(default)]
+    pub refused_by: RefusedBy,
+    /// The policy field that would allow the call
+    /// (`plugins.NAME.host.links`), when `refused-by` is `policy`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<String>,
+    /// The node link the refusal is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<LinkRef>,
+}
+
+/// What refused a call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RefusedBy {
+    /// The plugin's policy entry: a grant field would allow it.
+    Policy,
+    /// A wasmcni invariant: no policy entry would allow it.
+    #[default]
+    Invariant,
+}
+
+/// A node link a refusal is about: its name and index then.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkRef {
+    /// Its name.
+    pub name: String,
+    /// Its index in the node namespace.
+    pub index: u32,
+}
+
 /// One record as read back from an audit log (`wasmcni policy suggest`,
 /// `wasmcni try`): the fields [`Audit::record`] writes, flattened as there.
 /// Fields it does not know are kept in `extra` (`wasmcni try` adds
@@ -173,6 +215,15 @@ pub struct Logged {
     /// Why it was denied or limited.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// What refused it (a denial): `policy` or `invariant`.
+    #[serde(rename = "refused-by", skip_serializing_if = "Option::is_none")]
+    pub refused_by: Option<RefusedBy>,
+    /// The policy field that would allow it (a policy's denial).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub grant: Option<String>,
+    /// The node link a denial is about.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link: Option<LinkRef>,
     /// The WIT error-code of an `error`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -334,6 +385,7 @@ mod tests {
             &serde_json::json!({"index": 2}),
             &Outcome::Denied {
                 reason: "not owned".into(),
+                refusal: Refusal::default(),
             },
         );
         let text = std::fs::read_to_string(&path).expect("audit file");

@@ -26,7 +26,8 @@
 //!   generalized as `names` are;
 //! - host `links` / `masters` / `bridges`: node links it used that it did
 //!   not create, by name. A node's audit log records links by index, so
-//!   these are known from denials (the reason names the link) or from a
+//!   these are known from denials (the link a refusal is about: its
+//!   record's `link`, never its text) or from a
 //!   `try` run (whose records carry `node-links`);
 //! - `ipam-roots` (the data dirs it opened) and `delegates`.
 //!

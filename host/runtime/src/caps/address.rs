@@ -52,10 +52,11 @@ impl Ctx {
     /// [`Ctx::check_not_foreign_address`]).
     fn check_host_address(&self, ip: IpAddr, len: u8) -> Result<(), CapError> {
         if !self.ns_grant(Kind::Host).covers(ip, len) {
-            return Err(CapError::denied(format!(
-                "host address {ip}/{len} lies in none of {}",
-                self.grant_field(Kind::Host, "prefixes")
-            )));
+            let field = self.grant_field(Kind::Host, "prefixes");
+            return Err(CapError::by_policy(
+                &field,
+                format!("host address {ip}/{len} lies in none of {field}"),
+            ));
         }
         Ok(())
     }

@@ -39,6 +39,16 @@
 //! only on the attachment's own links or its network's
 //! ([`Ctx::localnet_link_ok`]).
 //!
+//! **The attachment's interface**: in the container namespace a link takes
+//! the name `CNI_IFNAME` only if the call made or moved it in
+//! ([`Ctx::may_take_ifname`]); the host end of its veth that `adopt-peer`
+//! lends is fixed before the plugin runs ([`super::facts`]).
+//!
+//! **Node settings** by which the node takes routes, addresses or traffic
+//! from what a link receives (router advertisements, redirects, source
+//! routes) move only the safe way under a plugin, within their range
+//! ([`direction_only`]); forwarding is only raised.
+//!
 //! **Shared objects** (S16) have holders: a link the network shares (its
 //! bridge, a gateway pair handed over with `link.share`), an address or
 //! setting on one, a node-wide setting, and a namespace's `l3mdev` rules
@@ -91,7 +101,8 @@ impl Ctx {
                     self.command_text()
                 ),
                 l.alias.clone().unwrap_or_default(),
-            ));
+            )
+            .about_link(&l.name, l.index));
         }
         // A name the grant matches, the config's device and the adopted
         // peer are the plugin's only while no other network or attachment
@@ -123,11 +134,15 @@ impl Ctx {
                 format!("{link} is shared by another network (a wasmcni invariant)"),
                 a,
             ),
-            _ => CapError::denied(format!(
-                "{link} was not created by wasmcni and matches none of {}",
-                self.grant_field(kind, "links")
-            )),
-        })
+            _ => {
+                let field = self.grant_field(kind, "links");
+                CapError::by_policy(
+                    &field,
+                    format!("{link} was not created by wasmcni and matches none of {field}"),
+                )
+            }
+        }
+        .about_link(&l.name, l.index))
     }
 
     /// Whether `l` is the one node device the network config names, by a
@@ -157,6 +172,36 @@ impl Ctx {
                 .as_ref()
                 .and_then(crate::record::Adopted::peer)
                 .is_some_and(|p| p.index == l.index)
+    }
+
+    /// In the container namespace, `CNI_IFNAME` names the attachment's
+    /// own interface: a link may be renamed to it only if this call
+    /// created it or moved it in. A plugin of a second attachment in a
+    /// shared pod namespace renamed the first's `eth0` to its own ifname,
+    /// and "the peer of `CNI_IFNAME`" (`adopt-peer`), or the interface its
+    /// result names, was then the other attachment's (issue 49, breach 1).
+    pub(super) fn may_take_ifname(
+        &self,
+        kind: Kind,
+        index: u32,
+        name: &str,
+    ) -> Result<(), CapError> {
+        if kind != Kind::Container || name != self.attachment.ifname {
+            return Ok(());
+        }
+        let moved_in = self
+            .journal
+            .moved_out_of(Kind::Host)
+            .iter()
+            .any(|((ns, i), _, _)| *ns == Kind::Container && *i == index);
+        if self.journal.created(kind, index) || moved_in {
+            return Ok(());
+        }
+        Err(CapError::denied(format!(
+            "container link (index {index}) may not take the name {name:?}, the attachment's \
+             CNI_IFNAME: only a link this call created or moved into the container may (a \
+             wasmcni invariant)"
+        )))
     }
 
     /// Whether `l` belongs to this attachment: its alias is this
@@ -748,56 +793,102 @@ impl Ctx {
     }
 }
 
-/// The node's settings by which it takes routes or addresses from what a
-/// link receives: router advertisements (a default route, prefixes and
-/// their on-link routes, route information) and redirects, each larger
-/// value taking more. (`net.<proto>.conf.<link, all or default>.<name>`.)
-const TAKES_FROM_LINKS: &[(&str, &str)] = &[
-    ("ipv6", "accept_ra"),
-    ("ipv6", "accept_ra_defrtr"),
-    ("ipv6", "accept_ra_pinfo"),
-    ("ipv6", "accept_ra_rtr_pref"),
-    ("ipv6", "accept_ra_rt_info_max_plen"),
-    ("ipv6", "accept_ra_from_local"),
-    ("ipv6", "autoconf"),
-    ("ipv6", "accept_redirects"),
-    ("ipv4", "accept_redirects"),
-    ("ipv4", "secure_redirects"),
-    ("ipv4", "shared_media"),
+/// Which way a node setting may move under a plugin ([`direction_only`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Way {
+    /// Each larger value takes more from what a link receives: lowered
+    /// only.
+    Lower,
+    /// Each smaller value does (or stops the node routing): raised only.
+    Raise,
+}
+
+/// The node's settings by which it takes routes, addresses or traffic
+/// from what a link receives (router advertisements: a default route,
+/// prefixes and their on-link routes, route information; redirects;
+/// source routes; packets from its own addresses), with the range of
+/// values the kernel gives a meaning and the way a plugin may move them:
+/// `net.<proto>.conf.<link, all or default>.<name>`, and `ip_forward`.
+/// `forwarding` is raised only: off, the kernel honours `accept_ra` 1
+/// (every new link's default) and IPv6 redirects, and the node stops
+/// routing every network's pods.
+const SETTINGS: &[(&str, &str, Way, i64, i64)] = &[
+    ("ipv6", "accept_ra", Way::Lower, 0, 2),
+    ("ipv6", "accept_ra_defrtr", Way::Lower, 0, 1),
+    ("ipv6", "accept_ra_pinfo", Way::Lower, 0, 1),
+    ("ipv6", "accept_ra_rtr_pref", Way::Lower, 0, 1),
+    ("ipv6", "accept_ra_rt_info_max_plen", Way::Lower, 0, 128),
+    ("ipv6", "accept_ra_from_local", Way::Lower, 0, 1),
+    ("ipv6", "autoconf", Way::Lower, 0, 1),
+    ("ipv6", "accept_redirects", Way::Lower, 0, 1),
+    ("ipv6", "accept_source_route", Way::Lower, -1, 1),
+    ("ipv6", "seg6_enabled", Way::Lower, 0, 1),
+    ("ipv4", "accept_redirects", Way::Lower, 0, 1),
+    ("ipv4", "secure_redirects", Way::Lower, 0, 1),
+    ("ipv4", "shared_media", Way::Lower, 0, 1),
+    ("ipv4", "accept_source_route", Way::Lower, 0, 1),
+    ("ipv4", "accept_local", Way::Lower, 0, 1),
+    ("ipv6", "accept_ra_rt_info_min_plen", Way::Raise, 0, 128),
+    ("ipv6", "accept_ra_min_lft", Way::Raise, 0, u32::MAX as i64),
+    ("ipv6", "ra_defrtr_metric", Way::Raise, 1, u32::MAX as i64),
+    ("ipv6", "forwarding", Way::Raise, 0, 1),
+    ("ipv6", "force_forwarding", Way::Raise, 0, 1),
+    ("ipv4", "forwarding", Way::Raise, 0, 1),
 ];
 
-/// In the node namespace a plugin may lower, never raise, a setting by
-/// which the node takes routes or addresses from what a link receives
-/// ([`TAKES_FROM_LINKS`]): `accept_ra` at 2 on its own host veth let its
-/// container send router advertisements that put the node's default
-/// route, or another network's subnet, through that veth (issue 49,
-/// breach 5's route checks never see a route the kernel adds). The
-/// reference plugins set `accept_ra` to 0 there; nothing they do raises
-/// one. `old` reads the key's value now (only for such a key).
-pub(super) fn lowers_only(
+/// In the node namespace a plugin may move a setting of [`SETTINGS`] only
+/// its way, and only to a value in its range: `accept_ra` at 2 (or -1,
+/// which the kernel reads as on) on its own host veth let its container
+/// send router advertisements that put the node's default route, or
+/// another network's subnet, through that veth (issue 49, breach 5's
+/// route checks never see a route the kernel adds); `forwarding` at 0
+/// did the same with `accept_ra` 1. The reference plugins set `accept_ra`
+/// to 0 on their host links and raise `forwarding`; nothing they do goes
+/// the other way. `old` reads the key's value now (only for such a key).
+pub(super) fn direction_only(
     kind: Kind,
     key: &str,
     old: impl FnOnce() -> Result<String, CapError>,
     value: &str,
 ) -> Result<(), CapError> {
     let parts: Vec<&str> = key.split('.').collect();
-    let taker = match parts.as_slice() {
-        ["net", proto, "conf", _, name] => TAKES_FROM_LINKS.contains(&(*proto, *name)),
-        _ => false,
+    let setting = match parts.as_slice() {
+        ["net", proto, "conf", _, name] => SETTINGS
+            .iter()
+            .find(|(p, n, ..)| p == proto && n == name)
+            .map(|&(_, _, way, min, max)| (way, min, max)),
+        ["net", "ipv4", "ip_forward"] => Some((Way::Raise, 0, 1)),
+        _ => None,
     };
-    if kind != Kind::Host || !taker {
+    let Some((way, min, max)) = setting.filter(|_| kind == Kind::Host) else {
+        return Ok(());
+    };
+    let old = old()?;
+    let in_range = |v: &str| {
+        v.trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|v| (min..=max).contains(v))
+    };
+    let ok = match (way, in_range(value)) {
+        (_, None) => false,
+        // A value out of range reads as the most the setting takes.
+        (Way::Lower, Some(new)) => new <= in_range(&old).unwrap_or(max),
+        (Way::Raise, Some(new)) => new >= in_range(&old).unwrap_or(min),
+    };
+    if ok {
         return Ok(());
     }
-    let old = old()?;
-    match (old.trim().parse::<i64>(), value.trim().parse::<i64>()) {
-        (Ok(old), Ok(new)) if new <= old => Ok(()),
-        _ => Err(CapError::denied(format!(
-            "host sysctl {key}: {} -> {value} would let the node take routes or addresses \
-             from what a link receives (router advertisements, redirects): a plugin may only \
-             lower it (a wasmcni invariant)",
-            old.trim()
-        ))),
-    }
+    let (verb, range) = match way {
+        Way::Lower => ("lower", format!("{min}..{max}")),
+        Way::Raise => ("raise", format!("{min}..{max}")),
+    };
+    Err(CapError::denied(format!(
+        "host sysctl {key}: {} -> {value} would let the node take routes, addresses or \
+         traffic from what a link receives (router advertisements, redirects), or stop it \
+         routing: a plugin may only {verb} it, within {range} (a wasmcni invariant)",
+        old.trim()
+    )))
 }
 
 #[cfg(test)]
@@ -805,12 +896,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn route_taking_host_settings_may_only_be_lowered() {
-        let ok = |kind, key, old: &str, new| lowers_only(kind, key, || Ok(old.into()), new).is_ok();
+    fn route_taking_host_settings_move_only_their_way() {
+        let ok =
+            |kind, key, old: &str, new| direction_only(kind, key, || Ok(old.into()), new).is_ok();
         assert!(ok(Kind::Host, "net.ipv6.conf.veth1.accept_ra", "1", "0"));
         assert!(ok(Kind::Host, "net.ipv6.conf.veth1.accept_ra", "0", "0"));
         assert!(!ok(Kind::Host, "net.ipv6.conf.veth1.accept_ra", "1", "2"));
         assert!(!ok(Kind::Host, "net.ipv6.conf.veth1.accept_ra", "0", "1"));
+        // -1 is on to the kernel; so is an old value out of range.
+        assert!(!ok(Kind::Host, "net.ipv6.conf.veth1.accept_ra", "0", "-1"));
+        assert!(ok(Kind::Host, "net.ipv6.conf.veth1.accept_ra", "-1", "0"));
         assert!(!ok(
             Kind::Host,
             "net.ipv6.conf.all.accept_redirects",
@@ -825,14 +920,50 @@ mod tests {
             "128"
         ));
         assert!(!ok(Kind::Host, "net.ipv6.conf.veth1.accept_ra", "0", "yes"));
-        // Not such a setting, or the container's own.
-        assert!(ok(Kind::Host, "net.ipv6.conf.veth1.forwarding", "0", "1"));
+        assert!(!ok(
+            Kind::Host,
+            "net.ipv6.conf.veth1.accept_source_route",
+            "-1",
+            "0"
+        ));
+        assert!(!ok(
+            Kind::Host,
+            "net.ipv4.conf.veth1.accept_local",
+            "0",
+            "1"
+        ));
+        // Raised only: forwarding (and ip_forward), the RA default
+        // route's metric, the shortest route information taken.
+        assert!(ok(Kind::Host, "net.ipv6.conf.all.forwarding", "0", "1"));
+        assert!(!ok(Kind::Host, "net.ipv6.conf.all.forwarding", "1", "0"));
         assert!(ok(Kind::Host, "net.ipv4.ip_forward", "0", "1"));
+        assert!(!ok(Kind::Host, "net.ipv4.ip_forward", "1", "0"));
+        assert!(!ok(
+            Kind::Host,
+            "net.ipv6.conf.veth1.ra_defrtr_metric",
+            "1024",
+            "1"
+        ));
+        assert!(!ok(
+            Kind::Host,
+            "net.ipv6.conf.veth1.accept_ra_rt_info_min_plen",
+            "48",
+            "0"
+        ));
+        // Not such a setting, or the container's own.
+        assert!(ok(Kind::Host, "net.ipv6.conf.veth1.mtu", "1500", "9000"));
+        assert!(ok(
+            Kind::Host,
+            "net.ipv4.conf.veth1.route_localnet",
+            "0",
+            "1"
+        ));
         assert!(ok(
             Kind::Container,
             "net.ipv6.conf.eth0.accept_ra",
             "0",
             "2"
         ));
+        assert!(ok(Kind::Container, "net.ipv4.ip_forward", "1", "0"));
     }
 }

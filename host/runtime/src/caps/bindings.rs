@@ -74,6 +74,8 @@ pub struct Denial {
     pub reason: String,
     /// More, for the audit log alone.
     pub audit_only: Option<String>,
+    /// What refused it, as the audit record says it for tools.
+    pub refusal: crate::audit::Refusal,
 }
 
 impl Denial {
@@ -88,10 +90,12 @@ impl Denial {
 
 impl CapError {
     /// A refusal whose whole reason may reach the runtime.
+    /// A wasmcni invariant's: no policy entry would allow the call.
     pub fn denied(reason: impl Into<String>) -> CapError {
         CapError::Denied(Denial {
             reason: reason.into(),
             audit_only: None,
+            refusal: crate::audit::Refusal::default(),
         })
     }
 
@@ -100,7 +104,41 @@ impl CapError {
         CapError::Denied(Denial {
             reason: reason.into(),
             audit_only: Some(audit_only.into()),
+            refusal: crate::audit::Refusal::default(),
         })
+    }
+
+    /// The policy's refusal: `grant` (`plugins.NAME.host.links`) would
+    /// allow the call; `reason` says so in words.
+    pub fn by_policy(grant: &str, reason: impl Into<String>) -> CapError {
+        CapError::Denied(Denial {
+            reason: reason.into(),
+            audit_only: None,
+            refusal: crate::audit::Refusal {
+                refused_by: crate::audit::RefusedBy::Policy,
+                grant: Some(grant.to_owned()),
+                link: None,
+            },
+        })
+    }
+
+    /// The same refusal with `more` for the audit log alone.
+    pub fn audit_only(mut self, more: impl Into<String>) -> CapError {
+        if let CapError::Denied(d) = &mut self {
+            d.audit_only = Some(more.into());
+        }
+        self
+    }
+
+    /// The same refusal, about node link `name` (index `index`).
+    pub fn about_link(mut self, name: &str, index: u32) -> CapError {
+        if let CapError::Denied(d) = &mut self {
+            d.refusal.link = Some(crate::audit::LinkRef {
+                name: name.to_owned(),
+                index,
+            });
+        }
+        self
     }
 }
 
@@ -133,6 +171,7 @@ impl CapError {
         match self {
             CapError::Denied(d) => Outcome::Denied {
                 reason: d.for_audit(),
+                refusal: d.refusal.clone(),
             },
             CapError::Limit(reason) => Outcome::LimitExceeded {
                 reason: reason.clone(),

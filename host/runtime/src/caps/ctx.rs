@@ -264,10 +264,8 @@ impl Ctx {
         if right(self.ns_grant(kind)) {
             Ok(())
         } else {
-            Err(CapError::denied(format!(
-                "{} is false",
-                self.grant_field(kind, name)
-            )))
+            let field = self.grant_field(kind, name);
+            Err(CapError::by_policy(&field, format!("{field} is false")))
         }
     }
 

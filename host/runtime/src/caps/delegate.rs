@@ -218,11 +218,14 @@ impl Ctx {
         let wasm_ok = self.grant.delegates.iter().any(|d| d == name);
         let native_ok = self.grant.native_delegates.iter().any(|d| d == name);
         if !wasm_ok && !native_ok {
-            return Err(CapError::denied(format!(
-                "{name:?} is listed in neither {} nor {}",
-                self.entry_field("delegates"),
-                self.entry_field("native-delegates")
-            )));
+            let field = self.entry_field("delegates");
+            return Err(CapError::by_policy(
+                &field,
+                format!(
+                    "{name:?} is listed in neither {field} nor {}",
+                    self.entry_field("native-delegates")
+                ),
+            ));
         }
         if wasm_ok {
             match plugins::find(name) {

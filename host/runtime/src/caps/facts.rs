@@ -10,7 +10,10 @@
 //! so by then: a plugin of a second attachment in a shared pod namespace
 //! renamed the first's `eth0` to its own ifname and adopted the first's
 //! host veth (issue 49, breach 1), and an ADD that left the names swapped
-//! handed its DEL the same.
+//! handed its DEL the same. (Nor may a plugin give a container link the
+//! attachment's `CNI_IFNAME` unless its call made or moved in that link:
+//! [`Ctx::may_take_ifname`]. Fixing the peer covers names changed by
+//! anything else between the ADD and a later call.)
 
 use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkInfo};
 
@@ -24,24 +27,23 @@ impl Ctx {
     /// member inherits its caller's peer, and its caller the peer it
     /// found: [`Ctx::merge_adopted`]).
     pub(crate) fn fix_adopted_peer(&mut self) {
-        if matches!(self.adopted, Some(Adopted::Peer(_))) || !self.ns_grant(Kind::Host).adopt_peer {
+        // Fixed once: "nothing" too, for the rest of the invocation.
+        if self.adopted.is_some() || !self.ns_grant(Kind::Host).adopt_peer {
             return;
         }
         // The host's own use: the plugin may not have opened it.
         if self.open_host().is_err() {
-            return self.merge_adopted(Some(Adopted::Nothing));
+            self.adopted = Some(Adopted::Nothing);
+            return;
         }
-        let found = self.find_adopted_peer();
-        self.merge_adopted(Some(found));
+        self.adopted = Some(self.find_adopted_peer());
     }
 
-    /// Takes `other` (a delegate's finding) unless this context has a
-    /// better one: a peer over nothing found over nothing asked.
+    /// Takes `other` (a delegate's finding) if this context has none: what
+    /// an invocation fixed, a peer or nothing, no later finding changes.
     pub(super) fn merge_adopted(&mut self, other: Option<Adopted>) {
-        match (&self.adopted, other) {
-            (Some(Adopted::Peer(_)), _) | (_, None) => {}
-            (Some(Adopted::Nothing), Some(Adopted::Nothing)) => {}
-            (_, Some(found)) => self.adopted = Some(found),
+        if self.adopted.is_none() {
+            self.adopted = other;
         }
     }
 

@@ -101,21 +101,25 @@ impl Ctx {
         deadline: Instant,
     ) -> Result<NetworkStore, CapError> {
         if self.grant.ipam_roots.is_empty() {
-            return Err(CapError::denied(format!(
-                "{} is empty: no IPAM state",
-                self.entry_field("ipam-roots")
-            )));
+            let field = self.entry_field("ipam-roots");
+            return Err(CapError::by_policy(
+                &field,
+                format!("{field} is empty: no IPAM state"),
+            ));
         }
         let data_dir = PathBuf::from(data_dir.unwrap_or(ipam::DEFAULT_DATA_DIR));
         if !data_dir.is_absolute() {
             return Err(ErrorCode::InvalidArgument.into());
         }
         let (root, rel) = ipam::under_root(&data_dir, &self.grant.ipam_roots).ok_or_else(|| {
-            CapError::denied(format!(
-                "IPAM data dir {} lies under none of {}",
-                data_dir.display(),
-                self.entry_field("ipam-roots")
-            ))
+            let field = self.entry_field("ipam-roots");
+            CapError::by_policy(
+                &field,
+                format!(
+                    "IPAM data dir {} lies under none of {field}",
+                    data_dir.display()
+                ),
+            )
         })?;
         let store = match NetworkStore::open(root, &rel, &self.attachment.network, deadline) {
             Ok(store) => indexed(store),

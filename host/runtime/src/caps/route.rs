@@ -185,12 +185,14 @@ impl Ctx {
                 )));
             }
             if !self.ns_grant(kind).covers(spec.dst, spec.dst_len) {
-                return Err(CapError::denied(format!(
-                    "host route to {}/{} lies in none of {}",
-                    spec.dst,
-                    spec.dst_len,
-                    self.grant_field(kind, "prefixes")
-                )));
+                let field = self.grant_field(kind, "prefixes");
+                return Err(CapError::by_policy(
+                    &field,
+                    format!(
+                        "host route to {}/{} lies in none of {field}",
+                        spec.dst, spec.dst_len
+                    ),
+                ));
             }
             let Some(oif) = spec.oif else {
                 return Err(CapError::denied(

@@ -38,12 +38,16 @@ impl Ctx {
             // attachment has marked (as in `check_host_link`).
             let by_links = g.names_link(&l.name) && !self.marked_by_another(&l);
             if !(g.names_master(&l.name) || self.owned(&l) || by_links) {
-                return Err(CapError::denied(format!(
-                    "host link {:?} matches none of {} (nor of {})",
-                    l.name,
-                    self.grant_field(kind, "masters"),
-                    self.grant_field(kind, "links")
-                )));
+                let field = self.grant_field(kind, "masters");
+                return Err(CapError::by_policy(
+                    &field,
+                    format!(
+                        "host link {:?} matches none of {field} (nor of {})",
+                        l.name,
+                        self.grant_field(kind, "links")
+                    ),
+                )
+                .about_link(&l.name, l.index));
             }
         }
         Ok(l)

@@ -26,10 +26,8 @@ impl Ctx {
     /// it for, if its policy grants `attachment-state`.
     fn state_record(&self) -> Result<Record, CapError> {
         if !self.grant.attachment_state {
-            return Err(CapError::denied(format!(
-                "{} is false",
-                self.entry_field("attachment-state")
-            )));
+            let field = self.entry_field("attachment-state");
+            return Err(CapError::by_policy(&field, format!("{field} is false")));
         }
         if let Some(why) = crate::record::Location::untrusted_root() {
             return Err(CapError::denied(format!(

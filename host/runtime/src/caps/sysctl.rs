@@ -73,10 +73,11 @@ impl Ctx {
             return Err(ErrorCode::InvalidArgument.into());
         }
         if !self.ns_grant(kind).names_sysctl(key) {
-            return Err(CapError::denied(format!(
-                "sysctl {key} matches none of {}",
-                self.grant_field(kind, "sysctls")
-            )));
+            let field = self.grant_field(kind, "sysctls");
+            return Err(CapError::by_policy(
+                &field,
+                format!("sysctl {key} matches none of {field}"),
+            ));
         }
         if kind == Kind::Host {
             if let Scope::AllLinks(x) = key_scope(key) {
@@ -89,11 +90,14 @@ impl Ctx {
                     .iter()
                     .any(|p| p.0.contains(&literal) && p.matches(key))
                 {
-                    return Err(CapError::denied(format!(
-                        "host sysctl {key} applies to every link, and none of {} names `{x}` \
-                         literally",
-                        self.grant_field(kind, "sysctls")
-                    )));
+                    let field = self.grant_field(kind, "sysctls");
+                    return Err(CapError::by_policy(
+                        &field,
+                        format!(
+                            "host sysctl {key} applies to every link, and none of {field} \
+                             names `{x}` literally"
+                        ),
+                    ));
                 }
             }
             if let Scope::Link(name) = key_scope(key) {
@@ -211,7 +215,7 @@ impl Ctx {
         if value.contains(['\n', '\0']) {
             return Err(ErrorCode::InvalidArgument.into());
         }
-        super::authority::lowers_only(kind, key, || self.sysctl_read(kind, key), value)?;
+        super::authority::direction_only(kind, key, || self.sysctl_read(kind, key), value)?;
         // One trip into the namespace when nothing needs journaling:
         // a key of a link this call created, or outside ADD.
         if !shared && self.needs_no_journal(kind, key)? {

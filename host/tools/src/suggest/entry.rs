@@ -183,6 +183,7 @@ mod tests {
     use crate::suggest::{counts, needs, select};
     use serde_json::json;
     use std::path::PathBuf;
+    use wasmcni_runtime::audit::{LinkRef, RefusedBy};
     use wasmcni_runtime::policy::{LinkKind, Policy};
 
     const SHA: &str = "ab";
@@ -200,6 +201,28 @@ mod tests {
             reason: reason.map(str::to_owned),
             ..Logged::default()
         }
+    }
+
+    /// A policy's refusal, as the audit record says it.
+    fn by_policy(mut r: Logged, grant: &str) -> Logged {
+        r.refused_by = Some(RefusedBy::Policy);
+        r.grant = Some(grant.into());
+        r
+    }
+
+    /// An invariant's refusal.
+    fn by_invariant(mut r: Logged) -> Logged {
+        r.refused_by = Some(RefusedBy::Invariant);
+        r
+    }
+
+    /// A refusal about node link `name` (`index`).
+    fn about(mut r: Logged, name: &str, index: u32) -> Logged {
+        r.link = Some(LinkRef {
+            name: name.into(),
+            index,
+        });
+        r
     }
 
     fn ok(call: &str, args: Value) -> Logged {
@@ -229,13 +252,13 @@ mod tests {
                 "link.set-up",
                 json!({"ns": "container", "index": 1, "up": true}),
             ),
-            rec(
+            by_invariant(rec(
                 "CHECK",
                 "link.set-up",
                 json!({"ns": "container", "index": 1, "up": true}),
                 "denied",
                 Some("only ADD and DEL may change the kernel"),
-            ),
+            )),
         ]);
         assert!(e.container.read && e.container.modify);
         assert!(!e.container.addresses && e.container.create.is_empty());
@@ -285,32 +308,48 @@ mod tests {
 
     #[test]
     fn policy_denials_count_invariant_denials_and_limits_do_not() {
-        let denied = rec(
-            "ADD",
-            "address.add",
-            json!({"ns": "container", "link-index": 2, "prefix": "10.1.0.2/24"}),
-            "denied",
-            Some("the policy grants no `addresses` in the container namespace"),
+        let denied = by_policy(
+            rec(
+                "ADD",
+                "address.add",
+                json!({"ns": "container", "link-index": 2, "prefix": "10.1.0.2/24"}),
+                "denied",
+                Some("the policy grants no `addresses` in the container namespace"),
+            ),
+            "plugins.mine.container.addresses",
         );
         assert!(counts(&denied));
-        let invariant = rec(
+        let invariant = by_invariant(rec(
             "ADD",
             "link.delete",
             json!({"ns": "container", "index": 2}),
             "denied",
             Some("during ADD a plugin may delete only links it created in the same call"),
-        );
+        ));
         assert!(!counts(&invariant));
         // As reasons name fields and invariants now.
-        let field = rec(
+        let field = by_policy(
+            rec(
+                "ADD",
+                "link.set-mtu",
+                json!({"ns": "container", "index": 2, "mtu": 1400}),
+                "denied",
+                Some("plugins.mine.container.modify is false"),
+            ),
+            "plugins.mine.container.modify",
+        );
+        assert!(counts(&field));
+        // A refusal's text is never read: a record that does not say what
+        // refused it (a wasmcni before the `refused-by` field) counts not.
+        let unsaid = rec(
             "ADD",
             "link.set-mtu",
             json!({"ns": "container", "index": 2, "mtu": 1400}),
             "denied",
             Some("plugins.mine.container.modify is false"),
         );
-        assert!(counts(&field));
-        let marked = rec(
+        assert!(!counts(&unsaid));
+        let marked = about(by_invariant(rec(
             "ADD",
             "link.delete",
             json!({"ns": "host", "index": 2}),
@@ -318,7 +357,7 @@ mod tests {
             Some(
                 "host link \"veth1\" (index 2) belongs to another attachment (a wasmcni invariant)",
             ),
-        );
+        )), "veth1", 2);
         assert!(!counts(&marked));
         let limit = rec(
             "ADD",
@@ -415,21 +454,21 @@ mod tests {
             json!({"3": {"name": "br-admin", "kind": "bridge"}}),
         );
         // From a node's log: the denial names the link.
-        let denied = rec(
+        let denied = about(by_policy(rec(
             "ADD",
             "link.set-mtu",
             json!({"ns": "host", "index": 4, "mtu": 9000}),
             "denied",
             Some("host link \"eth9\" (index 4) was not created by wasmcni and matches no `links` pattern"),
-        );
+        ), "plugins.mine.host.links"), "eth9", 4);
         // And as a node's log words it now.
-        let denied_now = rec(
+        let denied_now = about(by_policy(rec(
             "ADD",
             "link.create-vlan",
             json!({"master-ns": "host", "master": 5, "ns": "container", "name": "eth0.5"}),
             "denied",
             Some("host link \"bond0\" matches none of plugins.mine.host.masters (nor of plugins.mine.host.links)"),
-        );
+        ), "plugins.mine.host.masters"), "bond0", 5);
         let e = parsed(&[master, enslave, denied, denied_now]);
         let h = e.host.expect("host");
         assert_eq!(
@@ -579,26 +618,32 @@ mod tests {
 
     #[test]
     fn grants_only_refused_calls_needed_are_noted_first() {
-        let denied = rec(
+        let denied = about(by_policy(rec(
             "ADD",
             "link.set-up",
             json!({"ns": "host", "index": 2, "up": true}),
             "denied",
             Some("host link \"eth0\" (index 2) was not created by wasmcni and matches none of plugins.mine.host.links"),
+        ), "plugins.mine.host.links"), "eth0", 2);
+        let wide = by_policy(
+            rec(
+                "ADD",
+                "route.add",
+                json!({"ns": "host", "route": {"destination": "10.0.0.0/8"}}),
+                "denied",
+                Some("plugins.mine.host.routes is false"),
+            ),
+            "plugins.mine.host.routes",
         );
-        let wide = rec(
-            "ADD",
-            "route.add",
-            json!({"ns": "host", "route": {"destination": "10.0.0.0/8"}}),
-            "denied",
-            Some("plugins.mine.host.routes is false"),
-        );
-        let store = rec(
-            "ADD",
-            "ipam-store.[static]store.open",
-            json!({"data-dir": "/etc"}),
-            "denied",
-            Some("IPAM data dir /etc lies under none of plugins.mine.ipam-roots"),
+        let store = by_policy(
+            rec(
+                "ADD",
+                "ipam-store.[static]store.open",
+                json!({"data-dir": "/etc"}),
+                "denied",
+                Some("IPAM data dir /etc lies under none of plugins.mine.ipam-roots"),
+            ),
+            "plugins.mine.ipam-roots",
         );
         let records = [
             ok(
@@ -667,12 +712,19 @@ mod tests {
             "node-links".into(),
             json!({"5": {"name": "a-name-longer-than-15"}}),
         );
-        let spaced = rec(
-            "ADD",
-            "link.set-mtu",
-            json!({"ns": "host", "index": 6, "mtu": 1400}),
-            "denied",
-            Some("host link \"a b\" (index 6) matches none of plugins.mine.host.links"),
+        let spaced = about(
+            by_policy(
+                rec(
+                    "ADD",
+                    "link.set-mtu",
+                    json!({"ns": "host", "index": 6, "mtu": 1400}),
+                    "denied",
+                    Some("host link \"a b\" (index 6) matches none of plugins.mine.host.links"),
+                ),
+                "plugins.mine.host.links",
+            ),
+            "a b",
+            6,
         );
         let records = [
             star,

@@ -1,5 +1,5 @@
 //! The node links a record names that the plugin did not create: from a
-//! `wasmcni try` run's `node-links`, or from a denial's reason.
+//! `wasmcni try` run's `node-links`, or from the link a denial is about.
 
 use serde_json::Value;
 
@@ -17,8 +17,8 @@ pub struct NodeLink {
 }
 
 /// The node link at `index` (host namespace), if the record says it is one
-/// the plugin did not create: from `try`'s `node-links`, else from a
-/// denial's reason (`host link "eth0" (index 3) ...`).
+/// the plugin did not create: from `try`'s `node-links`, else from the
+/// link a denial is about (its `link`, never its text).
 pub(super) fn node_link(r: &Logged, index: Option<u32>) -> Option<NodeLink> {
     let index = index?;
     if let Some(l) = r
@@ -29,14 +29,13 @@ pub(super) fn node_link(r: &Logged, index: Option<u32>) -> Option<NodeLink> {
     {
         return Some(l);
     }
-    let why = r.reason.as_deref()?;
-    let name = quoted_after(why, "host link ")?;
-    // The reason is about this link if it names its index, or names none.
-    let about = match why.find("(index ") {
-        Some(at) => why[at + 7..].starts_with(&format!("{index})")),
-        None => true,
-    };
-    about.then_some(NodeLink { name, kind: None })
+    r.link
+        .as_ref()
+        .filter(|l| l.index == index)
+        .map(|l| NodeLink {
+            name: l.name.clone(),
+            kind: None,
+        })
 }
 
 /// The node link called `name`, from `try`'s `node-links`.
@@ -47,14 +46,6 @@ pub(super) fn node_link_named(r: &Logged, name: &str) -> Option<NodeLink> {
         .values()
         .filter_map(|v| serde_json::from_value::<NodeLink>(v.clone()).ok())
         .find(|l| l.name == name)
-}
-
-/// The JSON string quoted right after `prefix` in `text` (a reason's
-/// `{:?}`-formatted link name).
-pub(super) fn quoted_after(text: &str, prefix: &str) -> Option<String> {
-    let at = text.find(&format!("{prefix}\""))? + prefix.len();
-    let mut de = serde_json::Deserializer::from_str(&text[at..]).into_iter::<String>();
-    de.next()?.ok()
 }
 
 /// The names of the node links `try` recorded in `r` (`node-links`).

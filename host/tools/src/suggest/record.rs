@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use wasmcni_runtime::audit::Logged;
+use wasmcni_runtime::audit::{Logged, RefusedBy};
 use wasmcni_runtime::caps::catalog::{self, Grant, LinkGrant, Ns, Right};
 use wasmcni_runtime::netns::Kind;
 use wasmcni_runtime::policy::LinkKind;
@@ -15,11 +15,12 @@ use super::names::{
     bad_ipam_root, bad_link_name, bad_sysctl_key, generalize_checked, sysctl_link, sysctl_pattern,
 };
 use super::need::{push, Need};
-use super::node_link::{node_link, node_link_named, node_link_names, quoted_after, NodeLink};
+use super::node_link::{node_link, node_link_named, node_link_names, NodeLink};
 
 /// Whether a record counts toward the suggestion: the call ran, failed in
-/// the kernel, or was denied by the policy. A denial by an invariant (its
-/// reason names no grant) or by a limit does not: no entry would change it.
+/// the kernel, or was denied by the policy. A denial by an invariant
+/// (`refused-by: invariant`) or by a limit does not: no entry would
+/// change it.
 pub fn counts(r: &Logged) -> bool {
     // The host's own steps (undo, attachment records, GC), not the
     // plugin's calls.
@@ -31,15 +32,10 @@ pub fn counts(r: &Logged) -> bool {
     }
     match r.outcome.as_str() {
         "ok" | "error" => true,
-        // A policy denial names the field (`plugins.NAME.container.modify
-        // is false`; before, "the policy grants no ..."); an invariant's
-        // says so.
-        "denied" => r.reason.as_deref().is_some_and(|why| {
-            !why.contains("wasmcni invariant")
-                && ["plugins.", "policy", "grant", "pattern"]
-                    .iter()
-                    .any(|w| why.contains(w))
-        }),
+        // A policy's refusal, as the record says (`refused-by`), never
+        // read from its text; an invariant's changes with no entry (and a
+        // record of a wasmcni before 0.1's refusals says neither).
+        "denied" => r.refused_by == Some(RefusedBy::Policy),
         _ => false,
     }
 }
@@ -269,10 +265,13 @@ pub(super) fn needs_noted(r: &Logged) -> (Vec<Need>, Vec<String>) {
                     if kind == Kind::Host {
                         if let Some(link) = sysctl_link(key) {
                             let known = node_link_named(r, &link).or_else(|| {
-                                let why = r.reason.as_deref()?;
-                                quoted_after(why, "host link ")
-                                    .filter(|n| *n == link)
-                                    .map(|name| NodeLink { name, kind: None })
+                                r.link
+                                    .as_ref()
+                                    .filter(|l| l.name == link)
+                                    .map(|l| NodeLink {
+                                        name: l.name.clone(),
+                                        kind: None,
+                                    })
                             });
                             if let Some(l) = checked(known, &mut notes) {
                                 out.push(foreign(l, shared));

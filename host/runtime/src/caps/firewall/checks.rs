@@ -62,10 +62,8 @@ impl Ctx {
         if ok {
             Ok(())
         } else {
-            Err(CapError::denied(format!(
-                "{} is false",
-                self.grant_field(Kind::Host, &format!("firewall.{}", kind.field()))
-            )))
+            let field = self.grant_field(Kind::Host, &format!("firewall.{}", kind.field()));
+            Err(CapError::by_policy(&field, format!("{field} is false")))
         }
     }
 

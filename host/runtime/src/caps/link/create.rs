@@ -113,11 +113,11 @@ impl Ctx {
         if self.ns_grant(kind).may_create(what) {
             return Ok(());
         }
-        Err(CapError::denied(format!(
-            "{} does not list {:?}",
-            self.grant_field(kind, "create"),
-            what.name()
-        )))
+        let field = self.grant_field(kind, "create");
+        Err(CapError::by_policy(
+            &field,
+            format!("{field} does not list {:?}", what.name()),
+        ))
     }
 
     /// Refuses to make `n` more links past the grant's `max-links`: the
@@ -130,11 +130,14 @@ impl Ctx {
         if kept + n <= max {
             return Ok(());
         }
-        Err(CapError::denied(format!(
-            "{} is {max}: the plugin keeps {kept} link(s) it created in this invocation, \
-             and this call would make {n} more",
-            self.entry_field("max-links")
-        )))
+        let field = self.entry_field("max-links");
+        Err(CapError::by_policy(
+            &field,
+            format!(
+                "{field} is {max}: the plugin keeps {kept} link(s) it created in this \
+                 invocation, and this call would make {n} more"
+            ),
+        ))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -205,7 +208,25 @@ impl Ctx {
         let (index, peer_index) =
             self.created_with_peer(kind, name, false, Some((peer_kind, peer_name)))?;
         let peer_index = peer_index.ok_or(CapError::Code(ErrorCode::Other))?;
+        if kind != peer_kind {
+            let host_end = if kind == Kind::Host { name } else { peer_name };
+            self.takes_no_router_advertisements(host_end);
+        }
         Ok(VethPair { index, peer_index })
+    }
+
+    /// The node end `name` of a pair whose other end is the container's
+    /// takes no router advertisement from it: the kernel's default
+    /// (`accept_ra` 1, honoured while IPv6 forwarding is off) let the
+    /// container put the node's default route, or another network's
+    /// subnet, through its veth whatever the plugin does (issue 49,
+    /// breach 5; the reference bridge and ptp set the same on theirs). A
+    /// node without IPv6 has no such setting.
+    fn takes_no_router_advertisements(&self, name: &str) {
+        if let Some(ns) = self.ns(Kind::Host) {
+            let key = format!("net.ipv6.conf.{}.accept_ra", name.replace('.', "/"));
+            let _ = crate::sysctl::write(ns, &key, "0");
+        }
     }
 
     /// Creates a bridge, shared with the network's attachments.

@@ -36,14 +36,18 @@ impl Ctx {
         if kind == Kind::Host && !g.may_name(name) {
             let field = self.grant_field(kind, "names");
             return Err(match &g.names {
-                Some(_) => CapError::denied_with(
+                Some(_) => CapError::by_policy(
+                    &field,
                     format!("host link name {name:?} matches none of {field}"),
-                    g.names_in_effect(),
+                )
+                .audit_only(g.names_in_effect()),
+                None => CapError::by_policy(
+                    &field,
+                    format!(
+                        "host link name {name:?} matches none of {field} (absent: the default {})",
+                        DEFAULT_HOST_NAMES.join(", ")
+                    ),
                 ),
-                None => CapError::denied(format!(
-                    "host link name {name:?} matches none of {field} (absent: the default {})",
-                    DEFAULT_HOST_NAMES.join(", ")
-                )),
             });
         }
         Ok(())
@@ -170,6 +174,7 @@ impl Ctx {
         name: &str,
     ) -> Result<(), CapError> {
         self.check_new_name(kind, name)?;
+        self.may_take_ifname(kind, index, name)?;
         if self.journal.created(kind, index) {
             // This ADD's link, under its new name from now on
             // (named once the call may go ahead).

@@ -41,10 +41,13 @@ impl Ctx {
         };
         let field = self.grant_field(kind, "config-vlans");
         if !self.ns_grant(kind).config_vlans {
-            return Err(CapError::denied(format!(
-                "port {index} is not in VLAN {first}, and {field} is false: \
-                 it may join no VLAN"
-            )));
+            return Err(CapError::by_policy(
+                &field,
+                format!(
+                    "port {index} is not in VLAN {first}, and {field} is false: it may join no \
+                     VLAN"
+                ),
+            ));
         }
         let named = &self.attachment.vlans;
         match std::iter::once(first)
