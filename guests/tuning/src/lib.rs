@@ -423,14 +423,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn overrides_apply_in_the_reference_order() {
-        let conf = serde_json::json!({
-            "cniVersion": "1.0.0", "name": "n", "type": "tuning",
-            "mac": "02:00:00:00:00:01", "mtu": 1400, "sysctl": {"net.core.somaxconn": "500"},
-            "runtimeConfig": {"mac": "02:00:00:00:00:02"},
-            "args": {"cni": {"mtu": 1300, "sysctl": {"net.ipv4.ip_forward": "1"}}}
-        });
+    /// The settings a config gives (no `CNI_ARGS`).
+    fn settings_of(conf: serde_json::Value) -> Conf {
         let conf = guest_sdk::cni::NetConf::from_value(conf).expect("conf");
         let inv = Invocation {
             env: guest_sdk::cni::Env::from_lookup(|k| match k {
@@ -441,7 +435,18 @@ mod tests {
             conf,
             stdin: Vec::new(),
         };
-        let s = settings(&inv).expect("settings");
+        settings(&inv).expect("settings")
+    }
+
+    #[test]
+    fn overrides_apply_in_the_reference_order() {
+        let conf = serde_json::json!({
+            "cniVersion": "1.0.0", "name": "n", "type": "tuning",
+            "mac": "02:00:00:00:00:01", "mtu": 1400, "sysctl": {"net.core.somaxconn": "500"},
+            "runtimeConfig": {"mac": "02:00:00:00:00:02"},
+            "args": {"cni": {"mtu": 1300, "sysctl": {"net.ipv4.ip_forward": "1"}}}
+        });
+        let s = settings_of(conf);
         assert_eq!(s.mac, "02:00:00:00:00:02");
         assert_eq!(s.mtu, 1300);
         assert_eq!(s.sysctl.len(), 2);
@@ -457,17 +462,7 @@ mod tests {
             "args": {"cni": {"mac": "02:00:00:00:00:03", "promisc": true, "allmulti": true,
                              "txQLen": 2000}}
         });
-        let conf = guest_sdk::cni::NetConf::from_value(conf).expect("conf");
-        let inv = Invocation {
-            env: guest_sdk::cni::Env::from_lookup(|k| match k {
-                "CNI_COMMAND" => Some("VERSION".into()),
-                _ => None,
-            })
-            .expect("env"),
-            conf,
-            stdin: Vec::new(),
-        };
-        let s = settings(&inv).expect("settings");
+        let s = settings_of(conf);
         assert_eq!(s.mac, "02:00:00:00:00:03");
         assert!(s.promisc);
         assert_eq!(s.allmulti, Some(true));
