@@ -33,6 +33,8 @@ pub mod record;
 pub mod runner;
 pub mod session;
 mod state_fs;
+#[cfg(test)]
+mod wit_compat;
 
 // The kernel layer, a crate of its own (host/kernel), under the names the
 // rest of the host has always used for it.
