@@ -230,9 +230,11 @@ static ON_DROP: std::sync::OnceLock<fn(u64)> = std::sync::OnceLock::new();
 /// the dropping thread. One module keeps such state: a second `forget`
 /// is a bug.
 pub(crate) fn on_drop(forget: fn(u64)) {
-    if let Err(other) = ON_DROP.set(forget) {
+    if ON_DROP.set(forget).is_err() {
         debug_assert!(
-            std::ptr::fn_addr_eq(*ON_DROP.get().unwrap_or(&other), forget),
+            ON_DROP
+                .get()
+                .is_some_and(|f| std::ptr::fn_addr_eq(*f, forget)),
             "a second per-handle state"
         );
     }

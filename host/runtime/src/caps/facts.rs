@@ -15,6 +15,8 @@
 //! [`Ctx::may_take_ifname`]. Fixing the peer covers names changed by
 //! anything else between the ADD and a later call.)
 
+use std::os::fd::AsFd;
+
 use netlink_packet_route::link::{InfoKind, LinkAttribute, LinkInfo};
 
 use super::ctx::{Command, Ctx};
@@ -50,7 +52,7 @@ impl Ctx {
     /// The peer, as this incarnation's record says (the ADD that made it
     /// found it so) or, where no record of this plugin's ADD says, as the
     /// kernel says now.
-    fn find_adopted_peer(&self) -> Adopted {
+    fn find_adopted_peer(&mut self) -> Adopted {
         let Some(ino) = self.container_ino() else {
             return Adopted::Nothing;
         };
@@ -88,28 +90,22 @@ impl Ctx {
     }
 
     /// Whether node link `p.index` is still the veth called `p.name`.
-    fn is_host_veth(&self, p: &AdoptedPeer) -> bool {
-        let Some(host) = self.ns(Kind::Host) else {
-            return false;
-        };
-        let Ok(msg) =
-            crate::netlink::Netlink::open(host).and_then(|mut nl| nl.link_by_index(p.index))
-        else {
-            return false;
-        };
-        let l = super::bindings::Link::from_message(msg);
-        l.name == p.name && l.kind.as_deref() == Some("veth")
+    fn is_host_veth(&mut self, p: &AdoptedPeer) -> bool {
+        self.link(Kind::Host, p.index)
+            .is_ok_and(|l| l.name == p.name && l.kind.as_deref() == Some("veth"))
     }
 
     /// The node link that is the other end of the link `CNI_IFNAME` in
     /// the container namespace, when that link is a veth whose peer the
     /// kernel places in the node namespace: its `IFLA_LINK_NETNSID` is the
     /// id the container namespace gives the node's (`RTM_GETNSID`). Asked
-    /// of the kernel (sockets of its own), never read from `prevResult`.
-    fn kernel_peer(&self) -> Option<AdoptedPeer> {
-        let (container, host) = (self.ns(Kind::Container)?, self.ns(Kind::Host)?);
-        let mut nl = crate::netlink::Netlink::open(container).ok()?;
-        let msg = nl.link_by_name(&self.attachment.ifname).ok()?;
+    /// of the kernel (the invocation's sockets, which the plugin's calls
+    /// use next), never read from `prevResult`.
+    fn kernel_peer(&mut self) -> Option<AdoptedPeer> {
+        let host = self.ns(Kind::Host)?.fd().try_clone_to_owned().ok()?;
+        let ifname = self.attachment.ifname.clone();
+        let nl = self.netlink(Kind::Container).ok()?;
+        let msg = nl.link_by_name(&ifname).ok()?;
         let (mut veth, mut peer, mut nsid) = (false, None, None);
         for a in &msg.attributes {
             match a {
@@ -121,13 +117,9 @@ impl Ctx {
                 _ => {}
             }
         }
-        let host_id = nl.nsid_of(host.fd()).ok()??;
+        let host_id = nl.nsid_of(host.as_fd()).ok()??;
         let index = peer.filter(|_| veth && nsid == Some(host_id))?;
-        let msg = crate::netlink::Netlink::open(host)
-            .ok()?
-            .link_by_index(index)
-            .ok()?;
-        let name = super::bindings::Link::from_message(msg).name;
+        let name = self.link(Kind::Host, index).ok()?.name;
         Some(AdoptedPeer { index, name })
     }
 }
