@@ -118,9 +118,6 @@ pub enum StoreError {
     /// A name or path is not acceptable.
     #[error("{0}")]
     Invalid(String),
-    /// The data directory lies under no granted root.
-    #[error("{0}")]
-    Denied(String),
     /// The lock was not free before the deadline.
     #[error("the lock of network {0:?} was held past the deadline")]
     Busy(String),

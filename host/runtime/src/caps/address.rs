@@ -36,7 +36,6 @@ impl Ctx {
     /// its network shares, see [`Ctx::shared`]): such a link may be given
     /// an address, and lose only one this invocation added.
     fn address_target(&mut self, kind: Kind, index: u32) -> Result<bool, CapError> {
-        self.require(kind, |g| g.addresses, "addresses")?;
         let l = self.link(kind, index)?;
         if self.check_host_link(kind, &l).is_ok() {
             return Ok(false);
@@ -51,14 +50,7 @@ impl Ctx {
     /// address, cover no other attachment's reservation:
     /// [`Ctx::check_not_foreign_address`]).
     fn check_host_address(&self, ip: IpAddr, len: u8) -> Result<(), CapError> {
-        if !self.ns_grant(Kind::Host).covers(ip, len) {
-            let field = self.grant_field(Kind::Host, "prefixes");
-            return Err(CapError::by_policy(
-                &field,
-                format!("host address {ip}/{len} lies in none of {field}"),
-            ));
-        }
-        Ok(())
+        self.view().host_address(ip, len)
     }
 
     fn find_address(
@@ -92,7 +84,6 @@ impl Ctx {
         link_index: Option<u32>,
         family: Option<IpFamily>,
     ) -> Result<Vec<AddressInfo>, CapError> {
-        self.require(kind, |g| g.read, "read")?;
         let nl = self.netlink(kind)?;
         if let Some(index) = link_index {
             nl.link_by_index(index)?;
@@ -196,19 +187,15 @@ impl Ctx {
         let old = self
             .find_address(kind, link_index, ip, len)?
             .ok_or(CapError::Kernel(libc::EADDRNOTAVAIL))?;
-        if kind == Kind::Host && old.protocol != RTPROT_WASMCNI {
-            return Err(CapError::denied(format!(
-                "host address {ip}/{len} was not added by wasmcni, so it may not be \
-                     deleted (a wasmcni invariant)"
-            )));
-        }
-        if shared && !self.added_address(kind, &old) {
-            return Err(CapError::denied(format!(
-                "host address {ip}/{len} is on a bridge the network's attachments share; \
-                     only an address this invocation added may be deleted there (a wasmcni \
-                     invariant)"
-            )));
-        }
+        let added_here = shared && self.added_address(kind, &old);
+        super::authority::address::delete(
+            kind,
+            ip,
+            len,
+            old.protocol == RTPROT_WASMCNI,
+            shared,
+            added_here,
+        )?;
         // A primary address takes its secondaries and their routes along.
         self.preserving(kind, link_index, |c| {
             c.netlink(kind)?
@@ -229,7 +216,6 @@ impl Ctx {
         link_index: u32,
         ip: IpAddr,
     ) -> Result<(), CapError> {
-        self.require(kind, |g| g.announce, "announce")?;
         let l = self.link(kind, link_index)?;
         if !self.shared(kind, &l) {
             self.check_host_link(kind, &l)?;
@@ -415,22 +401,19 @@ impl Ctx {
         let nl = self.netlink(kind)?;
         let routes = nl.routes(None)?;
         let addresses = nl.addresses(None)?;
-        if let Some(m) = routes.iter().find(|m| {
-            m.header.kind == netlink_packet_route::route::RouteType::Unicast
-                && crate::netlink::route_uses_link(m, index)
-                && crate::netlink::RouteSpec::from_message(m).is_none()
-        }) {
-            let key = crate::netlink::RouteKey::of_message(m);
-            return Err(CapError::denied_with(
-                format!(
-                    "link {index} carries a route wasmcni could not restore as it is \
-                     (multipath, nexthop object, source-specific or encapsulated), so it may \
-                     not change (a wasmcni invariant)"
-                ),
-                key.map(|k| format!("{}/{} table {}", k.dst, k.dst_len, k.table))
-                    .unwrap_or_default(),
-            ));
-        }
+        let unrestorable = routes
+            .iter()
+            .find(|m| {
+                m.header.kind == netlink_packet_route::route::RouteType::Unicast
+                    && crate::netlink::route_uses_link(m, index)
+                    && crate::netlink::RouteSpec::from_message(m).is_none()
+            })
+            .map(|m| {
+                crate::netlink::RouteKey::of_message(m)
+                    .map(|k| format!("{}/{} table {}", k.dst, k.dst_len, k.table))
+                    .unwrap_or_default()
+            });
+        super::authority::address::restorable_routes(index, unrestorable)?;
         let keep: Vec<crate::netlink::AddrSpec> = addresses
             .iter()
             .filter_map(crate::netlink::AddrSpec::from_message)
@@ -460,13 +443,7 @@ impl Ctx {
     /// entries (down, move): the journal does not keep them.
     pub(super) fn check_neighbours(&mut self, kind: Kind, index: u32) -> Result<(), CapError> {
         let n = self.netlink(kind)?.permanent_neighbours(index)?;
-        if n > 0 {
-            return Err(CapError::denied(format!(
-                "link {index} has {n} permanent neighbour entries the kernel would drop \
-                 and wasmcni could not restore (a wasmcni invariant)"
-            )));
-        }
-        Ok(())
+        super::authority::address::neighbours(index, n)
     }
 
     /// Journals every address and route of the namespace (a write of a

@@ -76,6 +76,8 @@ pub struct Denial {
     pub audit_only: Option<String>,
     /// What refused it, as the audit record says it for tools.
     pub refusal: crate::audit::Refusal,
+    /// Made by [`super::authority`], the only module that decides refusals.
+    pub decided: super::authority::decided::Decided,
 }
 
 impl Denial {
@@ -89,39 +91,6 @@ impl Denial {
 }
 
 impl CapError {
-    /// A refusal whose whole reason may reach the runtime.
-    /// A wasmcni invariant's: no policy entry would allow the call.
-    pub fn denied(reason: impl Into<String>) -> CapError {
-        CapError::Denied(Denial {
-            reason: reason.into(),
-            audit_only: None,
-            refusal: crate::audit::Refusal::default(),
-        })
-    }
-
-    /// A refusal with more for the audit log than for the runtime.
-    pub fn denied_with(reason: impl Into<String>, audit_only: impl Into<String>) -> CapError {
-        CapError::Denied(Denial {
-            reason: reason.into(),
-            audit_only: Some(audit_only.into()),
-            refusal: crate::audit::Refusal::default(),
-        })
-    }
-
-    /// The policy's refusal: `grant` (`plugins.NAME.host.links`) would
-    /// allow the call; `reason` says so in words.
-    pub fn by_policy(grant: &str, reason: impl Into<String>) -> CapError {
-        CapError::Denied(Denial {
-            reason: reason.into(),
-            audit_only: None,
-            refusal: crate::audit::Refusal {
-                refused_by: crate::audit::RefusedBy::Policy,
-                grant: Some(grant.to_owned()),
-                link: None,
-            },
-        })
-    }
-
     /// The same refusal with `more` for the audit log alone.
     pub fn audit_only(mut self, more: impl Into<String>) -> CapError {
         if let CapError::Denied(d) = &mut self {
@@ -417,8 +386,8 @@ mod tests {
     }
 
     #[test]
-    fn denials_reach_the_guest_as_access_denied() {
-        assert_eq!(CapError::denied("x").code(), Some(ErrorCode::AccessDenied));
+    fn kernel_errors_reach_the_guest_as_their_code() {
+        // (Refusals: `authority::call`'s tests.)
         assert_eq!(
             CapError::Kernel(libc::EEXIST).code(),
             Some(ErrorCode::AlreadyExists)

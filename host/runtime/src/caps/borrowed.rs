@@ -486,13 +486,7 @@ impl Ctx {
             return Ok(None);
         }
         let b = &record.borrowed[pos];
-        if name.is_some_and(|n| n != b.name) {
-            return Err(CapError::denied(format!(
-                "link {index} was taken from the host namespace as {:?} and goes back under \
-                 that name (a wasmcni invariant)",
-                b.name
-            )));
-        }
+        super::authority::link::return_name(index, &b.name, name)?;
         let b = record.borrowed.remove(pos);
         let at = self.put_back(&b)?;
         // Returned: the record no longer holds it (a failure to rewrite

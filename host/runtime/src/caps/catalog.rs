@@ -101,6 +101,112 @@ pub fn markdown() -> String {
     s
 }
 
+/// The policy fields a grant reads, and the function of the authority
+/// module (`host/runtime/src/caps/authority/`) that decides on it.
+fn grant_fields(g: &Grant) -> Vec<(String, &'static str)> {
+    let right = |r: &Right| match r {
+        Right::Read => "read".to_owned(),
+        Right::Create(k) => format!("create: [{}]", k.name()),
+        Right::Modify => "modify".to_owned(),
+        Right::Move => "move".to_owned(),
+        Right::Addresses => "addresses".to_owned(),
+        Right::Routes => "routes".to_owned(),
+        Right::Announce => "announce".to_owned(),
+        Right::TrafficControl => "traffic-control".to_owned(),
+        Right::ConfigVlans => "config-vlans".to_owned(),
+    };
+    let ns = |f: &str| format!("container.{f}, host.{f}");
+    match g {
+        Grant::HostEntry => vec![("host".into(), "call.rs `View::declared`")],
+        Grant::Right(_, Right::ConfigVlans) => {
+            vec![(ns("config-vlans"), "link.rs `View::port_vlans`")]
+        }
+        Grant::Right(_, r) => vec![(ns(&right(r)), "call.rs `View::declared`")],
+        Grant::Tables => vec![
+            ("container.routes".into(), "route.rs `chooses_tables`"),
+            ("host.create: [vrf]".into(), "route.rs `chooses_tables`"),
+        ],
+        Grant::NewName(..) => vec![("host.names".into(), "link.rs `View::new_name`")],
+        Grant::NodeLink(_, _, LinkGrant::Masters) => vec![
+            ("host.masters".into(), "link.rs `View::master`"),
+            ("host.links".into(), "link.rs `View::master`"),
+        ],
+        Grant::NodeLink(_, _, LinkGrant::Links) => {
+            vec![("host.links".into(), "link.rs `View::host_link`")]
+        }
+        Grant::NodeLink(_, _, LinkGrant::Shared | LinkGrant::SharedIf(_)) => vec![
+            ("host.links".into(), "link.rs `View::host_link`"),
+            ("host.bridges".into(), "mod.rs `View::shared`"),
+        ],
+        Grant::Prefix(_) => vec![(
+            "host.prefixes".into(),
+            "address.rs `View::host_address`, route.rs `View::host_route`",
+        )],
+        Grant::FirewallRules(_) | Grant::FirewallKinds(_) => vec![(
+            "host.firewall.<kind>".into(),
+            "firewall.rs `View::firewall`",
+        )],
+        Grant::Sysctl(_, shared) => {
+            let mut v = vec![
+                (ns("sysctls"), "sysctl.rs `View::sysctl_key`"),
+                ("host.links".into(), "link.rs `View::host_link`"),
+            ];
+            if *shared {
+                v.push(("host.bridges".into(), "mod.rs `View::shared`"));
+            }
+            v
+        }
+        Grant::IpamRoot(_) => vec![("ipam-roots".into(), "store.rs `View::ipam_root`")],
+        Grant::Delegate(_) => vec![(
+            "delegates, native-delegates".into(),
+            "delegate.rs `View::delegate`",
+        )],
+        Grant::AttachmentState => {
+            vec![("attachment-state".into(), "call.rs `View::declared`")]
+        }
+    }
+}
+
+/// The table of `docs/security-model.md` "What each grant allows": for
+/// each policy field, the host functions whose catalog rows declare they
+/// need it, and where the authority module decides on it; from the rows'
+/// `needs`, the same source `View::declared` enforces.
+pub fn grant_table() -> String {
+    let mut fields: Vec<(String, Vec<&'static str>, Vec<&'static str>)> = Vec::new();
+    for e in entries() {
+        for g in e.needs {
+            for (field, by) in grant_fields(g) {
+                match fields.iter_mut().find(|(f, ..)| *f == field) {
+                    Some((_, deciders, calls)) => {
+                        if !calls.contains(&e.call) {
+                            calls.push(e.call);
+                        }
+                        if !deciders.contains(&by) {
+                            deciders.push(by);
+                        }
+                    }
+                    None => fields.push((field, vec![by], vec![e.call])),
+                }
+            }
+        }
+    }
+    fields.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut s = String::from(
+        "<!-- Generated from the capability catalog rows' `needs` by `make docs`; CI fails when it is stale. -->\n\
+         | policy field | host functions it allows (with the rest of their row) | decided in `caps/authority/` |\n\
+         |---|---|---|\n",
+    );
+    for (field, by, calls) in fields {
+        let calls: Vec<String> = calls.iter().map(|c| format!("`{c}`")).collect();
+        s.push_str(&format!(
+            "| `{field}` | {} | {} |\n",
+            calls.join(", "),
+            by.join(", ")
+        ));
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,6 +348,34 @@ mod tests {
             }
         }
         assert!(wrong.is_empty(), "{wrong:#?}");
+    }
+
+    /// The grant table in `docs/security-model.md`, between its markers,
+    /// is [`grant_table`]'s.
+    #[test]
+    fn security_model_grant_table_is_up_to_date() {
+        const BEGIN: &str = "<!-- grant table: begin -->\n";
+        const END: &str = "<!-- grant table: end -->";
+        let path = root().join("docs").join("security-model.md");
+        let have = std::fs::read_to_string(&path).expect("docs/security-model.md");
+        let (Some(a), Some(b)) = (have.find(BEGIN), have.find(END)) else {
+            panic!("docs/security-model.md has no grant table markers");
+        };
+        let want = format!("{}{BEGIN}{}{}", &have[..a], grant_table(), &have[b..]);
+        if crate::config::get().update_docs {
+            #[allow(clippy::disallowed_methods)] // a test reads its own environment
+            let ci = std::env::var("CI").is_ok_and(|v| v == "true");
+            assert!(
+                !ci,
+                "WASMCNI_UPDATE_DOCS rewrites the file this test checks; CI=true checks it: unset it"
+            );
+            std::fs::write(&path, &want).expect("write docs");
+        } else {
+            assert!(
+                have == want,
+                "docs/security-model.md's grant table is out of date: run `make docs`"
+            );
+        }
     }
 
     #[test]

@@ -217,18 +217,6 @@ impl Ctx {
         }
     }
 
-    /// The policy field path of this plugin's entry for `field` of the
-    /// `kind` namespace grant: `plugins.NAME.container.read`.
-    pub(super) fn grant_field(&self, kind: Kind, field: &str) -> String {
-        format!("plugins.{}.{}.{field}", self.audit.plugin(), kind.name())
-    }
-
-    /// The policy field path of this plugin's entry for `field`:
-    /// `plugins.NAME.ipam-roots`.
-    pub(super) fn entry_field(&self, field: &str) -> String {
-        format!("plugins.{}.{field}", self.audit.plugin())
-    }
-
     /// How many inverses the journal holds.
     pub fn journal_len(&self) -> usize {
         self.journal.len()
@@ -242,31 +230,18 @@ impl Ctx {
     }
 
     pub(super) fn ns_grant(&self, kind: Kind) -> &NsGrant {
-        static NOTHING: std::sync::OnceLock<NsGrant> = std::sync::OnceLock::new();
-        match kind {
-            Kind::Container => &self.grant.container,
-            Kind::Host => self
-                .grant
-                .host
-                .as_ref()
-                .unwrap_or_else(|| NOTHING.get_or_init(NsGrant::default)),
-        }
+        super::authority::ns_grant(&self.grant, kind)
     }
 
     /// Refuses unless `right` holds, naming the boolean field `name` of
-    /// the namespace grant that would allow it.
+    /// the namespace grant that would allow it ([`super::authority::View::require`]).
     pub(super) fn require(
         &self,
         kind: Kind,
         right: impl Fn(&NsGrant) -> bool,
         name: &str,
     ) -> Result<(), CapError> {
-        if right(self.ns_grant(kind)) {
-            Ok(())
-        } else {
-            let field = self.grant_field(kind, name);
-            Err(CapError::by_policy(&field, format!("{field} is false")))
-        }
+        self.view().require(kind, right, name)
     }
 
     /// Opens wasmcni's own (host) namespace for the host's own use, if the
@@ -436,24 +411,13 @@ impl StoreData {
             }
             Fault::KillAfter => true,
         };
-        // Only ADD and DEL change the kernel: CHECK, GC, STATUS and
-        // VERSION get read-only authority whatever the policy says (GC may
-        // release IPAM reservations and run its delegates' GC).
-        let read_only = match caps.command {
-            Some(Command::Add | Command::Del) => false,
-            Some(Command::Gc) => row.mutates && !row.in_gc,
-            Some(Command::Check | Command::Status | Command::Version) | None => row.mutates,
-        };
-        let result = if read_only {
-            Err(CapError::denied(match caps.command {
-                Some(Command::Gc) => "a GC may only release IPAM reservations and run its \
-                                delegates' GC, not change the kernel (a wasmcni invariant)"
-                    .to_owned(),
-                command => format!(
-                    "a {} may not change the kernel: only ADD and DEL may (a wasmcni invariant)",
-                    command.map_or("command other than ADD and DEL", Command::as_str)
-                ),
-            }))
+        // Only ADD and DEL change the kernel (`authority::call`).
+        // ... and what its row declares it needs is what is checked
+        // (`authority::View::declared`).
+        let allowed = super::authority::call::command_may(caps.command, row.mutates, row.in_gc)
+            .and_then(|()| caps.view().declared(row.needs, &args));
+        let result = if let Err(e) = allowed {
+            Err(e)
         } else {
             caps.keep_links(true);
             let result = f(caps);

@@ -194,18 +194,7 @@ impl Ctx {
             Ok(c) if plugins::valid_name(name) && COMMANDS.contains(&c) => c,
             _ => return Err(ErrorCode::InvalidArgument.into()),
         };
-        let during_add = self.command == Some(Command::Add);
-        if Some(command) != self.command && !(during_add && command == Command::Del) {
-            let own = self.command_text();
-            return Err(CapError::denied(format!(
-                "a {own} may delegate only {own}{} (a wasmcni invariant)",
-                if during_add {
-                    " (or DEL to clean up)"
-                } else {
-                    ""
-                }
-            )));
-        }
+        self.view().delegated_command(command)?;
         if self.depth + 1 > MAX_DEPTH {
             return Err(CapError::Limit(format!(
                 "delegates nest deeper than {MAX_DEPTH}"
@@ -215,18 +204,7 @@ impl Ctx {
             .runtime
             .clone()
             .ok_or(CapError::Code(ErrorCode::NotSupported))?;
-        let wasm_ok = self.grant.delegates.iter().any(|d| d == name);
-        let native_ok = self.grant.native_delegates.iter().any(|d| d == name);
-        if !wasm_ok && !native_ok {
-            let field = self.entry_field("delegates");
-            return Err(CapError::by_policy(
-                &field,
-                format!(
-                    "{name:?} is listed in neither {field} nor {}",
-                    self.entry_field("native-delegates")
-                ),
-            ));
-        }
+        let (wasm_ok, native_ok) = self.view().delegate(name)?;
         if wasm_ok {
             match plugins::find(name) {
                 Ok(plugin) => return self.delegate_wasm(&rt, &plugin, command, config),

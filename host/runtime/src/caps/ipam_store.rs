@@ -80,7 +80,6 @@ pub(super) fn indexed(store: NetworkStore) -> NetworkStore {
 fn store_err(e: StoreError) -> CapError {
     match e {
         StoreError::Invalid(_) => ErrorCode::InvalidArgument.into(),
-        StoreError::Denied(m) => CapError::denied(m),
         StoreError::Busy(_) => ErrorCode::TryAgain.into(),
         StoreError::Io(e) => CapError::Kernel(e.raw_os_error().unwrap_or(libc::EIO)),
     }
@@ -100,28 +99,13 @@ impl Ctx {
         data_dir: Option<&str>,
         deadline: Instant,
     ) -> Result<NetworkStore, CapError> {
-        if self.grant.ipam_roots.is_empty() {
-            let field = self.entry_field("ipam-roots");
-            return Err(CapError::by_policy(
-                &field,
-                format!("{field} is empty: no IPAM state"),
-            ));
-        }
+        self.view().ipam_state()?;
         let data_dir = PathBuf::from(data_dir.unwrap_or(ipam::DEFAULT_DATA_DIR));
         if !data_dir.is_absolute() {
             return Err(ErrorCode::InvalidArgument.into());
         }
-        let (root, rel) = ipam::under_root(&data_dir, &self.grant.ipam_roots).ok_or_else(|| {
-            let field = self.entry_field("ipam-roots");
-            CapError::by_policy(
-                &field,
-                format!(
-                    "IPAM data dir {} lies under none of {field}",
-                    data_dir.display()
-                ),
-            )
-        })?;
-        let store = match NetworkStore::open(root, &rel, &self.attachment.network, deadline) {
+        let (root, rel) = self.view().ipam_root(&data_dir)?;
+        let store = match NetworkStore::open(&root, &rel, &self.attachment.network, deadline) {
             Ok(store) => indexed(store),
             Err(e) => {
                 if let StoreError::Io(io) = &e {
@@ -144,17 +128,7 @@ impl Ctx {
     /// Whether this invocation may release a reservation held by `holder`:
     /// its own, or in GC one of an attachment that is gone.
     fn may_release(&self, holder: &ipam::Owner) -> Result<(), CapError> {
-        let mine = self.attachment.owner().holds(holder);
-        let collectable =
-            self.command == Some(super::ctx::Command::Gc) && !self.attachment.still_valid(holder);
-        if mine || collectable {
-            Ok(())
-        } else {
-            Err(CapError::denied_with(
-                "the reservation belongs to another attachment (a wasmcni invariant)",
-                format!("{} {}", holder.container_id, holder.ifname),
-            ))
-        }
+        self.view().release(holder)
     }
 }
 

@@ -33,6 +33,7 @@ pub mod catalog;
 pub mod ctx;
 pub mod delegate;
 mod facts;
+mod holders;
 pub mod firewall;
 mod ipam_store;
 mod link;

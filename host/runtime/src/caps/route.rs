@@ -21,8 +21,7 @@ use crate::netlink::{RouteAdd, RouteKey, RouteSpec, RuleSpec};
 use crate::netns::Kind;
 use crate::policy::LinkKind;
 
-/// `RT_TABLE_MAIN`.
-const MAIN_TABLE: u32 = 254;
+use super::authority::route::{Existing, MAIN_TABLE};
 
 /// Whether kernel route `k` is what a delete request `req` names: the key,
 /// plus gateway and output link when the request gives them.
@@ -176,46 +175,18 @@ impl Ctx {
     /// Route changes: `routes` granted; in the host namespace only in the
     /// main table and through a link the plugin may modify.
     fn route_target(&mut self, kind: Kind, spec: &RouteSpec) -> Result<(), CapError> {
-        self.require(kind, |g| g.routes, "routes")?;
         if kind == Kind::Host {
-            if spec.table != MAIN_TABLE {
-                return Err(CapError::denied(format!(
-                    "host routes only in the main table, not table {} (a wasmcni invariant)",
-                    spec.table
-                )));
-            }
-            if !self.ns_grant(kind).covers(spec.dst, spec.dst_len) {
-                let field = self.grant_field(kind, "prefixes");
-                return Err(CapError::by_policy(
-                    &field,
-                    format!(
-                        "host route to {}/{} lies in none of {field}",
-                        spec.dst, spec.dst_len
-                    ),
-                ));
-            }
-            let Some(oif) = spec.oif else {
-                return Err(CapError::denied(
-                    "a host route must name its output link, one the plugin may modify (a \
-                     wasmcni invariant)",
-                ));
-            };
+            let oif = self
+                .view()
+                .host_route(spec.table, spec.dst, spec.dst_len, spec.oif)?;
             let l = self.link(kind, oif)?;
             self.check_host_link(kind, &l)?;
             // A route to another attachment's address would steer the
             // node's traffic for it.
             let dst = ipnet::IpNet::new(spec.dst, spec.dst_len)
                 .map_err(|_| CapError::Code(super::bindings::ErrorCode::InvalidArgument))?;
-            if let Some((other, holder)) = self.foreign_reservation_in(dst, true)? {
-                return Err(CapError::denied_with(
-                    format!(
-                        "host route to {}/{} covers an address reserved for another attachment \
-                         in a network's IPAM state (a wasmcni invariant)",
-                        spec.dst, spec.dst_len
-                    ),
-                    format!("{other}: {} {}", holder.container_id, holder.ifname),
-                ));
-            }
+            let found = self.foreign_reservation_in(dst, true)?;
+            super::authority::route::over_reservation(spec.dst, spec.dst_len, found.as_ref())?;
             self.route_takes_nothing(kind, spec, dst)?;
         }
         Ok(())
@@ -265,6 +236,7 @@ impl Ctx {
         oif: u32,
         what: &str,
     ) -> Result<(), CapError> {
+        let mut existing = Vec::new();
         for r in self.routes_raw(kind, dst.addr().is_ipv4())? {
             if route_table(&r) != MAIN_TABLE {
                 continue;
@@ -273,103 +245,59 @@ impl Ctx {
             let Ok(rnet) = ipnet::IpNet::new(rdst, len) else {
                 continue;
             };
-            let covers_it = len > 0
-                && len <= dst.prefix_len()
-                && rnet.contains(&dst.network())
-                && self.ns_grant(kind).covers(rdst, len);
-            let inside = len >= dst.prefix_len() && dst.contains(&rdst);
-            if !covers_it && !inside {
+            if !self.view().meets(kind, dst, rnet) {
                 continue;
             }
-            if route_oif(&r).is_some_and(|i| i == oif)
-                || self.own_route(kind, &r)
-                || !self.taken_if_covered(kind, &r)
-            {
-                continue;
-            }
-            let how = if inside && len > dst.prefix_len() {
-                "covers"
-            } else if len == dst.prefix_len() {
-                "is as specific as"
-            } else {
-                "is more specific than"
-            };
-            return Err(CapError::denied(format!(
-                "{what} {dst} {how} the node's {}route to {rnet}, which is not this \
-                 attachment's: it would take that route's traffic (a wasmcni invariant)",
-                if r.header.kind == RouteType::Unicast {
-                    ""
-                } else {
-                    "reject "
-                }
-            )));
-        }
-        Ok(())
-    }
-
-    /// Whether route `r` is one a new route may not take part of: a
-    /// connected or on-link subnet (no gateway: a LAN, a bridge's subnet,
-    /// a pod's host route), a route wasmcni made (protocol 87) or one
-    /// through a link wasmcni marked (another attachment's or network's),
-    /// or a reject route. Not an admin's gateway route (a VPN's 10/8 via
-    /// its tunnel): a network inside it takes that part, as with every
-    /// runtime.
-    fn taken_if_covered(&mut self, kind: Kind, r: &RouteMessage) -> bool {
-        r.header.kind != RouteType::Unicast
-            || !r.attributes.iter().any(|a| {
-                matches!(
-                    a,
-                    RouteAttribute::Gateway(_)
-                        | RouteAttribute::Via(_)
-                        | RouteAttribute::MultiPath(_)
-                )
-            })
-            || u8::from(r.header.protocol) == RTPROT_WASMCNI
-            || route_oif(r)
-                .and_then(|i| self.link(kind, i).ok())
-                .is_some_and(|l| {
+            let through = route_oif(&r).and_then(|i| self.link(kind, i).ok());
+            existing.push(Existing {
+                net: rnet,
+                unicast: r.header.kind == RouteType::Unicast,
+                gateway: r.attributes.iter().any(|a| {
+                    matches!(
+                        a,
+                        RouteAttribute::Gateway(_)
+                            | RouteAttribute::Via(_)
+                            | RouteAttribute::MultiPath(_)
+                    )
+                }),
+                by_wasmcni: u8::from(r.header.protocol) == RTPROT_WASMCNI,
+                through_marked: through.as_ref().is_some_and(|l| {
                     l.alias.as_deref().is_some_and(|a| {
                         a.starts_with(crate::attachment::NETWORK_MARK)
                             || a.starts_with(crate::attachment::ATTACHMENT_MARK)
                     })
-                })
-    }
-
-    /// Whether route `r` goes through a link of this attachment's own.
-    fn own_route(&mut self, kind: Kind, r: &RouteMessage) -> bool {
-        route_oif(r)
-            .and_then(|i| self.link(kind, i).ok())
-            .is_some_and(|l| self.owned(&l))
+                }),
+                through_same_link: route_oif(&r).is_some_and(|i| i == oif),
+                through_own: through.as_ref().is_some_and(|l| self.owned(l)),
+            });
+        }
+        super::authority::route::takes_no_route(what, dst, &existing)
     }
 
     /// A route the plugin may replace or delete: one the journal can put
     /// back (a plain unicast route), and in the host namespace one wasmcni
     /// created (its protocol) through a link the plugin may modify.
     fn replaceable(&mut self, kind: Kind, msg: &RouteMessage) -> Result<RouteSpec, CapError> {
-        let Some(spec) = RouteSpec::from_message(msg) else {
-            return Err(CapError::denied(
-                "the route in the way is not a plain unicast route (local, multipath, \
-                 nexthop, ...) and could not be restored (a wasmcni invariant)",
-            ));
-        };
-        if kind == Kind::Host {
-            let ours = spec.protocol == RTPROT_WASMCNI
-                && match spec.oif {
-                    Some(oif) => {
-                        let l = self.link(kind, oif)?;
-                        self.check_host_link(kind, &l).is_ok()
+        let spec = RouteSpec::from_message(msg);
+        let ours = match &spec {
+            Some(spec) if kind == Kind::Host => {
+                spec.protocol == RTPROT_WASMCNI
+                    && match spec.oif {
+                        Some(oif) => {
+                            let l = self.link(kind, oif)?;
+                            self.check_host_link(kind, &l).is_ok()
+                        }
+                        None => false,
                     }
-                    None => false,
-                };
-            if !ours {
-                return Err(CapError::denied(format!(
-                    "host route {}/{} (table {}) was not created by wasmcni through a link \
-                     the plugin may modify (a wasmcni invariant)",
-                    spec.dst, spec.dst_len, spec.table
-                )));
             }
-        }
-        Ok(spec)
+            _ => false,
+        };
+        super::authority::route::replaceable(
+            kind,
+            spec.as_ref().map(|s| (s.dst, s.dst_len, s.table)),
+            ours,
+        )?;
+        spec.ok_or(CapError::Code(super::bindings::ErrorCode::Other))
     }
 }
 
@@ -432,12 +360,7 @@ impl Ctx {
     /// host's.
     fn rule_target(&mut self, kind: Kind) -> Result<(), CapError> {
         self.require(kind, |g| g.routes, "routes")?;
-        if kind == Kind::Host {
-            return Err(CapError::denied(
-                "policy routing rules of the host namespace are the node's (a wasmcni invariant)",
-            ));
-        }
-        Ok(())
+        super::authority::route::rule(kind)
     }
 
     /// The namespace's routing-table lock
@@ -451,21 +374,10 @@ impl Ctx {
         if !matches!(self.command, Some(Command::Add | Command::Del)) {
             return Ok(());
         }
-        if let (Err(rules), Err(vrfs)) = (
+        super::authority::route::chooses_tables(
             self.rule_target(kind),
             self.require_create(kind, LinkKind::Vrf),
-        ) {
-            let reason = |e: CapError| match e {
-                CapError::Denied(d) => d.reason,
-                other => format!("{other:?}"),
-            };
-            return Err(CapError::denied(format!(
-                "the plugin may neither add rules nor create VRFs in this namespace, so \
-                 chooses no table there: {}; {}",
-                reason(rules),
-                reason(vrfs)
-            )));
-        }
+        )?;
         let ino = self
             .ns(kind)
             .ok_or(CapError::Code(super::bindings::ErrorCode::NotFound))?
@@ -502,7 +414,6 @@ impl Ctx {
 impl Ctx {
     /// The namespace's routing rules, of one family if `family` names one.
     fn route_rules(&mut self, kind: Kind, family: Option<IpFamily>) -> Result<Vec<Rule>, CapError> {
-        self.require(kind, |g| g.read, "read")?;
         let v4 = family.map(|f| f == IpFamily::Ipv4);
         Ok(self
             .netlink(kind)?
@@ -563,7 +474,6 @@ impl Ctx {
         family: Option<IpFamily>,
         table: Option<u32>,
     ) -> Result<Vec<RouteInfo>, CapError> {
-        self.require(kind, |g| g.read, "read")?;
         let family = family.map(|f| match f {
             IpFamily::Ipv4 => AddressFamily::Inet,
             IpFamily::Ipv6 => AddressFamily::Inet6,
@@ -620,7 +530,6 @@ impl Ctx {
     /// Deletes a route the plugin may delete, journaling its return.
     fn delete_route(&mut self, kind: Kind, route: &Route) -> Result<(), CapError> {
         let spec = to_spec(kind, route)?;
-        self.require(kind, |g| g.routes, "routes")?;
         let old = self
             .routes_raw(kind, spec.dst.is_ipv4())?
             .iter()

@@ -32,24 +32,7 @@ impl Ctx {
     /// may modify. It is never changed.
     pub(super) fn usable_master(&mut self, kind: Kind, index: u32) -> Result<Link, CapError> {
         let l = self.link(kind, index)?;
-        if kind == Kind::Host {
-            let g = self.ns_grant(kind);
-            // A `links` pattern reaches only a link no other network or
-            // attachment has marked (as in `check_host_link`).
-            let by_links = g.names_link(&l.name) && !self.marked_by_another(&l);
-            if !(g.names_master(&l.name) || self.owned(&l) || by_links) {
-                let field = self.grant_field(kind, "masters");
-                return Err(CapError::by_policy(
-                    &field,
-                    format!(
-                        "host link {:?} matches none of {field} (nor of {})",
-                        l.name,
-                        self.grant_field(kind, "links")
-                    ),
-                )
-                .about_link(&l.name, l.index));
-            }
-        }
+        self.view().master(kind, &l)?;
         Ok(l)
     }
 
@@ -76,38 +59,27 @@ impl Ctx {
             // A passthru macvlan mirrors its MAC and promiscuity onto
             // the master: that changes the master.
             let m = self.link(master_kind, master)?;
-            self.check_host_link(master_kind, &m).map_err(|_| {
-                CapError::denied(format!(
-                    "a passthru macvlan changes its master; host link {:?} may only be \
-                     used as a master (a wasmcni invariant)",
-                    m.name
-                ))
-            })?;
+            let controlled = self.check_host_link(master_kind, &m).is_ok();
+            crate::caps::authority::link::passthru_master(&m.name, controlled)?;
         }
         if let Some(n) = bc_queue_len.filter(|n| *n > MACVLAN_DEFAULT_BC_QUEUE_LEN) {
             if master_kind == Kind::Host {
                 // The kernel queues for every macvlan of a master as many
-                // broadcast frames as the largest of their requests (the
-                // default one is 1000): a larger one raises the queue of
-                // every other network's macvlans there, and the master's.
-                // Up to the default it changes nobody's.
+                // broadcast frames as the largest of their requests.
                 let m = self.link(master_kind, master)?;
-                self.check_host_link(master_kind, &m).map_err(|_| {
-                    CapError::denied(format!(
-                        "a broadcast queue length of {n} (over the kernel's default, \
-                         {MACVLAN_DEFAULT_BC_QUEUE_LEN}) raises the queue every macvlan on host \
-                         link {:?} shares; it may only be used as a master (a wasmcni \
-                         invariant; grant `links` on it to allow)",
-                        m.name
-                    ))
-                })?;
+                let controlled = self.check_host_link(master_kind, &m).is_ok();
+                crate::caps::authority::link::broadcast_queue(
+                    &m.name,
+                    n,
+                    MACVLAN_DEFAULT_BC_QUEUE_LEN,
+                    controlled,
+                )?;
             }
         }
         self.create_sub(
             master_kind,
             master,
             kind,
-            LinkKind::Macvlan,
             SubKind::Macvlan(mode_value, bc_queue_len),
             name,
             options,
@@ -133,7 +105,6 @@ impl Ctx {
             master_kind,
             master,
             kind,
-            LinkKind::Ipvlan,
             SubKind::Ipvlan(mode_value),
             name,
             options,
@@ -159,7 +130,6 @@ impl Ctx {
             master_kind,
             master,
             kind,
-            LinkKind::Vlan,
             SubKind::Vlan(vlan_id),
             name,
             options,

@@ -25,15 +25,7 @@ impl Ctx {
     /// The record of this plugin for the attachment the runtime invoked
     /// it for, if its policy grants `attachment-state`.
     fn state_record(&self) -> Result<Record, CapError> {
-        if !self.grant.attachment_state {
-            let field = self.entry_field("attachment-state");
-            return Err(CapError::by_policy(&field, format!("{field} is false")));
-        }
-        if let Some(why) = crate::record::Location::untrusted_root() {
-            return Err(CapError::denied(format!(
-                "{why}: no plugin state is kept there (a wasmcni invariant)"
-            )));
-        }
+        super::authority::store::trusted_root(crate::record::Location::untrusted_root())?;
         let (network, container_id, ifname) = &self.state_owner;
         if network.is_empty() || container_id.is_empty() || ifname.is_empty() {
             // No attachment to keep a record for (no network name,

@@ -72,34 +72,12 @@ impl Ctx {
         if !valid_key(key) {
             return Err(ErrorCode::InvalidArgument.into());
         }
-        if !self.ns_grant(kind).names_sysctl(key) {
-            let field = self.grant_field(kind, "sysctls");
-            return Err(CapError::by_policy(
-                &field,
-                format!("sysctl {key} matches none of {field}"),
-            ));
-        }
+        let all_links = match key_scope(key) {
+            Scope::AllLinks(x) => Some(x),
+            _ => None,
+        };
+        self.view().sysctl_key(kind, key, all_links.as_deref())?;
         if kind == Kind::Host {
-            if let Scope::AllLinks(x) = key_scope(key) {
-                // `conf.*.x` must not stand for `conf.all.x`: a key for every
-                // link of the node needs a pattern that names it literally.
-                let literal = format!(".{x}.");
-                if !self
-                    .ns_grant(kind)
-                    .sysctls
-                    .iter()
-                    .any(|p| p.0.contains(&literal) && p.matches(key))
-                {
-                    let field = self.grant_field(kind, "sysctls");
-                    return Err(CapError::by_policy(
-                        &field,
-                        format!(
-                            "host sysctl {key} applies to every link, and none of {field} \
-                             names `{x}` literally"
-                        ),
-                    ));
-                }
-            }
             if let Scope::Link(name) = key_scope(key) {
                 let msg = self.netlink(kind)?.link_by_name(&name)?;
                 let l = super::bindings::Link::from_message(msg);
@@ -215,7 +193,12 @@ impl Ctx {
         if value.contains(['\n', '\0']) {
             return Err(ErrorCode::InvalidArgument.into());
         }
-        super::authority::direction_only(kind, key, || self.sysctl_read(kind, key), value)?;
+        let now = if super::authority::sysctl::one_way(kind, key) {
+            Some(self.sysctl_read(kind, key)?)
+        } else {
+            None
+        };
+        super::authority::sysctl::direction_only(kind, key, now.as_deref(), value)?;
         // One trip into the namespace when nothing needs journaling:
         // a key of a link this call created, or outside ADD.
         if !shared && self.needs_no_journal(kind, key)? {
@@ -224,15 +207,10 @@ impl Ctx {
             return Ok(());
         }
         let old = self.sysctl_read(kind, key)?;
+        super::authority::sysctl::shared_bridge_setting(key, shared, old != value)?;
         if old == value {
             // Nothing changes, so there is nothing to undo.
             return Ok(());
-        }
-        if shared {
-            return Err(CapError::denied(format!(
-                "{key} belongs to a bridge the network's attachments share: it may not \
-                     change (a wasmcni invariant)"
-            )));
         }
         self.sysctl_write(kind, key, old, value)
     }

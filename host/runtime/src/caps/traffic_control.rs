@@ -50,7 +50,6 @@ impl Ctx {
     /// and in the host namespace a link it controls
     /// ([`Ctx::check_host_link`]).
     fn tc_link(&mut self, kind: Kind, index: u32) -> Result<Link, CapError> {
-        self.require(kind, |g| g.traffic_control, "traffic-control")?;
         let l = self.link(kind, index)?;
         self.check_host_link(kind, &l)?;
         Ok(l)
@@ -69,23 +68,9 @@ impl Ctx {
             Err(e) if matches!(e.errno(), libc::ENODEV | libc::ENOENT) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        let ours = l.kind.as_deref() == Some("ifb")
-            && (kind == Kind::Container
-                || self.owned(&l)
-                || self.journal.created(kind, l.index)
-                || self.recorded_unmarked(kind, &l));
-        if !ours {
-            return Err(CapError::denied_with(
-                format!(
-                    "{} link {:?} (index {}) has this attachment's ifb name but is not its \
-                     ifb (a wasmcni invariant)",
-                    kind.name(),
-                    l.name,
-                    l.index
-                ),
-                l.alias.unwrap_or_default(),
-            ));
-        }
+        let created = self.journal.created(kind, l.index);
+        let recorded = !created && self.recorded_unmarked(kind, &l);
+        self.view().own_ifb(kind, &l, created || recorded)?;
         Ok(Some(l))
     }
 
@@ -229,7 +214,6 @@ impl Ctx {
     }
 
     fn link_limits(&mut self, kind: Kind, index: u32) -> Result<LinkLimits, CapError> {
-        self.require(kind, |g| g.read, "read")?;
         self.link(kind, index)?;
         let nl = self.netlink(kind)?;
         let shaping = |q: Option<crate::netlink::tc::Qdisc>| match q {
@@ -263,13 +247,7 @@ impl Ctx {
     }
 
     fn remove_limits(&mut self, kind: Kind, index: Option<u32>) -> Result<(), CapError> {
-        self.require(kind, |g| g.traffic_control, "traffic-control")?;
-        if self.command == Some(Command::Add) {
-            return Err(CapError::denied(
-                "traffic-control.remove-limits is a DEL's doing: during ADD limits are only \
-                 installed, and undone by the journal (a wasmcni invariant)",
-            ));
-        }
+        super::authority::traffic::remove_limits(self.command)?;
         // Every check before any change: a refusal leaves everything as is.
         let link = match index {
             Some(i) => match self.link(kind, i) {
@@ -316,12 +294,7 @@ impl Ctx {
 
     /// GC: this network's `ifb`s whose attachment is no longer valid.
     fn collect_ifbs(&mut self, kind: Kind) -> Result<u32, CapError> {
-        self.require(kind, |g| g.traffic_control, "traffic-control")?;
-        if self.command != Some(Command::Gc) {
-            return Err(CapError::denied(
-                "traffic-control.collect-garbage is a GC's doing (a wasmcni invariant)",
-            ));
-        }
+        super::authority::traffic::collect(self.command)?;
         let network = self.attachment.network.clone();
         let links: Vec<Link> = self
             .netlink(kind)?

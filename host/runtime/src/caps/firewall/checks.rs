@@ -31,40 +31,19 @@ impl Ctx {
                 && r.protocol == proto
                 && r.host_ip == host_ip
         });
-        if asked {
-            return Ok(());
-        }
-        let on = host_ip.map(|a| format!(" on {a}")).unwrap_or_default();
-        Err(CapError::denied(format!(
-            "{proto} host port {}{on} to container port {} is not one of the runtime's \
-             runtimeConfig.portMappings, so no plugin may map it (a wasmcni invariant)",
-            m.host_port, m.container_port
-        )))
+        crate::caps::authority::firewall::requested_port(
+            asked,
+            proto,
+            m.host_port,
+            host_ip,
+            m.container_port,
+        )
     }
 
     /// Refuses unless the grant allows rules of `kind`, in the node
     /// namespace.
     pub(super) fn fw_require(&self, ns: Kind, kind: FwKind) -> Result<(), CapError> {
-        if ns != Kind::Host {
-            return Err(CapError::denied(
-                "firewall rules live in the node namespace only: pass the host handle \
-                 (a wasmcni invariant)",
-            ));
-        }
-        let g = &self.ns_grant(Kind::Host).firewall;
-        let ok = match kind {
-            FwKind::PortMap => g.port_mappings,
-            FwKind::Masquerade => g.masquerade,
-            FwKind::Forward => g.forward,
-            FwKind::Isolation => g.isolation,
-            FwKind::MacSpoof => g.mac_spoof,
-        };
-        if ok {
-            Ok(())
-        } else {
-            let field = self.grant_field(Kind::Host, &format!("firewall.{}", kind.field()));
-            Err(CapError::by_policy(&field, format!("{field} is false")))
-        }
+        self.view().firewall(ns, kind)
     }
 
     /// Refuses an address that is not the attachment's own (S13,
@@ -76,12 +55,7 @@ impl Ctx {
     /// rule names one as a container's (127.0.0.1 would map the runtime's
     /// host port onto the node's own loopback services).
     fn fw_own_address(&mut self, ip: IpAddr) -> Result<(), CapError> {
-        if !unicast_container_address(ip) {
-            return Err(CapError::denied(format!(
-                "{ip} is a loopback, unspecified, multicast, link-local or IPv4-mapped \
-                 address, never a container's in a firewall rule (a wasmcni invariant)"
-            )));
-        }
+        crate::caps::authority::firewall::container_address(ip, unicast_container_address(ip))?;
         self.check_own_address(ip, "a firewall rule's container address")
     }
 

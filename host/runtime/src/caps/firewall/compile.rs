@@ -356,12 +356,11 @@ impl Ctx {
             }
             Rules::Isolation(index) => {
                 let l = self.link(Kind::Host, *index)?;
-                if l.kind.as_deref() != Some("bridge") {
-                    return Err(CapError::denied(format!(
-                        "host link {:?} (index {}) is not a bridge: only bridges are isolated",
-                        l.name, l.index
-                    )));
-                }
+                crate::caps::authority::firewall::isolated_bridge(
+                    &l.name,
+                    l.index,
+                    l.kind.as_deref(),
+                )?;
                 if !self.shared(Kind::Host, &l) {
                     self.check_host_link(Kind::Host, &l)?;
                 }
@@ -377,7 +376,7 @@ impl Ctx {
                     // own too: the network's own bridge (its mark), or a
                     // link the grant names as `links`, not an unmarked
                     // bridge `bridges` lets it adopt.
-                    if l.alias.as_deref() != Some(self.marks.1.as_str()) {
+                    if !self.view().network_marked(&l) {
                         self.check_host_link(Kind::Host, &l)?;
                     }
                     let mut e = name_match(true, &l.name, false);

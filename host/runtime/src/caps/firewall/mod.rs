@@ -43,11 +43,12 @@ use serde_json::{json, Value};
 use wasmtime::component::Resource;
 
 use super::args::AuditArg;
+use super::authority::firewall::{at_its_command, Doing};
 use super::bindings::ip_from_wit;
 use super::bindings::wasmcni::plugin::firewall::{Host, Protocol, RuleKind, RuleOptions, Rules};
 use super::bindings::wasmcni::plugin::types::ErrorCode;
 use super::bindings::{CapError, NsHandle};
-use super::ctx::{Command, Ctx, Inverse, StoreData};
+use super::ctx::{Ctx, Inverse, StoreData};
 use super::sysctl::SysctlUndo;
 use crate::attachment::Attachment;
 use crate::netlink::nft::{Dumped, Family};
@@ -139,11 +140,7 @@ impl Ctx {
     fn fw_add(&mut self, ns: Kind, rules: &Rules, options: &RuleOptions) -> Result<(), CapError> {
         let kind = kind_of(rules);
         self.fw_require(ns, kind)?;
-        if self.command != Some(Command::Add) {
-            return Err(CapError::denied(
-                "firewall.add is an ADD's doing (a wasmcni invariant)",
-            ));
-        }
+        at_its_command(Doing::Add, self.command)?;
         let mut plan = self.fw_plan(rules, options)?;
         let (_, att) = self.fw_hashes();
         // route_localnet first, journaled, so that a failure of the batch
@@ -218,13 +215,7 @@ impl Ctx {
     }
 
     fn fw_check(&mut self, ns: Kind, rules: &Rules) -> Result<bool, CapError> {
-        if ns != Kind::Host {
-            return Err(CapError::denied(
-                "firewall rules live in the node namespace only: pass the host handle \
-                 (a wasmcni invariant)",
-            ));
-        }
-        self.require(Kind::Host, |g| g.read, "read")?;
+        super::authority::firewall::node_namespace(ns)?;
         let kind = kind_of(rules);
         let mut plans = vec![self.fw_plan(rules, &NO_OPTIONS)?];
         if matches!(rules, Rules::Isolation(_)) {
@@ -263,12 +254,7 @@ impl Ctx {
 
     fn fw_remove(&mut self, ns: Kind, kinds: &[RuleKind]) -> Result<u32, CapError> {
         let kinds = self.fw_kinds(ns, kinds)?;
-        if self.command == Some(Command::Add) {
-            return Err(CapError::denied(
-                "firewall.remove is a DEL's doing: during ADD rules are only installed, and \
-                 undone by the journal (a wasmcni invariant)",
-            ));
-        }
+        at_its_command(Doing::Remove, self.command)?;
         let (_, att) = self.fw_hashes();
         if self.kept_for_live_incarnation("firewall.keep", json!({"attachment": att})) {
             return Ok(0);
@@ -278,11 +264,7 @@ impl Ctx {
 
     fn fw_collect(&mut self, ns: Kind, kinds: &[RuleKind]) -> Result<u32, CapError> {
         let kinds = self.fw_kinds(ns, kinds)?;
-        if self.command != Some(Command::Gc) {
-            return Err(CapError::denied(
-                "firewall.collect-garbage is a GC's doing (a wasmcni invariant)",
-            ));
-        }
+        at_its_command(Doing::Collect, self.command)?;
         let network = self.state_owner.0.clone();
         let (net, _) = attachment_hashes(&network, "", "");
         let valid: Vec<String> = self

@@ -36,7 +36,7 @@ impl FwKind {
     }
 
     /// The grant field that allows it.
-    pub(super) fn field(self) -> &'static str {
+    pub(in crate::caps) fn field(self) -> &'static str {
         match self {
             FwKind::PortMap => "port-mappings",
             FwKind::Masquerade => "masquerade",

@@ -13,6 +13,7 @@ use netlink_packet_route::link::{
 
 use super::arguments::check_mac;
 use super::inverse::LinkUndo;
+use crate::caps::authority::link::{self as authority, lower_device, shared_bridge_mac};
 use crate::caps::bindings::wasmcni::plugin::types::ErrorCode;
 use crate::caps::bindings::{CapError, Link};
 use crate::caps::ctx::{bounded, Ctx, MAX_ALIAS};
@@ -140,24 +141,21 @@ impl Ctx {
         let Some(lower) = self.lower_of(kind, index)? else {
             return Ok(());
         };
-        match lower.ns {
-            Some(Kind::Container) => Ok(()),
+        let name;
+        let place = match lower.ns {
+            Some(Kind::Container) => authority::Lower::Container,
             Some(Kind::Host) => {
                 let m = self.link(Kind::Host, lower.index)?;
-                if self.check_host_link(Kind::Host, &m).is_ok() {
-                    return Ok(());
+                let controlled = self.check_host_link(Kind::Host, &m).is_ok();
+                name = m.name;
+                authority::Lower::Host {
+                    name: &name,
+                    controlled,
                 }
-                Err(CapError::denied(format!(
-                    "{what} of link {index} would change its lower device, host link {:?}, \
-                     which the plugin may only use as a master (a wasmcni invariant)",
-                    m.name
-                )))
             }
-            None => Err(CapError::denied(format!(
-                "{what} of link {index} would change its lower device, which is in a \
-                 namespace the plugin was not given (a wasmcni invariant)"
-            ))),
-        }
+            None => authority::Lower::Elsewhere,
+        };
+        lower_device(what, index, place)
     }
 
     /// Brings a link up or down.
@@ -243,13 +241,7 @@ impl Ctx {
         // On a shared bridge only its own address: that pins it
         // (as the reference bridge does), changing nothing else.
         let l = self.modifiable_or_shared(kind, index, true)?;
-        if self.check_host_link(kind, &l).is_err() && l.mac != mac {
-            return Err(CapError::denied(format!(
-                "host bridge {:?} is shared by the network's attachments: its address \
-                     may only be pinned to its current value (a wasmcni invariant)",
-                l.name
-            )));
-        }
+        shared_bridge_mac(&l, self.check_host_link(kind, &l).is_ok(), mac)?;
         if self.lower_of(kind, index)?.is_some_and(|lw| lw.passthru) {
             self.check_lower(kind, index, "the hardware address")?;
         }
@@ -339,12 +331,7 @@ impl Ctx {
         index: u32,
         alias: &str,
     ) -> Result<(), CapError> {
-        if kind == Kind::Host {
-            return Err(CapError::denied(
-                "in the host namespace the alias is wasmcni's ownership mark (a wasmcni \
-                     invariant)",
-            ));
-        }
+        authority::alias(kind)?;
         bounded("alias", alias, MAX_ALIAS)?;
         if alias.contains('\0') {
             return Err(ErrorCode::InvalidArgument.into());

@@ -110,14 +110,7 @@ impl Ctx {
 
     /// Refuses unless the namespace grant's `create` lists `what`.
     pub(crate) fn require_create(&self, kind: Kind, what: LinkKind) -> Result<(), CapError> {
-        if self.ns_grant(kind).may_create(what) {
-            return Ok(());
-        }
-        let field = self.grant_field(kind, "create");
-        Err(CapError::by_policy(
-            &field,
-            format!("{field} does not list {:?}", what.name()),
-        ))
+        self.view().create(kind, what)
     }
 
     /// Refuses to make `n` more links past the grant's `max-links`: the
@@ -125,19 +118,7 @@ impl Ctx {
     /// veth pair being two) and these may not be more. Every one of them is
     /// the host's to remove at the attachment's DEL or GC.
     pub(crate) fn require_room(&self, n: usize) -> Result<(), CapError> {
-        let kept = self.journal.created_links().len();
-        let max = self.grant.max_links as usize;
-        if kept + n <= max {
-            return Ok(());
-        }
-        let field = self.entry_field("max-links");
-        Err(CapError::by_policy(
-            &field,
-            format!(
-                "{field} is {max}: the plugin keeps {kept} link(s) it created in this \
-                 invocation, and this call would make {n} more"
-            ),
-        ))
+        self.view().room(self.journal.created_links().len(), n)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -146,12 +127,10 @@ impl Ctx {
         master_kind: Kind,
         master: u32,
         kind: Kind,
-        what: LinkKind,
         sub: SubKind,
         name: &str,
         options: &LinkOptions,
     ) -> Result<u32, CapError> {
-        self.require_create(kind, what)?;
         self.check_new_name(kind, name)?;
         let o = opts(options)?;
         self.usable_master(master_kind, master)?;
@@ -190,8 +169,6 @@ impl Ctx {
         options: &LinkOptions,
         peer_mac: Option<&[u8]>,
     ) -> Result<VethPair, CapError> {
-        self.require_create(kind, LinkKind::Veth)?;
-        self.require_create(peer_kind, LinkKind::Veth)?;
         self.check_new_name(kind, name)?;
         self.check_new_name(peer_kind, peer_name)?;
         let o = opts(options)?;
@@ -237,7 +214,6 @@ impl Ctx {
         options: &LinkOptions,
         bridge: &BridgeOptions,
     ) -> Result<u32, CapError> {
-        self.require_create(kind, LinkKind::Bridge)?;
         self.check_new_name(kind, name)?;
         let o = opts(options)?;
         self.require_room(1)?;
@@ -253,7 +229,6 @@ impl Ctx {
         name: &str,
         options: &LinkOptions,
     ) -> Result<u32, CapError> {
-        self.require_create(kind, LinkKind::Dummy)?;
         self.check_new_name(kind, name)?;
         let o = opts(options)?;
         self.require_room(1)?;
@@ -275,7 +250,6 @@ impl Ctx {
         if matches!(table, 0 | 254 | 255) {
             return Err(ErrorCode::InvalidArgument.into());
         }
-        self.require_create(kind, LinkKind::Vrf)?;
         self.check_new_name(kind, name)?;
         let o = opts(options)?;
         self.require_room(1)?;
@@ -320,7 +294,6 @@ impl Ctx {
         options: &LinkOptions,
         tap: &TapOptions,
     ) -> Result<u32, CapError> {
-        self.require_create(kind, LinkKind::Tap)?;
         self.check_new_name(kind, name)?;
         let o = opts(options)?;
         self.require_room(1)?;
@@ -341,40 +314,18 @@ impl Ctx {
 
     /// Hands a host link this ADD created to its network.
     pub(super) fn share_link(&mut self, kind: Kind, index: u32) -> Result<(), CapError> {
-        self.require(kind, |g| g.modify, "modify")?;
-        // Only an ADD hands links to its network (a DEL's would be
-        // left behind, undeletable).
-        if self.command != Some(crate::caps::ctx::Command::Add) {
-            return Err(CapError::denied(
-                "only an ADD hands links to its network (a wasmcni invariant)",
-            ));
-        }
-        if kind != Kind::Host || !self.journal.created(kind, index) {
-            return Err(CapError::denied(format!(
-                "link {index} was not created in the host namespace by this call: \
-                     only such a link can be handed to the network (a wasmcni invariant)"
-            )));
-        }
+        self.view()
+            .share(kind, index, self.journal.created(kind, index))?;
         self.mark(kind, index, true)
     }
 
     /// Deletes a link the plugin may delete, and forgets what went with it.
     pub(super) fn remove_link(&mut self, kind: Kind, index: u32) -> Result<(), CapError> {
         self.modifiable(kind, index)?;
-        if self.command == Some(crate::caps::ctx::Command::Add)
-            && !self.journal.created(kind, index)
-        {
-            return Err(CapError::denied(
-                "during ADD a plugin may delete only links it created in the same call, \
-                     as the deletion could not be undone (a wasmcni invariant)",
-            ));
-        }
-        if kind == Kind::Container && self.holds(index)? {
-            return Err(CapError::denied(format!(
-                "link {index} was taken from the host namespace: it goes back there \
-                     (link.move-to), never away (a wasmcni invariant)"
-            )));
-        }
+        self.view()
+            .remove_during_add(self.journal.created(kind, index))?;
+        let held = kind == Kind::Container && self.holds(index)?;
+        crate::caps::authority::link::remove_held(kind, index, held)?;
         if self.command == Some(crate::caps::ctx::Command::Add) {
             self.netlink(kind)?.delete_link(index)?;
         } else {

@@ -10,7 +10,6 @@ use crate::caps::bindings::wasmcni::plugin::types::ErrorCode;
 use crate::caps::bindings::{CapError, Link};
 use crate::caps::ctx::Ctx;
 use crate::netns::Kind;
-use crate::policy::DEFAULT_HOST_NAMES;
 
 impl Ctx {
     /// A duplicate of a namespace's fd, to hand to the kernel while the
@@ -32,25 +31,7 @@ impl Ctx {
     /// name the node or another tool needs.
     pub(super) fn check_new_name(&self, kind: Kind, name: &str) -> Result<(), CapError> {
         check_name(name)?;
-        let g = self.ns_grant(kind);
-        if kind == Kind::Host && !g.may_name(name) {
-            let field = self.grant_field(kind, "names");
-            return Err(match &g.names {
-                Some(_) => CapError::by_policy(
-                    &field,
-                    format!("host link name {name:?} matches none of {field}"),
-                )
-                .audit_only(g.names_in_effect()),
-                None => CapError::by_policy(
-                    &field,
-                    format!(
-                        "host link name {name:?} matches none of {field} (absent: the default {})",
-                        DEFAULT_HOST_NAMES.join(", ")
-                    ),
-                ),
-            });
-        }
-        Ok(())
+        self.view().new_name(kind, name)
     }
 
     /// What a move resets, recorded before it (see [`LinkState`]).
@@ -86,8 +67,6 @@ impl Ctx {
         target_kind: Kind,
         new_name: Option<&str>,
     ) -> Result<u32, CapError> {
-        self.require(kind, |g| g.move_links, "move")?;
-        self.require(target_kind, |g| g.move_links, "move")?;
         if kind == target_kind {
             return Err(ErrorCode::InvalidArgument.into());
         }

@@ -36,33 +36,7 @@ impl Ctx {
             .iter()
             .map(|v| v.vid)
             .filter(|vid| !have.iter().any(|h| h.vid == *vid));
-        let Some(first) = new.next() else {
-            return Ok(());
-        };
-        let field = self.grant_field(kind, "config-vlans");
-        if !self.ns_grant(kind).config_vlans {
-            return Err(CapError::by_policy(
-                &field,
-                format!(
-                    "port {index} is not in VLAN {first}, and {field} is false: it may join no \
-                     VLAN"
-                ),
-            ));
-        }
-        let named = &self.attachment.vlans;
-        match std::iter::once(first)
-            .chain(new)
-            .find(|vid| !named.names(*vid))
-        {
-            None => Ok(()),
-            Some(vid) => Err(CapError::denied_with(
-                format!(
-                    "port {index} is not in VLAN {vid}, which the network config does not \
-                     name (`vlan`, `vlanTrunk`): {field} admits only those"
-                ),
-                format!("the config names {}", named.describe()),
-            )),
-        }
+        self.view().port_vlans(kind, index, &mut new)
     }
 
     /// The VLANs of port `index` an ADD's undo must put back if it moves
@@ -210,7 +184,6 @@ impl Ctx {
         kind: Kind,
         index: u32,
     ) -> Result<Vec<PortVlan>, CapError> {
-        self.require(kind, |g| g.read, "read")?;
         let vlans = self.netlink(kind)?.port_vlans(index)?;
         Ok(vlans
             .into_iter()

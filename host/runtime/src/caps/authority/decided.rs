@@ -1,0 +1,7 @@
+//! The proof that a refusal was decided in [`super`]: a
+//! [`Denial`](crate::caps::Denial) cannot be built without one, and only
+//! the authority module can make one.
+
+/// Made only by [`super`] (its field is visible there alone).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Decided(pub(super) ());
