@@ -68,19 +68,52 @@ pub enum CapError {
 /// false`) or the invariant no policy waives. Never other plugins' entries,
 /// the contents of the plugin's own grant, or other attachments' identities:
 /// those go in `audit_only`, which only the root-only audit log records.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Only [`super::authority`] makes one: its fields are private, and
+/// [`Denial::new`] takes a token only that module can make (and nothing can
+/// copy), so no other module can forge a refusal nor rewrite one.
+#[derive(Debug, PartialEq, Eq)]
 pub struct Denial {
     /// Why, as the runtime may see it.
-    pub reason: String,
+    reason: String,
     /// More, for the audit log alone.
-    pub audit_only: Option<String>,
+    audit_only: Option<String>,
     /// What refused it, as the audit record says it for tools.
-    pub refusal: crate::audit::Refusal,
+    refusal: crate::audit::Refusal,
     /// Made by [`super::authority`], the only module that decides refusals.
-    pub decided: super::authority::decided::Decided,
+    decided: super::authority::decided::Decided,
 }
 
 impl Denial {
+    /// A refusal [`super::authority`] decided (`decided`: its token).
+    pub(super) fn new(
+        reason: String,
+        refusal: crate::audit::Refusal,
+        decided: super::authority::decided::Decided,
+    ) -> Denial {
+        Denial {
+            reason,
+            audit_only: None,
+            refusal,
+            decided,
+        }
+    }
+
+    /// Why, as the runtime may see it.
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// More, for the audit log alone.
+    pub fn audit_only(&self) -> Option<&str> {
+        self.audit_only.as_deref()
+    }
+
+    /// What refused it, as the audit record says it for tools.
+    pub fn refusal(&self) -> &crate::audit::Refusal {
+        &self.refusal
+    }
+
     /// The reason plus what only the audit log may record.
     pub fn for_audit(&self) -> String {
         match &self.audit_only {
@@ -118,6 +151,12 @@ pub struct BudgetExceeded(pub u64);
 
 impl From<ErrorCode> for CapError {
     fn from(code: ErrorCode) -> Self {
+        // A refusal is a Denial, which only the authority module makes: a
+        // bare `access-denied` code would be one decided elsewhere.
+        debug_assert!(
+            code != ErrorCode::AccessDenied,
+            "access-denied is a refusal: caps::authority decides it"
+        );
         CapError::Code(code)
     }
 }

@@ -95,6 +95,9 @@ pub struct Ctx {
     /// The node's IPAM state directories as the state root lists them,
     /// once read ([`authority`]).
     pub(super) node_stores: std::cell::OnceCell<Vec<std::path::PathBuf>>,
+    /// The node device the network config names by a `config-links` key
+    /// (a `host-device` network's), resolved once ([`Ctx::view`]).
+    pub(super) config_device: std::cell::OnceCell<Option<String>>,
     /// The routing-table locks this invocation holds (a namespace's nsfs
     /// inode, the open lock file): taken by `route.lock-tables`, passed to
     /// its delegates and back, released when the process exits.
@@ -176,6 +179,7 @@ impl Ctx {
             incarnations: std::cell::OnceCell::new(),
             adopted: None,
             node_stores: std::cell::OnceCell::new(),
+            config_device: std::cell::OnceCell::new(),
             table_locks: Vec::new(),
         }
     }
@@ -432,7 +436,7 @@ impl StoreData {
             Err(e) => e.outcome(),
         };
         if let Err(CapError::Denied(d)) = &result {
-            caps.note_denial(format!("{call}: {}", d.reason));
+            caps.note_denial(format!("{call}: {}", d.reason()));
         }
         caps.audit.record(call, &args, &outcome);
         result

@@ -145,7 +145,23 @@ impl Ctx {
             command: self.command,
             command_text: self.command_text(),
             adopted: self.adopted.as_ref(),
+            config_device: self.config_device(),
         }
+    }
+
+    /// The one node device the network config names by a key the grant's
+    /// `config-links` lists, during ADD (a DEL gives it back, never takes
+    /// it again): looked up in sysfs once per invocation
+    /// ([`crate::attachment::ConfigDevices::resolve`]), so that every
+    /// decision of the call sees the same device.
+    fn config_device(&self) -> Option<&str> {
+        let g = self.ns_grant(Kind::Host);
+        if self.command != Some(Command::Add) || g.config_links.is_empty() {
+            return None;
+        }
+        self.config_device
+            .get_or_init(|| self.attachment.devices.resolve(&g.config_links))
+            .as_deref()
     }
 
     /// What the journal and the records say of link `l`.

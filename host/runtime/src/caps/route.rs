@@ -248,7 +248,12 @@ impl Ctx {
             if !self.view().meets(kind, dst, rnet) {
                 continue;
             }
-            let through = route_oif(&r).and_then(|i| self.link(kind, i).ok());
+            let through_same_link = route_oif(&r).is_some_and(|i| i == oif);
+            // Through the new route's own link it takes nothing: no link
+            // to look up.
+            let through = route_oif(&r)
+                .filter(|_| !through_same_link)
+                .and_then(|i| self.link(kind, i).ok());
             existing.push(Existing {
                 net: rnet,
                 unicast: r.header.kind == RouteType::Unicast,
@@ -267,7 +272,7 @@ impl Ctx {
                             || a.starts_with(crate::attachment::ATTACHMENT_MARK)
                     })
                 }),
-                through_same_link: route_oif(&r).is_some_and(|i| i == oif),
+                through_same_link,
                 through_own: through.as_ref().is_some_and(|l| self.owned(l)),
             });
         }

@@ -193,12 +193,10 @@ impl Ctx {
         if value.contains(['\n', '\0']) {
             return Err(ErrorCode::InvalidArgument.into());
         }
-        let now = if super::authority::sysctl::one_way(kind, key) {
-            Some(self.sysctl_read(kind, key)?)
-        } else {
-            None
-        };
-        super::authority::sysctl::direction_only(kind, key, now.as_deref(), value)?;
+        if super::authority::sysctl::one_way(kind, key) {
+            let now = self.sysctl_read(kind, key)?;
+            super::authority::sysctl::direction_only(kind, key, &now, value)?;
+        }
         // One trip into the namespace when nothing needs journaling:
         // a key of a link this call created, or outside ADD.
         if !shared && self.needs_no_journal(kind, key)? {

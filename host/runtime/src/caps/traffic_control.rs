@@ -68,9 +68,13 @@ impl Ctx {
             Err(e) if matches!(e.errno(), libc::ENODEV | libc::ENOENT) => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        let created = self.journal.created(kind, l.index);
-        let recorded = !created && self.recorded_unmarked(kind, &l);
-        self.view().own_ifb(kind, &l, created || recorded)?;
+        // The record is read only where the answer can turn on it.
+        let made_or_recorded = self.journal.created(kind, l.index)
+            || (kind == Kind::Host
+                && l.kind.as_deref() == Some("ifb")
+                && !self.owned(&l)
+                && self.recorded_unmarked(kind, &l));
+        self.view().own_ifb(kind, &l, made_or_recorded)?;
         Ok(Some(l))
     }
 

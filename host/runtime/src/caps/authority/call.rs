@@ -52,6 +52,21 @@ impl View<'_> {
     }
 }
 
+/// The name of namespace right `right` in a policy entry.
+fn right_name(right: Right) -> &'static str {
+    match right {
+        Right::Read => "read",
+        Right::Create(_) => "create",
+        Right::Modify => "modify",
+        Right::Move => "move",
+        Right::Addresses => "addresses",
+        Right::Routes => "routes",
+        Right::Announce => "announce",
+        Right::TrafficControl => "traffic-control",
+        Right::ConfigVlans => "config-vlans",
+    }
+}
+
 /// The namespace a call's audit argument names (`"host"`, `"container"`).
 fn kind_named(v: &Value) -> Option<Kind> {
     match v.as_str()? {
@@ -77,14 +92,23 @@ impl View<'_> {
             match *need {
                 Grant::HostEntry => self.host_namespace()?,
                 Grant::AttachmentState => self.attachment_state()?,
+                // `config-vlans`: only for a VLAN a port is not in yet.
+                Grant::Right(_, Right::ConfigVlans) => {}
                 Grant::Right(ns, right) => {
                     let kind = match ns {
                         Ns::Call => call_ns,
                         Ns::Arg(k) => kind_named(&args[k]),
                     };
-                    if let Some(kind) = kind {
-                        self.right(kind, right)?;
-                    }
+                    // Fail closed: a right the row declares in a namespace
+                    // its arguments do not name is never taken as granted.
+                    let Some(kind) = kind else {
+                        return Err(CapError::denied(format!(
+                            "the call's row declares {} in a namespace its arguments do not \
+                             name (a wasmcni invariant)",
+                            right_name(right)
+                        )));
+                    };
+                    self.right(kind, right)?;
                 }
                 _ => {}
             }
@@ -193,6 +217,7 @@ mod tests {
             command: Some(Command::Add),
             command_text: "ADD",
             adopted: None,
+            config_device: None,
         }
         .declared(needs, args)
     }
@@ -236,27 +261,21 @@ mod tests {
                         ),
                         Grant::Right(_, Right::ConfigVlans) => continue,
                         Grant::Right(ns, right) => {
+                            // Every namespace a right is declared in is one
+                            // of the call's arguments.
                             let named = match ns {
-                                Ns::Call => row.args.contains(&"ns"),
-                                Ns::Arg(_) => true,
+                                Ns::Call => "ns",
+                                Ns::Arg(k) => k,
                             };
-                            if !named {
-                                continue;
-                            }
-                            let name = match right {
-                                Right::Create(_) => "create",
-                                Right::Read => "read",
-                                Right::Modify => "modify",
-                                Right::Move => "move",
-                                Right::Addresses => "addresses",
-                                Right::Routes => "routes",
-                                Right::Announce => "announce",
-                                Right::TrafficControl => "traffic-control",
-                                Right::ConfigVlans => unreachable!(),
-                            };
+                            assert!(
+                                row.args.contains(&named),
+                                "{}: declares {} in {named:?}, not an argument",
+                                row.call,
+                                right_name(right)
+                            );
                             (
                                 grant_without(Some((kind, right)), true, true),
-                                format!("{}.{name}", kind.name()),
+                                format!("{}.{}", kind.name(), right_name(right)),
                             )
                         }
                         _ => continue,
@@ -266,11 +285,11 @@ mod tests {
                         panic!("{}: {e:?}", row.call)
                     };
                     assert_eq!(
-                        d.refusal.grant.as_deref(),
+                        d.refusal().grant.as_deref(),
                         Some(format!("plugins.p.{field}").as_str()),
                         "{}: {}",
                         row.call,
-                        d.reason
+                        d.reason()
                     );
                     checked += 1;
                 }
@@ -278,5 +297,10 @@ mod tests {
         }
         // Every row with a namespace right is among them.
         assert!(checked > 80, "{checked} needs checked");
+        // A right in a namespace the arguments do not name fails closed.
+        let full = grant_without(None, true, true);
+        let read = [Grant::Right(Ns::Call, Right::Read)];
+        assert!(check(&full, &read, &serde_json::json!({})).is_err());
+        assert!(check(&full, &read, &serde_json::json!({"ns": "elsewhere"})).is_err());
     }
 }

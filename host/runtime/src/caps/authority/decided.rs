@@ -2,6 +2,7 @@
 //! [`Denial`](crate::caps::Denial) cannot be built without one, and only
 //! the authority module can make one.
 
-/// Made only by [`super`] (its field is visible there alone).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Made only by [`super`] (its field is visible there alone); neither
+/// `Clone` nor `Copy`, so a refusal's token cannot be taken for another.
+#[derive(Debug, PartialEq, Eq)]
 pub struct Decided(pub(super) ());

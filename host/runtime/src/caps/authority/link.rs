@@ -79,15 +79,12 @@ impl View<'_> {
 
     /// Whether `l` is the one node device the network config names, by a
     /// key the grant's `config-links` lists (a `host-device` network's
-    /// device; see [`crate::attachment::ConfigDevices::resolve`]), during ADD.
+    /// device), during ADD: taking the device is an ADD's doing, a DEL
+    /// gives it back, never takes it again ([`View::config_device`]).
     fn config_names(&self, kind: Kind, l: &Link) -> bool {
-        // Taking the device is an ADD's doing: a DEL gives it back, never
-        // takes it again.
-        let g = self.ns_grant(kind);
         kind == Kind::Host
             && self.command == Some(Command::Add)
-            && !g.config_links.is_empty()
-            && self.attachment.devices.resolve(&g.config_links).as_deref() == Some(l.name.as_str())
+            && self.config_device == Some(l.name.as_str())
     }
 
     /// Whether `l` is the host end of the attachment's veth and the grant

@@ -112,6 +112,9 @@ pub(super) struct View<'a> {
     pub command_text: &'a str,
     /// The host end of the attachment's veth, fixed before the plugin ran.
     pub adopted: Option<&'a Adopted>,
+    /// During ADD, the node device the network config names by a key the
+    /// grant's `config-links` lists, as sysfs said when first asked.
+    pub config_device: Option<&'a str>,
 }
 
 /// A namespace's grant (the host's: nothing, if the entry has none).
@@ -201,12 +204,11 @@ impl CapError {
     /// A wasmcni invariant's refusal (no policy entry would allow the
     /// call), whose whole reason may reach the runtime.
     fn denied(reason: impl Into<String>) -> CapError {
-        CapError::Denied(Denial {
-            reason: reason.into(),
-            audit_only: None,
-            refusal: crate::audit::Refusal::default(),
-            decided: decided::Decided(()),
-        })
+        CapError::Denied(Denial::new(
+            reason.into(),
+            crate::audit::Refusal::default(),
+            decided::Decided(()),
+        ))
     }
 
     /// A wasmcni invariant's refusal with more for the audit log than for
@@ -218,15 +220,14 @@ impl CapError {
     /// The policy's refusal: `grant` (`plugins.NAME.host.links`) would
     /// allow the call; `reason` says so in words.
     fn by_policy(grant: &str, reason: impl Into<String>) -> CapError {
-        CapError::Denied(Denial {
-            reason: reason.into(),
-            audit_only: None,
-            refusal: crate::audit::Refusal {
+        CapError::Denied(Denial::new(
+            reason.into(),
+            crate::audit::Refusal {
                 refused_by: crate::audit::RefusedBy::Policy,
                 grant: Some(grant.to_owned()),
                 link: None,
             },
-            decided: decided::Decided(()),
-        })
+            decided::Decided(()),
+        ))
     }
 }

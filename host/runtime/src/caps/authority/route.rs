@@ -188,7 +188,7 @@ pub(in crate::caps) fn chooses_tables(
         return Ok(());
     };
     let reason = |e: CapError| match e {
-        CapError::Denied(d) => d.reason,
+        CapError::Denied(d) => d.reason().to_owned(),
         other => format!("{other:?}"),
     };
     Err(CapError::denied(format!(

@@ -129,18 +129,17 @@ pub(in crate::caps) fn one_way(kind: Kind, key: &str) -> bool {
 /// route checks never see a route the kernel adds); `forwarding` at 0
 /// did the same with `accept_ra` 1. The reference plugins set `accept_ra`
 /// to 0 on their host links and raise `forwarding`; nothing they do goes
-/// the other way. `old` is the key's value now: the caller reads it for
-/// a key [`one_way`] names.
+/// the other way. `old` is the key's value now (the caller reads it for a
+/// key [`one_way`] names; for any other key this allows anything).
 pub(in crate::caps) fn direction_only(
     kind: Kind,
     key: &str,
-    old: Option<&str>,
+    old: &str,
     value: &str,
 ) -> Result<(), CapError> {
     let Some((way, min, max)) = setting(kind, key) else {
         return Ok(());
     };
-    let old = old.unwrap_or_default();
     let in_range = |v: &str| {
         v.trim()
             .parse::<i64>()
@@ -174,7 +173,7 @@ mod tests {
 
     #[test]
     fn route_taking_host_settings_move_only_their_way() {
-        let ok = |kind, key, old: &str, new| direction_only(kind, key, Some(old), new).is_ok();
+        let ok = |kind, key, old: &str, new| direction_only(kind, key, old, new).is_ok();
         assert!(ok(Kind::Host, "net.ipv6.conf.veth1.accept_ra", "1", "0"));
         assert!(ok(Kind::Host, "net.ipv6.conf.veth1.accept_ra", "0", "0"));
         assert!(!ok(Kind::Host, "net.ipv6.conf.veth1.accept_ra", "1", "2"));
