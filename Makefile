@@ -57,7 +57,7 @@ lint: setup
 
 # The packages `make test` tests: the host's crates, the SDK, and the
 # guests' own unit tests (natively).
-TEST_PACKAGES := -p wasmcni -p wasmcni-runtime -p wasmcni-tools -p wasmcni-kernel -p cni-spec -p gojson -p guest-sdk $(addprefix -p ,$(notdir $(wildcard guests/*)))
+TEST_PACKAGES := -p wasmcni -p wasmcni-runtime -p wasmcni-tools -p wasmcni-kernel -p wasmcni-cni-spec -p wasmcni-gojson -p wasmcni-guest-sdk $(addprefix -p ,$(notdir $(wildcard guests/*)))
 
 # `make lint`'s checks, but the host's clippy pass is the test build itself
 # (tests/run --clippy: clippy-driver compiles each workspace crate for the
@@ -100,7 +100,7 @@ soak-can-fail: setup
 # is stale).
 docs: setup
 	WASMCNI_UPDATE_DOCS=1 $(CARGO) test -p wasmcni-runtime --lib caps::catalog
-	WASMCNI_UPDATE_DOCS=1 $(CARGO) test -p guest-sdk --test sdk_reference
+	WASMCNI_UPDATE_DOCS=1 $(CARGO) test -p wasmcni-guest-sdk --test sdk_reference
 
 # Import circles between the modules of each host crate (issue 25).
 # `make test` fails on one.

@@ -7,6 +7,13 @@
 //!
 //! Every step is the command the README gives, run as a separate process;
 //! nothing is handed from one step to the next except files.
+//!
+//! The crate `new` writes depends on the published SDK (crates.io's
+//! wasmcni-guest-sdk, at this build's version). The journey builds it
+//! against that SDK as `cargo publish` would upload it: the SDK and the
+//! crates it depends on, packaged from this checkout (`cargo package`) and
+//! unpacked, stand in for crates.io (`[patch.crates-io]`), so a package
+//! that lacks a file its build reads fails here.
 #![allow(clippy::disallowed_methods)] // a test reads its own environment
 
 mod support;
@@ -43,37 +50,109 @@ fn s(p: &Path) -> &str {
     p.to_str().expect("utf-8 path")
 }
 
-/// `cargo build --release` in the scaffolded crate, as its README says
-/// (its .cargo/config.toml selects wasm32-wasip2), offline, into the
-/// target directory the example crates share.
-fn cargo_build(dir: &Path) -> PathBuf {
-    cargo_build_as(dir, NAME, true)
-}
+/// The crates `cargo publish --workspace` uploads: the SDK and what it
+/// depends on (docs/internals.md, "Releasing the SDK").
+const PUBLISHED: [&str; 3] = ["wasmcni-cni-spec", "wasmcni-gojson", "wasmcni-guest-sdk"];
 
-/// `cargo build --release` of plugin crate `name` in `dir`; `offline`
-/// unless it must fetch (a git dependency).
-fn cargo_build_as(dir: &Path, name: &str, offline: bool) -> PathBuf {
-    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .parent()
-        .expect("target/")
-        .join("examples");
+/// `cargo` as an author runs it: none of this test's own cargo settings
+/// leak in.
+fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    cmd.current_dir(dir)
-        .args(["build", "--release"])
-        .args(offline.then_some("--offline"))
-        .env("CARGO_TARGET_DIR", &target);
     for var in [
         "RUSTFLAGS",
         "CARGO_ENCODED_RUSTFLAGS",
         "CARGO_BUILD_TARGET",
         "CARGO_MANIFEST_DIR",
         "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_DIR",
         // tests/run sets it for the test binary alone (libtest's
         // --report-time); no build an author makes has it.
         "RUSTC_BOOTSTRAP",
     ] {
         cmd.env_remove(var);
     }
+    cmd
+}
+
+/// The published crates as `cargo package` makes them from this checkout
+/// (offline: every crate their lock files name is one the workspace's
+/// build has fetched), unpacked in `dir`, and the `cargo --config`
+/// arguments that make them crates.io's for a build. Checks what the SDK's
+/// package carries: its sources, and the WIT its bindings are generated
+/// from, the same as wit/ (guest-sdk/wit is a link to it).
+fn packaged_sdk(dir: &Path) -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let target = dir.join("target");
+    let mut cmd = cargo();
+    cmd.current_dir(&root)
+        .args(["package", "--no-verify", "--offline", "--allow-dirty"])
+        .args(PUBLISHED.iter().flat_map(|p| ["-p", p]))
+        .arg("--target-dir")
+        .arg(&target);
+    ok(cmd.output().expect("cargo package"), "cargo package");
+    let version = env!("CARGO_PKG_VERSION");
+    let mut config = Vec::new();
+    for p in PUBLISHED {
+        let file = target.join(format!("package/{p}-{version}.crate"));
+        ok(
+            Command::new("tar")
+                .arg("-xzf")
+                .arg(&file)
+                .arg("-C")
+                .arg(dir)
+                .output()
+                .expect("tar"),
+            "unpacking the package",
+        );
+        let unpacked = dir.join(format!("{p}-{version}"));
+        assert!(unpacked.join("src/lib.rs").is_file(), "{p}: no src/lib.rs");
+        assert!(unpacked.join("README.md").is_file(), "{p}: no README.md");
+        config.push(format!("patch.crates-io.{p}.path=\"{}\"", s(&unpacked)));
+    }
+    let sdk = dir.join(format!("wasmcni-guest-sdk-{version}"));
+    let wit = |d: &Path| -> Vec<(String, Vec<u8>)> {
+        let mut files: Vec<_> = std::fs::read_dir(d)
+            .unwrap_or_else(|e| panic!("{}: {e}", d.display()))
+            .map(|e| {
+                let e = e.expect("wit entry");
+                let name = e.file_name().to_string_lossy().into_owned();
+                (name, std::fs::read(e.path()).expect("wit file"))
+            })
+            .collect();
+        files.sort();
+        files
+    };
+    let (packaged, ours) = (wit(&sdk.join("wit")), wit(&root.join("wit")));
+    assert!(
+        packaged == ours,
+        "the SDK's package carries {:?}, wit/ has {:?}",
+        packaged.iter().map(|f| &f.0).collect::<Vec<_>>(),
+        ours.iter().map(|f| &f.0).collect::<Vec<_>>()
+    );
+    config
+}
+
+/// `cargo build --release` in the scaffolded crate, as its README says
+/// (its .cargo/config.toml selects wasm32-wasip2), offline, into the
+/// target directory the example crates share, with `config` (`cargo
+/// --config` arguments).
+fn cargo_build(dir: &Path, config: &[String]) -> PathBuf {
+    cargo_build_as(dir, NAME, true, config)
+}
+
+/// `cargo build --release` of plugin crate `name` in `dir`; `offline`
+/// unless it must fetch (a git dependency).
+fn cargo_build_as(dir: &Path, name: &str, offline: bool, config: &[String]) -> PathBuf {
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("target/")
+        .join("examples");
+    let mut cmd = cargo();
+    cmd.current_dir(dir)
+        .args(["build", "--release"])
+        .args(offline.then_some("--offline"))
+        .args(config.iter().flat_map(|c| ["--config", c]))
+        .env("CARGO_TARGET_DIR", &target);
     // This workspace's .cargo/config.toml reaches crates below it: its
     // flags for wasmcni's own static build are not an author's. Set and
     // empty, these replace every configured flag (an empty
@@ -92,13 +171,22 @@ fn a_new_plugin_goes_from_template_to_a_libcni_chain() {
     let tmp = support::private_tempdir();
     let t = tmp.path();
 
-    // 1. Scaffold and build.
+    // 1. Scaffold and build, against the SDK as it would be published.
     let crate_dir = t.join(NAME);
     ok(
         wasmcni(&["new", NAME, "--dir", s(&crate_dir)]),
         "wasmcni new",
     );
-    let wasm = cargo_build(&crate_dir);
+    let cargo_toml = std::fs::read_to_string(crate_dir.join("Cargo.toml")).unwrap();
+    let want = format!(
+        r#"guest-sdk = {{ package = "wasmcni-guest-sdk", version = "{}" }}"#,
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(cargo_toml.contains(&want), "{cargo_toml}");
+    let started = std::time::Instant::now();
+    let published = packaged_sdk(&t.join("crates.io"));
+    eprintln!("cargo package and unpack: {:?}", started.elapsed());
+    let wasm = cargo_build(&crate_dir, &published);
     // The README says install pins the starter policy itself (issue 27: it
     // said to pin it from `sha256sum`, contradicting install).
     let readme = std::fs::read_to_string(crate_dir.join("README.md")).unwrap();
@@ -347,11 +435,11 @@ fn a_plugin_on_guest_sdk_by_git_builds_and_the_printed_next_steps_run() {
     let cargo = std::fs::read_to_string(crate_dir.join("Cargo.toml")).unwrap();
     assert!(
         cargo.contains(&format!(
-            "guest-sdk = {{ git = \"{url}\", rev = \"{rev}\" }}"
-        )) && !cargo.contains("guest-sdk = { path"),
+            "guest-sdk = {{ package = \"wasmcni-guest-sdk\", git = \"{url}\", rev = \"{rev}\" }}"
+        )) && !cargo.contains("guest-sdk = { package = \"wasmcni-guest-sdk\", path"),
         "{cargo}"
     );
-    let wasm = cargo_build_as(&crate_dir, name, false);
+    let wasm = cargo_build_as(&crate_dir, name, false, &[]);
     // The printed `try` step, run as printed from the crate's directory
     // (the built plugin at the path it names).
     let printed = String::from_utf8_lossy(&made.stdout).into_owned();

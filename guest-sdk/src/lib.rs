@@ -6,17 +6,17 @@
 //! privileged thing it does is a host call that wasmcni checks against the
 //! plugin's policy entry, performs, journals (undone if ADD fails) and
 //! audits. The plugin has no other authority: no files, sockets or
-//! processes. One name everywhere: the package is `guest-sdk`, the
-//! dependency key `guest-sdk`, the import `guest_sdk`.
+//! processes. crates.io has this crate as `wasmcni-guest-sdk`; a plugin's
+//! Cargo.toml names it `guest-sdk`, so the import is `guest_sdk`.
 //!
 //! ## Start
 //! `wasmcni new NAME` makes a plugin crate (Cargo.toml, `.cargo/config.toml`
 //! with the `wasm32-wasip2` target, `src/main.rs` with tests, a starter
-//! policy entry). By hand, a crate depends on this one by path:
+//! policy entry). By hand, a crate depends on this one as:
 //!
 //! ```toml
 //! [dependencies]
-//! guest-sdk = { path = "/path/to/wasmcni/guest-sdk" }
+//! guest-sdk = { package = "wasmcni-guest-sdk", version = "0.1.0" }
 //! ```
 //!
 //! ## A complete plugin
@@ -159,7 +159,7 @@ pub(crate) fn require_host(call: &'static str) {
 #[allow(missing_docs, clippy::all)]
 mod bindings {
     wit_bindgen::generate!({
-        path: "../wit",
+        path: "wit",
         world: "wasmcni:plugin/plugin",
         // Addresses, prefixes, routes and options compare by value.
         additional_derives: [PartialEq, Eq],

@@ -92,7 +92,8 @@ enum Command {
         policy: Option<PathBuf>,
     },
     /// Make a new plugin crate NAME from wasmcni's template: Cargo.toml
-    /// (depending on guest-sdk), .cargo/config.toml (target wasm32-wasip2),
+    /// (depending on guest-sdk: by default the published wasmcni-guest-sdk
+    /// of this wasmcni's version), .cargo/config.toml (target wasm32-wasip2),
     /// src/main.rs (a chained plugin whose main is one call, with native
     /// unit tests), a starter policy entry (policy.json) and a README.
     New {
@@ -102,8 +103,8 @@ enum Command {
         /// empty.
         #[arg(long)]
         dir: Option<PathBuf>,
-        /// The guest-sdk directory to depend on (default: the checkout
-        /// this wasmcni was built from, if it is still there).
+        /// Depend on the guest-sdk in this directory instead (the
+        /// guest-sdk/ of a wasmcni checkout), by path.
         #[arg(long, conflicts_with = "sdk_git")]
         sdk: Option<PathBuf>,
         /// Depend on guest-sdk by git instead: wasmcni's repository URL (a

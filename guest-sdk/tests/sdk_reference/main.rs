@@ -4,7 +4,7 @@
 //! With `WASMCNI_UPDATE_DOCS` set it rewrites the file:
 //!
 //! ```sh
-//! WASMCNI_UPDATE_DOCS=1 cargo test -p guest-sdk --test sdk_reference
+//! WASMCNI_UPDATE_DOCS=1 cargo test -p wasmcni-guest-sdk --test sdk_reference
 //! ```
 //!
 //! The generator reads guest-sdk/src with syn (modules in declaration
@@ -23,7 +23,8 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 
 /// The command that regenerates the reference.
-pub const REGENERATE: &str = "WASMCNI_UPDATE_DOCS=1 cargo test -p guest-sdk --test sdk_reference";
+pub const REGENERATE: &str =
+    "WASMCNI_UPDATE_DOCS=1 cargo test -p wasmcni-guest-sdk --test sdk_reference";
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -780,7 +780,7 @@ impl<'m> Api<'m> {
              module with its documentation and worked examples, every type with its fields (their JSON \
              keys where serde reads or writes it), variants and trait implementations, every function \
              and method with its signature and the first paragraph of its documentation. It is generated \
-             from the source, so it says what `cargo doc -p guest-sdk --open` says, without the build; \
+             from the source, so it says what `cargo doc -p wasmcni-guest-sdk --open` says, without the build; \
              the full text of a function's documentation is there. Paths are relative to `guest_sdk::`; \
              a type is documented in the module that defines it, and each module lists the names it \
              re-exports (most types of `cni::config`, `cni::result`, ... are imported as `cni::NetConf`, \
@@ -804,7 +804,7 @@ impl<'m> Api<'m> {
         md.push_str("\n## Worked examples\n\n");
         md.push_str(
             "A short, complete use of each capability, from the module documentation below. Each is a \
-             doc test of guest-sdk (`cargo test -p guest-sdk --doc` compiles it), so it stays true to \
+             doc test of guest-sdk (`cargo test -p wasmcni-guest-sdk --doc` compiles it), so it stays true to \
              the API.\n\n",
         );
         for (module, text, slug) in &examples {

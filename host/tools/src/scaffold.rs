@@ -2,8 +2,8 @@
 //! `templates/plugin/` (embedded in the binary).
 //!
 //! The crate is what a plugin author starts from: a `Cargo.toml` that
-//! depends on guest-sdk (by path, or by git for a plugin repository whose
-//! CI has no wasmcni checkout) and is a workspace of its own,
+//! depends on guest-sdk (the crate crates.io has as `wasmcni-guest-sdk`,
+//! by version; or by path, or by git) and is a workspace of its own,
 //! `.cargo/config.toml` that makes `wasm32-wasip2` the build target,
 //! `src/main.rs` (a chained plugin whose `main` is one call, with native
 //! unit tests of its config parsing), a starter policy entry
@@ -12,10 +12,11 @@
 //! `.gitignore`.
 //!
 //! guest-sdk is `--sdk-git URL [--sdk-rev COMMIT]` (a git dependency on
-//! wasmcni's repository), else the directory `--sdk PATH`, else the
-//! checkout this wasmcni was built from (`<checkout>/guest-sdk`, when it is
-//! still there); else `new` refuses and says to pass one, rather than write
-//! a crate that cannot build.
+//! wasmcni's repository), else the directory `--sdk PATH` (a checkout's
+//! `guest-sdk/`), else the published crate at the version this wasmcni was
+//! built with ([`SDK_VERSION`]): `guest-sdk = { package =
+//! "wasmcni-guest-sdk", version = "0.1.0" }`. In each the dependency key is
+//! `guest-sdk`, so the plugin's code says `use guest_sdk::...`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -102,9 +103,21 @@ pub enum ScaffoldError {
     },
 }
 
+/// guest-sdk's package name: the name crates.io has it under (a plugin's
+/// Cargo.toml renames it `guest-sdk`).
+pub const SDK_PACKAGE: &str = "wasmcni-guest-sdk";
+
+/// The guest-sdk version this wasmcni was built with: guest-sdk and
+/// wasmcni-tools both take the workspace's version (a test checks it
+/// against Cargo.lock), so a crate `new` makes asks for the SDK whose WIT
+/// this host speaks, or a later compatible one.
+pub const SDK_VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// Where a new crate gets guest-sdk from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Sdk {
+    /// The published crate (crates.io), by version requirement.
+    Version(String),
     /// The guest-sdk/ directory of a wasmcni checkout.
     Path(PathBuf),
     /// wasmcni's repository, by git (cargo fetches it: what a plugin
@@ -120,19 +133,22 @@ pub enum Sdk {
 impl Sdk {
     /// The dependency, as the TOML inline table of `guest-sdk = ...`.
     pub fn dependency(&self) -> String {
-        match self {
-            Sdk::Path(p) => format!("{{ path = {} }}", toml_string(&p.to_string_lossy())),
-            Sdk::Git { url, rev: None } => format!("{{ git = {} }}", toml_string(url)),
+        let source = match self {
+            Sdk::Version(v) => format!("version = {}", toml_string(v)),
+            Sdk::Path(p) => format!("path = {}", toml_string(&p.to_string_lossy())),
+            Sdk::Git { url, rev: None } => format!("git = {}", toml_string(url)),
             Sdk::Git { url, rev: Some(r) } => {
-                format!("{{ git = {}, rev = {} }}", toml_string(url), toml_string(r))
+                format!("git = {}, rev = {}", toml_string(url), toml_string(r))
             }
-        }
+        };
+        format!("{{ package = {}, {source} }}", toml_string(SDK_PACKAGE))
     }
 }
 
 impl std::fmt::Display for Sdk {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            Sdk::Version(v) => write!(f, "{SDK_PACKAGE} {v} from crates.io"),
             Sdk::Path(p) => write!(f, "{}", p.display()),
             Sdk::Git { url, rev: None } => write!(f, "git {url}, its default branch (unpinned)"),
             Sdk::Git { url, rev: Some(r) } => write!(f, "git {url} at {r}"),
@@ -185,15 +201,20 @@ pub fn check_name(name: &str) -> Result<(), ScaffoldError> {
 
 /// The guest-sdk of the checkout this binary was built from, if it is
 /// still there.
-pub fn default_sdk() -> Option<PathBuf> {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guest-sdk");
+pub fn checkout_sdk() -> Option<PathBuf> {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../guest-sdk")
+        .canonicalize()
+        .ok()?;
     is_sdk(&d).then_some(d)
 }
 
 /// Whether `dir` holds the guest-sdk crate.
 fn is_sdk(dir: &Path) -> bool {
-    std::fs::read_to_string(dir.join("Cargo.toml"))
-        .is_ok_and(|t| t.lines().any(|l| l.trim() == r#"name = "guest-sdk""#))
+    std::fs::read_to_string(dir.join("Cargo.toml")).is_ok_and(|t| {
+        t.lines()
+            .any(|l| l.trim() == format!("name = {}", toml_string(SDK_PACKAGE)))
+    })
 }
 
 /// `s` as a TOML basic string.
@@ -228,7 +249,7 @@ pub fn render(name: &str, sdk: &Sdk) -> Vec<(&'static str, String)> {
 
 /// Makes plugin crate `name` in `dir` (default `./NAME`), depending on
 /// `git` (wasmcni's repository, and a commit) if given, else the guest-sdk
-/// at `sdk` (default [`default_sdk`]). Refuses an invalid name, a
+/// at `sdk`, else the published guest-sdk, version [`SDK_VERSION`]. Refuses an invalid name, a
 /// directory that exists and is not empty, and writes no file over
 /// another (each is created exclusively).
 pub fn new(
@@ -260,10 +281,11 @@ pub fn new(
                 rev: rev.map(str::to_owned),
             }
         }
-        (None, sdk) => {
+        (None, Some(sdk)) => {
             let p = path_sdk(sdk)?;
             Sdk::Path(std::fs::canonicalize(&p).map_err(io(&p))?)
         }
+        (None, None) => Sdk::Version(SDK_VERSION.to_owned()),
     };
     match std::fs::read_dir(&dir) {
         Ok(mut entries) => {
@@ -291,29 +313,28 @@ pub fn new(
     Ok(Scaffold { dir, sdk, files })
 }
 
-/// The guest-sdk directory `sdk` (checked), else [`default_sdk`].
-fn path_sdk(sdk: Option<&Path>) -> Result<PathBuf, ScaffoldError> {
-    match sdk {
-        Some(s) if is_sdk(s) => Ok(s.to_owned()),
-        Some(s) => {
-            let why = "no guest-sdk crate there (its Cargo.toml must say name = \"guest-sdk\")";
-            Err(ScaffoldError::NoSdk(format!(
-                "--sdk {}: {why}; give the guest-sdk/ directory of a wasmcni checkout, or \
-                 --sdk-git URL (wasmcni's repository)",
-                s.display()
-            )))
-        }
-        None => default_sdk().ok_or_else(|| {
-            ScaffoldError::NoSdk(format!(
-                "where is guest-sdk? this wasmcni was built from {}, which has no guest-sdk/ \
-                 now; pass --sdk PATH (the guest-sdk/ directory of a wasmcni checkout) or \
-                 --sdk-git URL --sdk-rev COMMIT (wasmcni's repository)",
-                Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .join("../..")
-                    .display()
-            ))
-        }),
+/// The guest-sdk directory `sdk`, checked.
+fn path_sdk(sdk: &Path) -> Result<PathBuf, ScaffoldError> {
+    if is_sdk(sdk) {
+        return Ok(sdk.to_owned());
     }
+    Err(ScaffoldError::NoSdk(format!(
+        "--sdk {}: no guest-sdk crate there (its Cargo.toml must say name = \"{SDK_PACKAGE}\"); \
+         give the guest-sdk/ directory of a wasmcni checkout, --sdk-git URL (wasmcni's \
+         repository), or neither (the published {SDK_PACKAGE} {SDK_VERSION})",
+        sdk.display()
+    )))
+}
+
+/// The `cargo --config` argument that builds a crate depending on the
+/// published guest-sdk against the one at `dir` instead (a checkout's
+/// guest-sdk/, whose own dependencies it finds by path): what an author
+/// uses before that version is on crates.io.
+pub fn patch_arg(dir: &Path) -> String {
+    format!(
+        "patch.crates-io.{SDK_PACKAGE}.path={}",
+        toml_string(&dir.to_string_lossy())
+    )
 }
 
 /// `wasmcni new`: makes the crate and prints what to do next.
@@ -340,10 +361,17 @@ pub fn run(
         dir = s.dir.display()
     );
     match &s.sdk {
+        Sdk::Version(v) => println!(
+            "guest-sdk is {SDK_PACKAGE} {v} from crates.io; until that version is published \
+             there, build against a wasmcni checkout's guest-sdk/ instead:\n  cargo build \
+             --release --config '{}'\n(or make the crate with --sdk DIR)",
+            patch_arg(&checkout_sdk().unwrap_or_else(|| PathBuf::from("<checkout>/guest-sdk")))
+        ),
         Sdk::Path(_) => println!(
-            "guest-sdk is a path on this machine: for a repository whose CI has no wasmcni \
-             checkout, make it `guest-sdk = {{ git = \"<wasmcni's repository>\", rev = \
-             \"<commit>\" }}` in Cargo.toml (or `wasmcni new --sdk-git URL --sdk-rev COMMIT`)"
+            "guest-sdk is a path on this machine: a repository of its own depends on the \
+             published crate, `guest-sdk = {}` in Cargo.toml (what `wasmcni new` writes \
+             without --sdk), or by git (`wasmcni new --sdk-git URL --sdk-rev COMMIT`)",
+            Sdk::Version(SDK_VERSION.to_owned()).dependency()
         ),
         Sdk::Git { rev: None, .. } => println!(
             "guest-sdk follows the repository's default branch: pin it with --sdk-rev COMMIT \
@@ -359,7 +387,7 @@ mod tests {
     use super::*;
 
     fn sdk() -> PathBuf {
-        default_sdk().expect("tests run in the checkout, which has guest-sdk/")
+        checkout_sdk().expect("tests run in the checkout, which has guest-sdk/")
     }
 
     #[test]
@@ -413,7 +441,9 @@ mod tests {
         let cargo = &files[0].1;
         assert!(cargo.contains(r#"name = "my-plugin""#), "{cargo}");
         assert!(
-            cargo.contains(r#"guest-sdk = { path = "/opt/wasm \"cni\"/guest-sdk" }"#),
+            cargo.contains(
+                r#"guest-sdk = { package = "wasmcni-guest-sdk", path = "/opt/wasm \"cni\"/guest-sdk" }"#
+            ),
             "{cargo}"
         );
         assert!(files[1].1.contains(r#"target = "wasm32-wasip2""#));
@@ -443,7 +473,7 @@ mod tests {
         );
         assert!(
             git[0].1.contains(
-                r#"guest-sdk = { git = "https://example.org/wasmcni.git", rev = "0123abc" }"#
+                r#"guest-sdk = { package = "wasmcni-guest-sdk", git = "https://example.org/wasmcni.git", rev = "0123abc" }"#
             ),
             "{}",
             git[0].1
@@ -501,5 +531,39 @@ mod tests {
             assert!(e.to_string().contains(want), "{e}");
         }
         assert!(!x2.exists(), "nothing written");
+    }
+
+    #[test]
+    fn by_default_the_crate_asks_for_the_published_sdk_of_this_build() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("p");
+        let s = new("my-plugin", Some(&dir), None, None).expect("new");
+        assert_eq!(s.sdk, Sdk::Version(SDK_VERSION.to_owned()));
+        let cargo = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        assert!(
+            cargo.contains(&format!(
+                r#"guest-sdk = {{ package = "wasmcni-guest-sdk", version = "{SDK_VERSION}" }}"#
+            )),
+            "{cargo}"
+        );
+        // The version is guest-sdk's, which this crate's only shares by
+        // taking the workspace's: the lock file says what each is.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let lock = std::fs::read_to_string(root.join("Cargo.lock")).unwrap();
+        let locked = lock
+            .split("[[package]]")
+            .find(|p| p.contains(&format!("\nname = {}\n", toml_string(SDK_PACKAGE))))
+            .expect("guest-sdk in Cargo.lock");
+        assert!(
+            locked.contains(&format!("\nversion = \"{SDK_VERSION}\"\n")),
+            "this build is {SDK_VERSION}, guest-sdk: {locked}"
+        );
+        // The checkout's guest-sdk/ is the package of that name, which the
+        // patch argument names.
+        assert!(is_sdk(&sdk()));
+        assert_eq!(
+            patch_arg(Path::new("/w/guest-sdk")),
+            r#"patch.crates-io.wasmcni-guest-sdk.path="/w/guest-sdk""#
+        );
     }
 }
