@@ -292,13 +292,18 @@ fn a_scaffolded_plugin_builds_tests_natively_and_runs() {
     support::require_root();
     let tmp = support::private_tempdir();
     let dir = tmp.path().join("scaffolded");
+    // On this checkout's guest-sdk by path, as the examples are (their
+    // builds share it); the default, the published SDK, is
+    // author_journey's.
+    let sdk = std::fs::canonicalize(root().join("guest-sdk")).unwrap();
     let out = Command::new(support::wasmcni())
         .args(["new", "scaffolded", "--dir"])
         .arg(&dir)
+        .arg("--sdk")
+        .arg(&sdk)
         .output()
         .expect("wasmcni new");
     assert!(out.status.success(), "wasmcni new: {out:?}");
-    let sdk = std::fs::canonicalize(root().join("guest-sdk")).unwrap();
     let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
     assert!(
         manifest.contains(&format!("path = \"{}\"", sdk.display())),

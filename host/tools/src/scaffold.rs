@@ -249,9 +249,9 @@ pub fn render(name: &str, sdk: &Sdk) -> Vec<(&'static str, String)> {
 
 /// Makes plugin crate `name` in `dir` (default `./NAME`), depending on
 /// `git` (wasmcni's repository, and a commit) if given, else the guest-sdk
-/// at `sdk`, else the published guest-sdk, version [`SDK_VERSION`]. Refuses an invalid name, a
-/// directory that exists and is not empty, and writes no file over
-/// another (each is created exclusively).
+/// at `sdk`, else the published guest-sdk, version [`SDK_VERSION`].
+/// Refuses an invalid name, a directory that exists and is not empty, and
+/// writes no file over another (each is created exclusively).
 pub fn new(
     name: &str,
     dir: Option<&Path>,
