@@ -369,3 +369,52 @@ fn the_demo_runs_end_to_end() {
         assert!(text.contains(needle), "{needle:?} not in:\n{text}");
     }
 }
+
+/// A plugin built against the WIT as first published (`tests/wit-0.1.0`,
+/// `wasmcni:plugin@0.1.0`, by wit-bindgen alone: tests/fixtures/first-wit)
+/// runs on this host as it did on the first: its calls are allowed under
+/// its grant and act, its result is the runtime's (issue 51, item 5; the
+/// WIT's own check is `wit_compat` in the runtime's unit tests).
+#[test]
+fn a_plugin_built_against_the_first_published_wit_keeps_running() {
+    let world = support::world::World::new("wit010");
+    let policy = serde_json::json!({"plugins": {"first-wit": {
+        "container": {"read": true, "modify": true}}}});
+    world.ctr.ip(&["link", "set", "lo", "down"]);
+    let run = Invoke::wasmcni_run(
+        fixture("first-wit").to_str().unwrap(),
+        b"{\"cniVersion\": \"1.0.0\", \"name\": \"n\", \"type\": \"first-wit\"}",
+    )
+    .cni("ADD", &world.ctr.path, "eth0")
+    .env("CNI_CONTAINERID", "wit010")
+    .env(
+        "WASMCNI_POLICY",
+        world.policy(&policy).display().to_string(),
+    )
+    .env("WASMCNI_AUDIT", world.audit_path().display().to_string())
+    .env("WASMCNI_STATE_DIR", world.state_dir().display().to_string())
+    .in_netns(&world.node)
+    .run();
+    assert_eq!(run.code, 0, "{run:?}");
+    let result: serde_json::Value = serde_json::from_str(&run.stdout).expect("a CNI result");
+    assert_eq!(result["interfaces"][0]["name"], "lo", "{run:?}");
+    let lo = world.ctr.ip(&["-j", "link", "show", "lo"]);
+    assert!(lo.contains("\"UP\""), "lo is not up in the container: {lo}");
+    let calls: Vec<String> = world
+        .audit()
+        .iter()
+        .filter(|r| r["outcome"] == "ok")
+        .filter_map(|r| r["call"].as_str().map(str::to_owned))
+        .collect();
+    for call in [
+        "netns.container",
+        "link.get-by-name",
+        "link.set-up",
+        "link.list",
+    ] {
+        assert!(
+            calls.iter().any(|c| c == call),
+            "{call} not allowed: {calls:?}"
+        );
+    }
+}

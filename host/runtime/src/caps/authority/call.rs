@@ -127,9 +127,7 @@ impl View<'_> {
             Right::Addresses => self.require(kind, |g| g.addresses, "addresses"),
             Right::Routes => self.require(kind, |g| g.routes, "routes"),
             Right::Announce => self.require(kind, |g| g.announce, "announce"),
-            Right::TrafficControl => {
-                self.require(kind, |g| g.traffic_control, "traffic-control")
-            }
+            Right::TrafficControl => self.require(kind, |g| g.traffic_control, "traffic-control"),
             Right::ConfigVlans => Ok(()),
         }
     }
@@ -158,7 +156,11 @@ mod tests {
 
     /// A grant with every namespace right in both namespaces, a `host`
     /// entry and `attachment-state`; `without` takes one away.
-    fn grant_without(without: Option<(Kind, Right)>, host: bool, state: bool) -> crate::policy::Grant {
+    fn grant_without(
+        without: Option<(Kind, Right)>,
+        host: bool,
+        state: bool,
+    ) -> crate::policy::Grant {
         use crate::policy::{LinkKind, NsGrant};
         let all = |kind: Kind| {
             let mut g = NsGrant {

@@ -7,9 +7,9 @@ use std::net::IpAddr;
 
 use super::View;
 use crate::caps::bindings::CapError;
-use cni_spec::Command;
 use crate::netns::Kind;
 use crate::record::FwKind;
+use cni_spec::Command;
 
 /// Firewall rules live in the node namespace only.
 pub(in crate::caps) fn node_namespace(ns: Kind) -> Result<(), CapError> {

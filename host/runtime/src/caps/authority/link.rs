@@ -4,9 +4,9 @@
 
 use super::View;
 use crate::caps::bindings::{CapError, Link};
-use cni_spec::Command;
 use crate::netns::Kind;
 use crate::policy::{LinkKind, DEFAULT_HOST_NAMES};
+use cni_spec::Command;
 
 /// What the kernel and the records say of a link, for [`View::host_link`].
 #[derive(Debug, Default, Clone, Copy)]
@@ -255,7 +255,10 @@ pub(in crate::caps) enum Lower<'a> {
 /// one the plugin may change.
 pub(in crate::caps) fn lower_device(what: &str, index: u32, lower: Lower) -> Result<(), CapError> {
     match lower {
-        Lower::Container | Lower::Host { controlled: true, .. } => Ok(()),
+        Lower::Container
+        | Lower::Host {
+            controlled: true, ..
+        } => Ok(()),
         Lower::Host { name, .. } => Err(CapError::denied(format!(
             "{what} of link {index} would change its lower device, host link {name:?}, \
              which the plugin may only use as a master (a wasmcni invariant)"
@@ -320,7 +323,10 @@ impl View<'_> {
             ));
         }
         let named = &self.attachment.vlans;
-        match std::iter::once(first).chain(new).find(|vid| !named.names(*vid)) {
+        match std::iter::once(first)
+            .chain(new)
+            .find(|vid| !named.names(*vid))
+        {
             None => Ok(()),
             Some(vid) => Err(CapError::denied_with(
                 format!(

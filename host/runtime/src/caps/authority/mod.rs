@@ -76,15 +76,15 @@
 //! made meanwhile ([`Ctx::reconcile_boot`]).
 
 use super::bindings::{CapError, Denial, Link};
-use cni_spec::Command;
 use crate::attachment::Attachment;
 use crate::netns::Kind;
 use crate::policy::{Grant, NsGrant};
 use crate::record::Adopted;
+use cni_spec::Command;
 
 pub(super) mod address;
-pub(super) mod decided;
 pub(super) mod call;
+pub(super) mod decided;
 pub(super) mod delegate;
 pub(super) mod firewall;
 pub(super) mod link;

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use super::View;
 use crate::caps::bindings::CapError;
-use cni_spec::Command;
 use crate::ipam::Owner;
+use cni_spec::Command;
 
 impl View<'_> {
     /// IPAM state needs `ipam-roots`.
@@ -29,22 +29,21 @@ impl View<'_> {
         crate::ipam::under_root(data_dir, &self.grant.ipam_roots)
             .map(|(root, rel)| (root.to_path_buf(), rel))
             .ok_or_else(|| {
-            CapError::by_policy(
-                &field,
-                format!(
-                    "IPAM data dir {} lies under none of {field}",
-                    data_dir.display()
-                ),
-            )
-        })
+                CapError::by_policy(
+                    &field,
+                    format!(
+                        "IPAM data dir {} lies under none of {field}",
+                        data_dir.display()
+                    ),
+                )
+            })
     }
 
     /// A reservation held by `holder` is released only by its holder, or
     /// in GC if its attachment is gone (not in the runtime's valid list).
     pub fn release(&self, holder: &Owner) -> Result<(), CapError> {
         let mine = self.attachment.owner().holds(holder);
-        let collectable =
-            self.command == Some(Command::Gc) && !self.attachment.still_valid(holder);
+        let collectable = self.command == Some(Command::Gc) && !self.attachment.still_valid(holder);
         if mine || collectable {
             return Ok(());
         }

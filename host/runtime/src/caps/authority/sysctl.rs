@@ -12,7 +12,12 @@ impl View<'_> {
     /// namespace a key of every link (`conf.all.x`, `conf.default.x`:
     /// `all_links` names `x`) needs a pattern that names it literally
     /// (`conf.*.x` must not stand for `conf.all.x`).
-    pub fn sysctl_key(&self, kind: Kind, key: &str, all_links: Option<&str>) -> Result<(), CapError> {
+    pub fn sysctl_key(
+        &self,
+        kind: Kind,
+        key: &str,
+        all_links: Option<&str>,
+    ) -> Result<(), CapError> {
         let g = self.ns_grant(kind);
         let field = self.grant_field(kind, "sysctls");
         if !g.names_sysctl(key) {
@@ -25,7 +30,10 @@ impl View<'_> {
             return Ok(());
         };
         let literal = format!(".{x}.");
-        if g.sysctls.iter().any(|p| p.0.contains(&literal) && p.matches(key)) {
+        if g.sysctls
+            .iter()
+            .any(|p| p.0.contains(&literal) && p.matches(key))
+        {
             return Ok(());
         }
         Err(CapError::by_policy(

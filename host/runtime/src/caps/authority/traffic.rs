@@ -3,8 +3,8 @@
 
 use super::View;
 use crate::caps::bindings::{CapError, Link};
-use cni_spec::Command;
 use crate::netns::Kind;
+use cni_spec::Command;
 
 /// `traffic-control.remove-limits` is a DEL's doing: during ADD limits are
 /// only installed, and undone by the journal.
@@ -39,8 +39,8 @@ impl View<'_> {
             return Ok(());
         }
         Err(CapError::denied_with(
-        format!(
-            "{} link {:?} (index {}) has this attachment's ifb name but is not its \
+            format!(
+                "{} link {:?} (index {}) has this attachment's ifb name but is not its \
              ifb (a wasmcni invariant)",
                 kind.name(),
                 l.name,
