@@ -13,6 +13,7 @@
 #![deny(missing_docs)]
 
 pub mod announce;
+pub mod dhcp4;
 pub mod netlink;
 pub mod netns;
 pub mod sysctl;
