@@ -12,7 +12,7 @@ CARGO ?= cargo
 # rest too (the oracles, the clients, the VM, netavark).
 DEMO_DEB_PACKAGES := iproute2 iputils-ping nftables
 DEB_PACKAGES := iproute2 iputils-ping containernetworking-plugins golang-go golang-github-appc-cni-dev \
-	podman runc busybox-static musl-tools nftables iptables conntrack strace \
+	podman runc busybox-static musl-tools nftables iptables conntrack strace dnsmasq-base \
 	containerd python3-grpcio python3-grpc-tools python3-protobuf protobuf-compiler
 # The node installer image (deploy/): a static build of wasmcni, FROM scratch.
 MUSL_TARGET := x86_64-unknown-linux-musl

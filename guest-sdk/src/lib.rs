@@ -113,6 +113,8 @@
 //! - [`ipam`]: IPAM reservation state kept by the host (host-local's
 //!   on-disk layout), and [`delegate`]: running another plugin (IPAM)
 //!   through the host.
+//! - [`dhcp`]: DHCPv4 leases kept by wasmcni's DHCP daemon (the `dhcp`
+//!   IPAM plugin).
 //! - [`state`]: a small record per attachment the host keeps from ADD to
 //!   DEL (what a plugin must remember to undo its changes on DEL).
 //!
@@ -123,6 +125,7 @@
 
 pub mod cni;
 pub mod delegate;
+pub mod dhcp;
 pub mod firewall;
 pub mod ipam;
 pub mod net;

@@ -188,6 +188,11 @@ enum Command {
     /// takes it out; --watch keeps it there when the primary rewrites its
     /// file.
     ChainInto(crate::chain_into::Options),
+    /// The DHCP daemon of the `dhcp` plugin: obtains, renews and releases
+    /// leases inside the container namespaces the wasmcni invocations hand
+    /// it, and keeps them across its restart (systemd units:
+    /// deploy/systemd/wasmcni-dhcp.{socket,service}).
+    DhcpDaemon(crate::dhcp_daemon::Options),
     /// netavark plugin API (Podman 5+; driver `wasmcni`): check the network
     /// config on stdin (its option `conflist` or `conflist-json` names a
     /// CNI conflist) and print it.
@@ -348,6 +353,7 @@ pub fn main(invoked_as: &str) -> i32 {
         }
         Command::Gc(opts) => crate::gc::run(&opts),
         Command::ChainInto(opts) => crate::chain_into::run(&opts),
+        Command::DhcpDaemon(opts) => crate::dhcp_daemon::run(&opts),
         Command::Create => return netavark::main(netavark::Call::Create),
         // (A missing namespace is netavark's error JSON, not clap's usage.)
         Command::Setup { netns } => {

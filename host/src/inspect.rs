@@ -168,6 +168,7 @@ fn grant_status(entry: &crate::policy::Entry, needs: &[catalog::Grant]) -> Strin
             Grant::IpamRoot(_) if entry.ipam_roots.is_empty() => outside.push("ipam-roots"),
             Grant::Delegate(_) if entry.delegates.is_empty() => outside.push("delegates"),
             Grant::AttachmentState if !entry.attachment_state => outside.push("attachment-state"),
+            Grant::Dhcp if entry.dhcp.is_none() => outside.push("dhcp"),
             Grant::HostEntry if entry.host.is_none() => outside.push("host"),
             _ => {}
         }
@@ -178,7 +179,7 @@ fn grant_status(entry: &crate::policy::Entry, needs: &[catalog::Grant]) -> Strin
     let in_ns = needs.iter().any(|n| {
         !matches!(
             n,
-            Grant::IpamRoot(_) | Grant::Delegate(_) | Grant::AttachmentState
+            Grant::IpamRoot(_) | Grant::Delegate(_) | Grant::AttachmentState | Grant::Dhcp
         )
     });
     if !in_ns {

@@ -14,6 +14,7 @@
 
 pub mod chain_into;
 pub mod cli;
+pub mod dhcp_daemon;
 pub mod inspect;
 pub mod install;
 pub mod uninstall;

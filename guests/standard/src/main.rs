@@ -17,6 +17,7 @@ use guest_sdk::cni::{Error, LATEST};
 const PLUGINS: &[(&str, fn() -> !)] = &[
     ("bandwidth", bandwidth::main),
     ("bridge", bridge::main),
+    ("dhcp", dhcp::main),
     ("dummy", dummy::main),
     ("firewall", firewall::main),
     ("host-device", host_device::main),

@@ -283,6 +283,7 @@ const PROVIDED: &[(&str, AddFn)] = {
             "wasmcni:plugin/attachment-state@",
             caps::add_attachment_state,
         ),
+        ("wasmcni:plugin/dhcp@", caps::add_dhcp),
         ("wasi:io/error@0.2.", |l| {
             wasmtime_wasi_io::bindings::wasi::io::error::add_to_linker::<T, HasIo>(l, |t| {
                 &mut t.table

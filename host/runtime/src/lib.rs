@@ -17,6 +17,7 @@ pub mod cni_error;
 pub mod config;
 pub mod conflist;
 pub mod devices;
+pub mod dhcp_wire;
 pub mod engine;
 mod exec;
 mod fault;
@@ -38,4 +39,4 @@ mod wit_compat;
 
 // The kernel layer, a crate of its own (host/kernel), under the names the
 // rest of the host has always used for it.
-pub use wasmcni_kernel::{announce, netlink, netns, sysctl, tuntap};
+pub use wasmcni_kernel::{announce, dhcp4, netlink, netns, sysctl, tuntap};

@@ -9,7 +9,8 @@
 use super::row::HOST_LINK;
 pub use super::row::{Entry, Grant, LinkGrant, Ns, Right};
 use super::{
-    address, delegate, firewall, ipam_store, link, netns, route, state, sysctl, traffic_control,
+    address, delegate, dhcp, firewall, ipam_store, link, netns, route, state, sysctl,
+    traffic_control,
 };
 
 /// Every interface's rows, in WIT order.
@@ -24,6 +25,7 @@ const TABLES: &[&[&Entry]] = &[
     ipam_store::ROWS,
     delegate::ROWS,
     state::ROWS,
+    dhcp::ROWS,
 ];
 
 /// Every host function, in WIT order.
@@ -164,6 +166,7 @@ fn grant_fields(g: &Grant) -> Vec<(String, &'static str)> {
         Grant::AttachmentState => {
             vec![("attachment-state".into(), "call.rs `View::declared`")]
         }
+        Grant::Dhcp => vec![("dhcp".into(), "dhcp.rs `View::dhcp_socket`")],
     }
 }
 
@@ -279,6 +282,7 @@ mod tests {
             Grant::IpamRoot(_) => vec!["`ipam-roots`"],
             Grant::Delegate(_) => vec!["`delegates`"],
             Grant::AttachmentState => vec!["`attachment-state"],
+            Grant::Dhcp => vec!["`dhcp.socket`"],
         }
     }
 

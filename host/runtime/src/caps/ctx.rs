@@ -508,6 +508,7 @@ add_interface! {
     add_ipam_store => ipam_store,
     add_delegate => delegate,
     add_attachment_state => attachment_state,
+    add_dhcp => dhcp,
 }
 
 /// A string argument, refused when longer than `max` bytes.

@@ -123,6 +123,8 @@ pub enum Grant {
     Delegate(&'static str),
     /// `attachment-state`.
     AttachmentState,
+    /// `dhcp` (its `socket`).
+    Dhcp,
 }
 
 pub(super) const READ: &[Grant] = &[Grant::Right(Ns::Call, Right::Read)];
@@ -141,6 +143,8 @@ pub(super) const TRAFFIC_CONTROL: &[Grant] = &[
 ];
 
 pub(super) const ATTACHMENT_STATE: &[Grant] = &[Grant::AttachmentState];
+
+pub(super) const DHCP: &[Grant] = &[Grant::Dhcp];
 
 pub(super) const HOST_LINK: &str = "host: only links of this attachment (alias mark, or created in the same call) or matching `links`; \
      a bridge the network shares only as its row says";

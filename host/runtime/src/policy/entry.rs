@@ -50,6 +50,10 @@ pub struct Entry {
     /// wasmcni's.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub static_ranges: Vec<ipnet::IpNet>,
+    /// The DHCP daemon it may have the host talk to (`dhcp`); none: no
+    /// DHCP leases.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dhcp: Option<super::DhcpGrant>,
 }
 
 impl Entry {
@@ -129,6 +133,9 @@ impl Entry {
                 )));
             }
         }
+        if let Some(why) = self.dhcp.as_ref().and_then(super::DhcpGrant::invalid) {
+            return Err(invalid(format!("plugins.{name}.dhcp.socket {why}")));
+        }
         for (field, value) in [
             ("deadline-ms", self.deadline_ms),
             ("memory-mb", self.memory_mb),
@@ -156,6 +163,7 @@ impl Entry {
             native_delegates: self.native_delegates.clone(),
             attachment_state: self.attachment_state,
             static_ranges: self.static_ranges.clone(),
+            dhcp: self.dhcp.clone(),
         }
     }
 

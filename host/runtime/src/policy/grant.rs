@@ -373,6 +373,8 @@ pub struct Grant {
     pub attachment_state: bool,
     /// Addresses the operator vouches for as any attachment's own.
     pub static_ranges: Vec<ipnet::IpNet>,
+    /// The DHCP daemon the host may talk to for it.
+    pub dhcp: Option<super::DhcpGrant>,
 }
 
 /// The default budget of capability calls per invocation.

@@ -41,6 +41,7 @@
 //! - `render`: a namespace grant as one line, for messages and listings;
 //! - `error`: why a policy could not be used ([`PolicyError`]).
 
+mod dhcp;
 mod entry;
 mod error;
 mod grant;
@@ -48,6 +49,7 @@ mod load;
 mod render;
 mod trust;
 
+pub use dhcp::{DhcpGrant, DEFAULT_DHCP_SOCKET};
 pub use entry::Entry;
 pub use error::PolicyError;
 pub use grant::{

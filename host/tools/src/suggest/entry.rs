@@ -136,6 +136,11 @@ fn apply(e: &mut Entry, names: &mut Vec<Pattern>, unknown_name: &mut bool, need:
         Need::IpamRoot(p) => push(&mut e.ipam_roots, p),
         Need::Delegate(n) => push(&mut e.delegates, n),
         Need::AttachmentState => e.attachment_state = true,
+        Need::Dhcp => {
+            e.dhcp = Some(wasmcni_runtime::policy::DhcpGrant {
+                socket: wasmcni_runtime::policy::DEFAULT_DHCP_SOCKET.into(),
+            })
+        }
     }
 }
 

@@ -53,6 +53,8 @@ pub enum Need {
     Delegate(String),
     /// `attachment-state`.
     AttachmentState,
+    /// `dhcp.socket` (the default daemon's).
+    Dhcp,
 }
 
 fn ns_name(k: Kind) -> &'static str {
@@ -87,6 +89,7 @@ impl fmt::Display for Need {
             Need::IpamRoot(p) => write!(f, "ipam-roots: [{}]", q(&p.display().to_string())),
             Need::Delegate(n) => write!(f, "delegates: [{}]", q(n)),
             Need::AttachmentState => write!(f, "attachment-state"),
+            Need::Dhcp => write!(f, "dhcp.socket"),
         }
     }
 }
@@ -112,7 +115,7 @@ pub(super) fn need_kind(n: &Need) -> Option<Kind> {
         | Need::Masters(_)
         | Need::Bridges(_)
         | Need::Firewall(_) => Some(Kind::Host),
-        Need::IpamRoot(_) | Need::Delegate(_) | Need::AttachmentState => None,
+        Need::IpamRoot(_) | Need::Delegate(_) | Need::AttachmentState | Need::Dhcp => None,
     }
 }
 

@@ -182,6 +182,7 @@ pub(super) fn needs_noted(r: &Logged) -> (Vec<Need>, Vec<String>) {
                 }
             }
             (None, Grant::AttachmentState) => out.push(Need::AttachmentState),
+            (None, Grant::Dhcp) => out.push(Need::Dhcp),
             (None, Grant::IpamRoot(k)) => {
                 let dir = arg(a, k)
                     .as_str()
@@ -195,7 +196,10 @@ pub(super) fn needs_noted(r: &Logged) -> (Vec<Need>, Vec<String>) {
                 }
             }
             (None, _)
-            | (Some(_), Grant::Delegate(_) | Grant::AttachmentState | Grant::IpamRoot(_)) => {}
+            | (
+                Some(_),
+                Grant::Delegate(_) | Grant::AttachmentState | Grant::IpamRoot(_) | Grant::Dhcp,
+            ) => {}
             // Grants about a namespace, from a record that names it.
             (Some(_), Grant::HostEntry) => out.push(Need::Host),
             (Some(_), Grant::Right(ns, right)) => {

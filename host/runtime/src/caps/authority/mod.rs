@@ -86,6 +86,7 @@ pub(super) mod address;
 pub(super) mod call;
 pub(super) mod decided;
 pub(super) mod delegate;
+pub(super) mod dhcp;
 pub(super) mod firewall;
 pub(super) mod link;
 pub(super) mod route;

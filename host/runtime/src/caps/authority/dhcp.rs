@@ -1,0 +1,182 @@
+//! The `dhcp` interface's refusals, as pure decisions: the grant, what
+//! the host knows of the invocation, and what the plugin asked, in; the
+//! refusal (or the socket the host may talk to) out.
+
+use std::path::{Path, PathBuf};
+
+use super::View;
+use crate::caps::bindings::CapError;
+use crate::policy::DhcpGrant;
+use cni_spec::Command;
+
+/// What the host knows of the invocation that makes a `dhcp` call.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::caps) struct Facts<'a> {
+    /// The command the runtime invoked (a delegate's is its caller's).
+    pub command: Option<Command>,
+    /// Whether the host holds a verified container namespace.
+    pub container: bool,
+    /// Whether the attachment is named in full (network, container ID,
+    /// ifname): the lease's client identifier is made from them.
+    pub identified: bool,
+    /// The plugin's entry's `dhcp` field path, for messages
+    /// (`plugins.dhcp.dhcp`).
+    pub field: &'a str,
+}
+
+/// Which call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::caps) enum Call {
+    /// `acquire`: ADD only (a lease is a change on the network).
+    Acquire,
+    /// `current`: reads; any command with an attachment.
+    Current,
+    /// `release`: DEL, or ADD (to clean up what it started).
+    Release,
+}
+
+impl View<'_> {
+    /// The DHCP daemon socket this call may use (the entry's
+    /// `dhcp.socket`), or why not ([`socket_for`]); `container`: whether
+    /// the host holds the container namespace.
+    pub fn dhcp_socket(
+        &self,
+        call: Call,
+        container: bool,
+        asked: Option<&str>,
+    ) -> Result<PathBuf, CapError> {
+        let field = self.entry_field("dhcp");
+        let a = self.attachment;
+        let facts = Facts {
+            command: self.command,
+            container,
+            identified: !a.network.is_empty() && !a.container_id.is_empty() && !a.ifname.is_empty(),
+            field: &field,
+        };
+        socket_for(self.grant.dhcp.as_ref(), &facts, call, asked)
+    }
+}
+
+/// The socket the host may talk to for this call, or why not: the grant's
+/// socket, which a `daemonSocketPath` in the config (`asked`) may only
+/// repeat.
+pub(in crate::caps) fn socket_for(
+    grant: Option<&DhcpGrant>,
+    facts: &Facts<'_>,
+    call: Call,
+    asked: Option<&str>,
+) -> Result<PathBuf, CapError> {
+    let Some(grant) = grant else {
+        return Err(CapError::by_policy(
+            facts.field,
+            format!("{} is not set: no DHCP daemon for this plugin", facts.field),
+        ));
+    };
+    if let Some(asked) = asked {
+        if Path::new(asked) != grant.socket {
+            return Err(CapError::by_policy(
+                facts.field,
+                format!(
+                    "daemonSocketPath {asked:?} is not the DHCP daemon socket {} names",
+                    facts.field
+                ),
+            ));
+        }
+    }
+    let command_ok = match call {
+        Call::Acquire => facts.command == Some(Command::Add),
+        Call::Release => matches!(facts.command, Some(Command::Add | Command::Del)),
+        Call::Current => facts.command.is_some(),
+    };
+    if !command_ok {
+        let c = facts.command.map_or("this command", |c| c.as_str());
+        return Err(CapError::denied(format!(
+            "dhcp.{} is refused during {c} (a wasmcni invariant)",
+            match call {
+                Call::Acquire => "acquire",
+                Call::Current => "current",
+                Call::Release => "release",
+            }
+        )));
+    }
+    if !facts.container && call == Call::Acquire {
+        return Err(CapError::denied(
+            "dhcp.acquire needs the container namespace (CNI_NETNS) (a wasmcni invariant)",
+        ));
+    }
+    if !facts.identified {
+        return Err(CapError::denied(
+            "no network name, CNI_CONTAINERID or CNI_IFNAME: no lease to name (a wasmcni invariant)",
+        ));
+    }
+    Ok(grant.socket.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(command: Command) -> Facts<'static> {
+        Facts {
+            command: Some(command),
+            container: true,
+            identified: true,
+            field: "plugins.dhcp.dhcp",
+        }
+    }
+
+    fn grant() -> DhcpGrant {
+        DhcpGrant {
+            socket: PathBuf::from("/run/wasmcni/dhcp.sock"),
+        }
+    }
+
+    fn denied(r: Result<PathBuf, CapError>) -> String {
+        match r {
+            Err(CapError::Denied(d)) => d.reason().to_owned(),
+            other => panic!("not denied: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn only_the_granted_socket() {
+        let g = grant();
+        let f = facts(Command::Add);
+        assert_eq!(
+            socket_for(Some(&g), &f, Call::Acquire, None).ok(),
+            Some(g.socket.clone())
+        );
+        assert!(socket_for(Some(&g), &f, Call::Acquire, Some("/run/wasmcni/dhcp.sock")).is_ok());
+        let why = denied(socket_for(Some(&g), &f, Call::Acquire, Some("/tmp/evil.sock")));
+        assert!(why.contains("daemonSocketPath"), "{why}");
+        let why = denied(socket_for(None, &f, Call::Acquire, None));
+        assert!(why.contains("plugins.dhcp.dhcp is not set"), "{why}");
+    }
+
+    #[test]
+    fn a_lease_is_taken_only_in_add_and_given_back_in_add_or_del() {
+        let g = grant();
+        for c in [Command::Del, Command::Check, Command::Gc, Command::Status] {
+            assert!(socket_for(Some(&g), &facts(c), Call::Acquire, None).is_err(), "{c:?}");
+        }
+        assert!(socket_for(Some(&g), &facts(Command::Del), Call::Release, None).is_ok());
+        assert!(socket_for(Some(&g), &facts(Command::Add), Call::Release, None).is_ok());
+        assert!(socket_for(Some(&g), &facts(Command::Check), Call::Release, None).is_err());
+        assert!(socket_for(Some(&g), &facts(Command::Check), Call::Current, None).is_ok());
+    }
+
+    #[test]
+    fn no_namespace_or_no_identity_no_lease() {
+        let g = grant();
+        let mut f = facts(Command::Add);
+        f.container = false;
+        assert!(socket_for(Some(&g), &f, Call::Acquire, None).is_err());
+        // DEL with the namespace gone still releases (the daemon has it).
+        let mut f = facts(Command::Del);
+        f.container = false;
+        assert!(socket_for(Some(&g), &f, Call::Release, None).is_ok());
+        let mut f = facts(Command::Add);
+        f.identified = false;
+        assert!(socket_for(Some(&g), &f, Call::Acquire, None).is_err());
+    }
+}

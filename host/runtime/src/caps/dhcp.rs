@@ -1,0 +1,259 @@
+//! `wasmcni:plugin/dhcp`: the attachment's DHCP lease, through wasmcni's
+//! DHCP daemon ([`crate::dhcp_wire`]). The host names the lease (the
+//! client identifier `<container id>/<network>/<ifname>`, the
+//! attachment's), hands the daemon the container namespace it opened from
+//! `CNI_NETNS`, and journals an ADD's lease (a failed ADD releases it);
+//! the lease's address becomes the attachment's own.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use super::args::{arg_str, fields, AuditArg};
+use super::authority::dhcp::Call;
+use super::bindings::ip_to_wit;
+use super::bindings::wasmcni::plugin::dhcp::{Host, Lease, LeaseRequest, LeaseRoute};
+use super::bindings::wasmcni::plugin::types::{ErrorCode, IpPrefix};
+use super::bindings::CapError;
+use super::ctx::{Command, Ctx, Inverse, StoreData};
+use super::row::*;
+use crate::dhcp_wire::{self, Answer, Options, Request};
+
+/// The most parameter codes a request asks for.
+const MAX_REQUEST: usize = 64;
+/// The most options a request provides.
+const MAX_PROVIDE: usize = 16;
+/// How long a release may take.
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
+
+impl AuditArg for LeaseRequest {
+    fn audit(&self) -> Value {
+        fields([
+            ("socket", self.socket.as_deref().map_or(Value::Null, arg_str)),
+            ("request", json!(self.request)),
+            (
+                "provide",
+                json!(self.provide.iter().map(|o| o.code).collect::<Vec<_>>()),
+            ),
+            ("broadcast", json!(self.broadcast)),
+            ("timeout-ms", json!(self.timeout_ms)),
+        ])
+    }
+}
+
+/// The reference's client identifier: `<container id>/<network>/<ifname>`,
+/// at most 254 bytes.
+fn client_id(network: &str, container_id: &str, ifname: &str) -> String {
+    let mut id = format!("{container_id}/{network}/{ifname}");
+    if id.len() > 254 {
+        let mut end = 254;
+        while !id.is_char_boundary(end) {
+            end -= 1;
+        }
+        id.truncate(end);
+    }
+    id
+}
+
+fn wit_lease(l: &dhcp_wire::Lease) -> Lease {
+    let v4 = |ip| ip_to_wit(IpAddr::V4(ip));
+    Lease {
+        address: IpPrefix {
+            address: v4(l.ip),
+            prefix_len: l.prefix,
+        },
+        router: l.router.map(v4),
+        routes: l
+            .routes
+            .iter()
+            .map(|r| LeaseRoute {
+                destination: IpPrefix {
+                    address: v4(r.dst),
+                    prefix_len: r.prefix,
+                },
+                gateway: (!r.gw.is_unspecified()).then(|| v4(r.gw)),
+            })
+            .collect(),
+        classless: l.classless,
+        dns: l.dns.iter().map(|d| v4(*d)).collect(),
+        server: v4(l.server),
+        lease_seconds: l.lease_secs,
+    }
+}
+
+impl Ctx {
+    /// The socket this call may use, and the lease's client identifier.
+    fn dhcp_socket(&self, call: Call, asked: Option<&str>) -> Result<(PathBuf, String), CapError> {
+        let socket = self
+            .view()
+            .dhcp_socket(call, self.container.is_some(), asked)?;
+        let a = &self.attachment;
+        Ok((socket, client_id(&a.network, &a.container_id, &a.ifname)))
+    }
+
+    /// How long the exchange may take: what the plugin asked, within the
+    /// invocation's deadline (less a second to answer the runtime).
+    fn dhcp_timeout(&self, asked_ms: u32) -> Duration {
+        let left = self
+            .deadline()
+            .saturating_duration_since(Instant::now())
+            .saturating_sub(Duration::from_secs(1));
+        Duration::from_millis(u64::from(asked_ms.max(1)))
+            .min(left)
+            .max(Duration::from_millis(100))
+    }
+
+    fn acquire_lease(&mut self, r: &LeaseRequest) -> Result<Result<Lease, String>, CapError> {
+        let (socket, client) = self.dhcp_socket(Call::Acquire, r.socket.as_deref())?;
+        if r.request.len() > MAX_REQUEST || r.provide.len() > MAX_PROVIDE {
+            return Err(CapError::Limit(format!(
+                "at most {MAX_REQUEST} requested and {MAX_PROVIDE} provided options"
+            )));
+        }
+        let bad = |c: u8| c == 0 || c == 255;
+        if r.request.iter().any(|c| bad(*c))
+            || r.provide.iter().any(|o| bad(o.code) || o.value.len() > 255)
+        {
+            return Err(ErrorCode::InvalidArgument.into());
+        }
+        let timeout = self.dhcp_timeout(r.timeout_ms);
+        let ns = self.container.as_ref().ok_or(ErrorCode::NotFound)?;
+        let request = Request::Acquire {
+            client_id: client.clone(),
+            ifname: self.attachment.ifname.clone(),
+            netns: ns.path().to_owned(),
+            options: Options {
+                client_id: client.clone().into_bytes(),
+                request: r.request.clone(),
+                provide: r.provide.iter().map(|o| (o.code, o.value.clone())).collect(),
+                broadcast: r.broadcast,
+            },
+            timeout_ms: timeout.as_millis() as u64,
+        };
+        // The daemon answers within its timeout; the wire waits a little
+        // longer for the answer.
+        let answer = dhcp_wire::call(&socket, &request, Some(ns.fd()), timeout + Duration::from_secs(2));
+        match answer {
+            Ok(Answer::Lease(lease)) => {
+                if self.command == Some(Command::Add) {
+                    self.journal.record(DhcpUndo {
+                        socket,
+                        client_id: client,
+                    });
+                }
+                self.own_addresses(vec![IpAddr::V4(lease.ip)]);
+                Ok(Ok(wit_lease(&lease)))
+            }
+            Ok(Answer::Error(m)) => Ok(Err(m)),
+            Ok(Answer::Released) => Ok(Err("the DHCP daemon answered an acquire with a release".into())),
+            Err(e) => Ok(Err(e.to_string())),
+        }
+    }
+
+    fn current_lease(&mut self, asked: Option<&str>) -> Result<Result<Lease, String>, CapError> {
+        let (socket, client) = self.dhcp_socket(Call::Current, asked)?;
+        let request = Request::Current { client_id: client };
+        match dhcp_wire::call(&socket, &request, None, RELEASE_TIMEOUT) {
+            Ok(Answer::Lease(lease)) => Ok(Ok(wit_lease(&lease))),
+            Ok(Answer::Error(m)) => Ok(Err(m)),
+            Ok(Answer::Released) => Ok(Err("the DHCP daemon holds no lease for this attachment".into())),
+            Err(e) => Ok(Err(e.to_string())),
+        }
+    }
+
+    fn release_lease(&mut self, asked: Option<&str>) -> Result<Result<(), String>, CapError> {
+        // A late DEL of an old incarnation must not release the live one's
+        // lease (the client identifier is the same).
+        if self.kept_for_live_incarnation("dhcp.keep", json!({})) {
+            return Ok(Ok(()));
+        }
+        let (socket, client) = self.dhcp_socket(Call::Release, asked)?;
+        Ok(release(&socket, &client))
+    }
+}
+
+fn release(socket: &std::path::Path, client: &str) -> Result<(), String> {
+    let request = Request::Release {
+        client_id: client.to_owned(),
+    };
+    match dhcp_wire::call(socket, &request, None, RELEASE_TIMEOUT) {
+        Ok(Answer::Released) => Ok(()),
+        Ok(Answer::Error(m)) => Err(m),
+        Ok(Answer::Lease(_)) => Err("the DHCP daemon answered a release with a lease".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+impl Host for StoreData {
+    fn acquire(&mut self, request: LeaseRequest) -> Result<Result<Lease, String>, CapError> {
+        self.cap(&ACQUIRE, (&request,), |c| c.acquire_lease(&request))
+    }
+
+    fn current(&mut self, socket: Option<String>) -> Result<Result<Lease, String>, CapError> {
+        self.cap(&CURRENT, (&socket,), |c| c.current_lease(socket.as_deref()))
+    }
+
+    fn release(&mut self, socket: Option<String>) -> Result<Result<(), String>, CapError> {
+        self.cap(&RELEASE, (&socket,), |c| c.release_lease(socket.as_deref()))
+    }
+}
+
+/// How a failed ADD gives its lease back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DhcpUndo {
+    socket: PathBuf,
+    client_id: String,
+}
+
+impl Inverse for DhcpUndo {
+    fn describe(&self) -> String {
+        format!("DhcpRelease({})", self.client_id)
+    }
+
+    fn apply(&self, _ctx: &mut Ctx) -> Result<(), CapError> {
+        release(&self.socket, &self.client_id).map_err(CapError::Incomplete)
+    }
+}
+
+// The rows of the capability catalog (`catalog`) for this interface.
+
+/// This interface's rows of the capability catalog, in WIT order.
+pub(super) const ROWS: &[&Entry] = &[&ACQUIRE, &CURRENT, &RELEASE];
+
+/// `dhcp.acquire`.
+pub(super) const ACQUIRE: Entry = Entry {
+    call: "dhcp.acquire",
+    args: &["request"],
+    authority: "have the DHCP daemon obtain and keep renewing a lease for this attachment's interface (CNI_IFNAME) in the container namespace, with the client identifier `<container id>/<network>/<ifname>`; the lease's address becomes the attachment's own",
+    policy: "`dhcp.socket` (the daemon the host talks to; a `daemonSocketPath` other than it is refused); ADD only; the host hands the daemon the namespace it opened from CNI_NETNS, never a path",
+    undo: "release the lease",
+    mutates: true,
+    in_gc: false,
+    needs: DHCP,
+};
+
+/// `dhcp.current`.
+pub(super) const CURRENT: Entry = Entry {
+    call: "dhcp.current",
+    args: &["socket"],
+    authority: "read the lease the DHCP daemon holds for this attachment",
+    policy: "`dhcp.socket`",
+    undo: "none (no side effect)",
+    mutates: false,
+    in_gc: false,
+    needs: DHCP,
+};
+
+/// `dhcp.release`.
+pub(super) const RELEASE: Entry = Entry {
+    call: "dhcp.release",
+    args: &["socket"],
+    authority: "have the DHCP daemon release this attachment's lease (DHCPRELEASE from the container namespace) and forget it",
+    policy: "`dhcp.socket`; ADD and DEL only; never the lease of a live newer incarnation",
+    undo: "none (a DEL's release stays; an ADD that releases its own lease has nothing to undo)",
+    mutates: true,
+    in_gc: false,
+    needs: DHCP,
+};

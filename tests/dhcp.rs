@@ -1,0 +1,273 @@
+//! The `dhcp` plugin and its daemon against a real DHCP server (Debian's
+//! dnsmasq) through the real libcni: a server namespace running dnsmasq
+//! on one end of a veth pair, the node namespace holding the other end as
+//! the macvlan master, the container namespace, and `wasmcni
+//! dhcp-daemon` in the node namespace with its own socket and state
+//! directory (never the node's /run/wasmcni or /var/lib/wasmcni).
+//!
+//! macvlan + dhcp: ADD gets a lease the server's lease file shows, a short
+//! T1 makes the daemon renew it (the file's expiry moves), a daemon
+//! killed and started again resumes it (and renews it again), CHECK reads
+//! it, DEL releases it (gone from the server's file and the daemon's
+//! state); a server that never answers fails the ADD with a clear error in
+//! bounded time, leaving nothing; a `daemonSocketPath` other than the
+//! granted one is refused.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::net::Net;
+use support::{wait_until, Netns};
+
+/// A process killed (and reaped) on drop.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The sandbox: a server namespace linked to the node by a veth pair
+/// (`dsrv` there, `dup0` in the node, the macvlan master), the policy
+/// granting `dhcp` the test's own daemon socket.
+struct Sandbox {
+    net: Net,
+    srv: Netns,
+    socket: PathBuf,
+    state: PathBuf,
+    leases: PathBuf,
+}
+
+impl Sandbox {
+    fn new(tag: &str) -> Sandbox {
+        assert!(
+            Command::new("dnsmasq")
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success()),
+            "this test needs dnsmasq (apt-get install dnsmasq-base; `make setup` installs it)"
+        );
+        let net = Net::new(tag);
+        let srv = Netns::new(&format!("{tag}s"));
+        let st = Command::new("ip")
+            .args(["-n", &srv.name, "link", "add", "dsrv", "type", "veth", "peer", "name", "dup0", "netns", &net.node.name])
+            .status()
+            .expect("ip link add");
+        assert!(st.success(), "veth pair");
+        srv.ip(&["addr", "add", "10.77.0.1/24", "dev", "dsrv"]);
+        srv.ip(&["link", "set", "dsrv", "up"]);
+        srv.ip(&["link", "set", "lo", "up"]);
+        net.node.ip(&["link", "set", "dup0", "up"]);
+        let dir = net.dir.path().to_owned();
+        let socket = dir.join("dhcp.sock");
+        // The bundled entry, with the test's socket.
+        std::fs::write(
+            dir.join("policy.json"),
+            json!({"plugins": {"dhcp": {
+                "dhcp": {"socket": socket},
+                "container": {"read": true, "modify": true}
+            }}})
+            .to_string(),
+        )
+        .expect("policy");
+        Sandbox {
+            srv,
+            socket,
+            state: dir.join("dhcp-state"),
+            leases: dir.join("dnsmasq.leases"),
+            net,
+        }
+    }
+
+    /// dnsmasq on `dsrv`: leases of 2 minutes (its least), renewal after
+    /// 2 s and rebinding after 4 s.
+    fn dnsmasq(&self) -> Killed {
+        let dir = self.net.dir.path();
+        let child = self
+            .srv
+            .command("dnsmasq")
+            .arg("--conf-file=/dev/null")
+            .arg("--keep-in-foreground")
+            .args(["--no-resolv", "--no-hosts", "--port=0", "--no-ping", "--bind-interfaces"])
+            .args(["--interface=dsrv", "--dhcp-authoritative", "-u", "root"])
+            .arg("--dhcp-range=10.77.0.50,10.77.0.99,255.255.255.0,2m")
+            .arg("--dhcp-option=option:T1,2")
+            .arg("--dhcp-option=option:T2,4")
+            .arg(format!("--dhcp-leasefile={}", self.leases.display()))
+            .arg(format!("--pid-file={}", dir.join("dnsmasq.pid").display()))
+            .arg(format!("--log-facility={}", dir.join("dnsmasq.log").display()))
+            .arg("--log-dhcp")
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("dnsmasq");
+        let k = Killed(child);
+        wait_until("dnsmasq's log", Duration::from_secs(10), || {
+            std::fs::read_to_string(dir.join("dnsmasq.log")).is_ok_and(|l| l.contains("DHCP, sockets bound"))
+        });
+        k
+    }
+
+    /// `wasmcni dhcp-daemon` in the node namespace, listening.
+    fn daemon(&self) -> Killed {
+        let _ = std::fs::remove_file(&self.socket);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.net.dir.path().join("daemon.log"))
+            .expect("log");
+        let child = self
+            .net
+            .node
+            .command(support::wasmcni())
+            .args(["dhcp-daemon", "--timeout", "3", "--check-interval", "1", "--socket"])
+            .arg(&self.socket)
+            .arg("--state-dir")
+            .arg(&self.state)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("daemon");
+        let k = Killed(child);
+        wait_until("the daemon's socket", Duration::from_secs(10), || {
+            std::os::unix::net::UnixStream::connect(&self.socket).is_ok()
+        });
+        k
+    }
+
+    fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.net.dir.path().join(name)).unwrap_or_default()
+    }
+
+    fn conflist(&self, ipam: Value) -> PathBuf {
+        self.net
+            .conflist("1.0.0", &json!({"type": "macvlan", "master": "dup0", "ipam": ipam}))
+    }
+
+    fn call(&self, cmd: &str, conflist: &Path) -> support::cni::Drive {
+        self.net.call(cmd, conflist, &self.net.ctr.path, "", "")
+    }
+
+    /// The server's lease of `ip`: its expiry (seconds since the epoch).
+    fn server_lease(&self, ip: &str) -> Option<u64> {
+        let text = std::fs::read_to_string(&self.leases).unwrap_or_default();
+        text.lines().find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(2) == Some(&ip)).then(|| f[0].parse().unwrap_or(0))
+        })
+    }
+
+    /// The daemon's kept leases.
+    fn kept(&self) -> Vec<String> {
+        std::fs::read_dir(&self.state)
+            .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .unwrap_or_default()
+    }
+}
+
+#[test]
+fn macvlan_dhcp_through_libcni_renews_releases_and_survives_a_daemon_restart() {
+    let s = Sandbox::new("dhcp");
+    let _server = s.dnsmasq();
+    let mut daemon = s.daemon();
+    let conflist = s.conflist(json!({"type": "dhcp", "request": [{"option": "121"}]}));
+
+    let add = s.call("add", &conflist);
+    assert_eq!(add.code, 0, "ADD: {add:?}\n{}\n{}", s.log("daemon.log"), s.log("dnsmasq.log"));
+    let result = add.json();
+    let cidr = result["ips"][0]["address"].as_str().expect("an address").to_owned();
+    let ip = cidr.split('/').next().expect("ip").to_owned();
+    assert!(cidr.starts_with("10.77.0.") && cidr.ends_with("/24"), "{result}");
+    assert_eq!(result["ips"][0]["gateway"], "10.77.0.1", "{result}");
+    assert_eq!(
+        result["routes"],
+        json!([{"dst": "0.0.0.0/0", "gw": "10.77.0.1"}]),
+        "the router's default route (dnsmasq sends no option 121): {result}"
+    );
+    assert_eq!(s.net.eth0_v4(), vec![cidr.clone()], "the address on eth0");
+    let first = s.server_lease(&ip).unwrap_or_else(|| panic!("no lease of {ip}: {}", s.log("dnsmasq.log")));
+    assert_eq!(s.kept().len(), 1, "the daemon keeps the lease");
+    // The client identifier is the reference's (container/network/ifname).
+    assert!(
+        s.log("dnsmasq.log").contains("DHCPACK(dsrv)"),
+        "{}",
+        s.log("dnsmasq.log")
+    );
+
+    // T1 is 2 s: the daemon renews, the server's expiry moves.
+    let mut renewed = 0;
+    wait_until("a renewal", Duration::from_secs(15), || {
+        renewed = s.server_lease(&ip).unwrap_or(0);
+        renewed > first
+    });
+    assert!(s.log("daemon.log").contains("renewed"), "{}", s.log("daemon.log"));
+
+    // The daemon is killed and started again: it resumes the lease from
+    // its state directory and keeps renewing it.
+    drop(std::mem::replace(&mut daemon, Killed(Command::new("true").spawn().expect("true"))));
+    daemon = s.daemon();
+    wait_until("a renewal after the restart", Duration::from_secs(15), || {
+        s.server_lease(&ip).unwrap_or(0) > renewed
+    });
+    assert!(s.log("daemon.log").contains("resuming the lease"), "{}", s.log("daemon.log"));
+    let check = s.call("check", &conflist);
+    assert_eq!(check.code, 0, "CHECK after the restart: {check:?}");
+
+    // DEL releases it: the server's lease file no longer has it.
+    let del = s.call("del", &conflist);
+    assert_eq!(del.code, 0, "DEL: {del:?}");
+    wait_until("the server's lease gone", Duration::from_secs(5), || s.server_lease(&ip).is_none());
+    assert!(s.log("dnsmasq.log").contains("DHCPRELEASE(dsrv)"), "{}", s.log("dnsmasq.log"));
+    assert!(s.kept().is_empty(), "daemon state left: {:?}", s.kept());
+    assert!(!s.net.has_eth0(), "eth0 left after DEL");
+    let again = s.call("del", &conflist);
+    assert_eq!(again.code, 0, "DEL again: {again:?}");
+    drop(daemon);
+}
+
+#[test]
+fn a_server_that_never_answers_fails_in_bounded_time_leaving_nothing() {
+    // No dnsmasq: nothing answers on the link.
+    let s = Sandbox::new("dhcpq");
+    let _daemon = s.daemon();
+    let before = s.net.ctr.snapshot();
+    let conflist = s.conflist(json!({"type": "dhcp"}));
+    // Made once per binary, outside the time measured.
+    support::cni::driver();
+    support::cni::bin_dir();
+    let start = Instant::now();
+    let add = s.call("add", &conflist);
+    let took = start.elapsed();
+    assert_ne!(add.code, 0, "ADD with no server succeeded: {add:?}");
+    let err = add.cni_error().unwrap_or_else(|| panic!("no CNI error: {add:?}"));
+    let msg = err["msg"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("no DHCP offer from any server on eth0 within 3."),
+        "not a clear error: {err}"
+    );
+    // The daemon's --timeout is 3 s; libcni, the plugin's start and its
+    // undo on top (under a loaded CI machine: generously).
+    assert!(took < Duration::from_secs(12), "ADD took {took:?}");
+    assert!(!s.net.has_eth0(), "eth0 left after the failed ADD");
+    support::assert_same(&before, &s.net.ctr.snapshot(), "container after the failed ADD");
+    assert!(s.kept().is_empty(), "daemon state left: {:?}", s.kept());
+    let del = s.call("del", &conflist);
+    assert_eq!(del.code, 0, "DEL after the failed ADD: {del:?}");
+
+    // A daemonSocketPath other than the granted socket is refused.
+    let other = s.conflist(json!({"type": "dhcp", "daemonSocketPath": "/run/cni/dhcp.sock"}));
+    let add = s.call("add", &other);
+    assert_ne!(add.code, 0, "ADD with another socket succeeded: {add:?}");
+    assert!(
+        add.stderr.contains("daemonSocketPath") && add.stderr.contains("plugins.dhcp.dhcp"),
+        "{add:?}"
+    );
+    assert!(!s.net.has_eth0(), "eth0 left after the refused ADD");
+    assert!(s.kept().is_empty(), "daemon state left: {:?}", s.kept());
+}
