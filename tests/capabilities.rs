@@ -663,6 +663,19 @@ fn cases() -> Vec<Case> {
             w(),
             json!([{"call": "state.remove", "key": "k"}]),
         ),
+        // DHCP leases: only with `dhcp` (and then only through its socket).
+        Case::new("dhcp.acquire", w(), json!([{"call": "dhcp.acquire"}])),
+        Case::new("dhcp.current", w(), json!([{"call": "dhcp.current"}])),
+        Case::new("dhcp.release", w(), json!([{"call": "dhcp.release"}])),
+        Case::new(
+            "dhcp.acquire",
+            {
+                let mut g = w();
+                g["dhcp"] = json!({"socket": "/run/wasmcni-test-none/dhcp.sock"});
+                g
+            },
+            json!([{"call": "dhcp.acquire", "socket": "/run/cni/dhcp.sock"}]),
+        ),
         Case {
             call: "link.set-name",
             grant: w(),

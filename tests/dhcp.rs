@@ -56,7 +56,20 @@ impl Sandbox {
         let net = Net::new(tag);
         let srv = Netns::new(&format!("{tag}s"));
         let st = Command::new("ip")
-            .args(["-n", &srv.name, "link", "add", "dsrv", "type", "veth", "peer", "name", "dup0", "netns", &net.node.name])
+            .args([
+                "-n",
+                &srv.name,
+                "link",
+                "add",
+                "dsrv",
+                "type",
+                "veth",
+                "peer",
+                "name",
+                "dup0",
+                "netns",
+                &net.node.name,
+            ])
             .status()
             .expect("ip link add");
         assert!(st.success(), "veth pair");
@@ -94,21 +107,31 @@ impl Sandbox {
             .command("dnsmasq")
             .arg("--conf-file=/dev/null")
             .arg("--keep-in-foreground")
-            .args(["--no-resolv", "--no-hosts", "--port=0", "--no-ping", "--bind-interfaces"])
+            .args([
+                "--no-resolv",
+                "--no-hosts",
+                "--port=0",
+                "--no-ping",
+                "--bind-interfaces",
+            ])
             .args(["--interface=dsrv", "--dhcp-authoritative", "-u", "root"])
             .arg("--dhcp-range=10.77.0.50,10.77.0.99,255.255.255.0,2m")
             .arg("--dhcp-option=option:T1,2")
             .arg("--dhcp-option=option:T2,4")
             .arg(format!("--dhcp-leasefile={}", self.leases.display()))
             .arg(format!("--pid-file={}", dir.join("dnsmasq.pid").display()))
-            .arg(format!("--log-facility={}", dir.join("dnsmasq.log").display()))
+            .arg(format!(
+                "--log-facility={}",
+                dir.join("dnsmasq.log").display()
+            ))
             .arg("--log-dhcp")
             .stdin(Stdio::null())
             .spawn()
             .expect("dnsmasq");
         let k = Killed(child);
         wait_until("dnsmasq's log", Duration::from_secs(10), || {
-            std::fs::read_to_string(dir.join("dnsmasq.log")).is_ok_and(|l| l.contains("DHCP, sockets bound"))
+            std::fs::read_to_string(dir.join("dnsmasq.log"))
+                .is_ok_and(|l| l.contains("DHCP, sockets bound"))
         });
         k
     }
@@ -125,7 +148,14 @@ impl Sandbox {
             .net
             .node
             .command(support::wasmcni())
-            .args(["dhcp-daemon", "--timeout", "3", "--check-interval", "1", "--socket"])
+            .args([
+                "dhcp-daemon",
+                "--timeout",
+                "3",
+                "--check-interval",
+                "1",
+                "--socket",
+            ])
             .arg(&self.socket)
             .arg("--state-dir")
             .arg(&self.state)
@@ -146,8 +176,10 @@ impl Sandbox {
     }
 
     fn conflist(&self, ipam: Value) -> PathBuf {
-        self.net
-            .conflist("1.0.0", &json!({"type": "macvlan", "master": "dup0", "ipam": ipam}))
+        self.net.conflist(
+            "1.0.0",
+            &json!({"type": "macvlan", "master": "dup0", "ipam": ipam}),
+        )
     }
 
     fn call(&self, cmd: &str, conflist: &Path) -> support::cni::Drive {
@@ -166,7 +198,11 @@ impl Sandbox {
     /// The daemon's kept leases.
     fn kept(&self) -> Vec<String> {
         std::fs::read_dir(&self.state)
-            .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
             .unwrap_or_default()
     }
 }
@@ -179,11 +215,23 @@ fn macvlan_dhcp_through_libcni_renews_releases_and_survives_a_daemon_restart() {
     let conflist = s.conflist(json!({"type": "dhcp", "request": [{"option": "121"}]}));
 
     let add = s.call("add", &conflist);
-    assert_eq!(add.code, 0, "ADD: {add:?}\n{}\n{}", s.log("daemon.log"), s.log("dnsmasq.log"));
+    assert_eq!(
+        add.code,
+        0,
+        "ADD: {add:?}\n{}\n{}",
+        s.log("daemon.log"),
+        s.log("dnsmasq.log")
+    );
     let result = add.json();
-    let cidr = result["ips"][0]["address"].as_str().expect("an address").to_owned();
+    let cidr = result["ips"][0]["address"]
+        .as_str()
+        .expect("an address")
+        .to_owned();
     let ip = cidr.split('/').next().expect("ip").to_owned();
-    assert!(cidr.starts_with("10.77.0.") && cidr.ends_with("/24"), "{result}");
+    assert!(
+        cidr.starts_with("10.77.0.") && cidr.ends_with("/24"),
+        "{result}"
+    );
     assert_eq!(result["ips"][0]["gateway"], "10.77.0.1", "{result}");
     assert_eq!(
         result["routes"],
@@ -191,7 +239,9 @@ fn macvlan_dhcp_through_libcni_renews_releases_and_survives_a_daemon_restart() {
         "the router's default route (dnsmasq sends no option 121): {result}"
     );
     assert_eq!(s.net.eth0_v4(), vec![cidr.clone()], "the address on eth0");
-    let first = s.server_lease(&ip).unwrap_or_else(|| panic!("no lease of {ip}: {}", s.log("dnsmasq.log")));
+    let first = s
+        .server_lease(&ip)
+        .unwrap_or_else(|| panic!("no lease of {ip}: {}", s.log("dnsmasq.log")));
     assert_eq!(s.kept().len(), 1, "the daemon keeps the lease");
     // The client identifier is the reference's (container/network/ifname).
     assert!(
@@ -206,24 +256,43 @@ fn macvlan_dhcp_through_libcni_renews_releases_and_survives_a_daemon_restart() {
         renewed = s.server_lease(&ip).unwrap_or(0);
         renewed > first
     });
-    assert!(s.log("daemon.log").contains("renewed"), "{}", s.log("daemon.log"));
+    assert!(
+        s.log("daemon.log").contains("renewed"),
+        "{}",
+        s.log("daemon.log")
+    );
 
     // The daemon is killed and started again: it resumes the lease from
     // its state directory and keeps renewing it.
-    drop(std::mem::replace(&mut daemon, Killed(Command::new("true").spawn().expect("true"))));
+    drop(std::mem::replace(
+        &mut daemon,
+        Killed(Command::new("true").spawn().expect("true")),
+    ));
     daemon = s.daemon();
-    wait_until("a renewal after the restart", Duration::from_secs(15), || {
-        s.server_lease(&ip).unwrap_or(0) > renewed
-    });
-    assert!(s.log("daemon.log").contains("resuming the lease"), "{}", s.log("daemon.log"));
+    wait_until(
+        "a renewal after the restart",
+        Duration::from_secs(15),
+        || s.server_lease(&ip).unwrap_or(0) > renewed,
+    );
+    assert!(
+        s.log("daemon.log").contains("resuming the lease"),
+        "{}",
+        s.log("daemon.log")
+    );
     let check = s.call("check", &conflist);
     assert_eq!(check.code, 0, "CHECK after the restart: {check:?}");
 
     // DEL releases it: the server's lease file no longer has it.
     let del = s.call("del", &conflist);
     assert_eq!(del.code, 0, "DEL: {del:?}");
-    wait_until("the server's lease gone", Duration::from_secs(5), || s.server_lease(&ip).is_none());
-    assert!(s.log("dnsmasq.log").contains("DHCPRELEASE(dsrv)"), "{}", s.log("dnsmasq.log"));
+    wait_until("the server's lease gone", Duration::from_secs(5), || {
+        s.server_lease(&ip).is_none()
+    });
+    assert!(
+        s.log("dnsmasq.log").contains("DHCPRELEASE(dsrv)"),
+        "{}",
+        s.log("dnsmasq.log")
+    );
     assert!(s.kept().is_empty(), "daemon state left: {:?}", s.kept());
     assert!(!s.net.has_eth0(), "eth0 left after DEL");
     let again = s.call("del", &conflist);
@@ -245,7 +314,9 @@ fn a_server_that_never_answers_fails_in_bounded_time_leaving_nothing() {
     let add = s.call("add", &conflist);
     let took = start.elapsed();
     assert_ne!(add.code, 0, "ADD with no server succeeded: {add:?}");
-    let err = add.cni_error().unwrap_or_else(|| panic!("no CNI error: {add:?}"));
+    let err = add
+        .cni_error()
+        .unwrap_or_else(|| panic!("no CNI error: {add:?}"));
     let msg = err["msg"].as_str().unwrap_or_default();
     assert!(
         msg.contains("no DHCP offer from any server on eth0 within 3."),
@@ -255,7 +326,11 @@ fn a_server_that_never_answers_fails_in_bounded_time_leaving_nothing() {
     // undo on top (under a loaded CI machine: generously).
     assert!(took < Duration::from_secs(12), "ADD took {took:?}");
     assert!(!s.net.has_eth0(), "eth0 left after the failed ADD");
-    support::assert_same(&before, &s.net.ctr.snapshot(), "container after the failed ADD");
+    support::assert_same(
+        &before,
+        &s.net.ctr.snapshot(),
+        "container after the failed ADD",
+    );
     assert!(s.kept().is_empty(), "daemon state left: {:?}", s.kept());
     let del = s.call("del", &conflist);
     assert_eq!(del.code, 0, "DEL after the failed ADD: {del:?}");

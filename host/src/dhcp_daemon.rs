@@ -41,8 +41,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
-use wasmcni_runtime::dhcp_wire::{self, Answer, Lease, Options as DhcpOptions, Request};
 use wasmcni_runtime::dhcp4::{Client, DhcpError};
+use wasmcni_runtime::dhcp_wire::{self, Answer, Lease, Options as DhcpOptions, Request};
 
 /// What `wasmcni dhcp-daemon` was asked.
 #[derive(Debug, Clone, clap::Args)]
@@ -156,7 +156,9 @@ fn listener(path: &Path) -> anyhow::Result<UnixListener> {
     if path.exists() {
         match UnixStream::connect(path) {
             Ok(_) => anyhow::bail!("a daemon already listens on {}", path.display()),
-            Err(_) => fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?,
+            Err(_) => {
+                fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?
+            }
         }
     }
     let l = UnixListener::bind(path).with_context(|| format!("binding {}", path.display()))?;
@@ -256,14 +258,20 @@ impl Daemon {
                 });
             match ns {
                 Ok(fd) => {
-                    log(format!("resuming the lease of {} ({})", kept.client_id, kept.lease.ip));
+                    log(format!(
+                        "resuming the lease of {} ({})",
+                        kept.client_id, kept.lease.ip
+                    ));
                     let id = kept.client_id.clone();
                     let (tx, rx) = mpsc::channel();
                     let kept = Arc::new(Mutex::new(kept));
-                    self.held
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(id, Held { tx, kept: kept.clone() });
+                    self.held.lock().unwrap_or_else(|e| e.into_inner()).insert(
+                        id,
+                        Held {
+                            tx,
+                            kept: kept.clone(),
+                        },
+                    );
                     let d = self.clone();
                     std::thread::spawn(move || d.maintain(fd, kept, rx, None));
                 }
@@ -281,17 +289,19 @@ impl Daemon {
     }
 
     fn serve(self: Arc<Self>, stream: UnixStream) {
-        let answer = match nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials) {
-            Ok(c) if c.uid() == 0 => {
-                let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-                match dhcp_wire::receive(&stream) {
-                    Ok((req, fd)) => self.handle(req, fd),
-                    Err(e) => Answer::Error(format!("unreadable request: {e}")),
+        let answer =
+            match nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials)
+            {
+                Ok(c) if c.uid() == 0 => {
+                    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+                    match dhcp_wire::receive(&stream) {
+                        Ok((req, fd)) => self.handle(req, fd),
+                        Err(e) => Answer::Error(format!("unreadable request: {e}")),
+                    }
                 }
-            }
-            Ok(_) => Answer::Error("the DHCP daemon answers only root".into()),
-            Err(e) => Answer::Error(format!("SO_PEERCRED: {e}")),
-        };
+                Ok(_) => Answer::Error("the DHCP daemon answers only root".into()),
+                Err(e) => Answer::Error(format!("SO_PEERCRED: {e}")),
+            };
         let _ = dhcp_wire::answer(&stream, &answer);
     }
 
@@ -312,7 +322,13 @@ impl Daemon {
             Request::Current { client_id } => {
                 let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
                 match held.get(&client_id) {
-                    Some(h) => Answer::Lease(h.kept.lock().unwrap_or_else(|e| e.into_inner()).lease.clone()),
+                    Some(h) => Answer::Lease(
+                        h.kept
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .lease
+                            .clone(),
+                    ),
                     None => Answer::Error(format!("no DHCP lease held for {client_id}")),
                 }
             }
@@ -384,7 +400,8 @@ impl Daemon {
             }
             let _ = self.release(&client_id);
         }
-        let timeout = Duration::from_millis(timeout_ms).min(Duration::from_secs_f64(self.opts.timeout.max(0.1)));
+        let timeout = Duration::from_millis(timeout_ms)
+            .min(Duration::from_secs_f64(self.opts.timeout.max(0.1)));
         let kept = Arc::new(Mutex::new(Kept {
             client_id: client_id.clone(),
             ifname,
@@ -440,7 +457,12 @@ impl Daemon {
         }
         let client = match Client::open(&k.ifname) {
             Ok(c) => c,
-            Err(e) => return fail(format!("DHCP on {} in the container namespace: {e}", k.ifname)),
+            Err(e) => {
+                return fail(format!(
+                    "DHCP on {} in the container namespace: {e}",
+                    k.ifname
+                ))
+            }
         };
         if let Some((tx, timeout)) = &first {
             match client.acquire(&k.options, Instant::now() + *timeout) {
@@ -450,7 +472,10 @@ impl Daemon {
                     g.granted_at = now_secs();
                     self.store(&g);
                     drop(g);
-                    log(format!("{}: leased {}/{} from {}", k.client_id, lease.ip, lease.prefix, lease.server));
+                    log(format!(
+                        "{}: leased {}/{} from {}",
+                        k.client_id, lease.ip, lease.prefix, lease.server
+                    ));
                     if tx.send(Ok(lease.clone())).is_err() {
                         // The request gave up meanwhile: give it back.
                         let _ = client.release(&lease, &k.options);
@@ -470,7 +495,9 @@ impl Daemon {
             let wait = Duration::from_secs(renew_at.saturating_sub(now_secs())).min(check);
             match rx.recv_timeout(wait.max(Duration::from_millis(200))) {
                 Ok(Cmd::Release(reply)) => {
-                    let r = client.release(&k.lease, &k.options).map_err(|e| e.to_string());
+                    let r = client
+                        .release(&k.lease, &k.options)
+                        .map_err(|e| e.to_string());
                     self.forget(&k.client_id);
                     log(format!("{}: released {}", k.client_id, k.lease.ip));
                     // The interface may be gone already (DEL after the
@@ -488,10 +515,18 @@ impl Daemon {
                 let _ = client.release(&k.lease, &k.options);
                 self.forget(&k.client_id);
                 let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
-                if held.get(&k.client_id).is_some_and(|h| Arc::ptr_eq(&h.kept, &kept)) {
+                if held
+                    .get(&k.client_id)
+                    .is_some_and(|h| Arc::ptr_eq(&h.kept, &kept))
+                {
                     held.remove(&k.client_id);
                 }
-                log(format!("{}: namespace {} gone: released {}", k.client_id, k.netns.display(), k.lease.ip));
+                log(format!(
+                    "{}: namespace {} gone: released {}",
+                    k.client_id,
+                    k.netns.display(),
+                    k.lease.ip
+                ));
                 return;
             }
             let now = now_secs();
@@ -514,10 +549,17 @@ impl Daemon {
                         "{}: renewing {} failed{}: {e}",
                         k.client_id,
                         k.lease.ip,
-                        if expired { " (the lease has expired)" } else { "" }
+                        if expired {
+                            " (the lease has expired)"
+                        } else {
+                            ""
+                        }
                     ));
                     if matches!(e, DhcpError::Nak { .. }) {
-                        log(format!("{}: the server refused the lease; it is no longer renewed", k.client_id));
+                        log(format!(
+                            "{}: the server refused the lease; it is no longer renewed",
+                            k.client_id
+                        ));
                     }
                     retry_at = Some(now_secs() + 5);
                 }

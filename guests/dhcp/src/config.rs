@@ -150,8 +150,12 @@ pub fn load(conf: &NetConf, args: &CniArgs) -> Result<DhcpConfig, Error> {
             }
         }
     }
-    if provide.iter().any(|(c, _)| *c == 0 || *c == 255) || request.iter().any(|c| *c == 0 || *c == 255) {
-        return Err(Error::internal("options 0 (pad) and 255 (end) cannot be sent"));
+    if provide.iter().any(|(c, _)| *c == 0 || *c == 255)
+        || request.iter().any(|c| *c == 0 || *c == 255)
+    {
+        return Err(Error::internal(
+            "options 0 (pad) and 255 (end) cannot be sent",
+        ));
     }
     Ok(DhcpConfig {
         socket: ipam.daemon_socket_path.filter(|s| !s.is_empty()),
@@ -172,7 +176,11 @@ mod tests {
 
     #[test]
     fn defaults_request_routers_and_mask() {
-        let c = load(&conf(serde_json::json!({"type": "dhcp"})), &CniArgs::default()).expect("load");
+        let c = load(
+            &conf(serde_json::json!({"type": "dhcp"})),
+            &CniArgs::default(),
+        )
+        .expect("load");
         assert_eq!(c.request, vec![3, 1]);
         assert!(c.provide.is_empty() && c.socket.is_none());
     }
@@ -191,12 +199,26 @@ mod tests {
         )
         .expect("load");
         assert_eq!(c.request, vec![121, 1]);
-        assert_eq!(c.provide, vec![(12, b"pod-1".to_vec()), (60, b"wasmcni".to_vec())]);
+        assert_eq!(
+            c.provide,
+            vec![(12, b"pod-1".to_vec()), (60, b"wasmcni".to_vec())]
+        );
         assert_eq!(c.socket.as_deref(), Some("/run/x.sock"));
         assert_eq!(c.priority, 7);
-        let e = load(&conf(serde_json::json!({"type": "dhcp", "request": [{"option": "routerz"}]})), &args);
-        assert!(e.unwrap_err().msg.contains("Can not parse option \"routerz\""));
-        let e = load(&conf(serde_json::json!({"type": "dhcp", "provide": [{"option": "12", "value": "x".repeat(256)}]})), &args);
+        let e = load(
+            &conf(serde_json::json!({"type": "dhcp", "request": [{"option": "routerz"}]})),
+            &args,
+        );
+        assert!(e
+            .unwrap_err()
+            .msg
+            .contains("Can not parse option \"routerz\""));
+        let e = load(
+            &conf(
+                serde_json::json!({"type": "dhcp", "provide": [{"option": "12", "value": "x".repeat(256)}]}),
+            ),
+            &args,
+        );
         assert!(e.unwrap_err().msg.contains("value too long"));
     }
 }

@@ -82,8 +82,9 @@ impl Plugin for Dhcp {
         let conf = config::load(&inv.conf, &inv.env.args)?;
         // The daemon sends from the interface: it must be up (the
         // reference's daemon brings it up itself).
-        let ns = Netns::container()
-            .map_err(|e| Error::internal(format!("failed to open netns {:?}: {e}", inv.env.netns)))?;
+        let ns = Netns::container().map_err(|e| {
+            Error::internal(format!("failed to open netns {:?}: {e}", inv.env.netns))
+        })?;
         let ifname = &inv.env.ifname;
         let link = ns
             .link(ifname)

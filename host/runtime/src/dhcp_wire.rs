@@ -128,15 +128,16 @@ pub fn call(
     let mut body = serde_json::to_vec(request).map_err(|e| io_err(io::Error::other(e)))?;
     body.push(b'\n');
     send_with_fd(&stream, &body, netns.map(|f| f.as_raw_fd())).map_err(io_err)?;
-    stream
-        .shutdown(std::net::Shutdown::Write)
-        .map_err(io_err)?;
+    stream.shutdown(std::net::Shutdown::Write).map_err(io_err)?;
     let mut answer = Vec::new();
     (&mut stream)
         .take(MAX_MESSAGE as u64 + 1)
         .read_to_end(&mut answer)
         .map_err(|e| {
-            if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) {
+            if matches!(
+                e.kind(),
+                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+            ) {
                 io_err(io::Error::new(
                     io::ErrorKind::TimedOut,
                     format!("no answer within {:.1} s", timeout.as_secs_f64()),
@@ -160,8 +161,14 @@ fn send_with_fd(stream: &UnixStream, body: &[u8], fd: Option<RawFd>) -> io::Resu
         vec![ControlMessage::ScmRights(&fds)]
     };
     let iov = [io::IoSlice::new(body)];
-    let n = sendmsg::<()>(stream.as_raw_fd(), &iov, &cmsg, MsgFlags::MSG_NOSIGNAL, None)
-        .map_err(io::Error::from)?;
+    let n = sendmsg::<()>(
+        stream.as_raw_fd(),
+        &iov,
+        &cmsg,
+        MsgFlags::MSG_NOSIGNAL,
+        None,
+    )
+    .map_err(io::Error::from)?;
     if n < body.len() {
         (&*stream).write_all(&body[n..])?;
     }
@@ -214,8 +221,8 @@ pub fn receive(stream: &UnixStream) -> io::Result<(Request, Option<OwnedFd>)> {
             break;
         }
     }
-    let request = serde_json::from_slice(&body)
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    let request =
+        serde_json::from_slice(&body).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
     Ok((request, fd))
 }
 

@@ -31,7 +31,10 @@ const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
 impl AuditArg for LeaseRequest {
     fn audit(&self) -> Value {
         fields([
-            ("socket", self.socket.as_deref().map_or(Value::Null, arg_str)),
+            (
+                "socket",
+                self.socket.as_deref().map_or(Value::Null, arg_str),
+            ),
             ("request", json!(self.request)),
             (
                 "provide",
@@ -127,14 +130,23 @@ impl Ctx {
             options: Options {
                 client_id: client.clone().into_bytes(),
                 request: r.request.clone(),
-                provide: r.provide.iter().map(|o| (o.code, o.value.clone())).collect(),
+                provide: r
+                    .provide
+                    .iter()
+                    .map(|o| (o.code, o.value.clone()))
+                    .collect(),
                 broadcast: r.broadcast,
             },
             timeout_ms: timeout.as_millis() as u64,
         };
         // The daemon answers within its timeout; the wire waits a little
         // longer for the answer.
-        let answer = dhcp_wire::call(&socket, &request, Some(ns.fd()), timeout + Duration::from_secs(2));
+        let answer = dhcp_wire::call(
+            &socket,
+            &request,
+            Some(ns.fd()),
+            timeout + Duration::from_secs(2),
+        );
         match answer {
             Ok(Answer::Lease(lease)) => {
                 if self.command == Some(Command::Add) {
@@ -147,7 +159,9 @@ impl Ctx {
                 Ok(Ok(wit_lease(&lease)))
             }
             Ok(Answer::Error(m)) => Ok(Err(m)),
-            Ok(Answer::Released) => Ok(Err("the DHCP daemon answered an acquire with a release".into())),
+            Ok(Answer::Released) => Ok(Err(
+                "the DHCP daemon answered an acquire with a release".into()
+            )),
             Err(e) => Ok(Err(e.to_string())),
         }
     }
@@ -158,7 +172,9 @@ impl Ctx {
         match dhcp_wire::call(&socket, &request, None, RELEASE_TIMEOUT) {
             Ok(Answer::Lease(lease)) => Ok(Ok(wit_lease(&lease))),
             Ok(Answer::Error(m)) => Ok(Err(m)),
-            Ok(Answer::Released) => Ok(Err("the DHCP daemon holds no lease for this attachment".into())),
+            Ok(Answer::Released) => Ok(Err(
+                "the DHCP daemon holds no lease for this attachment".into()
+            )),
             Err(e) => Ok(Err(e.to_string())),
         }
     }

@@ -51,7 +51,7 @@ mod undo;
 pub use bindings::{BudgetExceeded, CapError, Denial, NsHandle, StoreHandle};
 pub use borrowed::DelCleanup;
 pub use ctx::{
-    add_address, add_attachment_state, add_delegate, add_dhcp, add_firewall, add_ipam_store, add_link,
-    add_netns, add_route, add_sysctl, add_traffic_control, add_types, Command, Ctx, CtxParams,
-    StoreData, RTPROT_WASMCNI,
+    add_address, add_attachment_state, add_delegate, add_dhcp, add_firewall, add_ipam_store,
+    add_link, add_netns, add_route, add_sysctl, add_traffic_control, add_types, Command, Ctx,
+    CtxParams, StoreData, RTPROT_WASMCNI,
 };

@@ -147,7 +147,12 @@ mod tests {
             Some(g.socket.clone())
         );
         assert!(socket_for(Some(&g), &f, Call::Acquire, Some("/run/wasmcni/dhcp.sock")).is_ok());
-        let why = denied(socket_for(Some(&g), &f, Call::Acquire, Some("/tmp/evil.sock")));
+        let why = denied(socket_for(
+            Some(&g),
+            &f,
+            Call::Acquire,
+            Some("/tmp/evil.sock"),
+        ));
         assert!(why.contains("daemonSocketPath"), "{why}");
         let why = denied(socket_for(None, &f, Call::Acquire, None));
         assert!(why.contains("plugins.dhcp.dhcp is not set"), "{why}");
@@ -157,7 +162,10 @@ mod tests {
     fn a_lease_is_taken_only_in_add_and_given_back_in_add_or_del() {
         let g = grant();
         for c in [Command::Del, Command::Check, Command::Gc, Command::Status] {
-            assert!(socket_for(Some(&g), &facts(c), Call::Acquire, None).is_err(), "{c:?}");
+            assert!(
+                socket_for(Some(&g), &facts(c), Call::Acquire, None).is_err(),
+                "{c:?}"
+            );
         }
         assert!(socket_for(Some(&g), &facts(Command::Del), Call::Release, None).is_ok());
         assert!(socket_for(Some(&g), &facts(Command::Add), Call::Release, None).is_ok());
