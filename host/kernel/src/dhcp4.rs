@@ -476,7 +476,7 @@ impl Client {
                 }
                 return Err(e);
             }
-            if sa.sll_pkttype == libc::PACKET_OUTGOING as u8 {
+            if sa.sll_pkttype == libc::PACKET_OUTGOING {
                 continue;
             }
             let Some(payload) = udp_payload(&buf[..n as usize], CLIENT_PORT) else {
@@ -499,9 +499,7 @@ impl Client {
     fn exchange(
         &self,
         m: &Message,
-        src: Ipv4Addr,
-        dst: Ipv4Addr,
-        dst_mac: [u8; 6],
+        (src, dst, dst_mac): (Ipv4Addr, Ipv4Addr, [u8; 6]),
         deadline: Instant,
         what: &'static str,
         mut accept: impl FnMut(&Message) -> bool,
@@ -570,9 +568,7 @@ impl Client {
         let discover = self.request_message(MessageType::Discover, xid, opts);
         let (offer, _) = self.exchange(
             &discover,
-            Ipv4Addr::UNSPECIFIED,
-            Ipv4Addr::BROADCAST,
-            [0xff; 6],
+            (Ipv4Addr::UNSPECIFIED, Ipv4Addr::BROADCAST, [0xff; 6]),
             deadline,
             "offer",
             |r| r.message_type() == Some(MessageType::Offer) && server_id(r).is_some(),
@@ -587,9 +583,7 @@ impl Client {
             .insert(2, (code::SERVER_ID, server.octets().to_vec()));
         let (ack, from) = self.exchange(
             &request,
-            Ipv4Addr::UNSPECIFIED,
-            Ipv4Addr::BROADCAST,
-            [0xff; 6],
+            (Ipv4Addr::UNSPECIFIED, Ipv4Addr::BROADCAST, [0xff; 6]),
             deadline,
             "ack",
             |r| r.message_type() == Some(MessageType::Ack) && server_id(r) == Some(server),
@@ -615,7 +609,7 @@ impl Client {
         } else {
             (lease.server, lease.server_mac)
         };
-        let (ack, from) = self.exchange(&request, lease.ip, dst, mac, deadline, "ack", |r| {
+        let (ack, from) = self.exchange(&request, (lease.ip, dst, mac), deadline, "ack", |r| {
             r.message_type() == Some(MessageType::Ack) && r.yiaddr == lease.ip
         })?;
         lease_of(&ack, server_id(&ack).unwrap_or(lease.server), from)

@@ -53,7 +53,7 @@ pub struct Entry {
     /// The DHCP daemon it may have the host talk to (`dhcp`); none: no
     /// DHCP leases.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub dhcp: Option<super::DhcpGrant>,
+    pub dhcp: Option<super::dhcp::DhcpGrant>,
 }
 
 impl Entry {
@@ -133,7 +133,7 @@ impl Entry {
                 )));
             }
         }
-        if let Some(why) = self.dhcp.as_ref().and_then(super::DhcpGrant::invalid) {
+        if let Some(why) = self.dhcp.as_ref().and_then(super::dhcp::DhcpGrant::invalid) {
             return Err(invalid(format!("plugins.{name}.dhcp.socket {why}")));
         }
         for (field, value) in [

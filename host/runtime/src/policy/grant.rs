@@ -374,7 +374,7 @@ pub struct Grant {
     /// Addresses the operator vouches for as any attachment's own.
     pub static_ranges: Vec<ipnet::IpNet>,
     /// The DHCP daemon the host may talk to for it.
-    pub dhcp: Option<super::DhcpGrant>,
+    pub dhcp: Option<super::dhcp::DhcpGrant>,
 }
 
 /// The default budget of capability calls per invocation.
