@@ -244,11 +244,10 @@ fn macvlan_dhcp_through_libcni_renews_releases_and_survives_a_daemon_restart() {
         .unwrap_or_else(|| panic!("no lease of {ip}: {}", s.log("dnsmasq.log")));
     assert_eq!(s.kept().len(), 1, "the daemon keeps the lease");
     // The client identifier is the reference's (container/network/ifname).
-    assert!(
-        s.log("dnsmasq.log").contains("DHCPACK(dsrv)"),
-        "{}",
-        s.log("dnsmasq.log")
-    );
+    // dnsmasq writes its log behind its lease file.
+    wait_until("dnsmasq's log of it", Duration::from_secs(5), || {
+        s.log("dnsmasq.log").contains("DHCPACK(dsrv)")
+    });
 
     // T1 is 2 s: the daemon renews, the server's expiry moves.
     let mut renewed = 0;
@@ -256,11 +255,10 @@ fn macvlan_dhcp_through_libcni_renews_releases_and_survives_a_daemon_restart() {
         renewed = s.server_lease(&ip).unwrap_or(0);
         renewed > first
     });
-    assert!(
-        s.log("daemon.log").contains("renewed"),
-        "{}",
-        s.log("daemon.log")
-    );
+    // The server wrote its file before the daemon read the ACK.
+    wait_until("the daemon's renewal", Duration::from_secs(5), || {
+        s.log("daemon.log").contains("renewed")
+    });
 
     // The daemon is killed and started again: it resumes the lease from
     // its state directory and keeps renewing it.
@@ -288,11 +286,10 @@ fn macvlan_dhcp_through_libcni_renews_releases_and_survives_a_daemon_restart() {
     wait_until("the server's lease gone", Duration::from_secs(5), || {
         s.server_lease(&ip).is_none()
     });
-    assert!(
-        s.log("dnsmasq.log").contains("DHCPRELEASE(dsrv)"),
-        "{}",
-        s.log("dnsmasq.log")
-    );
+    // dnsmasq writes its log behind its lease file.
+    wait_until("dnsmasq's log of it", Duration::from_secs(5), || {
+        s.log("dnsmasq.log").contains("DHCPRELEASE(dsrv)")
+    });
     assert!(s.kept().is_empty(), "daemon state left: {:?}", s.kept());
     assert!(!s.net.has_eth0(), "eth0 left after DEL");
     let again = s.call("del", &conflist);
