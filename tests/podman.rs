@@ -10,7 +10,10 @@
 //! - `podman run` retried 100 times on a network whose chain fails ADD
 //!   after bridge: what podman's cleanup (the list's DEL, right after the
 //!   failed ADD) leaves, for the reference plugins, the same list served by
-//!   wasmcni, and the same members as one `wasmcni-chain`.
+//!   wasmcni, and the same members as one `wasmcni-chain`;
+//! - a container on a macvlan + dhcp network, its lease from dnsmasq
+//!   through `wasmcni dhcp-daemon`: renewed while it runs, released when
+//!   podman removes it.
 
 mod support;
 
@@ -121,6 +124,42 @@ fn podman_runs_a_container_with_a_published_port_on_a_wasmcni_network() {
         after.contains("wasmcni tables: 0"),
         "DEL removed the port mapping and its tables: {after}"
     );
+}
+
+/// podman 4's CNI backend on a macvlan + dhcp network: the lease from
+/// dnsmasq through `wasmcni dhcp-daemon` (default socket and state
+/// directory, tmpfs of the sandbox), renewed while the container runs,
+/// released when podman removes it (tests/podman/dhcp.sh).
+#[test]
+fn podman_runs_a_container_on_a_macvlan_dhcp_network_leased_by_dnsmasq() {
+    require(&["podman", "runc", "busybox", "dnsmasq"]);
+    let _turn = turn();
+    let out = sandboxed("dhcp.sh", &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let lease = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("lease while running: "))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap_or_else(|| panic!("no lease while the container ran: {stdout}\n{stderr}"));
+    assert!(lease.starts_with("10.78.0."), "{stdout}");
+    assert!(
+        stdout.contains(&format!("inet {lease}/24")),
+        "the container has the leased address: {stdout}\n{stderr}"
+    );
+    assert!(
+        !stdout.contains("renewed: no"),
+        "the daemon renewed the lease: {stdout}\n{stderr}"
+    );
+    let after = stdout.split("== after").nth(1).unwrap_or("");
+    for (what, needle) in [
+        ("DEL released the lease", "server leases: 0"),
+        ("the daemon forgot it", "daemon leases: 0"),
+        ("the macvlan went with the container", "macvlans: 0"),
+    ] {
+        assert!(after.contains(needle), "{what}: {stdout}\n{stderr}");
+    }
 }
 
 /// How many times podman runs each failing network.
