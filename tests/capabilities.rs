@@ -1863,10 +1863,20 @@ fn audit_shows_identity_imports_grants_and_refusals() {
             "bridge",
             &[
                 "wasmcni:plugin/delegate@0.1.0",
-                "delegates  host-local, static (native: none)",
+                "delegates  host-local, static, dhcp (native: none)",
+                "dhcp       none",
                 "create [veth, bridge]",
                 "bridges [cni*]",
                 "names [veth*, cni*]",
+            ][..],
+        ),
+        (
+            "dhcp",
+            &[
+                "wasmcni:plugin/dhcp@0.1.0",
+                "dhcp       /run/wasmcni/dhcp.sock",
+                "container  read; modify",
+                "host       none",
             ][..],
         ),
         (

@@ -97,6 +97,7 @@ pub fn report(plugin: &str, policy_file: Option<&Path>) -> anyhow::Result<Value>
             "delegates": entry.delegates,
             "native-delegates": entry.native_delegates,
             "attachment-state": entry.attachment_state,
+            "dhcp-socket": entry.dhcp.as_ref().map(|d| d.socket.display().to_string()),
             "raw": serde_json::to_value(&entry)?,
         },
         "imports": imports,
@@ -291,6 +292,10 @@ pub fn print(plugin: &str, as_json: bool, policy_file: Option<&Path>) -> anyhow:
         } else {
             "no"
         }
+    );
+    println!(
+        "  dhcp       {}",
+        pol["dhcp-socket"].as_str().unwrap_or("none")
     );
     println!(
         "  delegates  {} (native: {})",
