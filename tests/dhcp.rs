@@ -11,7 +11,8 @@
 //! it, DEL releases it (gone from the server's file and the daemon's
 //! state); a server that never answers fails the ADD with a clear error in
 //! bounded time, leaving nothing; a `daemonSocketPath` other than the
-//! granted one is refused.
+//! granted one is refused; a namespace the runtime removes without a DEL
+//! has its lease released.
 
 mod support;
 
@@ -341,5 +342,38 @@ fn a_server_that_never_answers_fails_in_bounded_time_leaving_nothing() {
         "{add:?}"
     );
     assert!(!s.net.has_eth0(), "eth0 left after the refused ADD");
+    assert!(s.kept().is_empty(), "daemon state left: {:?}", s.kept());
+}
+
+/// The runtime removes the container's namespace without a DEL: the
+/// daemon, which sees the path no longer name the namespace it was
+/// handed, releases the lease and lets the namespace go (it keeps no
+/// container's namespace alive).
+#[test]
+fn a_namespace_removed_without_del_has_its_lease_released() {
+    let s = Sandbox::new("dhcpg");
+    let _server = s.dnsmasq();
+    let _daemon = s.daemon();
+    let conflist = s.conflist(json!({"type": "dhcp"}));
+    let add = s.call("add", &conflist);
+    assert_eq!(add.code, 0, "ADD: {add:?}\n{}", s.log("daemon.log"));
+    let cidr = add.json()["ips"][0]["address"]
+        .as_str()
+        .expect("an address")
+        .to_owned();
+    let ip = cidr.split('/').next().expect("ip").to_owned();
+    assert!(s.server_lease(&ip).is_some(), "{}", s.log("dnsmasq.log"));
+    let st = Command::new("ip")
+        .args(["netns", "del", &s.net.ctr.name])
+        .status()
+        .expect("ip netns del");
+    assert!(st.success());
+    // --check-interval is 1 s.
+    wait_until("the lease released", Duration::from_secs(10), || {
+        s.server_lease(&ip).is_none()
+    });
+    wait_until("the daemon's word of it", Duration::from_secs(5), || {
+        s.log("daemon.log").contains("gone: released")
+    });
     assert!(s.kept().is_empty(), "daemon state left: {:?}", s.kept());
 }
