@@ -76,6 +76,12 @@ struct Kept {
     lease: Lease,
     /// When the server last granted it (seconds since the epoch).
     granted_at: u64,
+    /// The boot it was acquired in: a namespace's (device, inode) names
+    /// it only within one boot (after a reboot the kernel hands the same
+    /// numbers to new namespaces), so a lease of another boot is never
+    /// resumed.
+    #[serde(default)]
+    boot_id: String,
 }
 
 enum Cmd {
@@ -246,9 +252,13 @@ impl Daemon {
                 let _ = fs::remove_file(&path);
                 continue;
             };
+            let boot = wasmcni_runtime::record::boot_id().unwrap_or_default();
             let ns = fs::File::open(&kept.netns)
                 .map_err(|e| e.to_string())
                 .and_then(|f| {
+                    if kept.boot_id.is_empty() || kept.boot_id != boot {
+                        return Err("acquired in another boot".into());
+                    }
                     let id = verify_netns(f.as_fd(), self.own_netns)?;
                     if id == (kept.dev, kept.ino) {
                         Ok(OwnedFd::from(f))
@@ -411,6 +421,7 @@ impl Daemon {
             options,
             lease: placeholder_lease(),
             granted_at: 0,
+            boot_id: wasmcni_runtime::record::boot_id().unwrap_or_default(),
         }));
         let (tx, rx) = mpsc::channel();
         let (first_tx, first_rx) = mpsc::channel();

@@ -23,6 +23,8 @@ const BOOTREQUEST: u8 = 1;
 const BOOTREPLY: u8 = 2;
 const MAGIC: [u8; 4] = [99, 130, 83, 99];
 const CLIENT_PORT: u16 = 68;
+/// The shortest time between renewals a server can ask for, in seconds.
+const MIN_T1: u32 = 2;
 const SERVER_PORT: u16 = 67;
 
 /// DHCP message types (option 53).
@@ -718,8 +720,15 @@ fn lease_of(ack: &Message, server: Ipv4Addr, from: [u8; 6]) -> Result<Lease, Dhc
         server,
         server_mac: from,
         lease_secs,
-        t1_secs: u32_option(ack, code::T1).unwrap_or(lease_secs / 2),
-        t2_secs: u32_option(ack, code::T2).unwrap_or((lease_secs / 8).saturating_mul(7)),
+        // A server's T1 of 0 (or a lease of a second) would have the
+        // daemon renew five times a second: at least MIN_T1 apart, T2
+        // after T1.
+        t1_secs: u32_option(ack, code::T1)
+            .unwrap_or(lease_secs / 2)
+            .max(MIN_T1),
+        t2_secs: u32_option(ack, code::T2)
+            .unwrap_or((lease_secs / 8).saturating_mul(7))
+            .max(MIN_T1.saturating_add(1)),
     })
 }
 

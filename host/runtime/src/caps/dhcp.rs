@@ -3,7 +3,9 @@
 //! client identifier `<container id>/<network>/<ifname>`, the
 //! attachment's), hands the daemon the container namespace it opened from
 //! `CNI_NETNS`, and journals an ADD's lease (a failed ADD releases it);
-//! the lease's address becomes the attachment's own.
+//! the lease's address is not the attachment's own (S13: whatever answers
+//! on the link chose it; an operator vouches for a range with
+//! `static-ranges`).
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -115,6 +117,7 @@ impl Ctx {
                 "at most {MAX_REQUEST} requested and {MAX_PROVIDE} provided options"
             )));
         }
+        super::authority::dhcp::provided(r.provide.iter().map(|o| o.code))?;
         let bad = |c: u8| c == 0 || c == 255;
         if r.request.iter().any(|c| bad(*c))
             || r.provide.iter().any(|o| bad(o.code) || o.value.len() > 255)
@@ -155,7 +158,9 @@ impl Ctx {
                         client_id: client,
                     });
                 }
-                self.own_addresses(vec![IpAddr::V4(lease.ip)]);
+                // The lease's address is not the attachment's own (S13):
+                // whatever answers on the link chose it, so no firewall
+                // rule or host route names it as the container's.
                 Ok(Ok(wit_lease(&lease)))
             }
             Ok(Answer::Error(m)) => Ok(Err(m)),
@@ -180,12 +185,23 @@ impl Ctx {
     }
 
     fn release_lease(&mut self, asked: Option<&str>) -> Result<Result<(), String>, CapError> {
+        let (socket, client) = self.dhcp_socket(Call::Release, asked)?;
         // A late DEL of an old incarnation must not release the live one's
-        // lease (the client identifier is the same).
+        // lease (the client identifier is the same); nor may a DEL that
+        // names no namespace, which cannot tell: the daemon releases the
+        // lease itself once the namespace it was handed is gone.
         if self.kept_for_live_incarnation("dhcp.keep", json!({})) {
             return Ok(Ok(()));
         }
-        let (socket, client) = self.dhcp_socket(Call::Release, asked)?;
+        if self.command == Some(Command::Del) && self.container.is_none() {
+            self.audit_event(
+                "dhcp.keep",
+                &json!({"why": "a DEL without a container namespace: the daemon releases \
+                        the lease when the namespace it holds is gone"}),
+                &crate::audit::Outcome::Ok,
+            );
+            return Ok(Ok(()));
+        }
         Ok(release(&socket, &client))
     }
 }
@@ -242,7 +258,7 @@ pub(super) const ROWS: &[&Entry] = &[&ACQUIRE, &CURRENT, &RELEASE];
 pub(super) const ACQUIRE: Entry = Entry {
     call: "dhcp.acquire",
     args: &["request"],
-    authority: "have the DHCP daemon obtain and keep renewing a lease for this attachment's interface (CNI_IFNAME) in the container namespace, with the client identifier `<container id>/<network>/<ifname>`; the lease's address becomes the attachment's own",
+    authority: "have the DHCP daemon obtain and keep renewing a lease for this attachment's interface (CNI_IFNAME) in the container namespace, with the client identifier `<container id>/<network>/<ifname>`; the lease's address is not the attachment's own (no firewall rule or host route names it unless `static-ranges` covers it)",
     policy: "`dhcp.socket` (the daemon the host talks to; a `daemonSocketPath` other than it is refused); ADD only; the host hands the daemon the namespace it opened from CNI_NETNS, never a path",
     undo: "release the lease",
     mutates: true,

@@ -112,6 +112,25 @@ pub(in crate::caps) fn socket_for(
     Ok(grant.socket.clone())
 }
 
+/// The DHCP options the host sets itself, which a config's `provide` may
+/// not send (a server joins repeated options, RFC 3396): 50 (requested
+/// address), 53 (message type), 54 (server identifier), 55 (parameter
+/// request list), 61 (client identifier: the host names the lease), 82
+/// (relay agent information, a relay's to add).
+const HOST_OPTIONS: [u8; 6] = [50, 53, 54, 55, 61, 82];
+
+/// A lease request's `provide` may send any option but those the host sets
+/// ([`HOST_OPTIONS`]).
+pub(in crate::caps) fn provided(codes: impl IntoIterator<Item = u8>) -> Result<(), CapError> {
+    match codes.into_iter().find(|c| HOST_OPTIONS.contains(c)) {
+        None => Ok(()),
+        Some(c) => Err(CapError::denied(format!(
+            "DHCP option {c} is the host's to set, never a config's `provide` (a wasmcni \
+             invariant)"
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,5 +205,13 @@ mod tests {
         let mut f = facts(Command::Add);
         f.identified = false;
         assert!(socket_for(Some(&g), &f, Call::Acquire, None).is_err());
+    }
+
+    #[test]
+    fn provide_sends_no_option_the_host_sets() {
+        assert!(provided([12, 60, 81]).is_ok());
+        for c in [50, 53, 54, 55, 61, 82] {
+            assert!(provided([12, c]).is_err(), "{c}");
+        }
     }
 }
