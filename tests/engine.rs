@@ -27,7 +27,7 @@ fn the_standard_component_under_another_name_runs_no_plugin() {
             .env("CNI_COMMAND", command)
             .run();
         r.assert_cni_error(4, "the standard plugins' component, run as \"standard\"");
-        assert!(r.stdout.contains("bridge, dummy"), "{command}: {r:?}");
+        assert!(r.stdout.contains("bridge, dhcp, dummy"), "{command}: {r:?}");
     }
 }
 
