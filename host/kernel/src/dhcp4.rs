@@ -352,14 +352,14 @@ impl Client {
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let mut r = ifreq(ifname)?;
         // SAFETY: SIOCGIFINDEX fills ifr_ifindex of a valid ifreq.
-        if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFINDEX, &mut r) } < 0 {
+        if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFINDEX as libc::Ioctl, &mut r) } < 0 {
             return Err(last_os_error());
         }
         // SAFETY: the kernel filled the union's ifindex.
         let ifindex = unsafe { r.ifr_ifru.ifru_ifindex };
         let mut r = ifreq(ifname)?;
         // SAFETY: SIOCGIFHWADDR fills ifr_hwaddr of a valid ifreq.
-        if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFHWADDR, &mut r) } < 0 {
+        if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFHWADDR as libc::Ioctl, &mut r) } < 0 {
             return Err(last_os_error());
         }
         let mut mac = [0u8; 6];
