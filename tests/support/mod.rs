@@ -270,9 +270,17 @@ impl Netns {
         scrub(&mut v);
         // The kernel lists routes of one prefix in the order they were
         // added (a link that comes back re-adds its fe80::/64 last): the
-        // set is what counts.
+        // set is what counts. A link-local address's local route comes
+        // when the kernel's duplicate address detection is done (a second
+        // or so after the link comes up; until then the address is
+        // `tentative`): a loaded machine's snapshot may come before or
+        // after it, by no plugin's doing.
         for key in ["routes4", "routes6"] {
             if let Some(routes) = v[key].as_array_mut() {
+                routes.retain(|r| {
+                    !(r["type"] == "local"
+                        && r["dst"].as_str().is_some_and(|d| d.starts_with("fe80:")))
+                });
                 routes.sort_by_cached_key(|r| r.to_string());
             }
         }
@@ -714,6 +722,8 @@ fn scrub(v: &mut Value) {
                 "stats64",
                 "link_netnsid",
                 "netns_immutable",
+                // Duplicate address detection under way (see above).
+                "tentative",
             ] {
                 m.remove(k);
             }
