@@ -12,7 +12,8 @@
 //! state); a server that never answers fails the ADD with a clear error in
 //! bounded time, leaving nothing; a `daemonSocketPath` other than the
 //! granted one is refused; a namespace the runtime removes without a DEL
-//! has its lease released.
+//! has its lease released; a rogue server's lease is not the attachment's
+//! own address (no host route to it takes the node's LAN route).
 
 mod support;
 
@@ -22,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use support::net::Net;
+use support::world::{policy_with, wide, World};
 use support::{wait_until, Netns};
 
 /// A process killed (and reaped) on drop.
@@ -34,19 +36,17 @@ impl Drop for Killed {
     }
 }
 
-/// The sandbox: a server namespace linked to the node by a veth pair
-/// (`dsrv` there, `dup0` in the node, the macvlan master), the policy
-/// granting `dhcp` the test's own daemon socket.
-struct Sandbox {
-    net: Net,
+/// A DHCP server's LAN: a server namespace linked to a node namespace by
+/// a veth pair (`dsrv` there, with `server`; `dup0` in the node, up), its
+/// files (lease file, logs) in `dir`.
+struct Lan {
     srv: Netns,
-    socket: PathBuf,
-    state: PathBuf,
+    dir: PathBuf,
     leases: PathBuf,
 }
 
-impl Sandbox {
-    fn new(tag: &str) -> Sandbox {
+impl Lan {
+    fn new(tag: &str, node: &Netns, dir: &Path, server: &str) -> Lan {
         assert!(
             Command::new("dnsmasq")
                 .arg("--version")
@@ -54,55 +54,31 @@ impl Sandbox {
                 .is_ok_and(|o| o.status.success()),
             "this test needs dnsmasq (apt-get install dnsmasq-base; `make setup` installs it)"
         );
-        let net = Net::new(tag);
         let srv = Netns::new(&format!("{tag}s"));
         let st = Command::new("ip")
             .args([
-                "-n",
-                &srv.name,
-                "link",
-                "add",
-                "dsrv",
-                "type",
-                "veth",
-                "peer",
-                "name",
-                "dup0",
-                "netns",
-                &net.node.name,
+                "-n", &srv.name, "link", "add", "dsrv", "type", "veth", "peer", "name", "dup0",
+                "netns", &node.name,
             ])
             .status()
             .expect("ip link add");
         assert!(st.success(), "veth pair");
-        srv.ip(&["addr", "add", "10.77.0.1/24", "dev", "dsrv"]);
+        srv.ip(&["addr", "add", server, "dev", "dsrv"]);
         srv.ip(&["link", "set", "dsrv", "up"]);
         srv.ip(&["link", "set", "lo", "up"]);
-        net.node.ip(&["link", "set", "dup0", "up"]);
-        let dir = net.dir.path().to_owned();
-        let socket = dir.join("dhcp.sock");
-        // The bundled entry, with the test's socket.
-        std::fs::write(
-            dir.join("policy.json"),
-            json!({"plugins": {"dhcp": {
-                "dhcp": {"socket": socket},
-                "container": {"read": true, "modify": true}
-            }}})
-            .to_string(),
-        )
-        .expect("policy");
-        Sandbox {
+        node.ip(&["link", "set", "dup0", "up"]);
+        Lan {
             srv,
-            socket,
-            state: dir.join("dhcp-state"),
+            dir: dir.to_owned(),
             leases: dir.join("dnsmasq.leases"),
-            net,
         }
     }
 
-    /// dnsmasq on `dsrv`: leases of 2 minutes (its least), renewal after
-    /// 2 s and rebinding after 4 s.
-    fn dnsmasq(&self) -> Killed {
-        let dir = self.net.dir.path();
+    /// dnsmasq on `dsrv`, leasing from `range` (dnsmasq's `--dhcp-range`;
+    /// 2 minutes is its least lease time), renewal after 2 s and
+    /// rebinding after 4 s.
+    fn dnsmasq(&self, range: &str) -> Killed {
+        let dir = &self.dir;
         let child = self
             .srv
             .command("dnsmasq")
@@ -116,7 +92,7 @@ impl Sandbox {
                 "--bind-interfaces",
             ])
             .args(["--interface=dsrv", "--dhcp-authoritative", "-u", "root"])
-            .arg("--dhcp-range=10.77.0.50,10.77.0.99,255.255.255.0,2m")
+            .arg(format!("--dhcp-range={range}"))
             .arg("--dhcp-option=option:T1,2")
             .arg("--dhcp-option=option:T2,4")
             .arg(format!("--dhcp-leasefile={}", self.leases.display()))
@@ -137,17 +113,16 @@ impl Sandbox {
         k
     }
 
-    /// `wasmcni dhcp-daemon` in the node namespace, listening.
-    fn daemon(&self) -> Killed {
-        let _ = std::fs::remove_file(&self.socket);
+    /// `wasmcni dhcp-daemon` in `node`, listening on `socket`, its state
+    /// in `state`, its log in `dir`/daemon.log.
+    fn daemon(&self, node: &Netns, socket: &Path, state: &Path) -> Killed {
+        let _ = std::fs::remove_file(socket);
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
-            .open(self.net.dir.path().join("daemon.log"))
+            .open(self.dir.join("daemon.log"))
             .expect("log");
-        let child = self
-            .net
-            .node
+        let child = node
             .command(support::wasmcni())
             .args([
                 "dhcp-daemon",
@@ -157,9 +132,9 @@ impl Sandbox {
                 "1",
                 "--socket",
             ])
-            .arg(&self.socket)
+            .arg(socket)
             .arg("--state-dir")
-            .arg(&self.state)
+            .arg(state)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -167,13 +142,73 @@ impl Sandbox {
             .expect("daemon");
         let k = Killed(child);
         wait_until("the daemon's socket", Duration::from_secs(10), || {
-            std::os::unix::net::UnixStream::connect(&self.socket).is_ok()
+            std::os::unix::net::UnixStream::connect(socket).is_ok()
         });
         k
     }
 
     fn log(&self, name: &str) -> String {
-        std::fs::read_to_string(self.net.dir.path().join(name)).unwrap_or_default()
+        std::fs::read_to_string(self.dir.join(name)).unwrap_or_default()
+    }
+
+    /// The server's lease of `ip`: its expiry (seconds since the epoch).
+    fn server_lease(&self, ip: &str) -> Option<u64> {
+        let text = std::fs::read_to_string(&self.leases).unwrap_or_default();
+        text.lines().find_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(2) == Some(&ip)).then(|| f[0].parse().unwrap_or(0))
+        })
+    }
+}
+
+/// The sandbox: the LAN of 10.77.0.0/24 (the server 10.77.0.1) with
+/// `dup0` as the macvlan master, the policy granting `dhcp` the test's
+/// own daemon socket.
+struct Sandbox {
+    net: Net,
+    lan: Lan,
+    socket: PathBuf,
+    state: PathBuf,
+}
+
+impl Sandbox {
+    fn new(tag: &str) -> Sandbox {
+        let net = Net::new(tag);
+        let dir = net.dir.path().to_owned();
+        let lan = Lan::new(tag, &net.node, &dir, "10.77.0.1/24");
+        let socket = dir.join("dhcp.sock");
+        // The bundled entry, with the test's socket.
+        std::fs::write(
+            dir.join("policy.json"),
+            json!({"plugins": {"dhcp": {
+                "dhcp": {"socket": socket},
+                "container": {"read": true, "modify": true}
+            }}})
+            .to_string(),
+        )
+        .expect("policy");
+        Sandbox {
+            lan,
+            socket,
+            state: dir.join("dhcp-state"),
+            net,
+        }
+    }
+
+    fn dnsmasq(&self) -> Killed {
+        self.lan.dnsmasq("10.77.0.50,10.77.0.99,255.255.255.0,2m")
+    }
+
+    fn daemon(&self) -> Killed {
+        self.lan.daemon(&self.net.node, &self.socket, &self.state)
+    }
+
+    fn log(&self, name: &str) -> String {
+        self.lan.log(name)
+    }
+
+    fn server_lease(&self, ip: &str) -> Option<u64> {
+        self.lan.server_lease(ip)
     }
 
     fn conflist(&self, ipam: Value) -> PathBuf {
@@ -187,25 +222,21 @@ impl Sandbox {
         self.net.call(cmd, conflist, &self.net.ctr.path, "", "")
     }
 
-    /// The server's lease of `ip`: its expiry (seconds since the epoch).
-    fn server_lease(&self, ip: &str) -> Option<u64> {
-        let text = std::fs::read_to_string(&self.leases).unwrap_or_default();
-        text.lines().find_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.get(2) == Some(&ip)).then(|| f[0].parse().unwrap_or(0))
-        })
-    }
-
     /// The daemon's kept leases.
     fn kept(&self) -> Vec<String> {
-        std::fs::read_dir(&self.state)
-            .map(|d| {
-                d.flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default()
+        kept(&self.state)
     }
+}
+
+/// The leases a daemon keeps in `state`.
+fn kept(state: &Path) -> Vec<String> {
+    std::fs::read_dir(state)
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 #[test]
@@ -376,4 +407,87 @@ fn a_namespace_removed_without_del_has_its_lease_released() {
         s.log("daemon.log").contains("gone: released")
     });
     assert!(s.kept().is_empty(), "daemon state left: {:?}", s.kept());
+}
+
+/// S13, the review of dhcp: whatever answers DHCP on the container's link
+/// chooses the lease's address, so it is not the attachment's own. A
+/// rogue server leases the container an address of the node's LAN
+/// (10.79.0.60, inside the node's connected 10.79.0.0/24 on `dup0`). A
+/// host route to it through the plugin's own veth, a /32 that an owned
+/// address would allow (ptp's host route to its container), is refused:
+/// it would take the node's traffic for that LAN host. (With the lease's
+/// address owned, as first built, the route went in.)
+#[test]
+fn a_rogue_servers_lease_is_not_the_attachments_own_address() {
+    let world = World::new("dhcpo");
+    let dir = world.dir.path().to_owned();
+    let lan = Lan::new("dhcpo", &world.node, &dir, "10.79.0.1/24");
+    world
+        .node
+        .ip(&["addr", "add", "10.79.0.2/24", "dev", "dup0"]);
+    // The container's link on the LAN, as an interface plugin made it.
+    world.node.ip(&[
+        "link", "add", "link", "dup0", "name", "dhmv0", "type", "macvlan", "mode", "bridge",
+    ]);
+    world
+        .node
+        .ip(&["link", "set", "dhmv0", "netns", &world.ctr.name]);
+    world
+        .ctr
+        .ip(&["link", "set", "dhmv0", "name", "eth0", "up"]);
+    let _server = lan.dnsmasq("10.79.0.60,10.79.0.60,255.255.255.0,2m");
+    let (socket, state) = (dir.join("dhcp.sock"), dir.join("dhcp-state"));
+    let _daemon = lan.daemon(&world.node, &socket, &state);
+    let mut entry = wide();
+    entry["dhcp"] = json!({"socket": socket});
+    let policy = policy_with(entry);
+    let route = json!({"call": "route.add", "ns": "host", "destination": "10.79.0.60/32",
+                       "link": "cnitestv0"});
+    let add = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted", "ops": [
+        {"call": "dhcp.acquire", "timeout-ms": 5000},
+        {"call": "link.create-veth", "ns": "host", "name": "cnitestv0",
+         "peer-ns": "container", "peer-name": "veth1"},
+        {"call": "link.set-up", "ns": "host", "link": "cnitestv0", "up": true},
+        route]});
+    let run = world.run("ADD", &policy, &add, &[]);
+    assert_eq!(run.code, 0, "{run:?}\n{}", lan.log("daemon.log"));
+    let r = run.json()["results"].clone();
+    assert_eq!(
+        r[0]["ok"],
+        "10.79.0.60/24",
+        "the rogue server's lease: {r}\n{}\n{}",
+        lan.log("daemon.log"),
+        lan.log("dnsmasq.log")
+    );
+    assert!(r[1].get("ok").is_some() && r[2].get("ok").is_some(), "{r}");
+    assert_eq!(
+        r[3]["error"], "access-denied",
+        "a host route to the lease: {r}"
+    );
+    let why = "host route to 10.79.0.60/32 is more specific than the node's route to 10.79.0.0/24";
+    assert!(
+        world
+            .audit()
+            .iter()
+            .any(|a| a["outcome"] == "denied"
+                && a["reason"].as_str().is_some_and(|x| x.contains(why))),
+        "no denial saying {why:?} in {:#?}",
+        world.audit()
+    );
+    let routes = world.node.ip(&["route", "show", "10.79.0.60/32"]);
+    assert!(!routes.contains("cnitestv0"), "the route went in: {routes}");
+    // The plugin's DEL gives the lease back.
+    let del = json!({"cniVersion": "1.0.0", "name": "n", "type": "scripted",
+                     "ops": [{"call": "dhcp.release"}]});
+    let run = world.run("DEL", &policy, &del, &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.json()["results"][0].get("ok").is_some(), "{run:?}");
+    wait_until("the lease released", Duration::from_secs(5), || {
+        lan.server_lease("10.79.0.60").is_none()
+    });
+    assert!(
+        kept(&state).is_empty(),
+        "daemon state left: {:?}",
+        kept(&state)
+    );
 }

@@ -27,7 +27,7 @@
 //! it was last renewed. At start every file is resumed (renewal continues
 //! on the lease's own timers) or removed (its namespace is gone).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -97,7 +97,27 @@ struct Daemon {
     opts: Options,
     own_netns: (u64, u64),
     held: Mutex<HashMap<String, Held>>,
+    /// The leases being acquired: one acquire of a lease at a time (a
+    /// second would start a second thread for it, and leak the first).
+    acquiring: Mutex<HashSet<String>>,
 }
+
+/// An acquire under way, until dropped.
+struct Acquiring<'a>(&'a Daemon, String);
+
+impl Drop for Acquiring<'_> {
+    fn drop(&mut self) {
+        self.0
+            .acquiring
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.1);
+    }
+}
+
+/// Tells the files a lease is written through apart (a renewal's thread
+/// and a new acquire of the same lease may write at once).
+static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 fn now_secs() -> u64 {
     SystemTime::now()
@@ -122,6 +142,7 @@ pub fn run(opts: &Options) -> anyhow::Result<()> {
         opts: opts.clone(),
         own_netns: (own.dev(), own.ino()),
         held: Mutex::new(HashMap::new()),
+        acquiring: Mutex::new(HashSet::new()),
     });
     daemon.resume();
     log(format!(
@@ -206,7 +227,8 @@ impl Daemon {
 
     fn store(&self, k: &Kept) {
         let path = self.file(&k.client_id);
-        let tmp = path.with_extension("tmp");
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = path.with_extension(format!("tmp{n}"));
         let r = (|| -> io::Result<()> {
             let body = serde_json::to_vec_pretty(k).map_err(io::Error::other)?;
             let mut f = fs::OpenOptions::new()
@@ -241,8 +263,14 @@ impl Daemon {
         };
         for e in dir.flatten() {
             let path = e.path();
-            if path.extension().and_then(|x| x.to_str()) != Some("json") {
-                continue;
+            match path.extension().and_then(|x| x.to_str()) {
+                Some("json") => {}
+                // A write a crash cut short.
+                Some(x) if x.starts_with("tmp") => {
+                    let _ = fs::remove_file(&path);
+                    continue;
+                }
+                _ => continue,
             }
             let kept: Option<Kept> = fs::read(&path)
                 .ok()
@@ -395,6 +423,18 @@ impl Daemon {
         if ifname.is_empty() || ifname.len() > 15 || ifname.contains(['/', ':']) {
             return Answer::Error(format!("invalid interface name {ifname:?}"));
         }
+        if options.client_id.len() > 254 || options.provide.iter().any(|(_, v)| v.len() > 255) {
+            return Answer::Error("an option longer than DHCP carries".into());
+        }
+        if !self
+            .acquiring
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(client_id.clone())
+        {
+            return Answer::Error(format!("an acquire of {client_id} is already under way"));
+        }
+        let _acquiring = Acquiring(self, client_id.clone());
         // The lease this attachment holds in this namespace already; one
         // of an earlier incarnation (another namespace) is released first.
         let existing = {

@@ -332,6 +332,64 @@ fn ifreq(name: &str) -> io::Result<libc::ifreq> {
     Ok(r)
 }
 
+/// Classic BPF: the packet socket takes only IPv4 UDP to port 68 that is
+/// not a later fragment (a packet socket of `SOCK_DGRAM` sees the packet
+/// from its IP header), so the link's other traffic is not queued to it
+/// while a lease waits for its renewal.
+const CLIENT_FILTER: [(u16, u8, u8, u32); 9] = [
+    (0x30, 0, 0, 9),        // ldb [9]: the IP protocol
+    (0x15, 0, 6, 17),       // jeq UDP, else drop
+    (0x28, 0, 0, 6),        // ldh [6]: flags and fragment offset
+    (0x45, 4, 0, 0x1fff),   // jset a fragment offset: drop
+    (0xb1, 0, 0, 0),        // ldxb 4*([0]&0xf): the IP header's length
+    (0x48, 0, 0, 2),        // ldh [x+2]: the UDP destination port
+    (0x15, 0, 1, 68),       // jeq 68, else drop
+    (0x06, 0, 0, 0x4_0000), // ret: take it whole
+    (0x06, 0, 0, 0),        // ret 0: drop
+];
+
+fn attach_client_filter(fd: &OwnedFd) -> io::Result<()> {
+    let mut prog: Vec<libc::sock_filter> = CLIENT_FILTER
+        .iter()
+        .map(|&(code, jt, jf, k)| libc::sock_filter { code, jt, jf, k })
+        .collect();
+    let fprog = libc::sock_fprog {
+        len: prog.len() as u16,
+        filter: prog.as_mut_ptr(),
+    };
+    // SAFETY: SO_ATTACH_FILTER copies the program the sock_fprog points
+    // at (alive for the call).
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            (&fprog as *const libc::sock_fprog).cast(),
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if rc < 0 {
+        return Err(last_os_error());
+    }
+    Ok(())
+}
+
+/// A server's text (a NAK's message) as it may reach a CNI error and a
+/// log: printable ASCII only (anything else a `?`), at most 128
+/// characters.
+fn printable(v: &[u8]) -> String {
+    v.iter()
+        .take(128)
+        .map(|&b| {
+            if b == b' ' || b.is_ascii_graphic() {
+                b as char
+            } else {
+                '?'
+            }
+        })
+        .collect()
+}
+
 impl Client {
     /// Opens a packet socket on `ifname` in the calling thread's network
     /// namespace.
@@ -350,6 +408,7 @@ impl Client {
         }
         // SAFETY: a new fd we own.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        attach_client_filter(&fd)?;
         let mut r = ifreq(ifname)?;
         // SAFETY: SIOCGIFINDEX fills ifr_ifindex of a valid ifreq.
         if unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFINDEX as libc::Ioctl, &mut r) } < 0 {
@@ -515,9 +574,7 @@ impl Client {
                 if reply.message_type() == Some(MessageType::Nak) {
                     return Err(DhcpError::Nak {
                         server: server_id(&reply).unwrap_or(Ipv4Addr::UNSPECIFIED),
-                        message: reply
-                            .option(code::MESSAGE)
-                            .map(|v| String::from_utf8_lossy(v).into_owned()),
+                        message: reply.option(code::MESSAGE).map(printable),
                     });
                 }
                 if accept(&reply) {
@@ -816,6 +873,13 @@ fn udp_payload(p: &[u8], port: u16) -> Option<&[u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_servers_text_reaches_an_error_printable_and_short() {
+        assert_eq!(printable(b"no such lease"), "no such lease");
+        assert_eq!(printable(b"a\x1b[2Jb\nc\xff"), "a?[2Jb?c?");
+        assert_eq!(printable(&[b'x'; 300]).len(), 128);
+    }
 
     #[test]
     fn a_message_survives_encoding() {

@@ -117,10 +117,11 @@ pub fn call(
         path: socket.to_owned(),
         source,
     };
-    let mut stream = UnixStream::connect(socket).map_err(|source| WireError::NoDaemon {
-        path: socket.to_owned(),
-        source,
-    })?;
+    let mut stream =
+        connect(socket, timeout.min(CONNECT_TIMEOUT)).map_err(|source| WireError::NoDaemon {
+            path: socket.to_owned(),
+            source,
+        })?;
     stream.set_read_timeout(Some(timeout)).map_err(io_err)?;
     stream
         .set_write_timeout(Some(Duration::from_secs(5)))
@@ -150,6 +151,49 @@ pub fn call(
         path: socket.to_owned(),
         msg: e.to_string(),
     })
+}
+
+/// How long a connection may wait for a daemon that accepts none.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connects to `socket`, waiting at most `timeout` while its backlog is
+/// full (a daemon that stopped accepting: a blocking connect would wait
+/// for ever).
+fn connect(socket: &Path, timeout: Duration) -> io::Result<UnixStream> {
+    use nix::errno::Errno;
+    use nix::sys::socket::{
+        connect, socket as new_socket, AddressFamily, SockFlag, SockType, UnixAddr,
+    };
+    let fd = new_socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC | SockFlag::SOCK_NONBLOCK,
+        None,
+    )?;
+    let addr = UnixAddr::new(socket)?;
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        match connect(fd.as_raw_fd(), &addr) {
+            Ok(()) => break,
+            Err(Errno::EAGAIN) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(Errno::EAGAIN) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "accepted no connection within {:.1} s",
+                        timeout.as_secs_f64()
+                    ),
+                ))
+            }
+            Err(Errno::EINTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let stream = UnixStream::from(fd);
+    stream.set_nonblocking(false)?;
+    Ok(stream)
 }
 
 fn send_with_fd(stream: &UnixStream, body: &[u8], fd: Option<RawFd>) -> io::Result<()> {
@@ -235,6 +279,53 @@ pub fn answer(mut stream: &UnixStream, answer: &Answer) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A daemon that stopped accepting (its backlog full): the call ends
+    /// with a clear error in bounded time, not a connect that waits for
+    /// ever.
+    #[test]
+    fn a_daemon_that_accepts_nothing_is_given_up_on() {
+        use nix::sys::socket::{
+            bind, listen, socket, AddressFamily, Backlog, SockFlag, SockType, UnixAddr,
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("dhcp.sock");
+        let l = socket(
+            AddressFamily::Unix,
+            SockType::Stream,
+            SockFlag::SOCK_CLOEXEC,
+            None,
+        )
+        .expect("socket");
+        bind(l.as_raw_fd(), &UnixAddr::new(&path).expect("addr")).expect("bind");
+        listen(&l, Backlog::new(0).expect("backlog")).expect("listen");
+        // Fill the backlog (a queue of 0 still takes one).
+        let mut held = Vec::new();
+        while let Ok(s) = connect(&path, Duration::from_millis(50)) {
+            held.push(s);
+            assert!(held.len() < 1000, "the backlog never filled");
+        }
+        let start = std::time::Instant::now();
+        let r = call(
+            &path,
+            &Request::Current {
+                client_id: "c1/net/eth0".into(),
+            },
+            None,
+            Duration::from_millis(300),
+        );
+        let took = start.elapsed();
+        match r {
+            Err(WireError::NoDaemon { source, .. }) => assert!(
+                source
+                    .to_string()
+                    .contains("accepted no connection within 0.3 s"),
+                "{source}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert!(took < Duration::from_secs(3), "{took:?}");
+    }
 
     #[test]
     fn a_request_and_its_namespace_cross_the_socket() {

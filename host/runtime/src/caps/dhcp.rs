@@ -48,17 +48,29 @@ impl AuditArg for LeaseRequest {
     }
 }
 
-/// The reference's client identifier: `<container id>/<network>/<ifname>`,
-/// at most 254 bytes.
+/// The lease's key: the reference's client identifier
+/// `<container id>/<network>/<ifname>`, whole (the daemon's key, never
+/// cut, so no two attachments share one).
 fn client_id(network: &str, container_id: &str, ifname: &str) -> String {
-    let mut id = format!("{container_id}/{network}/{ifname}");
-    if id.len() > 254 {
-        let mut end = 254;
-        while !id.is_char_boundary(end) {
-            end -= 1;
-        }
-        id.truncate(end);
+    format!("{container_id}/{network}/{ifname}")
+}
+
+/// The most bytes of a client identifier option (61): 255, less its type.
+const MAX_WIRE_ID: usize = 254;
+
+/// The client identifier sent to the server: the key, as the reference
+/// sends it; one longer than an option holds is cut and ends in a hash
+/// of the whole (`/` and 16 hex digits), where the reference's cut would
+/// give two attachments (networks with long names in one pod) one lease.
+fn wire_client_id(key: &str) -> Vec<u8> {
+    if key.len() <= MAX_WIRE_ID {
+        return key.as_bytes().to_vec();
     }
+    use sha2::Digest;
+    let hash = hex::encode(&sha2::Sha256::digest(key.as_bytes())[..8]);
+    let mut id = key.as_bytes()[..MAX_WIRE_ID - 1 - hash.len()].to_vec();
+    id.push(b'/');
+    id.extend_from_slice(hash.as_bytes());
     id
 }
 
@@ -131,7 +143,7 @@ impl Ctx {
             ifname: self.attachment.ifname.clone(),
             netns: ns.path().to_owned(),
             options: Options {
-                client_id: client.clone().into_bytes(),
+                client_id: wire_client_id(&client),
                 request: r.request.clone(),
                 provide: r
                     .provide
@@ -289,3 +301,25 @@ pub(super) const RELEASE: Entry = Entry {
     in_gc: false,
     needs: DHCP,
 };
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_client_identifier_is_cut_to_an_option_and_stays_distinct() {
+        let short = client_id("net", "c1", "eth0");
+        assert_eq!(wire_client_id(&short), b"c1/net/eth0".to_vec());
+        let long = |net: &str| client_id(net, &"c".repeat(64), "eth0");
+        let (a, b) = (
+            long(&format!("{}a", "n".repeat(200))),
+            long(&format!("{}b", "n".repeat(200))),
+        );
+        let (wa, wb) = (wire_client_id(&a), wire_client_id(&b));
+        assert_eq!(wa.len(), MAX_WIRE_ID);
+        assert_eq!(wb.len(), MAX_WIRE_ID);
+        assert_ne!(wa, wb, "two attachments, one client identifier");
+        assert_eq!(&wa[..100], &a.as_bytes()[..100], "the reference's prefix");
+        assert_ne!(a, b, "two attachments, one lease key");
+    }
+}
