@@ -667,6 +667,7 @@ fn cases() -> Vec<Case> {
         Case::new("dhcp.acquire", w(), json!([{"call": "dhcp.acquire"}])),
         Case::new("dhcp.current", w(), json!([{"call": "dhcp.current"}])),
         Case::new("dhcp.release", w(), json!([{"call": "dhcp.release"}])),
+        Case::new("dhcp.listening", w(), json!([{"call": "dhcp.listening"}])),
         Case::new(
             "dhcp.acquire",
             {

@@ -12,8 +12,9 @@
 //! state); a server that never answers fails the ADD with a clear error in
 //! bounded time, leaving nothing; a `daemonSocketPath` other than the
 //! granted one is refused; a namespace the runtime removes without a DEL
-//! has its lease released; a rogue server's lease is not the attachment's
-//! own address (no host route to it takes the node's LAN route).
+//! has its lease released; STATUS is 50 while no daemon listens; a rogue
+//! server's lease is not the attachment's own address (no host route to
+//! it takes the node's LAN route).
 
 mod support;
 
@@ -222,6 +223,22 @@ impl Sandbox {
         self.net.call(cmd, conflist, &self.net.ctr.path, "", "")
     }
 
+    /// STATUS of macvlan with `ipam`, as libcni 1.2+ invokes it (Debian's
+    /// libcni 1.1.2 has no STATUS): macvlan asks its IPAM.
+    fn status(&self, ipam: Value) -> support::Run {
+        let conf = json!({"cniVersion": "1.1.0", "name": "devnet", "type": "macvlan",
+                          "master": "dup0", "ipam": ipam})
+        .to_string();
+        let bin = support::cni::bin_dir();
+        let mut inv = support::Invoke::exe(bin.join("macvlan"), conf.as_bytes())
+            .env("CNI_COMMAND", "STATUS")
+            .env("CNI_PATH", bin.display().to_string());
+        for (k, v) in &self.net.env {
+            inv = inv.env(k, v);
+        }
+        inv.in_netns(&self.net.node).run()
+    }
+
     /// The daemon's kept leases.
     fn kept(&self) -> Vec<String> {
         kept(&self.state)
@@ -333,7 +350,7 @@ fn macvlan_dhcp_through_libcni_renews_releases_and_survives_a_daemon_restart() {
 fn a_server_that_never_answers_fails_in_bounded_time_leaving_nothing() {
     // No dnsmasq: nothing answers on the link.
     let s = Sandbox::new("dhcpq");
-    let _daemon = s.daemon();
+    let daemon = s.daemon();
     let before = s.net.ctr.snapshot();
     let conflist = s.conflist(json!({"type": "dhcp"}));
     // Made once per binary, outside the time measured.
@@ -374,6 +391,18 @@ fn a_server_that_never_answers_fails_in_bounded_time_leaving_nothing() {
     );
     assert!(!s.net.has_eth0(), "eth0 left after the refused ADD");
     assert!(s.kept().is_empty(), "daemon state left: {:?}", s.kept());
+
+    // STATUS (the spec after 1.1.0): ready while a daemon listens (a
+    // server need not answer); not ready (50) once none does.
+    let st = s.status(json!({"type": "dhcp"}));
+    assert_eq!(st.code, 0, "STATUS with the daemon listening: {st:?}");
+    drop(daemon);
+    s.status(json!({"type": "dhcp"}))
+        .assert_cni_error(50, "the DHCP daemon is not running");
+    // A socket not granted is refused, not merely "not running".
+    let st = s.status(json!({"type": "dhcp", "daemonSocketPath": "/run/cni/dhcp.sock"}));
+    assert_ne!(st.code, 0, "{st:?}");
+    assert!(st.stderr.contains("daemonSocketPath"), "{st:?}");
 }
 
 /// The runtime removes the container's namespace without a DEL: the

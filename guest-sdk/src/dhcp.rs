@@ -88,6 +88,14 @@ pub fn current(socket: Option<&str>) -> Result<Lease, DhcpError> {
     flatten("dhcp.current", wit::current(socket))
 }
 
+/// Whether a DHCP daemon accepts connections on the socket (STATUS): the
+/// error says why not.
+#[cfg_attr(not(target_arch = "wasm32"), track_caller)]
+pub fn listening(socket: Option<&str>) -> Result<(), DhcpError> {
+    crate::require_host("dhcp.listening");
+    flatten("dhcp.listening", wit::listening(socket))
+}
+
 /// Releases the attachment's lease (DEL); none held is no error.
 #[cfg_attr(not(target_arch = "wasm32"), track_caller)]
 pub fn release(socket: Option<&str>) -> Result<(), DhcpError> {

@@ -110,6 +110,19 @@ impl Plugin for Dhcp {
         dhcp::release(conf.socket.as_deref())
             .map_err(|e| Error::internal(format!("error calling DHCP.Release: {e}")))
     }
+
+    /// Not ready (50) while no daemon listens on the socket: no ADD could
+    /// get a lease (the reference's STATUS says nothing of its daemon).
+    fn status(&self, inv: &Invocation) -> Result<(), Error> {
+        let conf = config::load(&inv.conf, &inv.env.args)?;
+        match dhcp::listening(conf.socket.as_deref()) {
+            Ok(()) => Ok(()),
+            Err(dhcp::DhcpError::Failed(m)) => Err(Error::not_ready(format!(
+                "the DHCP daemon is not running: {m}"
+            ))),
+            Err(e) => Err(e.into()),
+        }
+    }
 }
 
 /// Runs the plugin on this process's CNI environment and stdin, and exits

@@ -153,6 +153,16 @@ pub fn call(
     })
 }
 
+/// Whether a daemon accepts connections on `socket` (within 2 s).
+pub fn listening(socket: &Path) -> Result<(), WireError> {
+    connect(socket, Duration::from_secs(2))
+        .map(drop)
+        .map_err(|source| WireError::NoDaemon {
+            path: socket.to_owned(),
+            source,
+        })
+}
+
 /// How long a connection may wait for a daemon that accepts none.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 

@@ -218,6 +218,15 @@ impl Ctx {
     }
 }
 
+impl Ctx {
+    fn dhcp_listening(&mut self, asked: Option<&str>) -> Result<Result<(), String>, CapError> {
+        let socket = self
+            .view()
+            .dhcp_socket(Call::Listening, self.container.is_some(), asked)?;
+        Ok(dhcp_wire::listening(&socket).map_err(|e| e.to_string()))
+    }
+}
+
 fn release(socket: &std::path::Path, client: &str) -> Result<(), String> {
     let request = Request::Release {
         client_id: client.to_owned(),
@@ -242,6 +251,12 @@ impl Host for StoreData {
     fn release(&mut self, socket: Option<String>) -> Result<Result<(), String>, CapError> {
         self.cap(&RELEASE, (&socket,), |c| c.release_lease(socket.as_deref()))
     }
+
+    fn listening(&mut self, socket: Option<String>) -> Result<Result<(), String>, CapError> {
+        self.cap(&LISTENING, (&socket,), |c| {
+            c.dhcp_listening(socket.as_deref())
+        })
+    }
 }
 
 /// How a failed ADD gives its lease back.
@@ -264,7 +279,7 @@ impl Inverse for DhcpUndo {
 // The rows of the capability catalog (`catalog`) for this interface.
 
 /// This interface's rows of the capability catalog, in WIT order.
-pub(super) const ROWS: &[&Entry] = &[&ACQUIRE, &CURRENT, &RELEASE];
+pub(super) const ROWS: &[&Entry] = &[&ACQUIRE, &CURRENT, &RELEASE, &LISTENING];
 
 /// `dhcp.acquire`.
 pub(super) const ACQUIRE: Entry = Entry {
@@ -298,6 +313,18 @@ pub(super) const RELEASE: Entry = Entry {
     policy: "`dhcp.socket`; ADD and DEL only; never the lease of a live newer incarnation",
     undo: "none (a DEL's release stays; an ADD that releases its own lease has nothing to undo)",
     mutates: true,
+    in_gc: false,
+    needs: DHCP,
+};
+
+/// `dhcp.listening`.
+pub(super) const LISTENING: Entry = Entry {
+    call: "dhcp.listening",
+    args: &["socket"],
+    authority: "ask whether a DHCP daemon accepts connections on the granted socket (a connection opened and closed; no lease named)",
+    policy: "`dhcp.socket`; any command",
+    undo: "none (no side effect)",
+    mutates: false,
     in_gc: false,
     needs: DHCP,
 };

@@ -33,6 +33,8 @@ pub(in crate::caps) enum Call {
     Current,
     /// `release`: DEL, or ADD (to clean up what it started).
     Release,
+    /// `listening`: any command (STATUS's question); names no lease.
+    Listening,
 }
 
 impl View<'_> {
@@ -86,7 +88,7 @@ pub(in crate::caps) fn socket_for(
     let command_ok = match call {
         Call::Acquire => facts.command == Some(Command::Add),
         Call::Release => matches!(facts.command, Some(Command::Add | Command::Del)),
-        Call::Current => facts.command.is_some(),
+        Call::Current | Call::Listening => facts.command.is_some(),
     };
     if !command_ok {
         let c = facts.command.map_or("this command", |c| c.as_str());
@@ -96,6 +98,7 @@ pub(in crate::caps) fn socket_for(
                 Call::Acquire => "acquire",
                 Call::Current => "current",
                 Call::Release => "release",
+                Call::Listening => "listening",
             }
         )));
     }
@@ -104,7 +107,7 @@ pub(in crate::caps) fn socket_for(
             "dhcp.acquire needs the container namespace (CNI_NETNS) (a wasmcni invariant)",
         ));
     }
-    if !facts.identified {
+    if !facts.identified && call != Call::Listening {
         return Err(CapError::denied(
             "no network name, CNI_CONTAINERID or CNI_IFNAME: no lease to name (a wasmcni invariant)",
         ));
@@ -190,6 +193,13 @@ mod tests {
         assert!(socket_for(Some(&g), &facts(Command::Add), Call::Release, None).is_ok());
         assert!(socket_for(Some(&g), &facts(Command::Check), Call::Release, None).is_err());
         assert!(socket_for(Some(&g), &facts(Command::Check), Call::Current, None).is_ok());
+        // STATUS asks only whether a daemon listens, naming no lease.
+        let mut f = facts(Command::Status);
+        (f.container, f.identified) = (false, false);
+        assert!(socket_for(Some(&g), &f, Call::Listening, None).is_ok());
+        assert!(socket_for(Some(&g), &f, Call::Current, None).is_err());
+        assert!(socket_for(Some(&g), &f, Call::Listening, Some("/tmp/evil.sock")).is_err());
+        assert!(socket_for(None, &f, Call::Listening, None).is_err());
     }
 
     #[test]
