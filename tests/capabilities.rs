@@ -1946,7 +1946,7 @@ fn audit_shows_identity_imports_grants_and_refusals() {
     for needle in [
         "origin   bundled",
         "-> DENIED: needs host",
-        "-> DENIED: needs container.create [veth] (the entry has no host grant)",
+        "-> DENIED: needs container.create: [veth] (the entry has no host grant)",
         "-> granted in the container only",
         "function(s) this policy denies",
         "WASI, as wasmcni provides it",

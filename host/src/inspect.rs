@@ -113,30 +113,6 @@ pub fn report(plugin: &str, policy_file: Option<&Path>) -> anyhow::Result<Value>
 fn grant_status(entry: &crate::policy::Entry, needs: &[catalog::Grant]) -> String {
     use crate::policy::{LinkKind, NsGrant};
     use catalog::{Grant, Ns, Right};
-    fn right(g: &NsGrant, r: Right) -> bool {
-        match r {
-            Right::Read => g.read,
-            Right::Create(k) => g.create.contains(&k),
-            Right::Modify => g.modify,
-            Right::Move => g.move_links,
-            Right::Addresses => g.addresses,
-            Right::Routes => g.routes,
-            Right::Announce => g.announce,
-            Right::TrafficControl => g.traffic_control,
-            Right::ConfigVlans => g.config_vlans,
-        }
-    }
-    let field = |r: Right| match r {
-        Right::Read => "read".to_owned(),
-        Right::Create(k) => format!("create [{}]", k.name()),
-        Right::Modify => "modify".to_owned(),
-        Right::Move => "move".to_owned(),
-        Right::Addresses => "addresses".to_owned(),
-        Right::Routes => "routes".to_owned(),
-        Right::Announce => "announce".to_owned(),
-        Right::TrafficControl => "traffic-control".to_owned(),
-        Right::ConfigVlans => "config-vlans".to_owned(),
-    };
     // What each namespace's grant lacks for the call to act there.
     let lacks = |g: Option<&NsGrant>, host: bool| -> Vec<String> {
         let Some(g) = g else {
@@ -145,9 +121,9 @@ fn grant_status(entry: &crate::policy::Entry, needs: &[catalog::Grant]) -> Strin
         let mut missing = Vec::new();
         for n in needs {
             match *n {
-                Grant::Right(Ns::Call, r) if !right(g, r) => missing.push(field(r)),
+                Grant::Right(Ns::Call, r) if !r.granted_by(g) => missing.push(r.written()),
                 Grant::Tables if host && !g.create.contains(&LinkKind::Vrf) => {
-                    missing.push("create [vrf]".to_owned())
+                    missing.push(Right::Create(LinkKind::Vrf).written())
                 }
                 Grant::Tables if !host && !g.routes => missing.push("routes".to_owned()),
                 Grant::Sysctl(..) if g.sysctls.is_empty() => missing.push("sysctls".to_owned()),

@@ -106,24 +106,13 @@ pub fn markdown() -> String {
 /// The policy fields a grant reads, and the function of the authority
 /// module (`host/runtime/src/caps/authority/`) that decides on it.
 fn grant_fields(g: &Grant) -> Vec<(String, &'static str)> {
-    let right = |r: &Right| match r {
-        Right::Read => "read".to_owned(),
-        Right::Create(k) => format!("create: [{}]", k.name()),
-        Right::Modify => "modify".to_owned(),
-        Right::Move => "move".to_owned(),
-        Right::Addresses => "addresses".to_owned(),
-        Right::Routes => "routes".to_owned(),
-        Right::Announce => "announce".to_owned(),
-        Right::TrafficControl => "traffic-control".to_owned(),
-        Right::ConfigVlans => "config-vlans".to_owned(),
-    };
     let ns = |f: &str| format!("container.{f}, host.{f}");
     match g {
         Grant::HostEntry => vec![("host".into(), "call.rs `View::declared`")],
         Grant::Right(_, Right::ConfigVlans) => {
             vec![(ns("config-vlans"), "link.rs `View::port_vlans`")]
         }
-        Grant::Right(_, r) => vec![(ns(&right(r)), "call.rs `View::declared`")],
+        Grant::Right(_, r) => vec![(ns(&r.written()), "call.rs `View::declared`")],
         Grant::Tables => vec![
             ("container.routes".into(), "route.rs `chooses_tables`"),
             ("host.create: [vrf]".into(), "route.rs `chooses_tables`"),

@@ -237,15 +237,10 @@ impl Ctx {
         super::authority::ns_grant(&self.grant, kind)
     }
 
-    /// Refuses unless `right` holds, naming the boolean field `name` of
-    /// the namespace grant that would allow it ([`super::authority::View::require`]).
-    pub(super) fn require(
-        &self,
-        kind: Kind,
-        right: impl Fn(&NsGrant) -> bool,
-        name: &str,
-    ) -> Result<(), CapError> {
-        self.view().require(kind, right, name)
+    /// Refuses unless namespace right `right` holds, naming its field of
+    /// the namespace grant ([`super::authority::View::require`]).
+    pub(super) fn require(&self, kind: Kind, right: super::row::Right) -> Result<(), CapError> {
+        self.view().require(kind, right)
     }
 
     /// Opens wasmcni's own (host) namespace for the host's own use, if the

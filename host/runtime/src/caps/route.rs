@@ -364,7 +364,7 @@ impl Ctx {
     /// Rule changes: `routes` in the container namespace; never in the
     /// host's.
     fn rule_target(&mut self, kind: Kind) -> Result<(), CapError> {
-        self.require(kind, |g| g.routes, "routes")?;
+        self.require(kind, super::row::Right::Routes)?;
         super::authority::route::rule(kind)
     }
 

@@ -4,7 +4,7 @@
 //! module holds its own rows, next to its host functions, and names its row
 //! in every call it makes (`StoreData::cap`); `catalog` lists them all.
 
-use crate::policy::LinkKind;
+use crate::policy::{LinkKind, NsGrant};
 
 /// One host function.
 #[derive(Debug, Clone, Copy)]
@@ -64,6 +64,64 @@ pub enum Right {
     TrafficControl,
     /// `config-vlans`.
     ConfigVlans,
+}
+
+impl Right {
+    /// The field of a namespace's grant (`container.F`, `host.F`) that
+    /// gives it.
+    pub fn field(self) -> &'static str {
+        match self {
+            Right::Read => "read",
+            Right::Create(_) => "create",
+            Right::Modify => "modify",
+            Right::Move => "move",
+            Right::Addresses => "addresses",
+            Right::Routes => "routes",
+            Right::Announce => "announce",
+            Right::TrafficControl => "traffic-control",
+            Right::ConfigVlans => "config-vlans",
+        }
+    }
+
+    /// As a policy writes it: the field, and `create: [KIND]` for a link
+    /// kind.
+    pub fn written(self) -> String {
+        match self {
+            Right::Create(k) => format!("create: [{}]", k.name()),
+            r => r.field().to_owned(),
+        }
+    }
+
+    /// Whether namespace grant `g` gives it.
+    pub fn granted_by(self, g: &NsGrant) -> bool {
+        match self {
+            Right::Read => g.read,
+            Right::Create(k) => g.may_create(k),
+            Right::Modify => g.modify,
+            Right::Move => g.move_links,
+            Right::Addresses => g.addresses,
+            Right::Routes => g.routes,
+            Right::Announce => g.announce,
+            Right::TrafficControl => g.traffic_control,
+            Right::ConfigVlans => g.config_vlans,
+        }
+    }
+
+    /// Takes it out of `g` (the tests' grant just short of a call's).
+    #[cfg(test)]
+    pub fn revoke(self, g: &mut NsGrant) {
+        match self {
+            Right::Read => g.read = false,
+            Right::Create(k) => g.create.retain(|c| *c != k),
+            Right::Modify => g.modify = false,
+            Right::Move => g.move_links = false,
+            Right::Addresses => g.addresses = false,
+            Right::Routes => g.routes = false,
+            Right::Announce => g.announce = false,
+            Right::TrafficControl => g.traffic_control = false,
+            Right::ConfigVlans => g.config_vlans = false,
+        }
+    }
 }
 
 /// What a host link the plugin did not create needs granted.

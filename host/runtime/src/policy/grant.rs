@@ -31,6 +31,18 @@ pub enum LinkKind {
 }
 
 impl LinkKind {
+    /// Every kind.
+    pub const ALL: [LinkKind; 8] = [
+        LinkKind::Veth,
+        LinkKind::Bridge,
+        LinkKind::Dummy,
+        LinkKind::Tap,
+        LinkKind::Macvlan,
+        LinkKind::Ipvlan,
+        LinkKind::Vlan,
+        LinkKind::Vrf,
+    ];
+
     /// The kind's name, as in the policy file.
     pub fn name(self) -> &'static str {
         match self {
@@ -291,6 +303,25 @@ impl FirewallGrant {
 pub const DEFAULT_HOST_NAMES: &[&str] = &["veth*", "cni*"];
 
 impl NsGrant {
+    /// Every namespace-wide right (`read`, `create` of every kind,
+    /// `modify`, `move`, `addresses`, `routes`, `announce`,
+    /// `traffic-control`, `config-vlans`) and nothing else: no link,
+    /// prefix, sysctl or firewall grant.
+    pub fn every_right() -> NsGrant {
+        NsGrant {
+            read: true,
+            create: LinkKind::ALL.to_vec(),
+            modify: true,
+            move_links: true,
+            addresses: true,
+            routes: true,
+            announce: true,
+            traffic_control: true,
+            config_vlans: true,
+            ..NsGrant::default()
+        }
+    }
+
     /// Whether links of `kind` may be created here.
     pub fn may_create(&self, kind: LinkKind) -> bool {
         self.create.contains(&kind)

@@ -9,7 +9,7 @@ use anyhow::{anyhow, Context};
 use serde_json::Value;
 
 use wasmcni_runtime::plugins;
-use wasmcni_runtime::policy::{ConfigKey, Entry, LinkKind, NsGrant, Pattern, Policy};
+use wasmcni_runtime::policy::{ConfigKey, Entry, NsGrant, Pattern, Policy};
 
 /// The learning policy's entry: everything, inside the sandbox.
 ///
@@ -22,26 +22,9 @@ use wasmcni_runtime::policy::{ConfigKey, Entry, LinkKind, NsGrant, Pattern, Poli
 /// it grants reaches nothing of the machine.
 pub(super) fn learning_entry(ipam_roots: &[PathBuf]) -> Entry {
     let all = |host: bool| NsGrant {
-        read: true,
-        create: vec![
-            LinkKind::Veth,
-            LinkKind::Bridge,
-            LinkKind::Dummy,
-            LinkKind::Tap,
-            LinkKind::Macvlan,
-            LinkKind::Ipvlan,
-            LinkKind::Vlan,
-            LinkKind::Vrf,
-        ],
-        modify: true,
-        move_links: true,
         links: vec![Pattern("*".into())],
         masters: vec![Pattern("*".into())],
         bridges: vec![Pattern("*".into())],
-        addresses: true,
-        routes: true,
-        announce: true,
-        traffic_control: true,
         firewall: wasmcni_runtime::policy::FirewallGrant {
             port_mappings: true,
             masquerade: true,
@@ -81,8 +64,8 @@ pub(super) fn learning_entry(ipam_roots: &[PathBuf]) -> Entry {
         } else {
             Vec::new()
         },
-        config_vlans: true,
         adopt_peer: host,
+        ..NsGrant::every_right()
     };
     Entry {
         container: all(false),

@@ -52,21 +52,6 @@ impl View<'_> {
     }
 }
 
-/// The name of namespace right `right` in a policy entry.
-fn right_name(right: Right) -> &'static str {
-    match right {
-        Right::Read => "read",
-        Right::Create(_) => "create",
-        Right::Modify => "modify",
-        Right::Move => "move",
-        Right::Addresses => "addresses",
-        Right::Routes => "routes",
-        Right::Announce => "announce",
-        Right::TrafficControl => "traffic-control",
-        Right::ConfigVlans => "config-vlans",
-    }
-}
-
 /// The namespace a call's audit argument names (`"host"`, `"container"`).
 fn kind_named(v: &Value) -> Option<Kind> {
     match v.as_str()? {
@@ -105,7 +90,7 @@ impl View<'_> {
                         return Err(CapError::denied(format!(
                             "the call's row declares {} in a namespace its arguments do not \
                              name (a wasmcni invariant)",
-                            right_name(right)
+                            right.field()
                         )));
                     };
                     self.right(kind, right)?;
@@ -120,15 +105,9 @@ impl View<'_> {
     /// [`View::declared`]).
     fn right(&self, kind: Kind, right: Right) -> Result<(), CapError> {
         match right {
-            Right::Read => self.require(kind, |g| g.read, "read"),
             Right::Create(what) => self.create(kind, what),
-            Right::Modify => self.require(kind, |g| g.modify, "modify"),
-            Right::Move => self.require(kind, |g| g.move_links, "move"),
-            Right::Addresses => self.require(kind, |g| g.addresses, "addresses"),
-            Right::Routes => self.require(kind, |g| g.routes, "routes"),
-            Right::Announce => self.require(kind, |g| g.announce, "announce"),
-            Right::TrafficControl => self.require(kind, |g| g.traffic_control, "traffic-control"),
             Right::ConfigVlans => Ok(()),
+            r => self.require(kind, r),
         }
     }
 }
@@ -161,42 +140,12 @@ mod tests {
         host: bool,
         state: bool,
     ) -> crate::policy::Grant {
-        use crate::policy::{LinkKind, NsGrant};
         let all = |kind: Kind| {
-            let mut g = NsGrant {
-                read: true,
-                create: vec![
-                    LinkKind::Veth,
-                    LinkKind::Bridge,
-                    LinkKind::Dummy,
-                    LinkKind::Tap,
-                    LinkKind::Macvlan,
-                    LinkKind::Ipvlan,
-                    LinkKind::Vlan,
-                    LinkKind::Vrf,
-                ],
-                modify: true,
-                move_links: true,
-                addresses: true,
-                routes: true,
-                announce: true,
-                traffic_control: true,
-                config_vlans: true,
-                ..NsGrant::default()
-            };
-            match without {
-                Some((k, r)) if k == kind => match r {
-                    Right::Read => g.read = false,
-                    Right::Create(what) => g.create.retain(|c| *c != what),
-                    Right::Modify => g.modify = false,
-                    Right::Move => g.move_links = false,
-                    Right::Addresses => g.addresses = false,
-                    Right::Routes => g.routes = false,
-                    Right::Announce => g.announce = false,
-                    Right::TrafficControl => g.traffic_control = false,
-                    Right::ConfigVlans => g.config_vlans = false,
-                },
-                _ => {}
+            let mut g = crate::policy::NsGrant::every_right();
+            if let Some((k, r)) = without {
+                if k == kind {
+                    r.revoke(&mut g);
+                }
             }
             g
         };
@@ -273,11 +222,11 @@ mod tests {
                                 row.args.contains(&named),
                                 "{}: declares {} in {named:?}, not an argument",
                                 row.call,
-                                right_name(right)
+                                right.field()
                             );
                             (
                                 grant_without(Some((kind, right)), true, true),
-                                format!("{}.{}", kind.name(), right_name(right)),
+                                format!("{}.{}", kind.name(), right.field()),
                             )
                         }
                         _ => continue,

@@ -76,6 +76,7 @@
 //! made meanwhile ([`Ctx::reconcile_boot`]).
 
 use super::bindings::{CapError, Denial, Link};
+use super::row::Right;
 use crate::attachment::Attachment;
 use crate::netns::Kind;
 use crate::policy::{Grant, NsGrant};
@@ -147,18 +148,13 @@ impl View<'_> {
         format!("plugins.{}.{field}", self.plugin)
     }
 
-    /// Refuses unless `right` holds, naming the boolean field `name` of
+    /// Refuses unless namespace right `right` holds, naming its field of
     /// the namespace grant that would allow it.
-    pub fn require(
-        &self,
-        kind: Kind,
-        right: impl Fn(&NsGrant) -> bool,
-        name: &str,
-    ) -> Result<(), CapError> {
-        if right(self.ns_grant(kind)) {
+    pub fn require(&self, kind: Kind, right: Right) -> Result<(), CapError> {
+        if right.granted_by(self.ns_grant(kind)) {
             return Ok(());
         }
-        let field = self.grant_field(kind, name);
+        let field = self.grant_field(kind, right.field());
         Err(CapError::by_policy(&field, format!("{field} is false")))
     }
 
