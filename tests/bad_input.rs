@@ -906,3 +906,39 @@ fn a_bandwidth_add_killed_before_it_marked_its_ifb_is_undone_by_its_del() {
         "the DEL after an ADD killed before it marked its ifb",
     );
 }
+
+/// The hour soak's find (seed 20261129, step 2539): a bandwidth ADD killed
+/// a step earlier, after the kernel made the ifb and before the intent log
+/// said where (`WASMCNI_FAULT=step:link-made`): the runtime's DEL was
+/// refused at every try, as above, and containerd's pod was left
+/// SANDBOX_UNKNOWN with its veth, address, rules and record. The ifb's
+/// name is the host's, derived from the attachment, and the log named it
+/// before the kernel made it: the DEL takes it, and the node is as before
+/// the ADD.
+#[test]
+fn a_bandwidth_add_killed_before_it_read_back_its_ifb_is_undone_by_its_del() {
+    use serde_json::json;
+    let world = support::world::World::new("bwmade");
+    let prev = bandwidth_veth(&world, "vethmade0", 0);
+    let before = world.snapshot();
+    let limits = json!({"egressRate": 800000, "egressBurst": 80000});
+    let add = bandwidth_invoke(&world, "ADD", limits.clone(), &prev)
+        .env("WASMCNI_FAULT", "step:link-made")
+        .run();
+    assert_ne!(add.code, 0, "the ADD was to be killed: {add:?}");
+    let links = world.node.ip(&["-o", "link", "show", "type", "ifb"]);
+    assert!(
+        links.contains("bwp") && !links.contains("alias"),
+        "the kill came before the ifb was made, or after it was marked: {links}"
+    );
+    let del = bandwidth_call(&world, "DEL", limits, &prev);
+    assert_eq!(
+        del.code, 0,
+        "the runtime's DEL after the killed ADD: {del:?}"
+    );
+    support::assert_same(
+        &before,
+        &world.snapshot(),
+        "the DEL after an ADD killed before it read back its ifb",
+    );
+}

@@ -428,6 +428,17 @@ fn digest(parts: &[&str]) -> String {
     hex::encode(&h.finalize()[..20])
 }
 
+/// The `ifb` name of an attachment: `bwp` and the first 12 hex digits of
+/// SHA-512(network name + container ID), the reference's name (so both
+/// implementations collide, and clean up, alike). The host's, never a
+/// plugin's choice.
+pub fn ifb_name(network: &str, container_id: &str) -> String {
+    use sha2::Sha512;
+    let digest = Sha512::digest(format!("{network}{container_id}").as_bytes());
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("bwp{}", &hex[..12])
+}
+
 impl Attachment {
     /// The attachment of an invocation for `command`: `CNI_CONTAINERID`
     /// and `CNI_IFNAME` from `env`, the network name and (GC) the valid

@@ -237,7 +237,7 @@ impl Ctx {
                         // the record lists: it goes back, never away.
                         continue;
                     }
-                    if !owns(l, &link, &mark) {
+                    if !owns(l, &link, &mark) && !host_named_ifb(l, &link, record) {
                         if l.ns == Kind::Host && link.kind == l.kind && unmarked(&link) {
                             eprintln!(
                                 "wasmcni: host link {:?} has the name and kind {} names, but no \
@@ -621,6 +621,25 @@ fn owns(l: &OwnedLink, link: &super::bindings::Link, mark: &str) -> bool {
         && (l.ns == Kind::Container
             || link.alias.as_deref() == Some(mark)
             || (l.intent && l.index == Some(link.index) && unmarked(link)))
+}
+
+/// Whether `link` is the record's attachment's ifb, unmarked: one the
+/// intent log named before the kernel made it and never saw made (an ADD
+/// killed in between: `step:link-made`). A link a plugin names could be
+/// one an admin made under that name since, and is left; but the ifb's
+/// name is the host's, derived from the attachment alone
+/// ([`crate::attachment::ifb_name`]), and was free when the log named it
+/// ([`Ctx::intend_links`]): an unmarked ifb of that name is the
+/// attachment's, as the reference's DEL takes it by name. (The hour soak
+/// found such an ifb's DEL refused at every try, the pod left
+/// SANDBOX_UNKNOWN.)
+pub(super) fn host_named_ifb(l: &OwnedLink, link: &super::bindings::Link, record: &Record) -> bool {
+    let a = record.attachment();
+    l.ns == Kind::Host
+        && l.kind.as_deref() == Some("ifb")
+        && link.kind == l.kind
+        && unmarked(link)
+        && l.name == crate::attachment::ifb_name(&a.network, &a.container_id)
 }
 
 /// Whether `link` carries no alias at all.

@@ -10,7 +10,7 @@ use super::ctx::Inverse;
 use super::link::LinkUndo;
 use super::row::*;
 use serde_json::Value;
-use sha2::{Digest, Sha512};
+
 use wasmtime::component::Resource;
 
 use super::args::{fields, AuditArg};
@@ -25,14 +25,7 @@ use crate::netns::Kind;
 use crate::record::Location;
 use netlink_packet_route::tc::TcHandle;
 
-/// The `ifb` name of an attachment: `bwp` and the first 12 hex digits of
-/// SHA-512(network name + container ID), the reference's name (so both
-/// implementations collide, and clean up, alike).
-pub fn ifb_name(network: &str, container_id: &str) -> String {
-    let digest = Sha512::digest(format!("{network}{container_id}").as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("bwp{}", &hex[..12])
-}
+use crate::attachment::ifb_name;
 
 /// The bucket for a limit, or `invalid-argument`.
 fn bucket(limit: &RateLimit) -> Result<Tbf, CapError> {
@@ -84,6 +77,10 @@ impl Ctx {
     /// `owned_link_present`). Its DEL must take the limits off it — the
     /// soak found a DEL refused here, again and again, and containerd's
     /// pod left unknown.
+    ///
+    /// Killed a step earlier, after the kernel made it and before the log
+    /// said where (`step:link-made`), the log names it with no index: its
+    /// DEL takes it all the same ([`super::owned::host_named_ifb`]).
     fn recorded_unmarked(&mut self, kind: Kind, l: &Link) -> bool {
         if Location::untrusted_root().is_some() {
             return false;
@@ -91,12 +88,16 @@ impl Ctx {
         let Ok(Some(record)) = self.record_location().load() else {
             return false;
         };
+        let del = self.command == Some(Command::Del);
         record
             .owned
             .links
             .iter()
-            .filter(|o| o.ns == kind && o.name == l.name && o.index == Some(l.index))
-            .any(|o| self.owned_link_present(o, &record))
+            .filter(|o| o.ns == kind && o.name == l.name)
+            .any(|o| match o.index {
+                Some(i) => i == l.index && self.owned_link_present(o, &record),
+                None => del && super::owned::host_named_ifb(o, l, &record),
+            })
     }
 
     fn limit_transmit(
