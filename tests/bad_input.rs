@@ -912,33 +912,41 @@ fn a_bandwidth_add_killed_before_it_marked_its_ifb_is_undone_by_its_del() {
 /// said where (`WASMCNI_FAULT=step:link-made`): the runtime's DEL was
 /// refused at every try, as above, and containerd's pod was left
 /// SANDBOX_UNKNOWN with its veth, address, rules and record. The ifb's
-/// name is the host's, derived from the attachment, and the log named it
-/// before the kernel made it: the DEL takes it, and the node is as before
-/// the ADD.
+/// name is the host's, derived from the attachment, and the log's last
+/// line named it before the kernel made it: the DEL takes it (the plugin's
+/// `remove-limits`), and so does a GC that finds the attachment gone (the
+/// host's cleanup of its record); the node is as before the ADD.
 #[test]
-fn a_bandwidth_add_killed_before_it_read_back_its_ifb_is_undone_by_its_del() {
+fn a_bandwidth_add_killed_before_it_read_back_its_ifb_is_undone_by_its_del_or_gc() {
     use serde_json::json;
     let world = support::world::World::new("bwmade");
     let prev = bandwidth_veth(&world, "vethmade0", 0);
     let before = world.snapshot();
     let limits = json!({"egressRate": 800000, "egressBurst": 80000});
-    let add = bandwidth_invoke(&world, "ADD", limits.clone(), &prev)
-        .env("WASMCNI_FAULT", "step:link-made")
-        .run();
-    assert_ne!(add.code, 0, "the ADD was to be killed: {add:?}");
-    let links = world.node.ip(&["-o", "link", "show", "type", "ifb"]);
-    assert!(
-        links.contains("bwp") && !links.contains("alias"),
-        "the kill came before the ifb was made, or after it was marked: {links}"
-    );
-    let del = bandwidth_call(&world, "DEL", limits, &prev);
-    assert_eq!(
-        del.code, 0,
-        "the runtime's DEL after the killed ADD: {del:?}"
-    );
-    support::assert_same(
-        &before,
-        &world.snapshot(),
-        "the DEL after an ADD killed before it read back its ifb",
-    );
+    for cleanup in ["DEL", "GC"] {
+        let add = bandwidth_invoke(&world, "ADD", limits.clone(), &prev)
+            .env("WASMCNI_FAULT", "step:link-made")
+            .run();
+        assert_ne!(add.code, 0, "the ADD was to be killed: {add:?}");
+        let links = world.node.ip(&["-o", "link", "show", "type", "ifb"]);
+        assert!(
+            links.contains("bwp") && !links.contains("alias"),
+            "the kill came before the ifb was made, or after it was marked: {links}"
+        );
+        let c = if cleanup == "DEL" {
+            bandwidth_call(&world, "DEL", limits.clone(), &prev)
+        } else {
+            let gc = json!({"cniVersion": "1.1.0", "cni.dev/valid-attachments": []});
+            bandwidth_call(&world, "GC", gc, &prev)
+        };
+        assert_eq!(
+            c.code, 0,
+            "the runtime's {cleanup} after the killed ADD: {c:?}"
+        );
+        support::assert_same(
+            &before,
+            &world.snapshot(),
+            &format!("the {cleanup} after an ADD killed before it read back its ifb"),
+        );
+    }
 }

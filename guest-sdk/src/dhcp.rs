@@ -88,8 +88,8 @@ pub fn current(socket: Option<&str>) -> Result<Lease, DhcpError> {
     flatten("dhcp.current", wit::current(socket))
 }
 
-/// Whether a DHCP daemon accepts connections on the socket (STATUS): the
-/// error says why not.
+/// Whether a DHCP daemon listens on the socket (STATUS): a connection is
+/// accepted or queued; the error says why not.
 #[cfg_attr(not(target_arch = "wasm32"), track_caller)]
 pub fn listening(socket: Option<&str>) -> Result<(), DhcpError> {
     crate::require_host("dhcp.listening");

@@ -102,10 +102,12 @@ struct Daemon {
     acquiring: Mutex<HashSet<String>>,
 }
 
-/// An acquire under way, until dropped.
-struct Acquiring<'a>(&'a Daemon, String);
+/// An acquire under way, until dropped: by the request when it answers
+/// from what is held, else by the lease's thread once its first exchange
+/// is over (a request that gave up waiting does not end it).
+struct Acquiring(Arc<Daemon>, String);
 
-impl Drop for Acquiring<'_> {
+impl Drop for Acquiring {
     fn drop(&mut self) {
         self.0
             .acquiring
@@ -113,6 +115,18 @@ impl Drop for Acquiring<'_> {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&self.1);
     }
+}
+
+/// What the thread of a lease being acquired answers, and holds.
+struct First {
+    /// The request's answer: the lease, or why not.
+    answer: mpsc::Sender<Result<Lease, String>>,
+    /// How long the first exchange may take.
+    timeout: Duration,
+    /// The lease's command channel, held once it is granted.
+    held: mpsc::Sender<Cmd>,
+    /// No other acquire of the key until the first exchange is over.
+    _acquiring: Acquiring,
 }
 
 /// Tells the files a lease is written through apart (a renewal's thread
@@ -246,6 +260,29 @@ impl Daemon {
         }
     }
 
+    /// Whether the lease's file is `kept`'s to write or remove: no other
+    /// lease of its key is held (a release that gave up waiting for this
+    /// thread, then a new acquire of the key, would have one).
+    fn is_mine(&self, client_id: &str, kept: &Arc<Mutex<Kept>>) -> bool {
+        self.held
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(client_id)
+            .is_none_or(|h| Arc::ptr_eq(&h.kept, kept))
+    }
+
+    fn store_if_mine(&self, k: &Kept, kept: &Arc<Mutex<Kept>>) {
+        if self.is_mine(&k.client_id, kept) {
+            self.store(k);
+        }
+    }
+
+    fn forget_if_mine(&self, client_id: &str, kept: &Arc<Mutex<Kept>>) {
+        if self.is_mine(client_id, kept) {
+            self.forget(client_id);
+        }
+    }
+
     fn forget(&self, client_id: &str) {
         let path = self.file(client_id);
         if let Err(e) = fs::remove_file(&path) {
@@ -261,17 +298,20 @@ impl Daemon {
         let Ok(dir) = fs::read_dir(&self.opts.state_dir) else {
             return;
         };
+        // Writes a crash cut short go first: the leases' threads, started
+        // below, write files of their own beside them.
+        let mut kept_files = Vec::new();
         for e in dir.flatten() {
             let path = e.path();
             match path.extension().and_then(|x| x.to_str()) {
-                Some("json") => {}
-                // A write a crash cut short.
+                Some("json") => kept_files.push(path),
                 Some(x) if x.starts_with("tmp") => {
                     let _ = fs::remove_file(&path);
-                    continue;
                 }
-                _ => continue,
+                _ => {}
             }
+        }
+        for path in kept_files {
             let kept: Option<Kept> = fs::read(&path)
                 .ok()
                 .and_then(|b| serde_json::from_slice(&b).ok());
@@ -423,7 +463,9 @@ impl Daemon {
         if ifname.is_empty() || ifname.len() > 15 || ifname.contains(['/', ':']) {
             return Answer::Error(format!("invalid interface name {ifname:?}"));
         }
-        if options.client_id.len() > 254 || options.provide.iter().any(|(_, v)| v.len() > 255) {
+        if options.client_id.len() > dhcp_wire::MAX_CLIENT_ID
+            || options.provide.iter().any(|(_, v)| v.len() > 255)
+        {
             return Answer::Error("an option longer than DHCP carries".into());
         }
         if !self
@@ -434,7 +476,7 @@ impl Daemon {
         {
             return Answer::Error(format!("an acquire of {client_id} is already under way"));
         }
-        let _acquiring = Acquiring(self, client_id.clone());
+        let acquiring = Acquiring(self.clone(), client_id.clone());
         // The lease this attachment holds in this namespace already; one
         // of an earlier incarnation (another namespace) is released first.
         let existing = {
@@ -466,16 +508,15 @@ impl Daemon {
         let (tx, rx) = mpsc::channel();
         let (first_tx, first_rx) = mpsc::channel();
         let d = self.clone();
-        let k = kept.clone();
-        std::thread::spawn(move || d.maintain(fd, k, rx, Some((first_tx, timeout))));
+        let first = First {
+            answer: first_tx,
+            timeout,
+            held: tx,
+            _acquiring: acquiring,
+        };
+        std::thread::spawn(move || d.maintain(fd, kept, rx, Some(first)));
         match first_rx.recv_timeout(timeout + Duration::from_secs(2)) {
-            Ok(Ok(lease)) => {
-                self.held
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(client_id, Held { tx, kept });
-                Answer::Lease(lease)
-            }
+            Ok(Ok(lease)) => Answer::Lease(lease),
             Ok(Err(e)) => Answer::Error(e),
             Err(_) => Answer::Error(format!(
                 "no DHCP lease within {:.1} s",
@@ -492,13 +533,13 @@ impl Daemon {
         netns: OwnedFd,
         kept: Arc<Mutex<Kept>>,
         rx: mpsc::Receiver<Cmd>,
-        first: Option<(mpsc::Sender<Result<Lease, String>>, Duration)>,
+        first: Option<First>,
     ) {
         let snapshot = || kept.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let k = snapshot();
         let fail = |msg: String| {
-            if let Some((tx, _)) = &first {
-                let _ = tx.send(Err(msg));
+            if let Some(f) = &first {
+                let _ = f.answer.send(Err(msg));
             } else {
                 log(format!("{}: {msg}", k.client_id));
             }
@@ -515,8 +556,8 @@ impl Daemon {
                 ))
             }
         };
-        if let Some((tx, timeout)) = &first {
-            match client.acquire(&k.options, Instant::now() + *timeout) {
+        if let Some(f) = first {
+            match client.acquire(&k.options, Instant::now() + f.timeout) {
                 Ok(lease) => {
                     let mut g = kept.lock().unwrap_or_else(|e| e.into_inner());
                     g.lease = lease.clone();
@@ -527,14 +568,30 @@ impl Daemon {
                         "{}: leased {}/{} from {}",
                         k.client_id, lease.ip, lease.prefix, lease.server
                     ));
-                    if tx.send(Ok(lease.clone())).is_err() {
+                    // Held before it is answered, while no other acquire
+                    // of the key can start (`f` holds it).
+                    self.held.lock().unwrap_or_else(|e| e.into_inner()).insert(
+                        k.client_id.clone(),
+                        Held {
+                            tx: f.held,
+                            kept: kept.clone(),
+                        },
+                    );
+                    if f.answer.send(Ok(lease.clone())).is_err() {
                         // The request gave up meanwhile: give it back.
+                        self.held
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remove(&k.client_id);
                         let _ = client.release(&lease, &k.options);
                         self.forget(&k.client_id);
                         return;
                     }
                 }
-                Err(e) => return fail(e.to_string()),
+                Err(e) => {
+                    let _ = f.answer.send(Err(e.to_string()));
+                    return;
+                }
             }
         }
         let check = Duration::from_secs_f64(self.opts.check_interval.max(0.1));
@@ -549,7 +606,7 @@ impl Daemon {
                     let r = client
                         .release(&k.lease, &k.options)
                         .map_err(|e| e.to_string());
-                    self.forget(&k.client_id);
+                    self.forget_if_mine(&k.client_id, &kept);
                     log(format!("{}: released {}", k.client_id, k.lease.ip));
                     // The interface may be gone already (DEL after the
                     // link): the lease is forgotten either way.
@@ -564,7 +621,7 @@ impl Daemon {
             }
             if path_id(&k.netns) != Some((k.dev, k.ino)) {
                 let _ = client.release(&k.lease, &k.options);
-                self.forget(&k.client_id);
+                self.forget_if_mine(&k.client_id, &kept);
                 let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
                 if held
                     .get(&k.client_id)
@@ -587,12 +644,17 @@ impl Daemon {
             let rebind = now >= k.granted_at + u64::from(k.lease.t2_secs);
             match client.renew(&k.lease, &k.options, rebind, Instant::now() + timeout) {
                 Ok(lease) => {
-                    let mut g = kept.lock().unwrap_or_else(|e| e.into_inner());
-                    g.lease = lease;
-                    g.granted_at = now_secs();
-                    self.store(&g);
+                    let now = {
+                        let mut g = kept.lock().unwrap_or_else(|e| e.into_inner());
+                        g.lease = lease;
+                        g.granted_at = now_secs();
+                        g.clone()
+                    };
+                    // Not under the lease's lock: `held` is taken first
+                    // elsewhere (a `current` request).
+                    self.store_if_mine(&now, &kept);
                     retry_at = None;
-                    log(format!("{}: renewed {}", k.client_id, g.lease.ip));
+                    log(format!("{}: renewed {}", k.client_id, now.lease.ip));
                 }
                 Err(e) => {
                     let expired = now >= k.granted_at + u64::from(k.lease.lease_secs);

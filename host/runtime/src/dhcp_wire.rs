@@ -117,12 +117,17 @@ pub fn call(
         path: socket.to_owned(),
         source,
     };
+    let start = std::time::Instant::now();
     let mut stream =
         connect(socket, timeout.min(CONNECT_TIMEOUT)).map_err(|source| WireError::NoDaemon {
             path: socket.to_owned(),
             source,
         })?;
-    stream.set_read_timeout(Some(timeout)).map_err(io_err)?;
+    // One budget for the connection and the answer.
+    let left = timeout
+        .saturating_sub(start.elapsed())
+        .max(Duration::from_millis(1));
+    stream.set_read_timeout(Some(left)).map_err(io_err)?;
     stream
         .set_write_timeout(Some(Duration::from_secs(5)))
         .map_err(io_err)?;
@@ -153,7 +158,13 @@ pub fn call(
     })
 }
 
-/// Whether a daemon accepts connections on `socket` (within 2 s).
+/// The most bytes of a client identifier (option 61 holds 255, less its
+/// type byte).
+pub const MAX_CLIENT_ID: usize = 254;
+
+/// Whether a daemon listens on `socket`: a connection is accepted or
+/// queued within 2 s (a daemon that stopped answering, with room in its
+/// backlog, still counts).
 pub fn listening(socket: &Path) -> Result<(), WireError> {
     connect(socket, Duration::from_secs(2))
         .map(drop)

@@ -183,6 +183,15 @@ pub struct OwnedLink {
     /// late DEL of another incarnation leaves it alone (S15).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub netns: u64,
+    /// Set on load only, never written: the entry comes from the intent
+    /// log's last line (the step a kill cut off), in this boot, which
+    /// named the link before the kernel made it and never saw it made (a
+    /// kill in between: `step:link-made`). Such an entry makes no link
+    /// the attachment's, but for its `ifb`, whose name the host derives
+    /// from the attachment alone ([`crate::attachment::ifb_name`];
+    /// `caps::owned::host_named_ifb`).
+    #[serde(skip)]
+    pub named_unmade: bool,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -259,6 +268,7 @@ impl Owned {
                 }
                 Some(x) => {
                     x.intent &= l.intent;
+                    x.named_unmade |= l.named_unmade;
                     if !x.intent {
                         x.index = None;
                     }
@@ -512,7 +522,9 @@ impl Location {
     /// its name and kind tie to the ADD, as they would tie an admin's
     /// link made under that name since. The host leaves it, and says so
     /// at DEL and GC ([`crate::caps`], `remove_owned`); a veth whose other
-    /// end the ADD made in the container goes with that end at DEL.
+    /// end the ADD made in the container goes with that end at DEL; the
+    /// attachment's `ifb`, whose name is the host's
+    /// ([`OwnedLink::named_unmade`]), goes at DEL and GC.
     fn load_intent(&self, interrupted: bool) -> io::Result<Option<Record>> {
         let path = self.dir.join(self.intent_file());
         let Some(text) = read_bounded(&self.root, &path, MAX_RECORD)? else {
@@ -544,6 +556,7 @@ impl Location {
             }
             let last = interrupted && i + 1 == n && l.boot_id == boot;
             for x in &mut l.owned.links {
+                x.named_unmade = last && x.index.is_none();
                 x.intent = last && x.index.is_some();
                 if !x.intent {
                     x.index = None;

@@ -149,6 +149,7 @@ impl Ctx {
                 intent: true,
                 netns: self.container_ino().unwrap_or(0),
                 index: None,
+                named_unmade: false,
             });
         }
         self.intend(owned)
@@ -177,6 +178,7 @@ impl Ctx {
                     kind: kind.clone(),
                     intent: true,
                     index: Some(*index),
+                    named_unmade: false,
                     netns: self.container_ino().unwrap_or(0),
                 });
             }

@@ -55,20 +55,17 @@ fn client_id(network: &str, container_id: &str, ifname: &str) -> String {
     format!("{container_id}/{network}/{ifname}")
 }
 
-/// The most bytes of a client identifier option (61): 255, less its type.
-const MAX_WIRE_ID: usize = 254;
-
 /// The client identifier sent to the server: the key, as the reference
 /// sends it; one longer than an option holds is cut and ends in a hash
 /// of the whole (`/` and 16 hex digits), where the reference's cut would
 /// give two attachments (networks with long names in one pod) one lease.
 fn wire_client_id(key: &str) -> Vec<u8> {
-    if key.len() <= MAX_WIRE_ID {
+    if key.len() <= dhcp_wire::MAX_CLIENT_ID {
         return key.as_bytes().to_vec();
     }
     use sha2::Digest;
     let hash = hex::encode(&sha2::Sha256::digest(key.as_bytes())[..8]);
-    let mut id = key.as_bytes()[..MAX_WIRE_ID - 1 - hash.len()].to_vec();
+    let mut id = key.as_bytes()[..dhcp_wire::MAX_CLIENT_ID - 1 - hash.len()].to_vec();
     id.push(b'/');
     id.extend_from_slice(hash.as_bytes());
     id
@@ -216,9 +213,7 @@ impl Ctx {
         }
         Ok(release(&socket, &client))
     }
-}
 
-impl Ctx {
     fn dhcp_listening(&mut self, asked: Option<&str>) -> Result<Result<(), String>, CapError> {
         let socket = self
             .view()
@@ -321,7 +316,7 @@ pub(super) const RELEASE: Entry = Entry {
 pub(super) const LISTENING: Entry = Entry {
     call: "dhcp.listening",
     args: &["socket"],
-    authority: "ask whether a DHCP daemon accepts connections on the granted socket (a connection opened and closed; no lease named)",
+    authority: "ask whether a DHCP daemon listens on the granted socket (a connection opened and closed; no lease named)",
     policy: "`dhcp.socket`; any command",
     undo: "none (no side effect)",
     mutates: false,
@@ -343,8 +338,8 @@ mod tests {
             long(&format!("{}b", "n".repeat(200))),
         );
         let (wa, wb) = (wire_client_id(&a), wire_client_id(&b));
-        assert_eq!(wa.len(), MAX_WIRE_ID);
-        assert_eq!(wb.len(), MAX_WIRE_ID);
+        assert_eq!(wa.len(), dhcp_wire::MAX_CLIENT_ID);
+        assert_eq!(wb.len(), dhcp_wire::MAX_CLIENT_ID);
         assert_ne!(wa, wb, "two attachments, one client identifier");
         assert_eq!(&wa[..100], &a.as_bytes()[..100], "the reference's prefix");
         assert_ne!(a, b, "two attachments, one lease key");

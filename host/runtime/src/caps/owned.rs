@@ -64,6 +64,7 @@ impl Ctx {
                 intent: false,
                 netns: self.container_ino().unwrap_or(0),
                 index: None,
+                named_unmade: false,
             };
             if !owned.links.contains(&l) {
                 owned.links.push(l);
@@ -623,9 +624,10 @@ fn owns(l: &OwnedLink, link: &super::bindings::Link, mark: &str) -> bool {
             || (l.intent && l.index == Some(link.index) && unmarked(link)))
 }
 
-/// Whether `link` is the record's attachment's ifb, unmarked: one the
-/// intent log named before the kernel made it and never saw made (an ADD
-/// killed in between: `step:link-made`). A link a plugin names could be
+/// Whether `link` is the record's attachment's ifb, unmarked, which the
+/// intent log's last line, in this boot, named before the kernel made it
+/// and never saw made (an ADD killed in between: `step:link-made`;
+/// [`OwnedLink::named_unmade`]). A link a plugin names could be
 /// one an admin made under that name since, and is left; but the ifb's
 /// name is the host's, derived from the attachment alone
 /// ([`crate::attachment::ifb_name`]), and was free when the log named it
@@ -635,7 +637,9 @@ fn owns(l: &OwnedLink, link: &super::bindings::Link, mark: &str) -> bool {
 /// SANDBOX_UNKNOWN.)
 pub(super) fn host_named_ifb(l: &OwnedLink, link: &super::bindings::Link, record: &Record) -> bool {
     let a = record.attachment();
-    l.ns == Kind::Host
+    l.named_unmade
+        && l.ns == Kind::Host
+        && record.boot_id == crate::record::boot_id().unwrap_or_default()
         && l.kind.as_deref() == Some("ifb")
         && link.kind == l.kind
         && unmarked(link)

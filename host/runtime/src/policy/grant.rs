@@ -422,6 +422,26 @@ pub const DEFAULT_MAX_LINKS: u32 = 16;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `LinkKind::ALL` lists every kind once (a kind added to the enum
+    /// fails to compile here until it is placed).
+    #[test]
+    fn all_link_kinds_are_listed_once() {
+        let place = |k: LinkKind| match k {
+            LinkKind::Veth => 0,
+            LinkKind::Bridge => 1,
+            LinkKind::Dummy => 2,
+            LinkKind::Tap => 3,
+            LinkKind::Macvlan => 4,
+            LinkKind::Ipvlan => 5,
+            LinkKind::Vlan => 6,
+            LinkKind::Vrf => 7,
+        };
+        for (i, k) in LinkKind::ALL.iter().enumerate() {
+            assert_eq!(place(*k), i, "{k:?}");
+        }
+        assert_eq!(LinkKind::ALL.len(), 8);
+    }
     use crate::policy::Policy;
 
     #[test]

@@ -111,6 +111,7 @@ fn only_a_link_the_last_step_saw_made_may_be_unmarked() {
             intent: true,
             index,
             netns: 0,
+            named_unmade: false,
         });
         l
     };
@@ -159,6 +160,7 @@ fn an_unreadable_intent_log_leaves_its_record_in_place() {
         intent: false,
         netns: 0,
         index: None,
+        named_unmade: false,
     });
     loc.store(&r).expect("store");
     // Not a file: reading it fails.
@@ -176,6 +178,7 @@ fn an_unreadable_intent_log_leaves_its_record_in_place() {
         intent: true,
         netns: 0,
         index: None,
+        named_unmade: false,
     });
     loc.intend(&line).expect("intend");
     std::fs::write(loc.path(), "{").expect("corrupt");
