@@ -278,6 +278,10 @@ pub(crate) fn remove_pruning(root: &Path, dir: &Path, file: &str, top: &Path) ->
         Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
         _ => {}
     }
+    // A replacement a kill cut off before its rename ([`write_atomic`]'s
+    // temporary file): it goes with the file (the hour soak found one
+    // left, and with it the attachment's directory, by a killed ADD).
+    let _ = root.remove_file(dir.join(format!(".{file}.tmp")));
     let mut d = dir.to_owned();
     while d.parent().is_some() && d != top {
         // Not empty (another plugin's file, another attachment): stop.
@@ -321,4 +325,27 @@ pub(crate) fn walk(dir: &Path, exts: &[&str], errors: &mut Vec<String>) -> Vec<P
         level = next;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A store killed between its temporary file and the rename leaves
+    /// `.FILE.tmp`; removing the file takes it too, and the attachment's
+    /// directories with it.
+    #[test]
+    fn removing_a_file_takes_a_replacement_a_kill_cut_off() {
+        let root = tempfile::tempdir().expect("tempdir");
+        let dir = Path::new("attachments/net/ctr/eth0");
+        write_atomic(root.path(), dir, "bridge.json", b"{}").expect("store");
+        std::fs::write(root.path().join(dir).join(".bridge.json.tmp"), b"{").expect("tmp");
+        remove_pruning(root.path(), dir, "bridge.json", Path::new("attachments")).expect("remove");
+        assert!(
+            !root.path().join("attachments/net").exists(),
+            "left: {:?}",
+            std::fs::read_dir(root.path().join(dir))
+                .map(|d| d.flatten().map(|e| e.file_name()).collect::<Vec<_>>())
+        );
+    }
 }
