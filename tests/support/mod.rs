@@ -210,14 +210,25 @@ impl Netns {
     /// an address still tentative); a state still
     /// pending then is reported as it is.
     pub fn snapshot(&self) -> Value {
+        self.snapshot_settling().0
+    }
+
+    /// [`Netns::snapshot`], and whether the state had settled when it was
+    /// taken (false: the wait ran out).
+    pub fn snapshot_settling(&self) -> (Value, bool) {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         loop {
-            let v = self.snapshot_now();
+            // Settled is judged on the dump as the kernel gave it: the
+            // normalising below drops the very flags and routes it reads
+            // (with them dropped first, every snapshot of a link with an
+            // IPv6 address waited the whole 10 s; CI ran past its limit).
+            let mut v = self.snapshot_now();
             let settled = !dad_pending(&v["addrs"])
                 && !operstate_pending(&v["links"])
                 && !local_route_pending(&v["addrs"], &v["routes6"]);
             if settled || std::time::Instant::now() >= deadline {
-                return v;
+                normalize_snapshot(&mut v);
+                return (v, settled);
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
@@ -258,7 +269,7 @@ impl Netns {
             self.ip_batch(&["-j", "-6"], &["route show table all", "rule show"]),
         )
         .expect("two dumps");
-        let mut v = serde_json::json!({
+        serde_json::json!({
             "links": links,
             "addrs": addrs,
             "routes4": routes4,
@@ -266,25 +277,7 @@ impl Netns {
             "rules4": rules4,
             "rules6": rules6,
             "neighbours": neighbours,
-        });
-        scrub(&mut v);
-        // The kernel lists routes of one prefix in the order they were
-        // added (a link that comes back re-adds its fe80::/64 last): the
-        // set is what counts. A link-local address's local route comes
-        // when the kernel's duplicate address detection is done (a second
-        // or so after the link comes up; until then the address is
-        // `tentative`): a loaded machine's snapshot may come before or
-        // after it, by no plugin's doing.
-        for key in ["routes4", "routes6"] {
-            if let Some(routes) = v[key].as_array_mut() {
-                routes.retain(|r| {
-                    !(r["type"] == "local"
-                        && r["dst"].as_str().is_some_and(|d| d.starts_with("fe80:")))
-                });
-                routes.sort_by_cached_key(|r| r.to_string());
-            }
-        }
-        v
+        })
     }
 
     /// `ip -n NAME FLAGS... -batch -` with `commands`, one per line: what
@@ -710,6 +703,26 @@ fn operstate_pending(links: &Value) -> bool {
                 }
         })
     })
+}
+
+/// A settled snapshot as tests compare it: volatile fields gone
+/// ([`scrub`]), routes as a set. The kernel lists routes of one prefix in
+/// the order they were added (a link that comes back re-adds its
+/// fe80::/64 last): the set is what counts. A link-local address's local
+/// route comes when the kernel's duplicate address detection is done (a
+/// second or so after the link comes up; until then the address is
+/// `tentative`): a snapshot of a machine so loaded that detection outlasts
+/// the wait may come before or after it, by no plugin's doing.
+fn normalize_snapshot(v: &mut Value) {
+    scrub(v);
+    for key in ["routes4", "routes6"] {
+        if let Some(routes) = v[key].as_array_mut() {
+            routes.retain(|r| {
+                !(r["type"] == "local" && r["dst"].as_str().is_some_and(|d| d.starts_with("fe80:")))
+            });
+            routes.sort_by_cached_key(|r| r.to_string());
+        }
+    }
 }
 
 fn scrub(v: &mut Value) {
