@@ -12,7 +12,7 @@ CARGO ?= cargo
 # rest too (the oracles, the clients, the VM, netavark).
 DEMO_DEB_PACKAGES := iproute2 iputils-ping nftables
 DEB_PACKAGES := iproute2 iputils-ping containernetworking-plugins golang-go golang-github-appc-cni-dev \
-	podman runc busybox-static musl-tools nftables iptables conntrack strace dnsmasq-base \
+	podman runc busybox-static musl-tools nftables iptables conntrack strace dnsmasq-base docker-registry python3-cryptography \
 	containerd python3-grpcio python3-grpc-tools python3-protobuf protobuf-compiler
 # The node installer image (deploy/): a static build of wasmcni, FROM scratch.
 MUSL_TARGET := x86_64-unknown-linux-musl
@@ -57,7 +57,7 @@ lint: setup
 
 # The packages `make test` tests: the host's crates, the SDK, and the
 # guests' own unit tests (natively).
-TEST_PACKAGES := -p wasmcni -p wasmcni-runtime -p wasmcni-tools -p wasmcni-kernel -p wasmcni-cni-spec -p wasmcni-gojson -p wasmcni-guest-sdk $(addprefix -p ,$(notdir $(wildcard guests/*)))
+TEST_PACKAGES := -p wasmcni -p wasmcni-runtime -p wasmcni-tools -p wasmcni-kernel -p wasmcni-oci -p wasmcni-cni-spec -p wasmcni-gojson -p wasmcni-guest-sdk $(addprefix -p ,$(notdir $(wildcard guests/*)))
 
 # `make lint`'s checks, but the host's clippy pass is the test build itself
 # (tests/run --clippy: clippy-driver compiles each workspace crate for the

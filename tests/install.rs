@@ -2239,3 +2239,198 @@ fn install_refuses_a_policy_entry_or_dir_others_could_write() {
     let out = node.install(&["--only", "loopback"]);
     assert!(out.status.success(), "{}", text(&out));
 }
+
+/// Issue 51: a plugin installed by reference (`--plugin oci://…`) from a
+/// real registry on loopback: pulled, its signature verified against the
+/// operator's trust file, copied into the plugin dir, pinned by its
+/// sha256, its origin recorded and listed, and run by libcni; a build
+/// that fails the trust rule, or a registry that is down, installs nothing
+/// and leaves the plugin installed before in place.
+#[test]
+fn a_plugin_installs_by_reference_verified_pinned_and_runs_in_libcni() {
+    support::require_root();
+    let mut reg = support::registry::Registry::start();
+    let host = reg.host.clone();
+    let node = Node::new();
+    let wasm = std::fs::read(support::fixture("loopback")).unwrap();
+    let sha = sha256(&wasm);
+    let keys = repo().join("tests/oci-keys");
+    let push = |file: &Path, tag: &str, sign: bool| {
+        let mut cmd = Command::new(node.path("tool/wasmcni"));
+        cmd.arg("push")
+            .arg(file)
+            .arg(format!("{}/acme/myplugin:{tag}", host))
+            .args(["--plain-http", &host])
+            .env_clear()
+            .env("COSIGN_PASSWORD", "spike");
+        if sign {
+            cmd.arg("--sign").arg(keys.join("cosign.key"));
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        let s = String::from_utf8_lossy(&out.stdout).into_owned();
+        s.lines()
+            .next()
+            .unwrap()
+            .split_once('@')
+            .unwrap()
+            .1
+            .to_owned()
+    };
+    let digest = push(&support::fixture("loopback"), "1.0", true);
+    std::fs::write(
+        node.path("trust.json"),
+        json!({"keys": {"acme": keys.join("cosign.pub")}, "requireSignature": true}).to_string(),
+    )
+    .unwrap();
+    let reference = format!("oci://{}/acme/myplugin:1.0", host);
+    let args = |reference: &str| -> Vec<String> {
+        [
+            "--plugin",
+            reference,
+            "--policy",
+            "src/entry.json",
+            "--plain-http",
+            &host,
+            "--trust",
+            "trust.json",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let install = |reference: &str| {
+        let a = args(reference);
+        node.install(&a.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    let out = install(&reference);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(
+        std::fs::read(node.path("plugins/myplugin.wasm")).unwrap(),
+        wasm
+    );
+    assert_eq!(node.entry()["sha256"], sha.as_str());
+    let origin: Value =
+        serde_json::from_slice(&std::fs::read(node.path("plugins/myplugin.origin.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        origin,
+        json!({"reference": format!("{}/acme/myplugin:1.0", host), "digest": digest,
+               "sha256": sha, "signer": "acme"})
+    );
+    let owned = std::fs::read_to_string(node.path("plugins/.wasmcni-owned")).unwrap();
+    assert!(
+        owned.contains("myplugin.origin.json") && owned.contains("myplugin.wasm"),
+        "{owned}"
+    );
+    // Idempotent.
+    let again = install(&reference);
+    assert!(again.status.success(), "{}", text(&again));
+
+    // `wasmcni list` shows where it came from and who signed it.
+    let list = Command::new(node.path("tool/wasmcni"))
+        .args(["list", "--json"])
+        .env_clear()
+        .envs(node.env())
+        .output()
+        .unwrap();
+    assert!(list.status.success(), "{}", text(&list));
+    let list: Value = serde_json::from_slice(&list.stdout).unwrap();
+    let row = list["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "myplugin")
+        .unwrap_or_else(|| panic!("{list}"))
+        .clone();
+    assert_eq!(row["source"]["digest"], digest.as_str(), "{row}");
+    assert_eq!(row["source"]["signer"], "acme", "{row}");
+    assert_eq!(row["policy"]["valid"], true, "{row}");
+
+    // The real libcni runs it.
+    let netnode = Netns::new("ocin");
+    let ctr = Netns::new("ocic");
+    let conflist = node.path("oci.conflist");
+    std::fs::write(
+        &conflist,
+        json!({"cniVersion": "1.0.0", "name": "oci", "plugins": [{"type": "myplugin"}]})
+            .to_string(),
+    )
+    .unwrap();
+    let env = node.env();
+    let bin = node.path("bin");
+    let call = |cmd: &str| {
+        Call {
+            node: &netnode,
+            bin: &bin,
+            cmd,
+            conflist: &conflist,
+            netns: &ctr.path,
+            cid: "oci0",
+            ifname: "lo",
+            cache: &node.path("libcni"),
+            args: "",
+            capargs: "",
+            env: &env,
+        }
+        .run()
+    };
+    let add = call("add");
+    assert_eq!(add.code, 0, "{add:?}");
+    assert!(ctr.lo_up());
+    let del = call("del");
+    assert_eq!(del.code, 0, "{del:?}");
+
+    // The trust rule holds for a file too: it carries no signature.
+    std::fs::write(node.path("src/myplugin.wasm"), &wasm).unwrap();
+    node.assert_refused(
+        &["--plugin", "src/myplugin.wasm", "--trust", "trust.json"],
+        &[
+            "requires plugin \"myplugin\" to be signed",
+            "--allow-unsigned",
+        ],
+    );
+    let unsigned_file = node.install(&[
+        "--plugin",
+        "src/myplugin.wasm",
+        "--trust",
+        "trust.json",
+        "--allow-unsigned",
+    ]);
+    assert!(unsigned_file.status.success(), "{}", text(&unsigned_file));
+
+    // An unsigned build under a new tag: refused by the trust rule,
+    // naming the reference, the digest and what is missing; nothing
+    // changes.
+    let unsigned = push(&support::fixture("scripted"), "2.0", false);
+    node.assert_refused(
+        &args(&format!("oci://{}/acme/myplugin:2.0", host))
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        &[
+            "acme/myplugin:2.0",
+            &unsigned,
+            "no valid signature by acme",
+            "no signature",
+        ],
+    );
+    // The registry down: refused, nothing changes, the plugin installed
+    // before still runs.
+    reg.stop();
+    node.assert_refused(
+        &args(&reference)
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        &[&format!("the registry {host}"), "onnection refused"],
+    );
+    assert_eq!(
+        std::fs::read(node.path("plugins/myplugin.wasm")).unwrap(),
+        wasm
+    );
+    let add = call("add");
+    assert_eq!(add.code, 0, "{add:?}");
+    let del = call("del");
+    assert_eq!(del.code, 0, "{del:?}");
+}

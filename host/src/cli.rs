@@ -25,6 +25,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once per process: the size of the largest variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run one plugin exactly as a runtime would run a plugin binary:
@@ -193,6 +195,16 @@ enum Command {
     /// it, and keeps them across its restart (systemd units:
     /// deploy/systemd/wasmcni-dhcp.{socket,service}).
     DhcpDaemon(crate::dhcp_daemon::Options),
+    /// Fetch a plugin published as an OCI artifact (the CNCF wasm layout):
+    /// resolve its tag to a digest, check the manifest and the component
+    /// against their digests, and a cosign signature where the trust file
+    /// (or --key) requires one; store it by sha256 and print its digest,
+    /// sha256 and signer. Nothing is stored unless all of it holds.
+    Pull(crate::distribute::PullOptions),
+    /// Publish a plugin component as an OCI artifact (the CNCF wasm
+    /// layout), optionally signed as cosign signs (--sign); prints the
+    /// reference pinned by digest.
+    Push(crate::distribute::PushOptions),
     /// netavark plugin API (Podman 5+; driver `wasmcni`): check the network
     /// config on stdin (its option `conflist` or `conflist-json` names a
     /// CNI conflist) and print it.
@@ -354,6 +366,8 @@ pub fn main(invoked_as: &str) -> i32 {
         Command::Gc(opts) => crate::gc::run(&opts),
         Command::ChainInto(opts) => crate::chain_into::run(&opts),
         Command::DhcpDaemon(opts) => crate::dhcp_daemon::run(&opts),
+        Command::Pull(opts) => crate::distribute::pull(&opts),
+        Command::Push(opts) => crate::distribute::push(&opts),
         Command::Create => return netavark::main(netavark::Call::Create),
         // (A missing namespace is netavark's error JSON, not clap's usage.)
         Command::Setup { netns } => {

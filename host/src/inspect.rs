@@ -538,7 +538,11 @@ pub fn list_report(bin_dir: Option<&Path>, policy_file: Option<&Path>) -> anyhow
                     .to_string();
                 let note = shadowed
                     .then(|| "SHADOWED: the standard plugin of this name runs instead".to_owned());
-                rows.push(row(&p, origin, note));
+                let mut r = row(&p, origin, note);
+                // Where install pulled it from, if it did (and this build).
+                r["source"] = crate::distribute::origin_of(&plugin_dir, &name, p.sha256())
+                    .unwrap_or(Value::Null);
+                rows.push(r);
             }
             Err(e) => rows.push(json!({
                 "name": name,
@@ -613,13 +617,26 @@ pub fn print_list(
         "ORIGIN".to_owned(),
         "SHA256".to_owned(),
         "POLICY".to_owned(),
+        "SOURCE".to_owned(),
     ]];
     for p in r["plugins"].as_array().into_iter().flatten() {
+        let src = &p["source"];
+        let source = if src.is_object() {
+            format!(
+                "{} (sha256:{}, signer {})",
+                s(&src["reference"]),
+                short_sha(s(&src["digest"]).trim_start_matches("sha256:")),
+                src["signer"].as_str().unwrap_or("none required")
+            )
+        } else {
+            "-".to_owned()
+        };
         table.push([
             s(&p["name"]),
             s(&p["origin"]),
             short_sha(&s(&p["sha256"])),
             s(&p["policy"]["status"]),
+            source,
         ]);
     }
     print_columns(&table);

@@ -114,13 +114,16 @@ pub struct Options {
     #[arg(long)]
     pub force: bool,
     /// A third-party plugin component to install: copied to
-    /// <plugin dir>/NAME.wasm, linked as DIR/NAME, precompiled.
+    /// <plugin dir>/NAME.wasm, linked as DIR/NAME, precompiled. A file, or
+    /// an OCI artifact `oci://REGISTRY/REPO:TAG[@sha256:DIGEST]`, pulled
+    /// and verified as `wasmcni pull` does (the trust file's rule for
+    /// NAME), its origin kept in <plugin dir>/NAME.origin.json.
     /// Repeatable: each --name and --policy belongs to the --plugin before
     /// it (`--plugin a.wasm --policy a.json --plugin b.wasm --name bee`).
-    #[arg(long, value_name = "FILE.wasm")]
+    #[arg(long, value_name = "FILE.wasm|oci://REF")]
     pub plugin: Vec<PathBuf>,
     /// The name of the --plugin before it, its CNI `type` (default: the
-    /// file stem).
+    /// file stem, or a reference's last repository part).
     #[arg(long, requires = "plugin")]
     pub name: Vec<String>,
     /// Where third-party plugins live (default: $WASMCNI_PLUGIN_DIR, else
@@ -186,6 +189,13 @@ pub struct Options {
     /// (filled from clap's matches by [`Positions::from_matches`]).
     #[arg(skip)]
     pub positions: Positions,
+    /// For `--plugin oci://…`: how to reach the registry, what to trust.
+    #[command(flatten)]
+    pub registry: crate::distribute::RegistryArgs,
+    /// Install a --plugin FILE even where the trust file requires its name
+    /// to be signed (a file carries no signature).
+    #[arg(long)]
+    pub allow_unsigned: bool,
 }
 
 /// Where each `--plugin`, `--name` and `--policy` stood on the command
@@ -248,7 +258,11 @@ pub fn install(opts: &Options) -> anyhow::Result<()> {
         .collect();
     let placements: Vec<&Placement> = third
         .iter()
-        .flat_map(|t| std::iter::once(&t.wasm).chain(t.entry.as_ref()))
+        .flat_map(|t| {
+            std::iter::once(&t.wasm)
+                .chain(t.entry.as_ref())
+                .chain(t.origin.as_ref())
+        })
         .chain(policy.as_ref())
         .collect();
     foreign.extend(

@@ -15,6 +15,7 @@
 pub mod chain_into;
 pub mod cli;
 pub mod dhcp_daemon;
+pub mod distribute;
 pub mod inspect;
 pub mod install;
 pub mod uninstall;

@@ -10,6 +10,7 @@
 
 pub mod cni;
 pub mod net;
+pub mod registry;
 pub mod vm;
 pub mod world;
 

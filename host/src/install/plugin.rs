@@ -96,6 +96,8 @@ pub(super) struct ThirdParty {
     /// install wrote before, re-pinned (`repinned`).
     pub(super) entry: Option<Placement>,
     pub(super) repinned: bool,
+    /// Where a pulled plugin came from (`NAME.origin.json`).
+    pub(super) origin: Option<Placement>,
 }
 
 fn plan_plugin(
@@ -105,9 +107,12 @@ fn plan_plugin(
     engine: &wasmtime::Engine,
 ) -> anyhow::Result<ThirdParty> {
     let file = arg.file;
-    let name = match arg.name {
-        Some(n) => n.to_owned(),
-        None => file
+    let reference = crate::distribute::oci_reference(file);
+    let name = match (arg.name, reference) {
+        (Some(n), _) => n.to_owned(),
+        (None, Some(r)) => crate::distribute::default_name(r)
+            .with_context(|| format!("--plugin {r}: no repository name; give --name"))?,
+        (None, None) => file
             .file_stem()
             .and_then(|s| s.to_str())
             .map(str::to_owned)
@@ -119,10 +124,42 @@ fn plan_plugin(
     if plugins::taken(&name) {
         bail!("plugin name {name:?} is taken by a standard plugin or component carried in wasmcni (a file cannot shadow it): choose another with --name");
     }
-    let wasm = read_input(file, "plugin", 64 << 20)?;
+    // A reference is pulled and verified (digest, and signature where the
+    // trust file asks) before anything is planned: nothing of a plugin
+    // that fails is written.
+    let (wasm, pulled) = match reference {
+        Some(r) => {
+            let mut p = opts.registry.pull(r, Some(&name))?;
+            (std::mem::take(&mut p.component), Some(p))
+        }
+        None => {
+            // The trust rule holds for every way in: a file carries no
+            // signature to check.
+            if !opts.allow_unsigned && opts.registry.requires_signature(&name)? {
+                bail!(
+                    "--plugin {file:?}: the trust file requires plugin {name:?} to be signed, and a \
+                     file carries no signature: install it from its registry (--plugin \
+                     oci://REGISTRY/REPO@sha256:…), or give --allow-unsigned"
+                );
+            }
+            (read_input(file, "plugin", 64 << 20)?, None)
+        }
+    };
     check_component(engine, &wasm, file)?;
     let sha = sha256_hex(&wasm);
     let wasm = Placement::plan(plugin_dir, &format!("{name}.wasm"), Content::Bytes(wasm))?;
+    let origin = match &pulled {
+        Some(p) => {
+            let mut text = serde_json::to_vec_pretty(&crate::distribute::origin_record(p))?;
+            text.push(b'\n');
+            Some(Placement::plan(
+                plugin_dir,
+                &format!("{name}.origin.json"),
+                Content::Bytes(text),
+            )?)
+        }
+        None => None,
+    };
     let dir = resolve_policy_dir(&opts.policy_dir)?;
     let mut repinned = false;
     let entry = match arg.policy {
@@ -147,6 +184,7 @@ fn plan_plugin(
         wasm,
         entry,
         repinned,
+        origin,
     })
 }
 
