@@ -240,9 +240,23 @@ fn store(dir: &Path, p: &Pulled) -> anyhow::Result<PathBuf> {
     {
         return Ok(path);
     }
-    crate::install::write_atomic_with(&path, |tmp| {
-        crate::install::create_file(tmp, 0o644, &mut p.component.as_slice())
-    })?;
+    // Whole or not at all: a file of this process's own, then renamed.
+    let tmp = d.join(format!(".{}.wasm.{}.tmp", p.sha256, std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .and_then(|mut f| {
+            use std::io::Write;
+            f.write_all(&p.component)?;
+            f.sync_all()
+        })
+        .and_then(|()| std::fs::rename(&tmp, &path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e).with_context(|| format!("storing {path:?}"));
+    }
     Ok(path)
 }
 
