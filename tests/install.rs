@@ -19,7 +19,7 @@ use std::process::{Command, Output};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use support::cni::Call;
+use support::cni::{Call, Drive};
 use support::{Invoke, Netns};
 
 fn sha256(bytes: &[u8]) -> String {
@@ -235,6 +235,25 @@ impl Node {
         inv.run()
     }
 
+    /// libcni's `cmd` of `conflist` through the bin dir, in `ctr` (`lo`),
+    /// as the node's runtime would run it (`env`).
+    fn libcni(&self, netnode: &Netns, conflist: &Path, ctr: &Netns, cid: &str, cmd: &str) -> Drive {
+        Call {
+            node: netnode,
+            bin: &self.path("bin"),
+            cmd,
+            conflist,
+            netns: &ctr.path,
+            cid,
+            ifname: "lo",
+            cache: &self.path("libcni"),
+            args: "",
+            capargs: "",
+            env: &self.env(),
+        }
+        .run()
+    }
+
     fn entry(&self) -> Value {
         serde_json::from_slice(&std::fs::read(self.path("policy.d/myplugin.json")).unwrap())
             .unwrap()
@@ -328,23 +347,7 @@ fn a_third_party_plugin_installs_beside_the_standard_ones_and_runs_in_a_libcni_c
         .to_string(),
     )
     .unwrap();
-    let env = node.env();
-    let call = |cmd: &str| {
-        Call {
-            node: &netnode,
-            bin: &bin,
-            cmd,
-            conflist: &conflist,
-            netns: &ctr.path,
-            cid: "inst0",
-            ifname: "lo",
-            cache: &node.path("libcni"),
-            args: "",
-            capargs: "",
-            env: &env,
-        }
-        .run()
-    };
+    let call = |cmd: &str| node.libcni(&netnode, &conflist, &ctr, "inst0", cmd);
     let add = call("add");
     assert_eq!(add.code, 0, "{add:?}");
     assert!(ctr.lo_up());
@@ -2357,24 +2360,7 @@ fn a_plugin_installs_by_reference_verified_pinned_and_runs_in_libcni() {
             .to_string(),
     )
     .unwrap();
-    let env = node.env();
-    let bin = node.path("bin");
-    let call = |cmd: &str| {
-        Call {
-            node: &netnode,
-            bin: &bin,
-            cmd,
-            conflist: &conflist,
-            netns: &ctr.path,
-            cid: "oci0",
-            ifname: "lo",
-            cache: &node.path("libcni"),
-            args: "",
-            capargs: "",
-            env: &env,
-        }
-        .run()
-    };
+    let call = |cmd: &str| node.libcni(&netnode, &conflist, &ctr, "oci0", cmd);
     let add = call("add");
     assert_eq!(add.code, 0, "{add:?}");
     assert!(ctr.lo_up());

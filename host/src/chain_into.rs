@@ -291,8 +291,8 @@ fn write_if_changed(path: &Path, old: &str, list: &Value) -> anyhow::Result<Outc
         use std::os::unix::fs::PermissionsExt;
         std::fs::metadata(path)?.permissions().mode() & 0o7777
     };
-    crate::install::write_atomic_with(path, |tmp| {
-        crate::install::create_file(tmp, mode, &mut text.as_bytes())
+    crate::files::write_atomic_with(path, |tmp| {
+        crate::files::create_file(tmp, mode, &mut text.as_bytes())
     })?;
     Ok(Outcome::Written(path.to_owned()))
 }

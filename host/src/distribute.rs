@@ -220,9 +220,7 @@ pub fn pull(o: &PullOptions) -> anyhow::Result<()> {
         println!("  sha256  {}", p.sha256);
         println!(
             "  signer  {}",
-            p.signer
-                .as_deref()
-                .unwrap_or("(not required; digest checked)")
+            p.signer.as_deref().unwrap_or("(none required)")
         );
         println!("  stored  {}", path.display());
     }
@@ -240,23 +238,7 @@ fn store(dir: &Path, p: &Pulled) -> anyhow::Result<PathBuf> {
     {
         return Ok(path);
     }
-    // Whole or not at all: a file of this process's own, then renamed.
-    let tmp = d.join(format!(".{}.wasm.{}.tmp", p.sha256, std::process::id()));
-    let _ = std::fs::remove_file(&tmp);
-    let written = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&tmp)
-        .and_then(|mut f| {
-            use std::io::Write;
-            f.write_all(&p.component)?;
-            f.sync_all()
-        })
-        .and_then(|()| std::fs::rename(&tmp, &path));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("storing {path:?}"));
-    }
+    crate::files::write_atomic(&path, &p.component)?;
     Ok(path)
 }
 

@@ -60,9 +60,10 @@
 //! with their `--name` and `--policy`), `policy.rs` (the policy entries
 //! and the policy file), `network.rs` (`--conflist`), `link.rs` (the bin
 //! dir's links), `placement.rs` (one file to write, planned and then
-//! applied), `own.rs` (what is install's own), `files.rs` (the file
-//! primitives), `check.rs`, `backup.rs`, `cache.rs` (the artifact cache,
-//! and `wasmcni precompile`) and `sleep.rs` (`--then-sleep`).
+//! applied), `own.rs` (what is install's own), `check.rs`, `backup.rs`,
+//! `cache.rs` (the artifact cache,
+//! and `wasmcni precompile`) and `sleep.rs` (`--then-sleep`); the file
+//! primitives are `crate::files` (`wasmcni pull`'s store uses them too).
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -75,7 +76,6 @@ use crate::plugins::{self, Plugin};
 pub(crate) mod backup;
 mod cache;
 mod check;
-mod files;
 mod link;
 mod network;
 mod own;
@@ -85,15 +85,14 @@ mod policy;
 mod sleep;
 
 pub use cache::precompile;
-pub(crate) use files::{create_file, write_atomic_with};
 pub(crate) use network::network_configs;
 pub use network::DEFAULT_CONF_DIR;
 pub use own::OWNED_RECORD;
 pub(crate) use own::{is_wasmcni, sha256_hex, Record};
 
+use crate::files::{create_dir, create_file, write_atomic_with};
 use cache::remove_stale;
 use check::{check_live, Live};
-use files::create_dir;
 use link::{bin_dir_path, keep_foreign, link_names};
 use network::plan_networks;
 use own::{existing, Existing};

@@ -16,6 +16,7 @@ pub mod chain_into;
 pub mod cli;
 pub mod dhcp_daemon;
 pub mod distribute;
+mod files;
 pub mod inspect;
 pub mod install;
 pub mod uninstall;

@@ -188,14 +188,9 @@ pub fn check(
         .pointer("/critical/identity/docker-reference")
         .and_then(|v| v.as_str())
         .unwrap_or_default();
-    // REGISTRY/PATH: the path, where the first part is a registry (a dot,
-    // a colon, or localhost, as in a reference).
+    // REGISTRY/PATH: the path, read as a reference is.
     let path = match named.split_once('/') {
-        Some((first, rest))
-            if first.contains('.') || first.contains(':') || first == "localhost" =>
-        {
-            rest
-        }
+        Some((first, rest)) if crate::names_registry(first) => rest,
         _ => named,
     };
     if path != repository {

@@ -198,8 +198,7 @@ pub fn parse_reference(text: &str) -> Result<Reference, Error> {
         why,
     };
     let first = bare.split('/').next().unwrap_or_default();
-    if !bare.contains('/') || !(first.contains('.') || first.contains(':') || first == "localhost")
-    {
+    if !bare.contains('/') || !names_registry(first) {
         return Err(bad(
             "it names no registry (a host name with a dot or a port, or localhost)".into(),
         ));
@@ -211,6 +210,13 @@ pub fn parse_reference(text: &str) -> Result<Reference, Error> {
         }
     }
     Ok(r)
+}
+
+/// Whether `first`, a reference's part before its first `/`, is a
+/// registry (a host name with a dot or a port, or localhost), as the
+/// containers tools read a reference; else it is the repository's.
+pub fn names_registry(first: &str) -> bool {
+    first.contains('.') || first.contains(':') || first == "localhost"
 }
 
 fn is_sha256(d: &str) -> bool {
@@ -403,14 +409,7 @@ impl Session {
             },
             e => registry_error(r, e, &format!("the component {}", layer.digest)),
         })?;
-        let component = out.into_inner().map_err(|n| Error::Tampered {
-            reference: whole.clone(),
-            digest: digest.clone(),
-            why: format!(
-                "the registry sent more than the {} bytes the manifest gives the component ({n} at least)",
-                layer.size
-            ),
-        })?;
+        let component = out.buf;
         let got = sha256_digest(&component);
         if got != layer.digest || component.len() as i64 != layer.size {
             return Err(Error::Tampered {
@@ -465,18 +464,7 @@ impl Session {
             .await
         {
             Ok((body, _)) => body,
-            Err(OciDistributionError::ImageManifestNotFoundError(_)) => {
-                return Err(unsigned(format!("it has no signature (no tag {tag})")))
-            }
-            Err(OciDistributionError::RegistryError { envelope, .. })
-                if envelope.errors.iter().any(|e| {
-                    matches!(
-                        e.code,
-                        oci_client::errors::OciErrorCode::ManifestUnknown
-                            | oci_client::errors::OciErrorCode::NameUnknown
-                    )
-                }) =>
-            {
+            Err(e) if not_found(&e) => {
                 return Err(unsigned(format!("it has no signature (no tag {tag})")))
             }
             Err(e) => return Err(registry_error(r, e, "the signature")),
@@ -516,24 +504,26 @@ impl Session {
             };
             if layer.size < 0 || layer.size as u64 > cosign::MAX_PAYLOAD {
                 why.push(format!(
-                    "{}: a payload of {} bytes",
+                    "{:?}: a payload of {} bytes",
                     short(&layer.digest),
                     layer.size
                 ));
                 continue;
             }
             let mut payload = Capped::new(layer.size as usize);
-            if let Err(e) = self.client.pull_blob(&sig_ref, layer, &mut payload).await {
-                why.push(format!("{:?}: {e}", short(&layer.digest)));
-                continue;
-            }
-            let Ok(payload) = payload.into_inner() else {
+            let got = self.client.pull_blob(&sig_ref, layer, &mut payload).await;
+            if payload.over > 0 {
                 why.push(format!(
-                    "{}: a payload larger than its size",
+                    "{:?}: a payload larger than its size",
                     short(&layer.digest)
                 ));
                 continue;
-            };
+            }
+            if let Err(e) = got {
+                why.push(format!("{:?}: {e}", short(&layer.digest)));
+                continue;
+            }
+            let payload = payload.buf;
             match cosign::check(&payload, sig, digest, r.repository(), keys) {
                 Ok(name) => return Ok(name),
                 Err(e) => why.push(format!("{:?}: {e}", short(&layer.digest))),
@@ -772,27 +762,25 @@ fn rfc3339(secs: i64) -> String {
     )
 }
 
+/// Whether the registry said it has no such manifest, repository or blob.
+fn not_found(e: &OciDistributionError) -> bool {
+    use oci_client::errors::OciErrorCode::{BlobUnknown, ManifestUnknown, NameUnknown};
+    match e {
+        OciDistributionError::ImageManifestNotFoundError(_) => true,
+        OciDistributionError::RegistryError { envelope, .. } => envelope
+            .errors
+            .iter()
+            .any(|e| matches!(e.code, ManifestUnknown | NameUnknown | BlobUnknown)),
+        _ => false,
+    }
+}
+
 fn registry_error(r: &Reference, e: OciDistributionError, what: &str) -> Error {
     match e {
-        OciDistributionError::ImageManifestNotFoundError(_) => Error::NotFound {
+        e if not_found(&e) => Error::NotFound {
             reference: r.whole(),
             what: what.to_owned(),
         },
-        OciDistributionError::RegistryError { envelope, .. }
-            if envelope.errors.iter().any(|e| {
-                matches!(
-                    e.code,
-                    oci_client::errors::OciErrorCode::ManifestUnknown
-                        | oci_client::errors::OciErrorCode::NameUnknown
-                        | oci_client::errors::OciErrorCode::BlobUnknown
-                )
-            }) =>
-        {
-            Error::NotFound {
-                reference: r.whole(),
-                what: what.to_owned(),
-            }
-        }
         e => Error::Registry {
             reference: r.whole(),
             registry: r.resolve_registry().to_owned(),
@@ -817,7 +805,8 @@ fn chain(e: &dyn std::error::Error) -> String {
     s
 }
 
-/// A writer that keeps at most `cap` bytes and remembers that more came.
+/// A writer that keeps at most `cap` bytes (`buf`) and counts what came
+/// beyond them (`over`: the write that brought it failed).
 struct Capped {
     buf: Vec<u8>,
     cap: usize,
@@ -830,15 +819,6 @@ impl Capped {
             buf: Vec::with_capacity(cap.min(MAX_COMPONENT as usize)),
             cap,
             over: 0,
-        }
-    }
-
-    /// The bytes, or how many came when more than the cap did.
-    fn into_inner(self) -> Result<Vec<u8>, usize> {
-        if self.over > 0 {
-            Err(self.cap + self.over)
-        } else {
-            Ok(self.buf)
         }
     }
 }
@@ -966,6 +946,6 @@ mod tests {
             w.write_all(b"abcd").await.expect("fits");
             assert!(w.write_all(b"e").await.is_err());
         });
-        assert_eq!(w.into_inner(), Err(5));
+        assert_eq!((w.buf.as_slice(), w.over), (&b"abcd"[..], 1));
     }
 }

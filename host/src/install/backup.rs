@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
-use super::files::{create_dir, create_file, plain, write_atomic_with};
+use crate::files::{create_dir, create_file, plain, write_atomic_with};
 
 /// The directory, in each directory install writes to, that holds what
 /// `--force` replaced there.

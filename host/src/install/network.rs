@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
-use super::files::{plain, read_input};
 use super::placement::{Content, Placement};
 use super::Options;
+use crate::files::{plain, read_input};
 
 /// The default directory for `--conflist`.
 pub const DEFAULT_CONF_DIR: &str = "/etc/cni/net.d";

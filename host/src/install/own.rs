@@ -11,7 +11,7 @@ use std::path::Path;
 use anyhow::Context;
 use sha2::{Digest, Sha256};
 
-use super::files::{plain, write_atomic};
+use crate::files::{plain, write_atomic};
 
 /// A marker carried in the wasmcni executable so `install` can recognise
 /// its own binary in a bin dir.

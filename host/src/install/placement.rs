@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use super::backup;
-use super::files::{create_dir, write_atomic};
 use super::own::{sha256_hex, Record};
+use crate::files::{create_dir, write_atomic};
 
 /// One file install means to write (other than the bin dir's own).
 #[derive(Debug)]

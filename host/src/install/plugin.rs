@@ -8,11 +8,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
-use super::files::read_input;
 use super::own::sha256_hex;
 use super::placement::{Content, Placement};
 use super::policy::{given_entry, pinned_entry, plan_repin, resolve_policy_dir};
 use super::Options;
+use crate::files::read_input;
 use crate::plugins::{self, Plugin};
 
 /// One `--plugin`, with the `--name` and `--policy` that belong to it.

@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 
-use super::files::{plain, read_input};
 use super::own::{sha256_hex, Record};
 use super::placement::{Content, Placement};
 use super::Options;
+use crate::files::{plain, read_input};
 
 pub(super) fn resolve_policy_dir(given: &Option<PathBuf>) -> anyhow::Result<PathBuf> {
     Ok(given

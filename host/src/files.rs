@@ -10,7 +10,7 @@ use std::path::Path;
 use anyhow::{bail, Context};
 
 /// A plain file name: no path separator, no newline, not hidden.
-pub(super) fn plain(name: &str) -> bool {
+pub(crate) fn plain(name: &str) -> bool {
     !name.is_empty()
         && !name.starts_with('.')
         && !name.contains(['/', '\n', '\r', '\0'])
@@ -82,11 +82,11 @@ pub(crate) fn create_file(path: &Path, mode: u32, bytes: &mut dyn Read) -> std::
 
 /// Writes `path` atomically (a temporary file beside it, then rename),
 /// mode 0644.
-pub(super) fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     write_atomic_with(path, |tmp| create_file(tmp, 0o644, &mut &bytes[..]))
 }
 
-pub(super) fn create_dir(dir: &Path) -> anyhow::Result<()> {
+pub(crate) fn create_dir(dir: &Path) -> anyhow::Result<()> {
     fs::DirBuilder::new()
         .recursive(true)
         .mode(0o755)
@@ -95,7 +95,7 @@ pub(super) fn create_dir(dir: &Path) -> anyhow::Result<()> {
 }
 
 /// Reads a file given on the command line, with a size bound.
-pub(super) fn read_input(path: &Path, what: &str, max: u64) -> anyhow::Result<Vec<u8>> {
+pub(crate) fn read_input(path: &Path, what: &str, max: u64) -> anyhow::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     fs::File::open(path)
         .and_then(|f| f.take(max + 1).read_to_end(&mut bytes))
